@@ -1,0 +1,15 @@
+//! The skinned body: the procedural parametric default body, its skin weights, and
+//! linear-blend and dual-quaternion skinning.
+//!
+//! Entry points: [`Body::generate`] (from a [`BodyShape`]), [`Body::posed_positions`],
+//! [`lbs_into`], [`dqs_into`].
+
+#[allow(clippy::module_inception, reason = "the Body type lives in the body module")]
+mod body;
+mod primitives;
+mod shape;
+mod skin;
+
+pub use body::{Body, BodyOptions};
+pub use shape::{BodyError, BodyShape};
+pub use skin::{LbsMatrices, MAX_INFLUENCES, SkinError, SkinWeights, SkinningMethod, dqs_into, lbs_into, skin_into};

@@ -1,0 +1,8 @@
+//! clothcast: a realtime motion-capture streaming server with example-based garment
+//! synthesis by Sensitivity-Optimized Rigging (SOR).
+//!
+//! Module order follows DESIGN §4: each module imports only from those above it.
+
+pub mod skeleton;
+pub mod mesh;
+pub mod body;

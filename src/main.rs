@@ -1,0 +1,2 @@
+//! The `clothcast` command-line tool.
+fn main() {}

@@ -1,0 +1,22 @@
+//! Triangle meshes: the mesh type, adjacency and manifold checks, closest-point queries,
+//! implicit surfaces and their polygonisation and remeshing, and OBJ / glTF reading and
+//! writing.
+//!
+//! Entry points: [`TriMesh`], [`Topology::build`], [`MeshQuery::build`],
+//! [`polygonize`], [`remesh`], [`clip_mesh`].
+
+mod clip;
+mod closest;
+mod isosurface;
+mod raster;
+mod remesh;
+mod topology;
+mod trimesh;
+
+pub use clip::{clip_mesh, is_single_manifold, largest_component};
+pub use closest::{Feature, Hit, MeshQuery, closest_on_triangle};
+pub use isosurface::{Field, polygonize, sd_ellipsoid, sd_round_box, sd_round_cone, smooth_min};
+pub use raster::{Camera, DrawItem, Image, render};
+pub use remesh::{RemeshOptions, remesh};
+pub use topology::{NO_FACE, Topology};
+pub use trimesh::{MeshError, TriMesh, VertexId};
