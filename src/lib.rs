@@ -5,4 +5,5 @@
 
 pub mod skeleton;
 pub mod mesh;
+pub mod mocap;
 pub mod body;

@@ -6,6 +6,7 @@
 //! [`polygonize`], [`remesh`], [`clip_mesh`].
 
 mod clip;
+mod io;
 mod closest;
 mod isosurface;
 mod raster;
@@ -19,4 +20,8 @@ pub use isosurface::{Field, polygonize, sd_ellipsoid, sd_round_box, sd_round_con
 pub use raster::{Camera, DrawItem, Image, render};
 pub use remesh::{RemeshOptions, remesh};
 pub use topology::{NO_FACE, Topology};
-pub use trimesh::{MeshError, TriMesh, VertexId};
+pub use io::{
+    GlbAnimation, GlbMaterial, GlbMesh, GlbScene, GlbSkeleton, LoadedSkin, LoadedSkinnedMesh, MAX_ELEMENTS, MeshIoError, read_gltf_mesh,
+    read_gltf_skinned, read_obj, write_glb, write_obj,
+};
+pub use trimesh::{MeshError, TriMesh, VertexId, weld};

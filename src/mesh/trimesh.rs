@@ -240,3 +240,46 @@ mod tests {
         assert_eq!(bad.validate(0.0), Err(MeshError::NonFinite(0)));
     }
 }
+
+/// Merges vertices closer than `tol` (metres) and drops triangles that become
+/// degenerate. Returns the welded mesh and, for every old vertex, its new index.
+pub fn weld(mesh: &TriMesh, tol: f32) -> (TriMesh, Vec<u32>) {
+    use std::collections::HashMap;
+    let cell = tol.max(1e-9) * 4.0;
+    let key = |p: Vec3| ((p.x / cell).floor() as i64, (p.y / cell).floor() as i64, (p.z / cell).floor() as i64);
+    let mut grid: HashMap<(i64, i64, i64), Vec<u32>> = HashMap::new();
+    let mut positions: Vec<Vec3> = Vec::new();
+    let mut remap = Vec::with_capacity(mesh.positions.len());
+    for &p in &mesh.positions {
+        let (kx, ky, kz) = key(p);
+        let mut found = None;
+        'search: for dx in -1..=1 {
+            for dy in -1..=1 {
+                for dz in -1..=1 {
+                    if let Some(list) = grid.get(&(kx + dx, ky + dy, kz + dz)) {
+                        for &i in list {
+                            if (positions[i as usize] - p).length() <= tol {
+                                found = Some(i);
+                                break 'search;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let idx = found.unwrap_or_else(|| {
+            positions.push(p);
+            let i = (positions.len() - 1) as u32;
+            grid.entry((kx, ky, kz)).or_default().push(i);
+            i
+        });
+        remap.push(idx);
+    }
+    let triangles = mesh
+        .triangles
+        .iter()
+        .map(|t| t.map(|v| remap[v as usize]))
+        .filter(|t| t[0] != t[1] && t[1] != t[2] && t[0] != t[2])
+        .collect();
+    (TriMesh::new(positions, triangles), remap)
+}

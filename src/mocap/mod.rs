@@ -1,0 +1,15 @@
+//! Motion capture input: BVH files, skeleton profiles, and retargeting onto the
+//! canonical skeleton. Bytes in, [`crate::skeleton::Pose`] out; no sockets.
+//!
+//! Entry points: [`Bvh::parse`], [`Profile::detect`], [`Retargeter::new`],
+//! [`Clip::from_bvh_text`].
+
+mod bvh;
+mod clip;
+mod profile;
+mod retarget;
+
+pub use bvh::{Bvh, BvhError, BvhJoint, Channel, MAX_FRAMES, MAX_JOINTS};
+pub use clip::{Clip, ClipError};
+pub use profile::{BUILTIN_PROFILES, Profile, ProfileError, normalize_name};
+pub use retarget::{RetargetError, Retargeter, SourceSkeleton};

@@ -1,0 +1,137 @@
+use glam::{Quat, Vec3};
+
+use super::*;
+use crate::mocap::{Bvh, Clip};
+use crate::skeleton::{JointId, quat_exp};
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/fixtures/mocap/{name}", env!("CARGO_MANIFEST_DIR"))).expect("fixture")
+}
+
+#[test]
+fn cmu_clips_retarget_onto_joint_positions_within_a_centimetre() {
+    for clip in ["cmu_131_01.bvh", "cmu_131_03.bvh"] {
+        let bvh = Bvh::parse(&fixture(clip)).expect("parse");
+        let names: Vec<&str> = bvh.joints.iter().map(|j| j.name.as_str()).collect();
+        let profile = Profile::detect(&names).expect("detect");
+        assert_eq!(profile.name, "cmu");
+        let src = SourceSkeleton::from_bvh(&bvh, None);
+        let rt = Retargeter::new(&profile, &src).expect("retarget");
+        let fitted = rt.fitted_skeleton().clone();
+        let map = *rt.mapping();
+        let mut worst = 0.0f32;
+        for f in (0..bvh.frame_count()).step_by(7) {
+            let world = bvh.world(Some(f));
+            let g: Vec<Quat> = world.iter().map(|w| w.0).collect();
+            let pose = rt.pose(&g, world[0].1, &fitted);
+            let pos = fitted.joint_positions(&pose);
+            for c in JointId::all() {
+                let s = map[c.index()].expect("cmu maps all 22 joints");
+                let want = world[s].1 * profile.scale;
+                let e = (pos[c.index()] - want).length();
+                worst = worst.max(e);
+            }
+        }
+        assert!(worst < 0.01, "{clip}: worst joint distance {worst} m");
+    }
+}
+
+#[test]
+fn cmu_rest_maps_to_a_t_pose_on_the_default_body() {
+    // all channels zero = CMU rest (arms down, legs apart): the corrections turn the
+    // canonical skeleton's bones onto those directions, so the retargeted pose of the
+    // rest frame has the arms down and the legs apart
+    let bvh = Bvh::parse(&fixture("cmu_131_01.bvh")).expect("parse");
+    let src = SourceSkeleton::from_bvh(&bvh, None);
+    let rt = Retargeter::new(&Profile::builtin("cmu").expect("cmu"), &src).expect("rt");
+    let g = src.rest_rotations.clone();
+    let skel = Skeleton::default();
+    let pose = rt.pose(&g, src.rest_positions[0], &skel);
+    let p = skel.joint_positions(&pose);
+    let arm = (p[JointId::LEFT_ELBOW.index()] - p[JointId::LEFT_SHOULDER.index()]).normalize();
+    assert!(arm.y < -0.9, "CMU rest has the arms down: {arm}");
+    let spine = (p[JointId::NECK.index()] - p[JointId::PELVIS.index()]).normalize();
+    assert!(spine.y > 0.98, "upright: {spine}");
+    // pelvis faces +Z
+    assert!((pose.rotations[0] * Vec3::Z).z > 0.98);
+}
+
+/// A minimal source with one spine joint, no neck, no collars, no toes: T-pose or A-pose.
+fn minimal_bvh(arm_angle_deg: f32, frames: &[[f32; 6]]) -> String {
+    let (s, c) = (arm_angle_deg.to_radians().sin(), arm_angle_deg.to_radians().cos());
+    let arm = |side: f32, len: f32| format!("{:.4} {:.4} 0", side * len * c, -len * s);
+    let mut t = String::from("HIERARCHY\nROOT Hips\n{\n OFFSET 0 0 0\n CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation\n");
+    t += " JOINT Spine\n {\n  OFFSET 0 10 0\n  CHANNELS 3 Zrotation Xrotation Yrotation\n";
+    t += "  JOINT Head\n  {\n   OFFSET 0 35 0\n   CHANNELS 3 Zrotation Xrotation Yrotation\n   End Site\n   {\n    OFFSET 0 20 0\n   }\n  }\n";
+    for (side, name) in [(1.0, "Left"), (-1.0, "Right")] {
+        t += &format!("  JOINT {name}Arm\n  {{\n   OFFSET {} 30 0\n   CHANNELS 3 Zrotation Xrotation Yrotation\n", side * 18.0);
+        t += &format!("   JOINT {name}ForeArm\n   {{\n    OFFSET {}\n    CHANNELS 3 Zrotation Xrotation Yrotation\n", arm(side, 28.0));
+        t += &format!("    JOINT {name}Hand\n    {{\n     OFFSET {}\n     CHANNELS 3 Zrotation Xrotation Yrotation\n     End Site\n     {{\n      OFFSET {}\n     }}\n    }}\n   }}\n  }}\n", arm(side, 25.0), arm(side, 18.0));
+    }
+    t += " }\n";
+    for (side, name) in [(1.0, "Left"), (-1.0, "Right")] {
+        t += &format!(" JOINT {name}UpLeg\n {{\n  OFFSET {} -8 0\n  CHANNELS 3 Zrotation Xrotation Yrotation\n", side * 9.0);
+        t += &format!("  JOINT {name}Leg\n  {{\n   OFFSET 0 -42 0\n   CHANNELS 3 Zrotation Xrotation Yrotation\n");
+        t += "   JOINT LeftFootX\n   {\n    OFFSET 0 -40 0\n    CHANNELS 3 Zrotation Xrotation Yrotation\n    End Site\n    {\n     OFFSET 0 -5 14\n    }\n   }\n  }\n }\n";
+        t = t.replace("JOINT LeftFootX", &format!("JOINT {name}Foot"));
+    }
+    t += "}\nMOTION\n";
+    t += &format!("Frames: {}\nFrame Time: 0.033333\n", frames.len());
+    let nch = 6 + 3 * 14;
+    for fr in frames {
+        let mut v = vec![0.0f32; nch];
+        v[1] = 95.0;
+        // spine: 3..6 → channel slots 6..9 (Z X Y); right arm: Zrotation slot
+        v[6] = fr[0];
+        v[7] = fr[1];
+        v[8] = fr[2];
+        // left arm joint is the 3rd joint (after Hips, Spine, Head): slots 12..15
+        v[12] = fr[3];
+        v[13] = fr[4];
+        v[14] = fr[5];
+        t += &v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" ");
+        t += "\n";
+    }
+    t
+}
+
+#[test]
+fn skeleton_with_missing_joints_retargets_and_a_pose_matches_t_pose() {
+    let profile = Profile::from_toml(
+        "name = 'mini'\nscale = 0.01\n[joints]\npelvis = 'Hips'\nspine1 = 'Spine'\nhead = 'Head'\nleft_shoulder = 'LeftArm'\nright_shoulder = 'RightArm'\nleft_elbow = 'LeftForeArm'\nright_elbow = 'RightForeArm'\nleft_wrist = 'LeftHand'\nright_wrist = 'RightHand'\nleft_hip = 'LeftUpLeg'\nright_hip = 'RightUpLeg'\nleft_knee = 'LeftLeg'\nright_knee = 'RightLeg'\nleft_ankle = 'LeftFoot'\nright_ankle = 'RightFoot'\n[[share]]\nchain = ['spine1', 'spine2', 'spine3']\n",
+    )
+    .expect("profile");
+    // the left arm raised 30° in the source's own frame (Zrotation of LeftArm), spine bent 30° forward
+    let frames = [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 30.0, 0.0, 30.0, 0.0, 0.0]];
+    let skel = Skeleton::default();
+    let t_clip = Clip::from_bvh_text(&minimal_bvh(0.0, &frames), Some(&profile), &skel).expect("T-pose source");
+    let a_clip = Clip::from_bvh_text(&minimal_bvh(45.0, &frames), Some(&profile), &skel).expect("A-pose source");
+    // T-pose source at rest → canonical rest (within the small differences of bone
+    // direction between the two skeletons' proportions)
+    for j in JointId::all() {
+        let angle = crate::skeleton::quat_log(t_clip.poses[0].rotation(j)).length().to_degrees();
+        assert!(angle < 6.0, "{j}: {angle}°");
+    }
+    // A-pose source at rest → arms 45° down
+    let p = skel.joint_positions(&a_clip.poses[0]);
+    let arm = (p[JointId::LEFT_ELBOW.index()] - p[JointId::LEFT_SHOULDER.index()]).normalize();
+    assert!((arm.y + 45f32.to_radians().sin()).abs() < 0.02, "{arm}");
+    // the same world-space change (arm raised 30° from rest, spine bent 30°) gives the
+    // same change of world bone direction whichever rest the source had
+    for clip in [&t_clip, &a_clip] {
+        let p0 = skel.joint_positions(&clip.poses[0]);
+        let p1 = skel.joint_positions(&clip.poses[1]);
+        let d0 = (p0[JointId::LEFT_ELBOW.index()] - p0[JointId::LEFT_SHOULDER.index()]).normalize();
+        let d1 = (p1[JointId::LEFT_ELBOW.index()] - p1[JointId::LEFT_SHOULDER.index()]).normalize();
+        let turned = d0.angle_between(d1).to_degrees();
+        assert!((turned - 30.0).abs() < 1.0, "arm turned {turned}°");
+        // the spine bend is shared over the three canonical spine joints
+        let s = clip.poses[1].rotation(JointId::SPINE1);
+        let s2 = clip.poses[1].rotation(JointId::SPINE2);
+        assert!(s.abs_diff_eq(s2, 1e-4), "spine shared: {s} vs {s2}");
+        assert!(crate::skeleton::quat_log(s).length() > 5f32.to_radians());
+        // the unmapped neck and collars are held at rest
+        assert!(clip.poses[1].rotation(JointId::NECK).abs_diff_eq(Quat::IDENTITY, 1e-4));
+    }
+    let _ = quat_exp(Vec3::ZERO);
+}
