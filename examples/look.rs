@@ -1,7 +1,7 @@
-//! Development preview: renders the default body from several sides into a PNG.
+//! Development preview: renders the default body and garments into PNGs under /tmp/look.
 use clothcast::body::*;
+use clothcast::garment::*;
 use clothcast::mesh::*;
-use clothcast::skeleton::*;
 use glam::Vec3;
 
 fn save(img: &Image, path: &str) {
@@ -14,37 +14,19 @@ fn save(img: &Image, path: &str) {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let shape = BodyShape {
-        height: args.get(1).and_then(|s| s.parse().ok()).unwrap_or(1.75),
-        weight: args.get(2).and_then(|s| s.parse().ok()).unwrap_or(70.0),
-        ..Default::default()
-    };
-    let body = Body::generate(&shape, &BodyOptions::default()).unwrap();
+    let body = Body::default_body().unwrap();
+    let mut cfg = GarmentConfig::builtin(args.get(1).map(|s| s.as_str()).unwrap_or("tshirt")).unwrap();
+    if args.iter().any(|a| a == "long") { cfg.sleeves = Sleeves::Long; }
+    if args.iter().any(|a| a == "shorts") { cfg.length = Legs::Shorts; }
+    let t = std::time::Instant::now();
+    let g = Garment::generate(&body, &cfg).unwrap();
+    let topo = Topology::build(&g.mesh).unwrap();
+    eprintln!("garment {} verts, {} loops, {:?}", g.vertex_count(), topo.boundary_loops(&g.mesh).len(), t.elapsed());
     let (lo, hi) = body.mesh.bounds().unwrap();
     let mut imgs = vec![];
-    for dir in [Vec3::Z, Vec3::new(1.0, 0.2, 0.6), Vec3::X, -Vec3::Z] {
+    for dir in [Vec3::Z, Vec3::new(1.0, 0.3, 0.6), Vec3::new(-0.3, 0.5, -1.0)] {
         let cam = Camera::framing(lo, hi, dir, 1.0);
-        imgs.push(render(&[DrawItem { mesh: &body.mesh, positions: None, color: [0.8, 0.6, 0.5] }], &cam, 500, 500));
+        imgs.push(render(&[DrawItem { mesh: &body.mesh, positions: None, color: [0.8, 0.6, 0.5] }, DrawItem { mesh: &g.mesh, positions: None, color: [0.2, 0.4, 0.8] }], &cam, 600, 600));
     }
-    // torso close-up
-    let tl = Vec3::new(-0.35, 0.8, -0.2); let th = Vec3::new(0.35, 1.75, 0.2);
-    for dir in [Vec3::new(0.3, 0.1, 1.0), Vec3::new(-1.0, 0.1, 0.3)] {
-        let cam = Camera::framing(tl, th, dir, 1.0);
-        imgs.push(render(&[DrawItem { mesh: &body.mesh, positions: None, color: [0.8, 0.6, 0.5] }], &cam, 500, 500));
-    }
-    // a posed version
-    let mut pose = Pose::rest();
-    pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -1.2)));
-    pose.set_rotation(JointId::RIGHT_SHOULDER, quat_exp(Vec3::new(0.0, 0.6, 1.2)));
-    pose.set_rotation(JointId::RIGHT_ELBOW, quat_exp(Vec3::new(0.0, 1.6, 0.0)));
-    pose.set_rotation(JointId::LEFT_HIP, quat_exp(Vec3::new(-1.2, 0.0, 0.0)));
-    pose.set_rotation(JointId::LEFT_KNEE, quat_exp(Vec3::new(1.5, 0.0, 0.0)));
-    pose.set_rotation(JointId::SPINE2, quat_exp(Vec3::new(0.3, 0.3, 0.0)));
-    let method = if args.get(3).map(|s| s == "dqs").unwrap_or(false) { SkinningMethod::Dqs } else { SkinningMethod::Lbs };
-    let posed = body.posed_positions(&pose, method);
-    let cam = Camera::framing(lo, hi, Vec3::new(1.0, 0.3, 1.0), 1.0);
-    imgs.push(render(&[DrawItem { mesh: &body.mesh, positions: Some(&posed), color: [0.8, 0.6, 0.5] }], &cam, 500, 500));
-    let row2 = imgs.split_off(4);
-    save(&Image::hstack(&imgs), "/tmp/look/body.png");
-    save(&Image::hstack(&row2), "/tmp/look/body2.png");
+    save(&Image::hstack(&imgs), "/tmp/look/garment.png");
 }

@@ -7,3 +7,4 @@ pub mod skeleton;
 pub mod mesh;
 pub mod mocap;
 pub mod body;
+pub mod garment;

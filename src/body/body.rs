@@ -40,6 +40,9 @@ pub struct Body {
     pub mesh: TriMesh,
     /// Skin weights of `mesh`'s vertices.
     pub skin: SkinWeights,
+    /// The implicit surface the procedural body was made from (`None` for imported
+    /// bodies); procedural garments are cut from offsets of it.
+    pub(crate) field: Option<BodyField>,
 }
 
 impl Body {
@@ -68,9 +71,10 @@ impl Body {
             *p = Vec3::new(p.x * s, (p.y - mlo.y) * s, p.z * s);
         }
         let skeleton = Skeleton::from_rest_positions(skeleton.rest_positions().map(|p| Vec3::new(p.x * s, (p.y - mlo.y) * s, p.z * s)));
+        let field = field.transformed(s, mlo.y);
         let sigma = 0.015 * shape.height / 1.75;
-        let skin = weights_from_primitives(&mesh, &field, sigma, s, mlo.y)?;
-        Ok(Body { shape: *shape, skeleton, mesh, skin })
+        let skin = weights_from_primitives(&mesh, &field, sigma)?;
+        Ok(Body { shape: *shape, skeleton, mesh, skin, field: Some(field) })
     }
 
     /// The default body (default shape and resolution).
@@ -96,6 +100,11 @@ impl Body {
         TriMesh::new(self.posed_positions(pose, method), self.mesh.triangles.clone())
     }
 
+    /// The implicit surface of the procedural body (`None` for imported bodies).
+    pub(crate) fn field(&self) -> Option<&BodyField> {
+        self.field.as_ref()
+    }
+
     /// A closest-point structure of the rest-pose body.
     pub fn rest_query(&self) -> Result<MeshQuery, BodyError> {
         Ok(MeshQuery::build(&self.mesh)?)
@@ -111,12 +120,11 @@ impl Body {
 /// primitives attached to it; weights fall off as exp(−(d_b − d_min)/σ) with σ = 1.5 cm
 /// (scaled with the body), then are smoothed over the surface (3 sweeps of one-ring
 /// averaging) so they vary smoothly across joints, and truncated to four influences.
-fn weights_from_primitives(mesh: &TriMesh, field: &BodyField, sigma: f32, scale: f32, y_shift: f32) -> Result<SkinWeights, BodyError> {
+fn weights_from_primitives(mesh: &TriMesh, field: &BodyField, sigma: f32) -> Result<SkinWeights, BodyError> {
     let nv = mesh.positions.len();
     let mut dense = vec![[0f32; JOINT_COUNT]; nv];
     for (v, p) in mesh.positions.iter().enumerate() {
-        // back to the primitives' frame (before the exact-height rescale)
-        let q = Vec3::new(p.x / scale, p.y / scale + y_shift, p.z / scale);
+        let q = *p;
         let mut per_bone = [f32::MAX; JOINT_COUNT];
         for prim in &field.prims {
             let d = prim.distance(q);

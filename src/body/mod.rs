@@ -11,5 +11,6 @@ mod shape;
 mod skin;
 
 pub use body::{Body, BodyOptions};
+pub(crate) use primitives::BodyField;
 pub use shape::{BodyError, BodyShape};
 pub use skin::{LbsMatrices, MAX_INFLUENCES, SkinError, SkinWeights, SkinningMethod, dqs_into, lbs_into, skin_into};

@@ -35,6 +35,18 @@ impl Primitive {
         }
     }
 
+    /// The primitive after the map x ↦ ((x, y − y0, z) · s) (uniform scale about the
+    /// origin after a vertical shift), with radii and blend scaled alike.
+    pub(crate) fn transformed(&self, s: f32, y0: f32) -> Primitive {
+        let m = |p: Vec3| Vec3::new(p.x, p.y - y0, p.z) * s;
+        let shape = match self.shape {
+            Shape::Cone { a, b, ra, rb } => Shape::Cone { a: m(a), b: m(b), ra: ra * s, rb: rb * s },
+            Shape::Ellipsoid { c, r } => Shape::Ellipsoid { c: m(c), r: r * s },
+            Shape::RoundBox { c, half, r } => Shape::RoundBox { c: m(c), half: half * s, r: r * s },
+        };
+        Primitive { shape, bone: self.bone, blend: self.blend * s }
+    }
+
     /// Conservative bounding box (with the blend radius added).
     fn bounds(&self) -> (Vec3, Vec3) {
         let (lo, hi) = match self.shape {
@@ -50,6 +62,7 @@ impl Primitive {
 }
 
 /// The body's implicit surface: smooth union of its primitives.
+#[derive(Clone, Debug)]
 pub(crate) struct BodyField {
     pub(crate) prims: Vec<Primitive>,
     boxes: Vec<(Vec3, Vec3)>,
@@ -59,6 +72,19 @@ impl BodyField {
     pub(crate) fn new(prims: Vec<Primitive>) -> Self {
         let boxes = prims.iter().map(|p| p.bounds()).collect();
         Self { prims, boxes }
+    }
+
+    /// A field made of the primitives attached to the given bones only, blended with at
+    /// least `min_blend` and offset outwards by `offset` (metres): the loose shell a
+    /// garment is cut from.
+    pub(crate) fn subset(&self, bones: &[JointId], min_blend: f32) -> BodyField {
+        let prims = self.prims.iter().filter(|p| bones.contains(&p.bone)).map(|p| Primitive { blend: p.blend.max(min_blend), ..*p }).collect();
+        BodyField::new(prims)
+    }
+
+    /// Applies [`Primitive::transformed`] to every primitive.
+    pub(crate) fn transformed(&self, s: f32, y0: f32) -> BodyField {
+        BodyField::new(self.prims.iter().map(|p| p.transformed(s, y0)).collect())
     }
 
     /// Bounds of the whole body with a margin, metres.

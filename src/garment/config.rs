@@ -1,0 +1,208 @@
+//! Garment configuration files (`configs/garments/*.toml`) and the region table.
+
+use serde::Deserialize;
+
+use crate::skeleton::{JOINT_COUNT, JointId};
+
+/// Built-in garment configurations: (name, TOML text).
+pub const BUILTIN_GARMENTS: [(&str, &str); 2] =
+    [("tshirt", include_str!("../../configs/garments/tshirt.toml")), ("pants", include_str!("../../configs/garments/pants.toml"))];
+
+/// Largest number of regions (SOR uses N_G = 7).
+pub const MAX_REGIONS: usize = 16;
+
+/// Which procedural pattern a garment is cut from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GarmentKind {
+    /// A T-shirt: torso and sleeves.
+    Tshirt,
+    /// Pants: hips and legs.
+    Pants,
+}
+
+/// Sleeve length of a T-shirt.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sleeves {
+    /// To the middle of the upper arm.
+    #[default]
+    Short,
+    /// To the wrist.
+    Long,
+}
+
+/// Leg length of pants.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Legs {
+    /// To the ankle.
+    #[default]
+    Long,
+    /// Above the knee.
+    Shorts,
+}
+
+/// A garment configuration as read from TOML.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GarmentConfig {
+    /// Garment name.
+    pub name: String,
+    /// Pattern.
+    pub kind: GarmentKind,
+    /// Sleeve length (T-shirts).
+    #[serde(default)]
+    pub sleeves: Sleeves,
+    /// Leg length (pants).
+    #[serde(default)]
+    pub length: Legs,
+    /// Looseness of the rest shape over the body, metres (0.005–0.08).
+    pub ease: f32,
+    /// Target vertex count (500–100 000).
+    pub target_vertices: usize,
+    /// Bone groups (SOR §5).
+    pub regions: Vec<RegionConfig>,
+}
+
+/// One region as read from TOML.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegionConfig {
+    /// Region name.
+    pub name: String,
+    /// Canonical joint names of its bones.
+    pub bones: Vec<String>,
+}
+
+/// Why a garment could not be made.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
+pub enum GarmentError {
+    /// The TOML text is malformed or has unknown keys.
+    #[error("garment config: {0}")]
+    Toml(String),
+    /// No built-in garment of that name.
+    #[error("no built-in garment {0:?} (built in: tshirt, pants)")]
+    NotFound(String),
+    /// The regions are not a partition of the 22 bones.
+    #[error("garment regions: {0}")]
+    Regions(String),
+    /// A parameter is outside its range.
+    #[error("garment parameter {name} = {value} is outside {range}")]
+    Parameter {
+        /// Parameter name.
+        name: &'static str,
+        /// Value given.
+        value: f32,
+        /// Allowed range.
+        range: &'static str,
+    },
+    /// Procedural garments need the procedural body's implicit surface.
+    #[error("procedural garments need the procedural body; import a garment mesh for other bodies")]
+    NoBodyField,
+    /// The generated or imported mesh is unusable.
+    #[error("garment mesh: {0}")]
+    Mesh(#[from] crate::mesh::MeshError),
+    /// The garment does not cover the body it should (imported mesh far from the body).
+    #[error("garment vertex {vertex} is {distance:.3} m from the body (limit {limit} m): is the garment in the body's rest pose and units?")]
+    FarFromBody {
+        /// Vertex index.
+        vertex: usize,
+        /// Its distance to the nearest body vertex, metres.
+        distance: f32,
+        /// The limit, metres.
+        limit: f32,
+    },
+}
+
+impl GarmentConfig {
+    /// Parses a configuration and checks its parameters and regions.
+    pub fn from_toml(text: &str) -> Result<GarmentConfig, GarmentError> {
+        let c: GarmentConfig = toml::from_str(text).map_err(|e| GarmentError::Toml(e.to_string()))?;
+        if !(0.005..=0.08).contains(&c.ease) {
+            return Err(GarmentError::Parameter { name: "ease", value: c.ease, range: "0.005–0.08 m" });
+        }
+        if !(500..=100_000).contains(&c.target_vertices) {
+            return Err(GarmentError::Parameter { name: "target_vertices", value: c.target_vertices as f32, range: "500–100000" });
+        }
+        RegionTable::from_config(&c.regions)?;
+        Ok(c)
+    }
+
+    /// A built-in configuration by name.
+    pub fn builtin(name: &str) -> Result<GarmentConfig, GarmentError> {
+        let (_, text) = BUILTIN_GARMENTS.iter().find(|(n, _)| *n == name).ok_or_else(|| GarmentError::NotFound(name.to_string()))?;
+        Self::from_toml(text)
+    }
+}
+
+/// A partition of the 22 bones into named regions (SOR §5).
+///
+/// Invariant: every bone belongs to exactly one region; 1 ≤ regions ≤ [`MAX_REGIONS`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionTable {
+    /// Region names.
+    pub names: Vec<String>,
+    /// Region index of each bone.
+    pub bone_region: [u8; JOINT_COUNT],
+}
+
+impl RegionTable {
+    /// Builds and checks the table.
+    pub fn from_config(regions: &[RegionConfig]) -> Result<RegionTable, GarmentError> {
+        if regions.is_empty() || regions.len() > MAX_REGIONS {
+            return Err(GarmentError::Regions(format!("{} regions (need 1–{MAX_REGIONS})", regions.len())));
+        }
+        let mut bone_region = [u8::MAX; JOINT_COUNT];
+        for (g, r) in regions.iter().enumerate() {
+            for b in &r.bones {
+                let j = JointId::from_name(b).ok_or_else(|| GarmentError::Regions(format!("region {:?}: {b:?} is not a canonical joint", r.name)))?;
+                if bone_region[j.index()] != u8::MAX {
+                    return Err(GarmentError::Regions(format!("bone {b:?} is in more than one region")));
+                }
+                bone_region[j.index()] = g as u8;
+            }
+        }
+        if let Some(b) = bone_region.iter().position(|&g| g == u8::MAX) {
+            return Err(GarmentError::Regions(format!("bone {:?} is in no region", JointId(b as u8).name())));
+        }
+        Ok(RegionTable { names: regions.iter().map(|r| r.name.clone()).collect(), bone_region })
+    }
+
+    /// Number of regions N_G.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// True when there are no regions (never, for a checked table).
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse_with_seven_regions() {
+        for (name, _) in BUILTIN_GARMENTS {
+            let c = GarmentConfig::builtin(name).expect("parse");
+            let t = RegionTable::from_config(&c.regions).expect("regions");
+            assert_eq!(t.len(), 7);
+        }
+    }
+
+    #[test]
+    fn bad_regions_are_refused() {
+        let r = |name: &str, bones: &[&str]| RegionConfig { name: name.into(), bones: bones.iter().map(|s| s.to_string()).collect() };
+        let all: Vec<&str> = JointId::all().map(|j| j.name()).collect();
+        assert!(RegionTable::from_config(&[r("all", &all)]).is_ok());
+        assert!(matches!(RegionTable::from_config(&[r("some", &all[..20])]), Err(GarmentError::Regions(m)) if m.contains("in no region")));
+        assert!(matches!(RegionTable::from_config(&[r("a", &all), r("b", &["neck"])]), Err(GarmentError::Regions(m)) if m.contains("more than one")));
+        assert!(matches!(RegionTable::from_config(&[r("a", &["elbow"])]), Err(GarmentError::Regions(_))));
+        let text = include_str!("../../configs/garments/tshirt.toml").replace("ease = 0.02", "ease = 0.5");
+        assert!(matches!(GarmentConfig::from_toml(&text), Err(GarmentError::Parameter { name: "ease", .. })));
+    }
+}

@@ -1,0 +1,115 @@
+//! `Garment`: a garment mesh bound to a body, with its skin weights and regions.
+
+use glam::Vec3;
+
+use crate::body::{Body, SkinWeights};
+use crate::mesh::{MeshQuery, NearestVertex, RemeshOptions, Topology, TriMesh, VertexId, clip_mesh, polygonize, remesh};
+
+use super::config::{GarmentConfig, GarmentError, RegionTable};
+use super::pattern::pattern;
+
+/// A garment in the body's rest pose (T-pose, metres, world frame), bound to that body.
+///
+/// Invariants: `mesh` is an oriented 2-manifold with boundary; `binding`, `skin` and the
+/// region weights have one row per vertex; `skin` rows are copies of the bound body
+/// vertex's weights (SOR §4).
+#[derive(Clone, Debug)]
+pub struct Garment {
+    /// Garment name.
+    pub name: String,
+    /// Rest shape.
+    pub mesh: TriMesh,
+    /// Nearest body vertex of each garment vertex at rest (SOR §4).
+    pub binding: Vec<VertexId>,
+    /// Skin weights copied from the bound body vertices.
+    pub skin: SkinWeights,
+    /// Bone regions (SOR §5).
+    pub regions: RegionTable,
+    /// Region weight ŵ_{g,y} (SOR §5), `vertex_count × regions.len()`, row-major: the
+    /// sum of the bound body vertex's skin weights over the region's bones.
+    pub region_weights: Vec<f32>,
+}
+
+/// Garment vertices may be at most this far from the body when binding (metres).
+const MAX_BIND_DISTANCE: f32 = 0.25;
+
+/// Smallest clearance from the body a generated garment keeps at rest (metres).
+pub const REST_CLEARANCE: f32 = 0.006;
+
+impl Garment {
+    /// Generates a procedural garment for `body` from a configuration. The body must be
+    /// the procedural one (its implicit surface is the pattern's base).
+    pub fn generate(body: &Body, cfg: &GarmentConfig) -> Result<Garment, GarmentError> {
+        let field = body.field().ok_or(GarmentError::NoBodyField)?;
+        let regions = RegionTable::from_config(&cfg.regions)?;
+        let pat = pattern(body, cfg, field);
+        // polygonise at a spacing well below the target edge length
+        let area_guess = (pat.hi - pat.lo).x * (pat.hi - pat.lo).y * 1.6;
+        let edge = ((2.0 * area_guess) / (3f32.sqrt() * cfg.target_vertices as f32)).sqrt();
+        let h = (edge / 2.2).clamp(0.003, 0.012);
+        let dense = polygonize(&pat.shell, pat.lo, pat.hi, h);
+        let cut = clip_mesh(&dense, &pat.clip);
+        let mut mesh = remesh(&cut, &pat.shell, Some(&pat.clip), RemeshOptions::with_target(cfg.target_vertices))?;
+        push_out_of_body(&mut mesh, body, REST_CLEARANCE)?;
+        Self::bind(&cfg.name, mesh, body, regions)
+    }
+
+    /// Binds any garment mesh (in the body's rest pose) to `body`: nearest body vertex per
+    /// garment vertex, skin weights and region weights from it (SOR §4–5).
+    pub fn bind(name: &str, mesh: TriMesh, body: &Body, regions: RegionTable) -> Result<Garment, GarmentError> {
+        mesh.validate(0.0)?;
+        Topology::build(&mesh)?;
+        let index = NearestVertex::build(&body.mesh.positions)?;
+        let n = mesh.vertex_count();
+        let ng = regions.len();
+        let mut binding = Vec::with_capacity(n);
+        let mut skin = SkinWeights { joints: Vec::with_capacity(n), weights: Vec::with_capacity(n) };
+        let mut region_weights = vec![0f32; n * ng];
+        for (v, p) in mesh.positions.iter().enumerate() {
+            let (b, d) = index.nearest(*p);
+            if d > MAX_BIND_DISTANCE {
+                return Err(GarmentError::FarFromBody { vertex: v, distance: d, limit: MAX_BIND_DISTANCE });
+            }
+            binding.push(b);
+            let (j, w) = (body.skin.joints[b.index()], body.skin.weights[b.index()]);
+            skin.joints.push(j);
+            skin.weights.push(w);
+            for k in 0..4 {
+                let g = regions.bone_region[(j[k] as usize).min(21)] as usize;
+                region_weights[v * ng + g] += w[k];
+            }
+        }
+        Ok(Garment { name: name.to_string(), mesh, binding, skin, regions, region_weights })
+    }
+
+    /// Region weights of vertex `v` (one per region, summing to 1).
+    pub fn region_weights_of(&self, v: usize) -> &[f32] {
+        let ng = self.regions.len();
+        &self.region_weights[v * ng..(v + 1) * ng]
+    }
+
+    /// Number of vertices.
+    pub fn vertex_count(&self) -> usize {
+        self.mesh.vertex_count()
+    }
+}
+
+/// Moves any vertex closer to the body than `clearance` out along the body's normal
+/// (happens only near openings, where body parts outside the pattern's bones pass).
+fn push_out_of_body(mesh: &mut TriMesh, body: &Body, clearance: f32) -> Result<(), GarmentError> {
+    let q = MeshQuery::build(&body.mesh)?;
+    for p in &mut mesh.positions {
+        let hit = q.closest(*p);
+        let d = hit.signed_distance(*p);
+        if d < clearance {
+            *p = hit.point + hit.normal * clearance;
+        }
+    }
+    if mesh.positions.iter().any(|p: &Vec3| !p.is_finite()) {
+        return Err(GarmentError::Mesh(crate::mesh::MeshError::NonFinite(0)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
