@@ -3,8 +3,9 @@
 //!
 //! Module order follows DESIGN §4: each module imports only from those above it.
 
-pub mod skeleton;
+pub mod body;
+pub mod cli;
+pub mod garment;
 pub mod mesh;
 pub mod mocap;
-pub mod body;
-pub mod garment;
+pub mod skeleton;

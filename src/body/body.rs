@@ -21,7 +21,9 @@ impl Default for BodyOptions {
     /// About 6 000 vertices: ~1.9 cm edges on an adult, fine enough for cloth contact
     /// at the garment's ~2 cm resolution.
     fn default() -> Self {
-        Self { target_vertices: 6000 }
+        Self {
+            target_vertices: 6000,
+        }
     }
 }
 
@@ -63,18 +65,33 @@ impl Body {
         let h = (edge / 2.5).clamp(0.003, 0.012);
         let (lo, hi) = field.bounds(2.0 * h);
         let dense = polygonize(&field, lo, hi, h);
-        let mut mesh = remesh(&dense, &field, None, RemeshOptions::with_target(opts.target_vertices))?;
+        let mut mesh = remesh(
+            &dense,
+            &field,
+            None,
+            RemeshOptions::with_target(opts.target_vertices),
+        )?;
         // make the measured height exact: scale about the origin (soles stay on y = 0)
         let (mlo, mhi) = mesh.bounds().ok_or(crate::mesh::MeshError::Empty)?;
         let s = shape.height / (mhi.y - mlo.y);
         for p in &mut mesh.positions {
             *p = Vec3::new(p.x * s, (p.y - mlo.y) * s, p.z * s);
         }
-        let skeleton = Skeleton::from_rest_positions(skeleton.rest_positions().map(|p| Vec3::new(p.x * s, (p.y - mlo.y) * s, p.z * s)));
+        let skeleton = Skeleton::from_rest_positions(
+            skeleton
+                .rest_positions()
+                .map(|p| Vec3::new(p.x * s, (p.y - mlo.y) * s, p.z * s)),
+        );
         let field = field.transformed(s, mlo.y);
         let sigma = 0.015 * shape.height / 1.75;
         let skin = weights_from_primitives(&mesh, &field, sigma)?;
-        Ok(Body { shape: *shape, skeleton, mesh, skin, field: Some(field) })
+        Ok(Body {
+            shape: *shape,
+            skeleton,
+            mesh,
+            skin,
+            field: Some(field),
+        })
     }
 
     /// The default body (default shape and resolution).
@@ -97,7 +114,10 @@ impl Body {
 
     /// The body posed as a mesh.
     pub fn posed_mesh(&self, pose: &Pose, method: SkinningMethod) -> TriMesh {
-        TriMesh::new(self.posed_positions(pose, method), self.mesh.triangles.clone())
+        TriMesh::new(
+            self.posed_positions(pose, method),
+            self.mesh.triangles.clone(),
+        )
     }
 
     /// The implicit surface of the procedural body (`None` for imported bodies).
@@ -120,7 +140,11 @@ impl Body {
 /// primitives attached to it; weights fall off as exp(−(d_b − d_min)/σ) with σ = 1.5 cm
 /// (scaled with the body), then are smoothed over the surface (3 sweeps of one-ring
 /// averaging) so they vary smoothly across joints, and truncated to four influences.
-fn weights_from_primitives(mesh: &TriMesh, field: &BodyField, sigma: f32) -> Result<SkinWeights, BodyError> {
+fn weights_from_primitives(
+    mesh: &TriMesh,
+    field: &BodyField,
+    sigma: f32,
+) -> Result<SkinWeights, BodyError> {
     let nv = mesh.positions.len();
     let mut dense = vec![[0f32; JOINT_COUNT]; nv];
     for (v, p) in mesh.positions.iter().enumerate() {
@@ -153,12 +177,20 @@ fn weights_from_primitives(mesh: &TriMesh, field: &BodyField, sigma: f32) -> Res
             dense[v] = acc.map(|x| x * k);
         }
     }
-    let mut skin = SkinWeights { joints: Vec::with_capacity(nv), weights: Vec::with_capacity(nv) };
+    let mut skin = SkinWeights {
+        joints: Vec::with_capacity(nv),
+        weights: Vec::with_capacity(nv),
+    };
     let mut pairs = Vec::with_capacity(JOINT_COUNT);
     for row in &dense {
         let total: f32 = row.iter().sum();
         pairs.clear();
-        pairs.extend(row.iter().enumerate().filter(|(_, w)| **w > 0.01 * total).map(|(b, w)| (b as u16, *w)));
+        pairs.extend(
+            row.iter()
+                .enumerate()
+                .filter(|(_, w)| **w > 0.01 * total)
+                .map(|(b, w)| (b as u16, *w)),
+        );
         let (j, w) = SkinWeights::pack(&mut pairs);
         skin.joints.push(j);
         skin.weights.push(w);

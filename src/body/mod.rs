@@ -4,13 +4,23 @@
 //! Entry points: [`Body::generate`] (from a [`BodyShape`]), [`Body::posed_positions`],
 //! [`lbs_into`], [`dqs_into`].
 
-#[allow(clippy::module_inception, reason = "the Body type lives in the body module")]
+#[allow(
+    clippy::module_inception,
+    reason = "the Body type lives in the body module"
+)]
 mod body;
+mod export;
+mod import;
 mod primitives;
 mod shape;
 mod skin;
 
 pub use body::{Body, BodyOptions};
+pub use export::{ExportAnimation, ExportMesh, glb_skeleton};
+pub use import::ImportError;
 pub(crate) use primitives::BodyField;
 pub use shape::{BodyError, BodyShape};
-pub use skin::{LbsMatrices, MAX_INFLUENCES, SkinError, SkinWeights, SkinningMethod, dqs_into, lbs_into, skin_into};
+pub use skin::{
+    LbsMatrices, MAX_INFLUENCES, SkinError, SkinWeights, SkinningMethod, dqs_into, lbs_into,
+    skin_into,
+};

@@ -20,7 +20,12 @@ pub struct BodyShape {
 impl Default for BodyShape {
     /// An average adult: 1.75 m, 70 kg (BMI 22.9), shoulders 0.40 m, hips 0.34 m.
     fn default() -> Self {
-        Self { height: 1.75, weight: 70.0, shoulder_width: 0.40, hip_width: 0.34 }
+        Self {
+            height: 1.75,
+            weight: 70.0,
+            shoulder_width: 0.40,
+            hip_width: 0.34,
+        }
     }
 }
 
@@ -50,15 +55,29 @@ pub enum BodyError {
 
 impl BodyShape {
     /// Supported ranges `(name, lo, hi)` of each parameter.
-    pub const RANGES: [(&'static str, f32, f32); 4] =
-        [("height", 1.5, 2.0), ("weight", 40.0, 150.0), ("shoulder_width", 0.30, 0.50), ("hip_width", 0.28, 0.46)];
+    pub const RANGES: [(&'static str, f32, f32); 4] = [
+        ("height", 1.5, 2.0),
+        ("weight", 40.0, 150.0),
+        ("shoulder_width", 0.30, 0.50),
+        ("hip_width", 0.28, 0.46),
+    ];
 
     /// Checks every parameter against [`BodyShape::RANGES`].
     pub fn validate(&self) -> Result<(), BodyError> {
-        let vals = [self.height, self.weight, self.shoulder_width, self.hip_width];
+        let vals = [
+            self.height,
+            self.weight,
+            self.shoulder_width,
+            self.hip_width,
+        ];
         for ((name, lo, hi), value) in Self::RANGES.into_iter().zip(vals) {
             if !(value >= lo && value <= hi) {
-                return Err(BodyError::OutOfRange { name, value, lo, hi });
+                return Err(BodyError::OutOfRange {
+                    name,
+                    value,
+                    lo,
+                    hi,
+                });
             }
         }
         Ok(())
@@ -75,6 +94,10 @@ impl BodyShape {
 
     /// Skeleton proportions implied by this shape.
     pub fn proportions(&self) -> Proportions {
-        Proportions { height: self.height, shoulder_width: self.shoulder_width, hip_width: self.hip_width }
+        Proportions {
+            height: self.height,
+            shoulder_width: self.shoulder_width,
+            hip_width: self.hip_width,
+        }
     }
 }

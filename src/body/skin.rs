@@ -80,7 +80,11 @@ impl SkinWeights {
     /// Checks the invariants against a vertex count.
     pub fn validate(&self, vertices: usize) -> Result<(), SkinError> {
         if self.joints.len() != vertices || self.weights.len() != vertices {
-            return Err(SkinError::Length { joints: self.joints.len(), weights: self.weights.len(), vertices });
+            return Err(SkinError::Length {
+                joints: self.joints.len(),
+                weights: self.weights.len(),
+                vertices,
+            });
         }
         for v in 0..vertices {
             let w = self.weights[v];
@@ -88,7 +92,11 @@ impl SkinWeights {
             if w.iter().any(|x| !x.is_finite() || *x < 0.0) || (sum - 1.0).abs() > 1e-4 {
                 return Err(SkinError::Weights(v));
             }
-            if self.joints[v].iter().zip(w).any(|(&j, w)| w > 0.0 && j as usize >= JOINT_COUNT) {
+            if self.joints[v]
+                .iter()
+                .zip(w)
+                .any(|(&j, w)| w > 0.0 && j as usize >= JOINT_COUNT)
+            {
                 return Err(SkinError::Bone(v));
             }
         }
@@ -102,7 +110,12 @@ impl SkinWeights {
 
     /// Weight of bone `b` at vertex `v` (0 when it does not influence it).
     pub fn weight_of(&self, v: usize, b: usize) -> f32 {
-        self.joints[v].iter().zip(self.weights[v]).filter(|(j, _)| **j as usize == b).map(|(_, w)| w).sum()
+        self.joints[v]
+            .iter()
+            .zip(self.weights[v])
+            .filter(|(j, _)| **j as usize == b)
+            .map(|(_, w)| w)
+            .sum()
     }
 }
 
@@ -128,7 +141,10 @@ impl LbsMatrices {
     /// From per-bone skinning transforms (rest → posed, see
     /// [`crate::skeleton::Skeleton::skinning_transforms`]).
     pub fn new(t: &[Rigid; JOINT_COUNT]) -> Self {
-        Self { rot: t.map(|r| Mat3A::from_quat(r.rot)), trans: t.map(|r| Vec3A::from(r.trans)) }
+        Self {
+            rot: t.map(|r| Mat3A::from_quat(r.rot)),
+            trans: t.map(|r| Vec3A::from(r.trans)),
+        }
     }
 }
 
@@ -138,8 +154,16 @@ impl LbsMatrices {
 /// If the slices and the skin have different lengths (a programming error).
 #[track_caller]
 pub fn lbs_into(rest: &[Vec3], skin: &SkinWeights, m: &LbsMatrices, out: &mut [Vec3]) {
-    assert!(rest.len() == out.len() && rest.len() == skin.len(), "lbs_into: length mismatch");
-    for (((x, j), w), o) in rest.iter().zip(&skin.joints).zip(&skin.weights).zip(out.iter_mut()) {
+    assert!(
+        rest.len() == out.len() && rest.len() == skin.len(),
+        "lbs_into: length mismatch"
+    );
+    for (((x, j), w), o) in rest
+        .iter()
+        .zip(&skin.joints)
+        .zip(&skin.weights)
+        .zip(out.iter_mut())
+    {
         let x = Vec3A::from(*x);
         let mut acc = Vec3A::ZERO;
         for k in 0..MAX_INFLUENCES {
@@ -164,7 +188,10 @@ struct DualQuat {
 impl DualQuat {
     fn from_rigid(t: &Rigid) -> Self {
         let tq = Quat::from_xyzw(t.trans.x, t.trans.y, t.trans.z, 0.0);
-        Self { r: t.rot, d: (tq * t.rot) * 0.5 }
+        Self {
+            r: t.rot,
+            d: (tq * t.rot) * 0.5,
+        }
     }
 }
 
@@ -175,19 +202,30 @@ impl DualQuat {
 /// If the slices and the skin have different lengths (a programming error).
 #[track_caller]
 pub fn dqs_into(rest: &[Vec3], skin: &SkinWeights, t: &[Rigid; JOINT_COUNT], out: &mut [Vec3]) {
-    assert!(rest.len() == out.len() && rest.len() == skin.len(), "dqs_into: length mismatch");
+    assert!(
+        rest.len() == out.len() && rest.len() == skin.len(),
+        "dqs_into: length mismatch"
+    );
     let dq: [DualQuat; JOINT_COUNT] = std::array::from_fn(|b| DualQuat::from_rigid(&t[b]));
-    for (((x, j), w), o) in rest.iter().zip(&skin.joints).zip(&skin.weights).zip(out.iter_mut()) {
+    for (((x, j), w), o) in rest
+        .iter()
+        .zip(&skin.joints)
+        .zip(&skin.weights)
+        .zip(out.iter_mut())
+    {
         let pivot = dq[j[0] as usize].r;
-        let (mut r, mut d) = (Quat::from_xyzw(0.0, 0.0, 0.0, 0.0), Quat::from_xyzw(0.0, 0.0, 0.0, 0.0));
+        let (mut r, mut d) = (
+            Quat::from_xyzw(0.0, 0.0, 0.0, 0.0),
+            Quat::from_xyzw(0.0, 0.0, 0.0, 0.0),
+        );
         for k in 0..MAX_INFLUENCES {
             if w[k] == 0.0 {
                 continue;
             }
             let q = dq[j[k] as usize];
             let s = if q.r.dot(pivot) < 0.0 { -w[k] } else { w[k] };
-            r = r + q.r * s;
-            d = d + q.d * s;
+            r += q.r * s;
+            d += q.d * s;
         }
         let n = r.length();
         let (r, d) = (r / n, d / n);
@@ -198,7 +236,13 @@ pub fn dqs_into(rest: &[Vec3], skin: &SkinWeights, t: &[Rigid; JOINT_COUNT], out
 }
 
 /// Skins positions by either method.
-pub fn skin_into(method: SkinningMethod, rest: &[Vec3], skin: &SkinWeights, t: &[Rigid; JOINT_COUNT], out: &mut [Vec3]) {
+pub fn skin_into(
+    method: SkinningMethod,
+    rest: &[Vec3],
+    skin: &SkinWeights,
+    t: &[Rigid; JOINT_COUNT],
+    out: &mut [Vec3],
+) {
     match method {
         SkinningMethod::Lbs => lbs_into(rest, skin, &LbsMatrices::new(t), out),
         SkinningMethod::Dqs => dqs_into(rest, skin, t, out),
@@ -213,17 +257,29 @@ mod tests {
     #[test]
     fn lbs_and_dqs_agree_for_single_bone_and_differ_when_blended() {
         let rest = vec![Vec3::new(0.3, 1.0, 0.1), Vec3::new(0.5, 1.2, -0.2)];
-        let skin = SkinWeights { joints: vec![[3, 0, 0, 0], [3, 5, 0, 0]], weights: vec![[1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]] };
+        let skin = SkinWeights {
+            joints: vec![[3, 0, 0, 0], [3, 5, 0, 0]],
+            weights: vec![[1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]],
+        };
         skin.validate(2).expect("valid");
         let mut t = [Rigid::IDENTITY; JOINT_COUNT];
-        t[3] = Rigid::new(quat_exp(Vec3::new(0.2, 1.1, -0.4)), Vec3::new(0.1, -0.2, 0.3));
-        t[5] = Rigid::new(quat_exp(Vec3::new(-0.9, 0.3, 0.5)), Vec3::new(-0.3, 0.0, 0.2));
+        t[3] = Rigid::new(
+            quat_exp(Vec3::new(0.2, 1.1, -0.4)),
+            Vec3::new(0.1, -0.2, 0.3),
+        );
+        t[5] = Rigid::new(
+            quat_exp(Vec3::new(-0.9, 0.3, 0.5)),
+            Vec3::new(-0.3, 0.0, 0.2),
+        );
         let (mut a, mut b) = (vec![Vec3::ZERO; 2], vec![Vec3::ZERO; 2]);
         skin_into(SkinningMethod::Lbs, &rest, &skin, &t, &mut a);
         skin_into(SkinningMethod::Dqs, &rest, &skin, &t, &mut b);
         assert!((a[0] - t[3].apply(rest[0])).length() < 1e-5);
         assert!((a[0] - b[0]).length() < 1e-5);
-        assert!((a[1] - b[1]).length() > 1e-3, "blended vertices differ between LBS and DQS");
+        assert!(
+            (a[1] - b[1]).length() > 1e-3,
+            "blended vertices differ between LBS and DQS"
+        );
     }
 
     #[test]

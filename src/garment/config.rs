@@ -5,8 +5,10 @@ use serde::Deserialize;
 use crate::skeleton::{JOINT_COUNT, JointId};
 
 /// Built-in garment configurations: (name, TOML text).
-pub const BUILTIN_GARMENTS: [(&str, &str); 2] =
-    [("tshirt", include_str!("../../configs/garments/tshirt.toml")), ("pants", include_str!("../../configs/garments/pants.toml"))];
+pub const BUILTIN_GARMENTS: [(&str, &str); 2] = [
+    ("tshirt", include_str!("../../configs/garments/tshirt.toml")),
+    ("pants", include_str!("../../configs/garments/pants.toml")),
+];
 
 /// Largest number of regions (SOR uses N_G = 7).
 pub const MAX_REGIONS: usize = 16;
@@ -105,7 +107,9 @@ pub enum GarmentError {
     #[error("garment mesh: {0}")]
     Mesh(#[from] crate::mesh::MeshError),
     /// The garment does not cover the body it should (imported mesh far from the body).
-    #[error("garment vertex {vertex} is {distance:.3} m from the body (limit {limit} m): is the garment in the body's rest pose and units?")]
+    #[error(
+        "garment vertex {vertex} is {distance:.3} m from the body (limit {limit} m): is the garment in the body's rest pose and units?"
+    )]
     FarFromBody {
         /// Vertex index.
         vertex: usize,
@@ -119,12 +123,21 @@ pub enum GarmentError {
 impl GarmentConfig {
     /// Parses a configuration and checks its parameters and regions.
     pub fn from_toml(text: &str) -> Result<GarmentConfig, GarmentError> {
-        let c: GarmentConfig = toml::from_str(text).map_err(|e| GarmentError::Toml(e.to_string()))?;
+        let c: GarmentConfig =
+            toml::from_str(text).map_err(|e| GarmentError::Toml(e.to_string()))?;
         if !(0.005..=0.08).contains(&c.ease) {
-            return Err(GarmentError::Parameter { name: "ease", value: c.ease, range: "0.005–0.08 m" });
+            return Err(GarmentError::Parameter {
+                name: "ease",
+                value: c.ease,
+                range: "0.005–0.08 m",
+            });
         }
         if !(500..=100_000).contains(&c.target_vertices) {
-            return Err(GarmentError::Parameter { name: "target_vertices", value: c.target_vertices as f32, range: "500–100000" });
+            return Err(GarmentError::Parameter {
+                name: "target_vertices",
+                value: c.target_vertices as f32,
+                range: "500–100000",
+            });
         }
         RegionTable::from_config(&c.regions)?;
         Ok(c)
@@ -132,7 +145,10 @@ impl GarmentConfig {
 
     /// A built-in configuration by name.
     pub fn builtin(name: &str) -> Result<GarmentConfig, GarmentError> {
-        let (_, text) = BUILTIN_GARMENTS.iter().find(|(n, _)| *n == name).ok_or_else(|| GarmentError::NotFound(name.to_string()))?;
+        let (_, text) = BUILTIN_GARMENTS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| GarmentError::NotFound(name.to_string()))?;
         Self::from_toml(text)
     }
 }
@@ -152,22 +168,38 @@ impl RegionTable {
     /// Builds and checks the table.
     pub fn from_config(regions: &[RegionConfig]) -> Result<RegionTable, GarmentError> {
         if regions.is_empty() || regions.len() > MAX_REGIONS {
-            return Err(GarmentError::Regions(format!("{} regions (need 1–{MAX_REGIONS})", regions.len())));
+            return Err(GarmentError::Regions(format!(
+                "{} regions (need 1–{MAX_REGIONS})",
+                regions.len()
+            )));
         }
         let mut bone_region = [u8::MAX; JOINT_COUNT];
         for (g, r) in regions.iter().enumerate() {
             for b in &r.bones {
-                let j = JointId::from_name(b).ok_or_else(|| GarmentError::Regions(format!("region {:?}: {b:?} is not a canonical joint", r.name)))?;
+                let j = JointId::from_name(b).ok_or_else(|| {
+                    GarmentError::Regions(format!(
+                        "region {:?}: {b:?} is not a canonical joint",
+                        r.name
+                    ))
+                })?;
                 if bone_region[j.index()] != u8::MAX {
-                    return Err(GarmentError::Regions(format!("bone {b:?} is in more than one region")));
+                    return Err(GarmentError::Regions(format!(
+                        "bone {b:?} is in more than one region"
+                    )));
                 }
                 bone_region[j.index()] = g as u8;
             }
         }
         if let Some(b) = bone_region.iter().position(|&g| g == u8::MAX) {
-            return Err(GarmentError::Regions(format!("bone {:?} is in no region", JointId(b as u8).name())));
+            return Err(GarmentError::Regions(format!(
+                "bone {:?} is in no region",
+                JointId(b as u8).name()
+            )));
         }
-        Ok(RegionTable { names: regions.iter().map(|r| r.name.clone()).collect(), bone_region })
+        Ok(RegionTable {
+            names: regions.iter().map(|r| r.name.clone()).collect(),
+            bone_region,
+        })
     }
 
     /// Number of regions N_G.
@@ -196,13 +228,27 @@ mod tests {
 
     #[test]
     fn bad_regions_are_refused() {
-        let r = |name: &str, bones: &[&str]| RegionConfig { name: name.into(), bones: bones.iter().map(|s| s.to_string()).collect() };
+        let r = |name: &str, bones: &[&str]| RegionConfig {
+            name: name.into(),
+            bones: bones.iter().map(|s| s.to_string()).collect(),
+        };
         let all: Vec<&str> = JointId::all().map(|j| j.name()).collect();
         assert!(RegionTable::from_config(&[r("all", &all)]).is_ok());
-        assert!(matches!(RegionTable::from_config(&[r("some", &all[..20])]), Err(GarmentError::Regions(m)) if m.contains("in no region")));
-        assert!(matches!(RegionTable::from_config(&[r("a", &all), r("b", &["neck"])]), Err(GarmentError::Regions(m)) if m.contains("more than one")));
-        assert!(matches!(RegionTable::from_config(&[r("a", &["elbow"])]), Err(GarmentError::Regions(_))));
-        let text = include_str!("../../configs/garments/tshirt.toml").replace("ease = 0.02", "ease = 0.5");
-        assert!(matches!(GarmentConfig::from_toml(&text), Err(GarmentError::Parameter { name: "ease", .. })));
+        assert!(
+            matches!(RegionTable::from_config(&[r("some", &all[..20])]), Err(GarmentError::Regions(m)) if m.contains("in no region"))
+        );
+        assert!(
+            matches!(RegionTable::from_config(&[r("a", &all), r("b", &["neck"])]), Err(GarmentError::Regions(m)) if m.contains("more than one"))
+        );
+        assert!(matches!(
+            RegionTable::from_config(&[r("a", &["elbow"])]),
+            Err(GarmentError::Regions(_))
+        ));
+        let text =
+            include_str!("../../configs/garments/tshirt.toml").replace("ease = 0.02", "ease = 0.5");
+        assert!(matches!(
+            GarmentConfig::from_toml(&text),
+            Err(GarmentError::Parameter { name: "ease", .. })
+        ));
     }
 }

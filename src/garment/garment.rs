@@ -3,7 +3,10 @@
 use glam::Vec3;
 
 use crate::body::{Body, SkinWeights};
-use crate::mesh::{MeshQuery, NearestVertex, RemeshOptions, Topology, TriMesh, VertexId, clip_mesh, polygonize, remesh};
+use crate::mesh::{
+    MeshQuery, NearestVertex, RemeshOptions, Topology, TriMesh, VertexId, clip_mesh, polygonize,
+    remesh,
+};
 
 use super::config::{GarmentConfig, GarmentError, RegionTable};
 use super::pattern::pattern;
@@ -49,26 +52,43 @@ impl Garment {
         let h = (edge / 2.2).clamp(0.003, 0.012);
         let dense = polygonize(&pat.shell, pat.lo, pat.hi, h);
         let cut = clip_mesh(&dense, &pat.clip);
-        let mut mesh = remesh(&cut, &pat.shell, Some(&pat.clip), RemeshOptions::with_target(cfg.target_vertices))?;
+        let mut mesh = remesh(
+            &cut,
+            &pat.shell,
+            Some(&pat.clip),
+            RemeshOptions::with_target(cfg.target_vertices),
+        )?;
         push_out_of_body(&mut mesh, body, REST_CLEARANCE)?;
         Self::bind(&cfg.name, mesh, body, regions)
     }
 
     /// Binds any garment mesh (in the body's rest pose) to `body`: nearest body vertex per
     /// garment vertex, skin weights and region weights from it (SOR §4–5).
-    pub fn bind(name: &str, mesh: TriMesh, body: &Body, regions: RegionTable) -> Result<Garment, GarmentError> {
+    pub fn bind(
+        name: &str,
+        mesh: TriMesh,
+        body: &Body,
+        regions: RegionTable,
+    ) -> Result<Garment, GarmentError> {
         mesh.validate(0.0)?;
         Topology::build(&mesh)?;
         let index = NearestVertex::build(&body.mesh.positions)?;
         let n = mesh.vertex_count();
         let ng = regions.len();
         let mut binding = Vec::with_capacity(n);
-        let mut skin = SkinWeights { joints: Vec::with_capacity(n), weights: Vec::with_capacity(n) };
+        let mut skin = SkinWeights {
+            joints: Vec::with_capacity(n),
+            weights: Vec::with_capacity(n),
+        };
         let mut region_weights = vec![0f32; n * ng];
         for (v, p) in mesh.positions.iter().enumerate() {
             let (b, d) = index.nearest(*p);
             if d > MAX_BIND_DISTANCE {
-                return Err(GarmentError::FarFromBody { vertex: v, distance: d, limit: MAX_BIND_DISTANCE });
+                return Err(GarmentError::FarFromBody {
+                    vertex: v,
+                    distance: d,
+                    limit: MAX_BIND_DISTANCE,
+                });
             }
             binding.push(b);
             let (j, w) = (body.skin.joints[b.index()], body.skin.weights[b.index()]);
@@ -79,7 +99,14 @@ impl Garment {
                 region_weights[v * ng + g] += w[k];
             }
         }
-        Ok(Garment { name: name.to_string(), mesh, binding, skin, regions, region_weights })
+        Ok(Garment {
+            name: name.to_string(),
+            mesh,
+            binding,
+            skin,
+            regions,
+            region_weights,
+        })
     }
 
     /// Region weights of vertex `v` (one per region, summing to 1).
@@ -113,3 +140,27 @@ fn push_out_of_body(mesh: &mut TriMesh, body: &Body, clearance: f32) -> Result<(
 
 #[cfg(test)]
 mod tests;
+
+impl Garment {
+    /// A [`crate::mesh::GlbMesh`] of the garment (skinned with the body's skeleton),
+    /// borrowing `normals` (unit, one per vertex).
+    pub fn glb_mesh<'a>(
+        &'a self,
+        normals: &'a [Vec3],
+        color: [f32; 4],
+    ) -> crate::mesh::GlbMesh<'a> {
+        crate::mesh::GlbMesh {
+            name: &self.name,
+            positions: &self.mesh.positions,
+            normals,
+            triangles: &self.mesh.triangles,
+            skin: Some((&self.skin.joints, &self.skin.weights)),
+            material: crate::mesh::GlbMaterial {
+                name: format!("{} cloth", self.name),
+                base_color: color,
+                roughness: 0.9,
+                double_sided: true,
+            },
+        }
+    }
+}

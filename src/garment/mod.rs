@@ -4,9 +4,15 @@
 //! Entry points: [`Garment::generate`] (from a [`GarmentConfig`]), [`Garment::bind`].
 
 mod config;
-#[allow(clippy::module_inception, reason = "the Garment type lives in the garment module")]
+#[allow(
+    clippy::module_inception,
+    reason = "the Garment type lives in the garment module"
+)]
 mod garment;
 mod pattern;
 
-pub use config::{BUILTIN_GARMENTS, GarmentConfig, GarmentError, GarmentKind, Legs, MAX_REGIONS, RegionConfig, RegionTable, Sleeves};
+pub use config::{
+    BUILTIN_GARMENTS, GarmentConfig, GarmentError, GarmentKind, Legs, MAX_REGIONS, RegionConfig,
+    RegionTable, Sleeves,
+};
 pub use garment::{Garment, REST_CLEARANCE};

@@ -67,7 +67,9 @@ pub(crate) struct Clip {
 
 impl Field for Clip {
     fn value(&self, p: Vec3) -> f32 {
-        let mut c = (self.below - p.y).max(p.y - self.above).max(p.x.abs() - self.sleeve);
+        let mut c = (self.below - p.y)
+            .max(p.y - self.above)
+            .max(p.x.abs() - self.sleeve);
         if let Some((centre, r)) = self.neck {
             c = c.max(-sd_ellipsoid(p, centre, r));
         }
@@ -103,23 +105,50 @@ pub(crate) fn pattern(body: &Body, cfg: &GarmentConfig, field: &BodyField) -> Pa
             // a boxy torso: the shirt falls from the chest instead of following the waist
             let torso = Drape::Ellipsoid {
                 c: Vec3::new(0.0, 0.5 * (hem + chest.y) + 0.02 * s, 0.0),
-                r: Vec3::new(0.39 * body.shape.shoulder_width * g.sqrt(), 0.5 * (chest.y - hem) + 0.1 * s, 0.108 * g * s),
+                r: Vec3::new(
+                    0.39 * body.shape.shoulder_width * g.sqrt(),
+                    0.5 * (chest.y - hem) + 0.1 * s,
+                    0.108 * g * s,
+                ),
             };
             let sh = j(JointId::LEFT_SHOULDER);
             let el = j(JointId::LEFT_ELBOW);
             let wr = j(JointId::LEFT_WRIST);
-            let sleeve = if cfg.sleeves == Sleeves::Long { wr.x - 0.015 * s } else { sh.x + 0.5 * (el.x - sh.x) };
+            let sleeve = if cfg.sleeves == Sleeves::Long {
+                wr.x - 0.015 * s
+            } else {
+                sh.x + 0.5 * (el.x - sh.x)
+            };
             // sleeves hang a little wider than the arm
             let mut drapes = vec![torso];
             for side in [1.0f32, -1.0] {
                 let a = Vec3::new(side * sh.x * 0.8, sh.y - 0.01 * s, sh.z);
                 let b = Vec3::new(side * (sleeve + 0.05), el.y, el.z);
-                drapes.push(Drape::Cone { a, b, ra: 0.058 * g * s, rb: 0.045 * g * s });
+                drapes.push(Drape::Cone {
+                    a,
+                    b,
+                    ra: 0.058 * g * s,
+                    rb: 0.045 * g * s,
+                });
             }
             let neck = j(JointId::NECK);
-            let neck_hole = (Vec3::new(0.0, neck.y + 0.01 * s, neck.z + 0.012 * s), Vec3::new(0.085, 0.075, 0.095) * s * g.sqrt());
-            let shell = Shell { body: field.subset(&bones, 0.06 * s), drapes, blend: 0.06 * s, ease: cfg.ease, leg_gap: None };
-            let clip = Clip { below: hem, above: f32::INFINITY, sleeve, neck: Some(neck_hole) };
+            let neck_hole = (
+                Vec3::new(0.0, neck.y + 0.01 * s, neck.z + 0.012 * s),
+                Vec3::new(0.085, 0.075, 0.095) * s * g.sqrt(),
+            );
+            let shell = Shell {
+                body: field.subset(&bones, 0.06 * s),
+                drapes,
+                blend: 0.06 * s,
+                ease: cfg.ease,
+                leg_gap: None,
+            };
+            let clip = Clip {
+                below: hem,
+                above: f32::INFINITY,
+                sleeve,
+                neck: Some(neck_hole),
+            };
             let margin = 0.08 * s;
             Pattern {
                 shell,
@@ -145,14 +174,33 @@ pub(crate) fn pattern(body: &Body, cfg: &GarmentConfig, field: &BodyField) -> Pa
             };
             // straight legs: a cone from the thigh top to the hem around each leg
             let mut drapes = Vec::new();
-            for (hip, ankle) in [(JointId::LEFT_HIP, JointId::LEFT_ANKLE), (JointId::RIGHT_HIP, JointId::RIGHT_ANKLE)] {
+            for (hip, ankle) in [
+                (JointId::LEFT_HIP, JointId::LEFT_ANKLE),
+                (JointId::RIGHT_HIP, JointId::RIGHT_ANKLE),
+            ] {
                 let (h, a) = (j(hip), j(ankle));
-                drapes.push(Drape::Cone { a: h, b: Vec3::new(a.x, bottom - 0.02, a.z), ra: 0.08 * g * s, rb: 0.052 * s * g.sqrt() });
+                drapes.push(Drape::Cone {
+                    a: h,
+                    b: Vec3::new(a.x, bottom - 0.02, a.z),
+                    ra: 0.08 * g * s,
+                    rb: 0.052 * s * g.sqrt(),
+                });
             }
             // the crotch sits where the body's inner thighs are a few centimetres apart
             let crotch = j(JointId::LEFT_HIP).y - 0.16 * s;
-            let shell = Shell { body: field.subset(&bones, 0.05 * s), drapes, blend: 0.04 * s, ease: cfg.ease, leg_gap: Some((0.006 * s, crotch)) };
-            let clip = Clip { below: bottom, above: waist, sleeve: f32::INFINITY, neck: None };
+            let shell = Shell {
+                body: field.subset(&bones, 0.05 * s),
+                drapes,
+                blend: 0.04 * s,
+                ease: cfg.ease,
+                leg_gap: Some((0.006 * s, crotch)),
+            };
+            let clip = Clip {
+                below: bottom,
+                above: waist,
+                sleeve: f32::INFINITY,
+                neck: None,
+            };
             let half = 0.5 * body.shape.hip_width + 0.12 * s;
             let margin = 0.06 * s;
             Pattern {

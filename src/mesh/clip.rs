@@ -47,7 +47,11 @@ pub fn clip_mesh(mesh: &TriMesh, clip: &dyn Field) -> TriMesh {
             for _ in 0..20 {
                 let m = 0.5 * (lo + hi);
                 let q = mesh.positions[a as usize].lerp(mesh.positions[b as usize], m);
-                if clip.value(q) < 0.0 { lo = m } else { hi = m }
+                if clip.value(q) < 0.0 {
+                    lo = m
+                } else {
+                    hi = m
+                }
                 p = q;
             }
             positions.push(p);
@@ -105,7 +109,10 @@ pub fn largest_component(mesh: &TriMesh) -> TriMesh {
     for tri in &mesh.triangles {
         *count.entry(find(&mut parent, tri[0])).or_default() += 1;
     }
-    let Some((&best, _)) = count.iter().max_by_key(|(r, c)| (**c, std::cmp::Reverse(**r))) else {
+    let Some((&best, _)) = count
+        .iter()
+        .max_by_key(|(r, c)| (**c, std::cmp::Reverse(**r)))
+    else {
         return TriMesh::default();
     };
     let mut remap = vec![u32::MAX; nv];
@@ -129,5 +136,7 @@ pub fn largest_component(mesh: &TriMesh) -> TriMesh {
 /// True when every triangle of `mesh` has all corners in a single component and the
 /// mesh is an oriented manifold (convenience for tests and asset checks).
 pub fn is_single_manifold(mesh: &TriMesh) -> bool {
-    Topology::build(mesh).map(|t| t.component_count(mesh) == 1).unwrap_or(false)
+    Topology::build(mesh)
+        .map(|t| t.component_count(mesh) == 1)
+        .unwrap_or(false)
 }

@@ -53,7 +53,11 @@ pub struct Hit {
 impl Hit {
     /// Signed distance of the query point `p`: negative inside a closed mesh.
     pub fn signed_distance(&self, p: Vec3) -> f32 {
-        if (p - self.point).dot(self.normal) < 0.0 { -self.distance } else { self.distance }
+        if (p - self.point).dot(self.normal) < 0.0 {
+            -self.distance
+        } else {
+            self.distance
+        }
     }
 }
 
@@ -100,9 +104,16 @@ impl MeshQuery {
             vertex_normals: vec![Vec3::ZERO; mesh.positions.len()],
             side_neighbor,
         };
-        let centroids: Vec<Vec3> = (0..nt).map(|t| q.tri(t).iter().copied().sum::<Vec3>() / 3.0).collect();
+        let centroids: Vec<Vec3> = (0..nt)
+            .map(|t| q.tri(t).iter().copied().sum::<Vec3>() / 3.0)
+            .collect();
         q.nodes.reserve(2 * nt / LEAF_SIZE + 2);
-        q.nodes.push(Node { lo: Vec3::ZERO, hi: Vec3::ZERO, start: 0, count: nt as u32 });
+        q.nodes.push(Node {
+            lo: Vec3::ZERO,
+            hi: Vec3::ZERO,
+            start: 0,
+            count: nt as u32,
+        });
         let mut stack = vec![0usize];
         while let Some(n) = stack.pop() {
             let Node { start, count, .. } = q.nodes[n];
@@ -116,13 +127,36 @@ impl MeshQuery {
                 hi = hi.max(centroids[t as usize]);
             }
             let ext = hi - lo;
-            let axis = if ext.x >= ext.y && ext.x >= ext.z { 0 } else if ext.y >= ext.z { 1 } else { 2 };
+            let axis = if ext.x >= ext.y && ext.x >= ext.z {
+                0
+            } else if ext.y >= ext.z {
+                1
+            } else {
+                2
+            };
             let mid = slice.len() / 2;
-            slice.select_nth_unstable_by(mid, |&a, &b| centroids[a as usize][axis].total_cmp(&centroids[b as usize][axis]));
+            slice.select_nth_unstable_by(mid, |&a, &b| {
+                centroids[a as usize][axis].total_cmp(&centroids[b as usize][axis])
+            });
             let left = q.nodes.len() as u32;
-            q.nodes.push(Node { lo: Vec3::ZERO, hi: Vec3::ZERO, start, count: mid as u32 });
-            q.nodes.push(Node { lo: Vec3::ZERO, hi: Vec3::ZERO, start: start + mid as u32, count: count - mid as u32 });
-            q.nodes[n] = Node { lo: Vec3::ZERO, hi: Vec3::ZERO, start: left, count: 0 };
+            q.nodes.push(Node {
+                lo: Vec3::ZERO,
+                hi: Vec3::ZERO,
+                start,
+                count: mid as u32,
+            });
+            q.nodes.push(Node {
+                lo: Vec3::ZERO,
+                hi: Vec3::ZERO,
+                start: start + mid as u32,
+                count: count - mid as u32,
+            });
+            q.nodes[n] = Node {
+                lo: Vec3::ZERO,
+                hi: Vec3::ZERO,
+                start: left,
+                count: 0,
+            };
             stack.push(left as usize);
             stack.push(left as usize + 1);
         }
@@ -136,7 +170,11 @@ impl MeshQuery {
     /// If `positions` does not have the mesh's vertex count (a programming error).
     #[track_caller]
     pub fn update(&mut self, positions: &[Vec3]) {
-        assert_eq!(positions.len(), self.positions.len(), "MeshQuery::update: vertex count changed");
+        assert_eq!(
+            positions.len(),
+            self.positions.len(),
+            "MeshQuery::update: vertex count changed"
+        );
         self.positions.copy_from_slice(positions);
         self.refresh();
     }
@@ -153,7 +191,11 @@ impl MeshQuery {
 
     fn tri(&self, t: usize) -> [Vec3; 3] {
         let [a, b, c] = self.triangles[t];
-        [self.positions[a as usize], self.positions[b as usize], self.positions[c as usize]]
+        [
+            self.positions[a as usize],
+            self.positions[b as usize],
+            self.positions[c as usize],
+        ]
     }
 
     fn refresh(&mut self) {
@@ -176,7 +218,11 @@ impl MeshQuery {
         for t in 0..nt {
             for k in 0..3 {
                 let o = self.side_neighbor[t][k];
-                let other = if o == NO_FACE { self.face_normals[t] } else { self.face_normals[o as usize] };
+                let other = if o == NO_FACE {
+                    self.face_normals[t]
+                } else {
+                    self.face_normals[o as usize]
+                };
                 self.edge_normals[t][k] = (self.face_normals[t] + other).normalize_or_zero();
             }
         }
@@ -192,7 +238,10 @@ impl MeshQuery {
                     }
                 }
             } else {
-                let (l, r) = (self.nodes[node.start as usize], self.nodes[node.start as usize + 1]);
+                let (l, r) = (
+                    self.nodes[node.start as usize],
+                    self.nodes[node.start as usize + 1],
+                );
                 lo = l.lo.min(r.lo);
                 hi = l.hi.max(r.hi);
             }
@@ -216,7 +265,11 @@ impl MeshQuery {
 
     /// The closest point within `max_distance` of `p`, or `None` if the mesh is farther.
     pub fn closest_within(&self, p: Vec3, max_distance: f32) -> Option<Hit> {
-        let mut best_d2 = if max_distance.is_finite() { max_distance * max_distance } else { f32::INFINITY };
+        let mut best_d2 = if max_distance.is_finite() {
+            max_distance * max_distance
+        } else {
+            f32::INFINITY
+        };
         let mut best: Option<(u32, Vec3, Vec3, Feature)> = None;
         let mut stack = [0u32; 64];
         let mut sp = 1usize;
@@ -253,9 +306,18 @@ impl MeshQuery {
         let normal = match feature {
             Feature::Face => self.face_normals[t as usize],
             Feature::Edge(k) => self.edge_normals[t as usize][k as usize],
-            Feature::Vertex(k) => self.vertex_normals[self.triangles[t as usize][k as usize] as usize],
+            Feature::Vertex(k) => {
+                self.vertex_normals[self.triangles[t as usize][k as usize] as usize]
+            }
         };
-        Some(Hit { triangle: t, point: q, bary, distance: best_d2.sqrt(), feature, normal })
+        Some(Hit {
+            triangle: t,
+            point: q,
+            bary,
+            distance: best_d2.sqrt(),
+            feature,
+            normal,
+        })
     }
 
     /// Signed distance from `p` to the mesh, metres (negative inside a closed mesh).
@@ -305,7 +367,11 @@ pub fn closest_on_triangle(p: Vec3, a: Vec3, b: Vec3, c: Vec3) -> (Vec3, Vec3, F
     let va = d3 * d6 - d5 * d4;
     if va <= 0.0 && (d4 - d3) >= 0.0 && (d5 - d6) >= 0.0 {
         let w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
-        return (b + w * (c - b), Vec3::new(0.0, 1.0 - w, w), Feature::Edge(1));
+        return (
+            b + w * (c - b),
+            Vec3::new(0.0, 1.0 - w, w),
+            Feature::Edge(1),
+        );
     }
     let denom = 1.0 / (va + vb + vc);
     let v = vb * denom;

@@ -133,30 +133,40 @@ pub fn polygonize(field: &dyn Field, lo: Vec3, hi: Vec3, h: f32) -> TriMesh {
     const B: usize = 4;
     let half_diag = (B as f32) * h * 3f32.sqrt() * 0.5;
     let mut values = vec![0f32; nx * ny * nz];
-    values.par_chunks_mut(nx * ny * B).enumerate().for_each(|(bz, slab)| {
-        let z0 = bz * B;
-        let zn = slab.len() / (nx * ny);
-        for by in (0..ny).step_by(B) {
-            for bx in (0..nx).step_by(B) {
-                let centre = lo + Vec3::new(bx as f32 + 0.5 * B as f32, by as f32 + 0.5 * B as f32, z0 as f32 + 0.5 * B as f32) * h;
-                let vc = field.value(centre);
-                let far = vc.abs() > 1.5 * half_diag + 2.0 * h;
-                for dz in 0..zn {
-                    for y in by..(by + B).min(ny) {
-                        for x in bx..(bx + B).min(nx) {
-                            let v = if far {
-                                vc
-                            } else {
-                                field.value(lo + Vec3::new(x as f32, y as f32, (z0 + dz) as f32) * h)
-                            };
-                            // keep values off zero so no vertex lands on a grid point
-                            slab[(dz * ny + y) * nx + x] = if v.abs() < eps { eps } else { v };
+    values
+        .par_chunks_mut(nx * ny * B)
+        .enumerate()
+        .for_each(|(bz, slab)| {
+            let z0 = bz * B;
+            let zn = slab.len() / (nx * ny);
+            for by in (0..ny).step_by(B) {
+                for bx in (0..nx).step_by(B) {
+                    let centre = lo
+                        + Vec3::new(
+                            bx as f32 + 0.5 * B as f32,
+                            by as f32 + 0.5 * B as f32,
+                            z0 as f32 + 0.5 * B as f32,
+                        ) * h;
+                    let vc = field.value(centre);
+                    let far = vc.abs() > 1.5 * half_diag + 2.0 * h;
+                    for dz in 0..zn {
+                        for y in by..(by + B).min(ny) {
+                            for x in bx..(bx + B).min(nx) {
+                                let v = if far {
+                                    vc
+                                } else {
+                                    field.value(
+                                        lo + Vec3::new(x as f32, y as f32, (z0 + dz) as f32) * h,
+                                    )
+                                };
+                                // keep values off zero so no vertex lands on a grid point
+                                slab[(dz * ny + y) * nx + x] = if v.abs() < eps { eps } else { v };
+                            }
                         }
                     }
                 }
             }
-        }
-    });
+        });
     let point = |i: usize| {
         let x = i % nx;
         let y = (i / nx) % ny;
@@ -164,7 +174,14 @@ pub fn polygonize(field: &dyn Field, lo: Vec3, hi: Vec3, h: f32) -> TriMesh {
         lo + Vec3::new(x as f32, y as f32, z as f32) * h
     };
     // the 6 Kuhn tetrahedra: paths from corner 000 to 111, one axis per step
-    const PERMS: [[usize; 3]; 6] = [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
+    const PERMS: [[usize; 3]; 6] = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
     const PARITY_EVEN: [bool; 6] = [true, false, false, true, true, false];
     let mut positions: Vec<Vec3> = Vec::new();
     let mut triangles: Vec<[u32; 3]> = Vec::new();
@@ -183,7 +200,16 @@ pub fn polygonize(field: &dyn Field, lo: Vec3, hi: Vec3, h: f32) -> TriMesh {
             for x in 0..nx - 1 {
                 // skip cells without a sign change
                 let c = |dx: usize, dy: usize, dz: usize| idx(x + dx, y + dy, z + dz);
-                let corners = [c(0, 0, 0), c(1, 0, 0), c(0, 1, 0), c(1, 1, 0), c(0, 0, 1), c(1, 0, 1), c(0, 1, 1), c(1, 1, 1)];
+                let corners = [
+                    c(0, 0, 0),
+                    c(1, 0, 0),
+                    c(0, 1, 0),
+                    c(1, 1, 0),
+                    c(0, 0, 1),
+                    c(1, 0, 1),
+                    c(0, 1, 1),
+                    c(1, 1, 1),
+                ];
                 let neg = corners.iter().filter(|&&i| values[i] < 0.0).count();
                 if neg == 0 || neg == 8 {
                     continue;
@@ -226,7 +252,11 @@ fn emit_tet(
             };
             let o = ONE[lone];
             let (a, b, c, d) = (tet[o[0]], tet[o[1]], tet[o[2]], tet[o[3]]);
-            let (ab, ac, ad) = (vertex_on(a, b, positions), vertex_on(a, c, positions), vertex_on(a, d, positions));
+            let (ab, ac, ad) = (
+                vertex_on(a, b, positions),
+                vertex_on(a, c, positions),
+                vertex_on(a, d, positions),
+            );
             if inside.len() == 1 {
                 triangles.push([ab, ac, ad]);
             } else {
@@ -278,8 +308,20 @@ mod tests {
     #[test]
     fn smooth_blend_of_two_capsules_is_one_torus_free_surface() {
         let f = |p: Vec3| {
-            let a = sd_round_cone(p, Vec3::new(-0.2, 0.0, 0.0), Vec3::new(0.2, 0.0, 0.0), 0.08, 0.05);
-            let b = sd_round_cone(p, Vec3::new(0.0, -0.2, 0.0), Vec3::new(0.0, 0.2, 0.0), 0.06, 0.06);
+            let a = sd_round_cone(
+                p,
+                Vec3::new(-0.2, 0.0, 0.0),
+                Vec3::new(0.2, 0.0, 0.0),
+                0.08,
+                0.05,
+            );
+            let b = sd_round_cone(
+                p,
+                Vec3::new(0.0, -0.2, 0.0),
+                Vec3::new(0.0, 0.2, 0.0),
+                0.06,
+                0.06,
+            );
             smooth_min(a, b, 0.03)
         };
         let m = polygonize(&f, Vec3::splat(-0.35), Vec3::splat(0.35), 0.015);
@@ -295,7 +337,15 @@ mod tests {
         let (a, b) = (Vec3::ZERO, Vec3::new(1.0, 0.0, 0.0));
         assert!((sd_round_cone(Vec3::new(0.5, 0.5, 0.0), a, b, 0.1, 0.1) - 0.4).abs() < 1e-5);
         assert!((sd_round_cone(Vec3::new(-0.5, 0.0, 0.0), a, b, 0.2, 0.1) - 0.3).abs() < 1e-5);
-        assert!((sd_ellipsoid(Vec3::new(2.0, 0.0, 0.0), Vec3::ZERO, Vec3::new(1.0, 0.5, 0.5)) - 1.0).abs() < 1e-5);
+        assert!(
+            (sd_ellipsoid(
+                Vec3::new(2.0, 0.0, 0.0),
+                Vec3::ZERO,
+                Vec3::new(1.0, 0.5, 0.5)
+            ) - 1.0)
+                .abs()
+                < 1e-5
+        );
         assert!(sd_round_box(Vec3::ZERO, Vec3::ZERO, Vec3::splat(0.5), 0.1) < 0.0);
     }
 }

@@ -6,8 +6,8 @@
 //! [`polygonize`], [`remesh`], [`clip_mesh`].
 
 mod clip;
-mod io;
 mod closest;
+mod io;
 mod isosurface;
 mod nearest;
 mod raster;
@@ -17,13 +17,14 @@ mod trimesh;
 
 pub use clip::{clip_mesh, is_single_manifold, largest_component};
 pub use closest::{Feature, Hit, MeshQuery, closest_on_triangle};
+pub use io::{
+    GlbAnimation, GlbMaterial, GlbMesh, GlbScene, GlbSkeleton, LoadedSkin, LoadedSkinnedMesh,
+    MAX_ELEMENTS, MeshIoError, SkinSlices, read_gltf_mesh, read_gltf_skinned, read_obj, write_glb,
+    write_obj,
+};
 pub use isosurface::{Field, polygonize, sd_ellipsoid, sd_round_box, sd_round_cone, smooth_min};
 pub use nearest::NearestVertex;
 pub use raster::{Camera, DrawItem, Image, render};
 pub use remesh::{RemeshOptions, remesh};
 pub use topology::{NO_FACE, Topology};
-pub use io::{
-    GlbAnimation, GlbMaterial, GlbMesh, GlbScene, GlbSkeleton, LoadedSkin, LoadedSkinnedMesh, MAX_ELEMENTS, MeshIoError, read_gltf_mesh,
-    read_gltf_skinned, read_obj, write_glb, write_obj,
-};
 pub use trimesh::{MeshError, TriMesh, VertexId, weld};

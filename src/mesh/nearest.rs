@@ -22,13 +22,18 @@ impl NearestVertex {
             return Err(MeshError::NonFinite(i));
         }
         let pts: Vec<[f32; 3]> = points.iter().map(|p| p.to_array()).collect();
-        let tree = ImmutableKdTree::new_from_slice(&pts).map_err(|e| MeshError::TooLarge(e.to_string()))?;
+        let tree = ImmutableKdTree::new_from_slice(&pts)
+            .map_err(|e| MeshError::TooLarge(e.to_string()))?;
         Ok(Self { tree })
     }
 
     /// Index of the point nearest to `p`, and its distance (metres).
     pub fn nearest(&self, p: Vec3) -> (VertexId, f32) {
-        let hit = self.tree.query(&p.to_array()).nearest_one::<SquaredEuclidean<f32>>().execute();
+        let hit = self
+            .tree
+            .query(&p.to_array())
+            .nearest_one::<SquaredEuclidean<f32>>()
+            .execute();
         (VertexId(hit.item), hit.distance.max(0.0).sqrt())
     }
 }
@@ -39,7 +44,9 @@ mod tests {
 
     #[test]
     fn finds_the_nearest_point() {
-        let pts: Vec<Vec3> = (0..1000).map(|i| Vec3::new((i % 10) as f32, ((i / 10) % 10) as f32, (i / 100) as f32) * 0.1).collect();
+        let pts: Vec<Vec3> = (0..1000)
+            .map(|i| Vec3::new((i % 10) as f32, ((i / 10) % 10) as f32, (i / 100) as f32) * 0.1)
+            .collect();
         let idx = NearestVertex::build(&pts).expect("build");
         for (i, p) in pts.iter().enumerate().step_by(37) {
             let (v, d) = idx.nearest(*p + Vec3::splat(0.02));

@@ -39,7 +39,11 @@ impl Camera {
         }
         let t = (0.5 * fov_y).tan();
         let dist = (half_h / t).max(half_w / (t * aspect)) * 1.08 + half_d;
-        Camera { eye: centre + back * dist, target: centre, fov_y }
+        Camera {
+            eye: centre + back * dist,
+            target: centre,
+            fov_y,
+        }
     }
 }
 
@@ -69,7 +73,12 @@ pub struct DrawItem<'a> {
 pub fn render(items: &[DrawItem<'_>], cam: &Camera, width: u32, height: u32) -> Image {
     let (w, h) = (width as usize, height as usize);
     let view = glam::camera::rh::view::look_at_mat4(cam.eye, cam.target, Vec3::Y);
-    let proj = glam::camera::rh::proj::directx::perspective(cam.fov_y, width as f32 / height as f32, 0.05, 100.0);
+    let proj = glam::camera::rh::proj::directx::perspective(
+        cam.fov_y,
+        width as f32 / height as f32,
+        0.05,
+        100.0,
+    );
     let vp = proj * view;
     let mut depth = vec![f32::INFINITY; w * h];
     let mut rgb = vec![0u8; w * h * 3];
@@ -97,17 +106,42 @@ pub fn render(items: &[DrawItem<'_>], cam: &Camera, width: u32, height: u32) -> 
             }
             let s = c.map(|c| {
                 let ndc = c.truncate() / c.w;
-                Vec3::new((ndc.x * 0.5 + 0.5) * w as f32, (0.5 - ndc.y * 0.5) * h as f32, ndc.z)
+                Vec3::new(
+                    (ndc.x * 0.5 + 0.5) * w as f32,
+                    (0.5 - ndc.y * 0.5) * h as f32,
+                    ndc.z,
+                )
             });
-            let area = (s[1].x - s[0].x) * (s[2].y - s[0].y) - (s[2].x - s[0].x) * (s[1].y - s[0].y);
+            let area =
+                (s[1].x - s[0].x) * (s[2].y - s[0].y) - (s[2].x - s[0].x) * (s[1].y - s[0].y);
             if area.abs() < 1e-9 {
                 continue;
             }
             let front = area < 0.0;
-            let minx = s.iter().map(|p| p.x).fold(f32::MAX, f32::min).floor().max(0.0) as usize;
-            let maxx = s.iter().map(|p| p.x).fold(f32::MIN, f32::max).ceil().min(w as f32 - 1.0) as usize;
-            let miny = s.iter().map(|p| p.y).fold(f32::MAX, f32::min).floor().max(0.0) as usize;
-            let maxy = s.iter().map(|p| p.y).fold(f32::MIN, f32::max).ceil().min(h as f32 - 1.0) as usize;
+            let minx = s
+                .iter()
+                .map(|p| p.x)
+                .fold(f32::MAX, f32::min)
+                .floor()
+                .max(0.0) as usize;
+            let maxx = s
+                .iter()
+                .map(|p| p.x)
+                .fold(f32::MIN, f32::max)
+                .ceil()
+                .min(w as f32 - 1.0) as usize;
+            let miny = s
+                .iter()
+                .map(|p| p.y)
+                .fold(f32::MAX, f32::min)
+                .floor()
+                .max(0.0) as usize;
+            let maxy = s
+                .iter()
+                .map(|p| p.y)
+                .fold(f32::MIN, f32::max)
+                .ceil()
+                .min(h as f32 - 1.0) as usize;
             if minx > maxx || miny > maxy {
                 continue;
             }
@@ -154,7 +188,8 @@ impl Image {
         let mut x0 = 0;
         for img in images {
             for y in 0..img.height {
-                let src = &img.rgb[(y * img.width * 3) as usize..((y + 1) * img.width * 3) as usize];
+                let src =
+                    &img.rgb[(y * img.width * 3) as usize..((y + 1) * img.width * 3) as usize];
                 let dst = ((y * width + x0) * 3) as usize;
                 rgb[dst..dst + src.len()].copy_from_slice(src);
             }
@@ -166,7 +201,11 @@ impl Image {
     /// Mean and standard deviation of the luminance, 0–255 (for "not blank" checks).
     pub fn luminance_stats(&self) -> (f32, f32) {
         let n = (self.width * self.height) as f64;
-        let lum: Vec<f64> = self.rgb.chunks(3).map(|p| 0.299 * p[0] as f64 + 0.587 * p[1] as f64 + 0.114 * p[2] as f64).collect();
+        let lum: Vec<f64> = self
+            .rgb
+            .chunks(3)
+            .map(|p| 0.299 * p[0] as f64 + 0.587 * p[1] as f64 + 0.114 * p[2] as f64)
+            .collect();
         let mean = lum.iter().sum::<f64>() / n;
         let var = lum.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / n;
         (mean as f32, var.sqrt() as f32)

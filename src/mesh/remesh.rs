@@ -29,7 +29,11 @@ pub struct RemeshOptions {
 impl RemeshOptions {
     /// Defaults for a target size: three rounds of three relaxation sweeps.
     pub fn with_target(target_vertices: usize) -> Self {
-        Self { target_vertices, rounds: 3, relax_iterations: 3 }
+        Self {
+            target_vertices,
+            rounds: 3,
+            relax_iterations: 3,
+        }
     }
 }
 
@@ -49,7 +53,12 @@ struct Work<'a> {
 /// Remeshes `mesh` (an oriented manifold lying on the zero set of `surface`) down to
 /// about `opts.target_vertices` vertices with near-equilateral triangles. When the mesh
 /// is open, `clip` is the field whose zero set its boundary lies on.
-pub fn remesh(mesh: &TriMesh, surface: &dyn Field, clip: Option<&dyn Field>, opts: RemeshOptions) -> Result<TriMesh, MeshError> {
+pub fn remesh(
+    mesh: &TriMesh,
+    surface: &dyn Field,
+    clip: Option<&dyn Field>,
+    opts: RemeshOptions,
+) -> Result<TriMesh, MeshError> {
     let topo = Topology::build(mesh)?;
     let boundary = topo.boundary_vertices(mesh.positions.len());
     let nv = mesh.positions.len();
@@ -61,7 +70,11 @@ pub fn remesh(mesh: &TriMesh, surface: &dyn Field, clip: Option<&dyn Field>, opt
     }
     let v_alive: Vec<bool> = vt.iter().map(|l| !l.is_empty()).collect();
     let alive_count = v_alive.iter().filter(|&&a| a).count();
-    let nrm = mesh.positions.iter().map(|&p| surface.gradient(p).normalize_or_zero()).collect();
+    let nrm = mesh
+        .positions
+        .iter()
+        .map(|&p| surface.gradient(p).normalize_or_zero())
+        .collect();
     let mut w = Work {
         pos: mesh.positions.clone(),
         nrm,
@@ -90,8 +103,14 @@ pub fn remesh(mesh: &TriMesh, surface: &dyn Field, clip: Option<&dyn Field>, opt
 /// Triangle shape quality 2√3·|cross| / Σ edge²: 1 for equilateral, 0 for degenerate.
 fn quality(c: [Vec3; 3]) -> f32 {
     let area2 = (c[1] - c[0]).cross(c[2] - c[0]).length();
-    let perim2 = (c[1] - c[0]).length_squared() + (c[2] - c[1]).length_squared() + (c[0] - c[2]).length_squared();
-    if perim2 <= 0.0 { 0.0 } else { 2.0 * 3f32.sqrt() * area2 / perim2 }
+    let perim2 = (c[1] - c[0]).length_squared()
+        + (c[2] - c[1]).length_squared()
+        + (c[0] - c[2]).length_squared();
+    if perim2 <= 0.0 {
+        0.0
+    } else {
+        2.0 * 3f32.sqrt() * area2 / perim2
+    }
 }
 
 impl Work<'_> {
@@ -124,7 +143,8 @@ impl Work<'_> {
                 continue;
             }
             for k in 0..3 {
-                s += (self.pos[tri[k] as usize] - self.pos[tri[(k + 1) % 3] as usize]).length() as f64;
+                s += (self.pos[tri[k] as usize] - self.pos[tri[(k + 1) % 3] as usize]).length()
+                    as f64;
                 n += 1;
             }
         }
@@ -173,7 +193,9 @@ impl Work<'_> {
         }
         let mut scratch = (Vec::new(), Vec::new());
         while self.alive_count > target {
-            let Some(Reverse((bits, a, b))) = heap.pop() else { break };
+            let Some(Reverse((bits, a, b))) = heap.pop() else {
+                break;
+            };
             if !self.v_alive[a as usize] || !self.v_alive[b as usize] {
                 continue;
             }
@@ -192,9 +214,19 @@ impl Work<'_> {
     }
 
     /// Tries to collapse edge (a, b); returns the surviving vertex.
-    fn try_collapse(&mut self, a: u32, b: u32, max_len: f32, scratch: &mut (Vec<u32>, Vec<u32>)) -> Option<u32> {
+    fn try_collapse(
+        &mut self,
+        a: u32,
+        b: u32,
+        max_len: f32,
+        scratch: &mut (Vec<u32>, Vec<u32>),
+    ) -> Option<u32> {
         let (ba, bb) = (self.boundary[a as usize], self.boundary[b as usize]);
-        let shared: Vec<u32> = self.vt[a as usize].iter().copied().filter(|&t| self.tris[t as usize].contains(&b)).collect();
+        let shared: Vec<u32> = self.vt[a as usize]
+            .iter()
+            .copied()
+            .filter(|&t| self.tris[t as usize].contains(&b))
+            .collect();
         if shared.is_empty() {
             return None;
         }
@@ -217,7 +249,12 @@ impl Work<'_> {
         // link condition: common neighbours are exactly the opposite vertices
         let opp: Vec<u32> = shared
             .iter()
-            .map(|&t| self.tris[t as usize].into_iter().find(|&x| x != a && x != b).unwrap_or(a))
+            .map(|&t| {
+                self.tris[t as usize]
+                    .into_iter()
+                    .find(|&x| x != a && x != b)
+                    .unwrap_or(a)
+            })
             .collect();
         self.neighbors(keep, &mut scratch.0);
         self.neighbors(gone, &mut scratch.1);
@@ -246,12 +283,18 @@ impl Work<'_> {
         // the worst triangle they replace (or a fixed floor)
         let n_new = self.surface.gradient(p).normalize_or_zero();
         let mut worst_before = 1.0f32;
-        for &t in self.vt[keep as usize].iter().chain(self.vt[gone as usize].iter()) {
+        for &t in self.vt[keep as usize]
+            .iter()
+            .chain(self.vt[gone as usize].iter())
+        {
             let c = self.tris[t as usize].map(|v| self.pos[v as usize]);
             worst_before = worst_before.min(quality(c));
         }
         let floor = worst_before.min(0.15);
-        for &t in self.vt[keep as usize].iter().chain(self.vt[gone as usize].iter()) {
+        for &t in self.vt[keep as usize]
+            .iter()
+            .chain(self.vt[gone as usize].iter())
+        {
             if shared.contains(&t) {
                 continue;
             }
@@ -313,7 +356,11 @@ impl Work<'_> {
         }
         let mut nb = Vec::new();
         for (a, b) in edges {
-            let shared: Vec<u32> = self.vt[a as usize].iter().copied().filter(|&t| self.tris[t as usize].contains(&b)).collect();
+            let shared: Vec<u32> = self.vt[a as usize]
+                .iter()
+                .copied()
+                .filter(|&t| self.tris[t as usize].contains(&b))
+                .collect();
             if shared.len() != 2 {
                 continue;
             }
@@ -323,9 +370,19 @@ impl Work<'_> {
                 let k = tri.iter().position(|&x| x == a).unwrap_or(0);
                 tri[(k + 1) % 3] == b
             };
-            let (t0, t1) = if dir(shared[0]) { (shared[0], shared[1]) } else { (shared[1], shared[0]) };
-            let c = self.tris[t0 as usize].into_iter().find(|&x| x != a && x != b).unwrap_or(a);
-            let d = self.tris[t1 as usize].into_iter().find(|&x| x != a && x != b).unwrap_or(a);
+            let (t0, t1) = if dir(shared[0]) {
+                (shared[0], shared[1])
+            } else {
+                (shared[1], shared[0])
+            };
+            let c = self.tris[t0 as usize]
+                .into_iter()
+                .find(|&x| x != a && x != b)
+                .unwrap_or(a);
+            let d = self.tris[t1 as usize]
+                .into_iter()
+                .find(|&x| x != a && x != b)
+                .unwrap_or(a);
             if c == d {
                 continue;
             }
@@ -334,7 +391,13 @@ impl Work<'_> {
                 continue;
             }
             let [pa, pb, pc, pd] = [a, b, c, d].map(|v| self.pos[v as usize]);
-            let angle = |p: Vec3, u: Vec3, v: Vec3| (u - p).normalize_or_zero().dot((v - p).normalize_or_zero()).clamp(-1.0, 1.0).acos();
+            let angle = |p: Vec3, u: Vec3, v: Vec3| {
+                (u - p)
+                    .normalize_or_zero()
+                    .dot((v - p).normalize_or_zero())
+                    .clamp(-1.0, 1.0)
+                    .acos()
+            };
             if angle(pc, pa, pb) + angle(pd, pa, pb) <= std::f32::consts::PI + 1e-3 {
                 continue;
             }
@@ -417,7 +480,13 @@ impl Work<'_> {
             }
             let ok = self.vt[v].iter().all(|&t| {
                 let tri = self.tris[t as usize];
-                let c = tri.map(|x| if x as usize == v { next[v] } else { self.pos[x as usize] });
+                let c = tri.map(|x| {
+                    if x as usize == v {
+                        next[v]
+                    } else {
+                        self.pos[x as usize]
+                    }
+                });
                 let cr = (c[1] - c[0]).cross(c[2] - c[0]);
                 let nsum: Vec3 = tri.iter().map(|&x| self.nrm[x as usize]).sum();
                 cr.dot(nsum) > 0.3 * cr.length() * nsum.length()
@@ -430,7 +499,11 @@ impl Work<'_> {
     }
 
     fn is_boundary_edge(&self, a: u32, b: u32) -> bool {
-        self.vt[a as usize].iter().filter(|&&t| self.tris[t as usize].contains(&b)).count() == 1
+        self.vt[a as usize]
+            .iter()
+            .filter(|&&t| self.tris[t as usize].contains(&b))
+            .count()
+            == 1
     }
 
     fn compact(&self) -> TriMesh {
@@ -460,13 +533,30 @@ mod tests {
 
     #[test]
     fn remeshed_capsule_is_closed_regular_and_on_surface() {
-        let f = |p: Vec3| sd_round_cone(p, Vec3::new(-0.3, 0.0, 0.0), Vec3::new(0.3, 0.0, 0.0), 0.12, 0.08);
-        let dense = polygonize(&f, Vec3::new(-0.5, -0.2, -0.2), Vec3::new(0.5, 0.2, 0.2), 0.01);
+        let f = |p: Vec3| {
+            sd_round_cone(
+                p,
+                Vec3::new(-0.3, 0.0, 0.0),
+                Vec3::new(0.3, 0.0, 0.0),
+                0.12,
+                0.08,
+            )
+        };
+        let dense = polygonize(
+            &f,
+            Vec3::new(-0.5, -0.2, -0.2),
+            Vec3::new(0.5, 0.2, 0.2),
+            0.01,
+        );
         let m = remesh(&dense, &f, None, RemeshOptions::with_target(800)).expect("remesh");
         let t = Topology::build(&m).expect("manifold");
         assert!(t.is_closed());
         assert_eq!(t.euler_characteristic(&m), 2);
-        assert!((m.vertex_count() as i64 - 800).abs() < 40, "{}", m.vertex_count());
+        assert!(
+            (m.vertex_count() as i64 - 800).abs() < 40,
+            "{}",
+            m.vertex_count()
+        );
         for p in &m.positions {
             assert!(f(*p).abs() < 1e-3);
         }

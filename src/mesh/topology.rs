@@ -35,7 +35,11 @@ impl Topology {
             for k in 0..3 {
                 let (a, b) = (tri[k], tri[(k + 1) % 3]);
                 if a as usize >= nv || b as usize >= nv {
-                    return Err(MeshError::IndexOutOfRange { triangle: t, vertex: a.max(b), count: nv });
+                    return Err(MeshError::IndexOutOfRange {
+                        triangle: t,
+                        vertex: a.max(b),
+                        count: nv,
+                    });
                 }
                 if a == b {
                     return Err(MeshError::Degenerate(t));
@@ -65,7 +69,11 @@ impl Topology {
                     if dir(t0, k0) == dir(t1, k1) {
                         return Err(MeshError::NonManifoldEdge(a, b));
                     }
-                    if dir(t0, k0) { edge_faces.push([t0, t1]) } else { edge_faces.push([t1, t0]) }
+                    if dir(t0, k0) {
+                        edge_faces.push([t0, t1])
+                    } else {
+                        edge_faces.push([t1, t0])
+                    }
                     face_edges[t1 as usize][k1 as usize] = e;
                 }
                 _ => return Err(MeshError::NonManifoldEdge(a, b)),
@@ -92,7 +100,13 @@ impl Topology {
             neighbors[fill[b as usize] as usize] = a;
             fill[b as usize] += 1;
         }
-        let topo = Topology { edges, edge_faces, face_edges, neighbor_offsets: offsets, neighbors };
+        let topo = Topology {
+            edges,
+            edge_faces,
+            face_edges,
+            neighbor_offsets: offsets,
+            neighbors,
+        };
         topo.check_vertex_fans(mesh)?;
         Ok(topo)
     }
@@ -120,7 +134,10 @@ impl Topology {
                 continue;
             }
             for v in [a, b] {
-                let (x, y) = (find(&mut parent, corner(f0, v)), find(&mut parent, corner(f1, v)));
+                let (x, y) = (
+                    find(&mut parent, corner(f0, v)),
+                    find(&mut parent, corner(f1, v)),
+                );
                 if x != y {
                     parent[x as usize] = y;
                 }
@@ -150,7 +167,8 @@ impl Topology {
     /// Neighbouring vertices of `v` (one-ring), in no particular order.
     #[inline]
     pub fn neighbors(&self, v: u32) -> &[u32] {
-        &self.neighbors[self.neighbor_offsets[v as usize] as usize..self.neighbor_offsets[v as usize + 1] as usize]
+        &self.neighbors[self.neighbor_offsets[v as usize] as usize
+            ..self.neighbor_offsets[v as usize + 1] as usize]
     }
 
     /// Whether the edge has only one triangle.
@@ -185,7 +203,10 @@ impl Topology {
                 continue;
             }
             let t = self.edge_faces[e][0] as usize;
-            let k = self.face_edges[t].iter().position(|&x| x == e as u32).unwrap_or(0);
+            let k = self.face_edges[t]
+                .iter()
+                .position(|&x| x == e as u32)
+                .unwrap_or(0);
             let tri = mesh.triangles[t];
             next.insert(tri[k], tri[(k + 1) % 3]);
         }
@@ -306,23 +327,44 @@ mod tests {
         // flipped triangle: inconsistent orientation
         let mut f = octahedron();
         f.triangles[0].swap(1, 2);
-        assert!(matches!(Topology::build(&f), Err(MeshError::NonManifoldEdge(..))));
+        assert!(matches!(
+            Topology::build(&f),
+            Err(MeshError::NonManifoldEdge(..))
+        ));
         // an edge with three triangles
         let mut g = octahedron();
         g.triangles.push([0, 2, 1]);
         assert!(Topology::build(&g).is_err());
         // two fans meeting at one vertex (bow tie)
         let bow = TriMesh::new(
-            vec![glam::Vec3::ZERO, glam::Vec3::X, glam::Vec3::Y, -glam::Vec3::X, -glam::Vec3::Y],
+            vec![
+                glam::Vec3::ZERO,
+                glam::Vec3::X,
+                glam::Vec3::Y,
+                -glam::Vec3::X,
+                -glam::Vec3::Y,
+            ],
             vec![[0, 1, 2], [0, 3, 4]],
         );
-        assert_eq!(Topology::build(&bow).err(), Some(MeshError::NonManifoldVertex(0)));
+        assert_eq!(
+            Topology::build(&bow).err(),
+            Some(MeshError::NonManifoldVertex(0))
+        );
         // two closed octahedra sharing one vertex (a pinch)
         let mut two = octahedron();
         let off = two.positions.len() as u32;
         let second = octahedron();
-        two.positions.extend(second.positions.iter().map(|p| *p + glam::Vec3::X * 2.0));
-        two.triangles.extend(second.triangles.iter().map(|t| t.map(|v| if v == 1 { 0 } else { v + off })));
-        assert!(matches!(Topology::build(&two), Err(MeshError::NonManifoldVertex(0))));
+        two.positions
+            .extend(second.positions.iter().map(|p| *p + glam::Vec3::X * 2.0));
+        two.triangles.extend(
+            second
+                .triangles
+                .iter()
+                .map(|t| t.map(|v| if v == 1 { 0 } else { v + off })),
+        );
+        assert!(matches!(
+            Topology::build(&two),
+            Err(MeshError::NonManifoldVertex(0))
+        ));
     }
 }

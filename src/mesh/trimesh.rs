@@ -4,7 +4,19 @@ use glam::{DVec3, Vec3};
 
 /// Index of a mesh vertex. Used where a vertex index crosses module boundaries (e.g. a
 /// garment vertex bound to a body vertex) so it is not confused with other indices.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct VertexId(pub u32);
 
@@ -64,7 +76,10 @@ pub enum MeshError {
 impl TriMesh {
     /// A mesh from its parts (not validated; see [`TriMesh::validate`]).
     pub fn new(positions: Vec<Vec3>, triangles: Vec<[u32; 3]>) -> Self {
-        Self { positions, triangles }
+        Self {
+            positions,
+            triangles,
+        }
     }
 
     /// Number of vertices.
@@ -84,10 +99,18 @@ impl TriMesh {
         for (t, tri) in self.triangles.iter().enumerate() {
             for &v in tri {
                 if v as usize >= n {
-                    return Err(MeshError::IndexOutOfRange { triangle: t, vertex: v, count: n });
+                    return Err(MeshError::IndexOutOfRange {
+                        triangle: t,
+                        vertex: v,
+                        count: n,
+                    });
                 }
             }
-            if tri[0] == tri[1] || tri[1] == tri[2] || tri[0] == tri[2] || self.triangle_area(t) <= min_area {
+            if tri[0] == tri[1]
+                || tri[1] == tri[2]
+                || tri[0] == tri[2]
+                || self.triangle_area(t) <= min_area
+            {
                 return Err(MeshError::Degenerate(t));
             }
         }
@@ -98,7 +121,11 @@ impl TriMesh {
     #[inline]
     pub fn corners(&self, t: usize) -> [Vec3; 3] {
         let [a, b, c] = self.triangles[t];
-        [self.positions[a as usize], self.positions[b as usize], self.positions[c as usize]]
+        [
+            self.positions[a as usize],
+            self.positions[b as usize],
+            self.positions[c as usize],
+        ]
     }
 
     /// Area of triangle `t`, m².
@@ -129,7 +156,11 @@ impl TriMesh {
     pub fn vertex_normals_into(&self, positions: &[Vec3], out: &mut [Vec3]) {
         out.fill(Vec3::ZERO);
         for &[a, b, c] in &self.triangles {
-            let (pa, pb, pc) = (positions[a as usize], positions[b as usize], positions[c as usize]);
+            let (pa, pb, pc) = (
+                positions[a as usize],
+                positions[b as usize],
+                positions[c as usize],
+            );
             let fnrm = (pb - pa).cross(pc - pa);
             out[a as usize] += fnrm;
             out[b as usize] += fnrm;
@@ -142,7 +173,9 @@ impl TriMesh {
 
     /// Total surface area, m².
     pub fn area(&self) -> f64 {
-        (0..self.triangles.len()).map(|t| self.triangle_area(t) as f64).sum()
+        (0..self.triangles.len())
+            .map(|t| self.triangle_area(t) as f64)
+            .sum()
     }
 
     /// Signed enclosed volume (m³; positive for a closed mesh with outward normals).
@@ -163,7 +196,11 @@ impl TriMesh {
     /// Axis-aligned bounds `(min, max)`; `None` for a mesh without vertices.
     pub fn bounds(&self) -> Option<(Vec3, Vec3)> {
         let first = *self.positions.first()?;
-        Some(self.positions.iter().fold((first, first), |(lo, hi), &p| (lo.min(p), hi.max(p))))
+        Some(
+            self.positions
+                .iter()
+                .fold((first, first), |(lo, hi), &p| (lo.min(p), hi.max(p))),
+        )
     }
 
     /// Mean edge length, metres (each edge counted once per triangle side).
@@ -189,7 +226,11 @@ impl TriMesh {
             acc += ((a + b + c) / 3.0).as_dvec3() * ar;
             area += ar;
         }
-        if area > 0.0 { (acc / area).as_vec3() } else { Vec3::ZERO }
+        if area > 0.0 {
+            (acc / area).as_vec3()
+        } else {
+            Vec3::ZERO
+        }
     }
 
     /// Reverses the orientation of every triangle.
@@ -206,15 +247,17 @@ pub(crate) mod test_shapes {
 
     /// A unit-radius octahedron, outward oriented.
     pub(crate) fn octahedron() -> TriMesh {
-        let p = vec![
-            Vec3::X,
-            -Vec3::X,
-            Vec3::Y,
-            -Vec3::Y,
-            Vec3::Z,
-            -Vec3::Z,
+        let p = vec![Vec3::X, -Vec3::X, Vec3::Y, -Vec3::Y, Vec3::Z, -Vec3::Z];
+        let t = vec![
+            [0, 2, 4],
+            [2, 1, 4],
+            [1, 3, 4],
+            [3, 0, 4],
+            [2, 0, 5],
+            [1, 2, 5],
+            [3, 1, 5],
+            [0, 3, 5],
         ];
-        let t = vec![[0, 2, 4], [2, 1, 4], [1, 3, 4], [3, 0, 4], [2, 0, 5], [1, 2, 5], [3, 1, 5], [0, 3, 5]];
         TriMesh::new(p, t)
     }
 }
@@ -234,7 +277,10 @@ mod tests {
         }
         let mut bad = m.clone();
         bad.triangles[0][1] = 99;
-        assert!(matches!(bad.validate(0.0), Err(MeshError::IndexOutOfRange { .. })));
+        assert!(matches!(
+            bad.validate(0.0),
+            Err(MeshError::IndexOutOfRange { .. })
+        ));
         bad = m.clone();
         bad.positions[0].x = f32::NAN;
         assert_eq!(bad.validate(0.0), Err(MeshError::NonFinite(0)));
@@ -246,7 +292,13 @@ mod tests {
 pub fn weld(mesh: &TriMesh, tol: f32) -> (TriMesh, Vec<u32>) {
     use std::collections::HashMap;
     let cell = tol.max(1e-9) * 4.0;
-    let key = |p: Vec3| ((p.x / cell).floor() as i64, (p.y / cell).floor() as i64, (p.z / cell).floor() as i64);
+    let key = |p: Vec3| {
+        (
+            (p.x / cell).floor() as i64,
+            (p.y / cell).floor() as i64,
+            (p.z / cell).floor() as i64,
+        )
+    };
     let mut grid: HashMap<(i64, i64, i64), Vec<u32>> = HashMap::new();
     let mut positions: Vec<Vec3> = Vec::new();
     let mut remap = Vec::with_capacity(mesh.positions.len());

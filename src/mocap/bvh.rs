@@ -86,11 +86,18 @@ struct Tokens<'a> {
 
 impl<'a> Tokens<'a> {
     fn new(text: &'a str) -> Self {
-        Self { lines: text.lines().collect(), line: 0, toks: Vec::new().into_iter() }
+        Self {
+            lines: text.lines().collect(),
+            line: 0,
+            toks: Vec::new().into_iter(),
+        }
     }
 
     fn err(&self, m: impl Into<String>) -> BvhError {
-        BvhError { line: self.line.max(1), message: m.into() }
+        BvhError {
+            line: self.line.max(1),
+            message: m.into(),
+        }
     }
 
     fn next(&mut self) -> Option<&'a str> {
@@ -101,23 +108,35 @@ impl<'a> Tokens<'a> {
             if self.line >= self.lines.len() {
                 return None;
             }
-            self.toks = self.lines[self.line].split_whitespace().collect::<Vec<_>>().into_iter();
+            self.toks = self.lines[self.line]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .into_iter();
             self.line += 1;
         }
     }
 
     fn expect_any(&mut self, what: &str) -> Result<&'a str, BvhError> {
-        self.next().ok_or_else(|| BvhError { line: self.lines.len().max(1), message: format!("file ends where {what} was expected") })
+        self.next().ok_or_else(|| BvhError {
+            line: self.lines.len().max(1),
+            message: format!("file ends where {what} was expected"),
+        })
     }
 
     fn expect(&mut self, word: &str) -> Result<(), BvhError> {
         let t = self.expect_any(word)?;
-        if t.eq_ignore_ascii_case(word) { Ok(()) } else { Err(self.err(format!("expected {word:?}, found {t:?}"))) }
+        if t.eq_ignore_ascii_case(word) {
+            Ok(())
+        } else {
+            Err(self.err(format!("expected {word:?}, found {t:?}")))
+        }
     }
 
     fn number(&mut self, what: &str) -> Result<f32, BvhError> {
         let t = self.expect_any(what)?;
-        let v: f32 = t.parse().map_err(|_| self.err(format!("{what}: {t:?} is not a number")))?;
+        let v: f32 = t
+            .parse()
+            .map_err(|_| self.err(format!("{what}: {t:?} is not a number")))?;
         if !v.is_finite() {
             return Err(self.err(format!("{what}: {t:?} is not finite")));
         }
@@ -125,7 +144,11 @@ impl<'a> Tokens<'a> {
     }
 
     fn vec3(&mut self, what: &str) -> Result<Vec3, BvhError> {
-        Ok(Vec3::new(self.number(what)?, self.number(what)?, self.number(what)?))
+        Ok(Vec3::new(
+            self.number(what)?,
+            self.number(what)?,
+            self.number(what)?,
+        ))
     }
 }
 
@@ -152,25 +175,47 @@ impl Bvh {
                 let parent = stack.iter().rev().flatten().next().copied();
                 t.expect("OFFSET")?;
                 let offset = t.vec3("OFFSET")?;
-                joints.push(BvhJoint { name, parent, offset, channels: Vec::new(), first_channel: channel_count, end_site: None });
+                joints.push(BvhJoint {
+                    name,
+                    parent,
+                    offset,
+                    channels: Vec::new(),
+                    first_channel: channel_count,
+                    end_site: None,
+                });
                 let me = joints.len() - 1;
                 stack.push(Some(me));
                 let kw = t.expect_any("CHANNELS")?;
                 if !kw.eq_ignore_ascii_case("CHANNELS") {
-                    return Err(t.err(format!("joint {:?}: expected \"CHANNELS\", found {kw:?}", joints[me].name)));
+                    return Err(t.err(format!(
+                        "joint {:?}: expected \"CHANNELS\", found {kw:?}",
+                        joints[me].name
+                    )));
                 }
                 let n_tok = t.expect_any("channel count")?;
-                let n: usize = n_tok.parse().map_err(|_| t.err(format!("channel count {n_tok:?} is not a number")))?;
+                let n: usize = n_tok
+                    .parse()
+                    .map_err(|_| t.err(format!("channel count {n_tok:?} is not a number")))?;
                 if n > 6 {
-                    return Err(t.err(format!("joint {:?} declares {n} channels (at most 6)", joints[me].name)));
+                    return Err(t.err(format!(
+                        "joint {:?} declares {n} channels (at most 6)",
+                        joints[me].name
+                    )));
                 }
                 for k in 0..n {
                     let c = t.expect_any("channel name")?;
                     let ch = Channel::parse(c).ok_or_else(|| {
-                        t.err(format!("joint {:?}: channel {} of {n} is {c:?}, not a known channel name", joints[me].name, k + 1))
+                        t.err(format!(
+                            "joint {:?}: channel {} of {n} is {c:?}, not a known channel name",
+                            joints[me].name,
+                            k + 1
+                        ))
                     })?;
                     if joints[me].channels.contains(&ch) {
-                        return Err(t.err(format!("joint {:?}: channel {c:?} listed twice", joints[me].name)));
+                        return Err(t.err(format!(
+                            "joint {:?}: channel {c:?} listed twice",
+                            joints[me].name
+                        )));
                     }
                     joints[me].channels.push(ch);
                 }
@@ -188,7 +233,11 @@ impl Bvh {
                 t.expect("{")?;
                 t.expect("OFFSET")?;
                 let off = t.vec3("End Site OFFSET")?;
-                let owner = stack.last().copied().flatten().ok_or_else(|| t.err("End Site inside an End Site"))?;
+                let owner = stack
+                    .last()
+                    .copied()
+                    .flatten()
+                    .ok_or_else(|| t.err("End Site inside an End Site"))?;
                 joints[owner].end_site = Some(off);
                 t.expect("}")?;
             } else if tok == "}" {
@@ -203,7 +252,9 @@ impl Bvh {
         t.expect("MOTION")?;
         t.expect("Frames:")?;
         let nt = t.expect_any("frame count")?;
-        let frames: usize = nt.parse().map_err(|_| t.err(format!("frame count {nt:?} is not a whole number")))?;
+        let frames: usize = nt
+            .parse()
+            .map_err(|_| t.err(format!("frame count {nt:?} is not a whole number")))?;
         if frames > MAX_FRAMES {
             return Err(t.err(format!("{frames} frames declared (at most {MAX_FRAMES})")));
         }
@@ -225,34 +276,59 @@ impl Bvh {
                 continue;
             }
             if seen == frames {
-                return Err(BvhError { line: lineno, message: format!("more frame lines than the {frames} declared") });
+                return Err(BvhError {
+                    line: lineno,
+                    message: format!("more frame lines than the {frames} declared"),
+                });
             }
             let before = data.len();
             for tok in line.split_whitespace() {
-                let v: f32 = tok.parse().map_err(|_| BvhError { line: lineno, message: format!("frame value {tok:?} is not a number") })?;
+                let v: f32 = tok.parse().map_err(|_| BvhError {
+                    line: lineno,
+                    message: format!("frame value {tok:?} is not a number"),
+                })?;
                 if !v.is_finite() {
-                    return Err(BvhError { line: lineno, message: format!("frame value {tok:?} is not finite") });
+                    return Err(BvhError {
+                        line: lineno,
+                        message: format!("frame value {tok:?} is not finite"),
+                    });
                 }
                 data.push(v);
             }
             let got = data.len() - before;
             if got != channel_count {
-                return Err(BvhError { line: lineno, message: format!("frame has {got} values, the hierarchy has {channel_count} channels") });
+                return Err(BvhError {
+                    line: lineno,
+                    message: format!(
+                        "frame has {got} values, the hierarchy has {channel_count} channels"
+                    ),
+                });
             }
             seen += 1;
         }
         if seen != frames {
-            return Err(BvhError { line: t.lines.len().max(1), message: format!("{frames} frames declared, {seen} found") });
+            return Err(BvhError {
+                line: t.lines.len().max(1),
+                message: format!("{frames} frames declared, {seen} found"),
+            });
         }
         if frames == 0 {
-            return Err(BvhError { line: header_line, message: "the file has no frames".into() });
+            return Err(BvhError {
+                line: header_line,
+                message: "the file has no frames".into(),
+            });
         }
-        Ok(Bvh { joints, frame_time, channel_count, data })
+        Ok(Bvh {
+            joints,
+            frame_time,
+            channel_count,
+            data,
+        })
     }
 
     /// Number of frames.
     pub fn frame_count(&self) -> usize {
-        if self.channel_count == 0 { 0 } else { self.data.len() / self.channel_count }
+        self.data.len().checked_div(self.channel_count).unwrap_or(0)
     }
 
     /// Total channels per frame.
@@ -282,7 +358,8 @@ impl Bvh {
         let mut q = Quat::IDENTITY;
         let mut t = joint.offset;
         if let Some(f) = f {
-            let vals = &self.frame(f)[joint.first_channel..joint.first_channel + joint.channels.len()];
+            let vals =
+                &self.frame(f)[joint.first_channel..joint.first_channel + joint.channels.len()];
             for (c, &v) in joint.channels.iter().zip(vals) {
                 let r = v.to_radians();
                 match c {

@@ -34,13 +34,21 @@ pub enum ClipError {
 impl Clip {
     /// Parses BVH text and retargets every frame onto `target` (a profile is detected
     /// from the joint names when `profile` is `None`).
-    pub fn from_bvh_text(text: &str, profile: Option<&Profile>, target: &Skeleton) -> Result<Clip, ClipError> {
+    pub fn from_bvh_text(
+        text: &str,
+        profile: Option<&Profile>,
+        target: &Skeleton,
+    ) -> Result<Clip, ClipError> {
         let bvh = Bvh::parse(text)?;
         Self::from_bvh(&bvh, profile, target)
     }
 
     /// Retargets a parsed BVH file onto `target`.
-    pub fn from_bvh(bvh: &Bvh, profile: Option<&Profile>, target: &Skeleton) -> Result<Clip, ClipError> {
+    pub fn from_bvh(
+        bvh: &Bvh,
+        profile: Option<&Profile>,
+        target: &Skeleton,
+    ) -> Result<Clip, ClipError> {
         let detected;
         let profile = match profile {
             Some(p) => p,
@@ -60,7 +68,11 @@ impl Clip {
                 rt.pose(&g, world[root].1, target)
             })
             .collect();
-        Ok(Clip { poses, frame_time: bvh.frame_time, profile: profile.name.clone() })
+        Ok(Clip {
+            poses,
+            frame_time: bvh.frame_time,
+            profile: profile.name.clone(),
+        })
     }
 
     /// Duration in seconds.
@@ -71,6 +83,10 @@ impl Clip {
     /// Every `step`-th pose, as a new clip (e.g. 120 fps → 30 fps with `step = 4`).
     pub fn every(&self, step: usize) -> Clip {
         let step = step.max(1);
-        Clip { poses: self.poses.iter().step_by(step).copied().collect(), frame_time: self.frame_time * step as f32, profile: self.profile.clone() }
+        Clip {
+            poses: self.poses.iter().step_by(step).copied().collect(),
+            frame_time: self.frame_time * step as f32,
+            profile: self.profile.clone(),
+        }
     }
 }

@@ -15,7 +15,10 @@ use crate::skeleton::{JOINT_COUNT, JointId};
 /// Built-in profiles: (name, TOML text).
 pub const BUILTIN_PROFILES: [(&str, &str); 5] = [
     ("cmu", include_str!("../../configs/skeletons/cmu.toml")),
-    ("mixamo", include_str!("../../configs/skeletons/mixamo.toml")),
+    (
+        "mixamo",
+        include_str!("../../configs/skeletons/mixamo.toml"),
+    ),
     ("unity", include_str!("../../configs/skeletons/unity.toml")),
     ("vroid", include_str!("../../configs/skeletons/vroid.toml")),
     ("smpl", include_str!("../../configs/skeletons/smpl.toml")),
@@ -94,7 +97,9 @@ pub enum ProfileError {
     #[error("no profile named {0:?} (built in: cmu, mixamo, unity, vroid, smpl)")]
     NotFound(String),
     /// No profile matches the source's joint names well enough.
-    #[error("no skeleton profile matches these joint names (best: {best} with {matched}/{mapped} joints); write a profile, see README")]
+    #[error(
+        "no skeleton profile matches these joint names (best: {best} with {matched}/{mapped} joints); write a profile, see README"
+    )]
     NoMatch {
         /// Best candidate.
         best: String,
@@ -109,7 +114,10 @@ pub enum ProfileError {
 /// letters and digits only.
 pub fn normalize_name(name: &str) -> String {
     let tail = name.rsplit([':', '|']).next().unwrap_or(name);
-    tail.chars().filter(|c| c.is_ascii_alphanumeric()).map(|c| c.to_ascii_lowercase()).collect()
+    tail.chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
 }
 
 impl Profile {
@@ -119,7 +127,12 @@ impl Profile {
         if !(f.scale.is_finite() && f.scale > 0.0) {
             return Err(ProfileError::Scale(f.name));
         }
-        let joint = |n: &str| JointId::from_name(n).ok_or_else(|| ProfileError::UnknownJoint { profile: f.name.clone(), name: n.to_string() });
+        let joint = |n: &str| {
+            JointId::from_name(n).ok_or_else(|| ProfileError::UnknownJoint {
+                profile: f.name.clone(),
+                name: n.to_string(),
+            })
+        };
         let mut joints: [Option<String>; JOINT_COUNT] = Default::default();
         for (k, v) in &f.joints {
             joints[joint(k)?.index()] = Some(v.clone());
@@ -127,23 +140,46 @@ impl Profile {
         if joints[0].is_none() {
             return Err(ProfileError::NoPelvis(f.name));
         }
-        let share = f.share.iter().map(|s| s.chain.iter().map(|n| joint(n)).collect::<Result<Vec<_>, _>>()).collect::<Result<Vec<_>, _>>()?;
+        let share = f
+            .share
+            .iter()
+            .map(|s| {
+                s.chain
+                    .iter()
+                    .map(|n| joint(n))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let mut correction = [Vec3::ZERO; JOINT_COUNT];
         for (k, v) in &f.correction {
             correction[joint(k)?.index()] = Vec3::from(*v) * std::f32::consts::PI / 180.0;
         }
-        Ok(Profile { name: f.name, description: f.description, scale: f.scale, rest_frame: f.rest_frame, joints, share, correction })
+        Ok(Profile {
+            name: f.name,
+            description: f.description,
+            scale: f.scale,
+            rest_frame: f.rest_frame,
+            joints,
+            share,
+            correction,
+        })
     }
 
     /// A built-in profile by name.
     pub fn builtin(name: &str) -> Result<Profile, ProfileError> {
-        let (_, text) = BUILTIN_PROFILES.iter().find(|(n, _)| *n == name).ok_or_else(|| ProfileError::NotFound(name.to_string()))?;
+        let (_, text) = BUILTIN_PROFILES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| ProfileError::NotFound(name.to_string()))?;
         Profile::from_toml(text)
     }
 
     /// All built-in profiles.
     pub fn builtins() -> Vec<Profile> {
-        BUILTIN_PROFILES.iter().filter_map(|(_, t)| Profile::from_toml(t).ok()).collect()
+        BUILTIN_PROFILES
+            .iter()
+            .filter_map(|(_, t)| Profile::from_toml(t).ok())
+            .collect()
     }
 
     /// Index of the source joint named `want` among `names`: exact match first, then
@@ -175,8 +211,15 @@ impl Profile {
         for p in Self::builtins() {
             let (found, mapped) = p.match_count(names);
             let pelvis = p.resolve(names)[0].is_some();
-            let score = if pelvis { found as f32 / mapped.max(1) as f32 } else { 0.0 };
-            if best.as_ref().is_none_or(|(s, f, _)| score > *s || (score == *s && found > *f)) {
+            let score = if pelvis {
+                found as f32 / mapped.max(1) as f32
+            } else {
+                0.0
+            };
+            if best
+                .as_ref()
+                .is_none_or(|(s, f, _)| score > *s || (score == *s && found > *f))
+            {
                 best = Some((score, found, p));
             }
         }
@@ -184,7 +227,11 @@ impl Profile {
             Some((score, _, p)) if score >= 0.6 => Ok(p),
             Some((_, found, p)) => {
                 let mapped = p.joints.iter().filter(|j| j.is_some()).count();
-                Err(ProfileError::NoMatch { best: p.name, matched: found, mapped })
+                Err(ProfileError::NoMatch {
+                    best: p.name,
+                    matched: found,
+                    mapped,
+                })
             }
             None => Err(ProfileError::NotFound("(none)".into())),
         }
@@ -202,20 +249,68 @@ mod tests {
             let names: Vec<String> = p.joints.iter().flatten().cloned().collect();
             assert_eq!(Profile::detect(&names).expect("detect").name, name);
         }
-        let mixamo = ["mixamorig:Hips", "mixamorig:Spine", "mixamorig:LeftUpLeg", "mixamorig:RightUpLeg", "mixamorig:Spine1", "mixamorig:Spine2", "mixamorig:Neck", "mixamorig:Head", "mixamorig:LeftArm", "mixamorig:RightArm", "mixamorig:LeftForeArm", "mixamorig:RightForeArm", "mixamorig:LeftLeg", "mixamorig:RightLeg"];
+        let mixamo = [
+            "mixamorig:Hips",
+            "mixamorig:Spine",
+            "mixamorig:LeftUpLeg",
+            "mixamorig:RightUpLeg",
+            "mixamorig:Spine1",
+            "mixamorig:Spine2",
+            "mixamorig:Neck",
+            "mixamorig:Head",
+            "mixamorig:LeftArm",
+            "mixamorig:RightArm",
+            "mixamorig:LeftForeArm",
+            "mixamorig:RightForeArm",
+            "mixamorig:LeftLeg",
+            "mixamorig:RightLeg",
+        ];
         assert_eq!(Profile::detect(&mixamo).expect("mixamo").name, "mixamo");
         // VRM lowerCamel humanoid names match the Unity profile after normalisation
-        let vrm = ["hips", "spine", "chest", "neck", "head", "leftUpperArm", "rightUpperArm", "leftLowerArm", "rightLowerArm", "leftHand", "rightHand", "leftUpperLeg", "rightUpperLeg", "leftLowerLeg", "rightLowerLeg", "leftFoot", "rightFoot"];
+        let vrm = [
+            "hips",
+            "spine",
+            "chest",
+            "neck",
+            "head",
+            "leftUpperArm",
+            "rightUpperArm",
+            "leftLowerArm",
+            "rightLowerArm",
+            "leftHand",
+            "rightHand",
+            "leftUpperLeg",
+            "rightUpperLeg",
+            "leftLowerLeg",
+            "rightLowerLeg",
+            "leftFoot",
+            "rightFoot",
+        ];
         assert_eq!(Profile::detect(&vrm).expect("vrm").name, "unity");
-        assert!(matches!(Profile::detect(&["foo", "bar"]), Err(ProfileError::NoMatch { .. })));
+        assert!(matches!(
+            Profile::detect(&["foo", "bar"]),
+            Err(ProfileError::NoMatch { .. })
+        ));
     }
 
     #[test]
     fn bad_profiles_are_refused() {
-        assert!(matches!(Profile::from_toml("name = 'x'\n[joints]\nelbow = 'E'\npelvis = 'P'\n"), Err(ProfileError::UnknownJoint { .. })));
-        assert!(matches!(Profile::from_toml("name = 'x'\n[joints]\nneck = 'N'\n"), Err(ProfileError::NoPelvis(_))));
-        assert!(matches!(Profile::from_toml("name = 'x'\nscale = -1\n[joints]\npelvis = 'P'\n"), Err(ProfileError::Scale(_))));
-        assert!(matches!(Profile::from_toml("name = 'x'\nbogus = 1\n[joints]\npelvis = 'P'\n"), Err(ProfileError::Toml(_))));
+        assert!(matches!(
+            Profile::from_toml("name = 'x'\n[joints]\nelbow = 'E'\npelvis = 'P'\n"),
+            Err(ProfileError::UnknownJoint { .. })
+        ));
+        assert!(matches!(
+            Profile::from_toml("name = 'x'\n[joints]\nneck = 'N'\n"),
+            Err(ProfileError::NoPelvis(_))
+        ));
+        assert!(matches!(
+            Profile::from_toml("name = 'x'\nscale = -1\n[joints]\npelvis = 'P'\n"),
+            Err(ProfileError::Scale(_))
+        ));
+        assert!(matches!(
+            Profile::from_toml("name = 'x'\nbogus = 1\n[joints]\npelvis = 'P'\n"),
+            Err(ProfileError::Toml(_))
+        ));
         assert_eq!(normalize_name("mixamorig:Left_Arm"), "leftarm");
     }
 }

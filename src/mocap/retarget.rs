@@ -36,7 +36,9 @@ pub enum RetargetError {
     #[error("source has no joint {0:?} for the pelvis")]
     NoPelvis(String),
     /// A mapped joint does not lie below its canonical parent's source joint.
-    #[error("joint {child:?} is mapped to {source_name:?}, which is not below the source joint of its canonical parent")]
+    #[error(
+        "joint {child:?} is mapped to {source_name:?}, which is not below the source joint of its canonical parent"
+    )]
     NotDescendant {
         /// Canonical joint.
         child: &'static str,
@@ -110,7 +112,11 @@ impl SourceSkeleton {
     }
 
     fn lowest_point(&self) -> f32 {
-        self.rest_positions.iter().chain(self.end_sites.iter().flatten()).map(|p| p.y).fold(f32::MAX, f32::min)
+        self.rest_positions
+            .iter()
+            .chain(self.end_sites.iter().flatten())
+            .map(|p| p.y)
+            .fold(f32::MAX, f32::min)
     }
 }
 
@@ -119,7 +125,9 @@ impl Retargeter {
     pub fn new(profile: &Profile, src: &SourceSkeleton) -> Result<Retargeter, RetargetError> {
         let map = profile.resolve(&src.names);
         let Some(pelvis_src) = map[0] else {
-            return Err(RetargetError::NoPelvis(profile.joints[0].clone().unwrap_or_default()));
+            return Err(RetargetError::NoPelvis(
+                profile.joints[0].clone().unwrap_or_default(),
+            ));
         };
         let template = Skeleton::default();
         let pos = |c: JointId| map[c.index()].map(|s| src.rest_positions[s]);
@@ -139,30 +147,89 @@ impl Retargeter {
                 && let Some(sa) = map[a.index()]
                 && !src.is_descendant(s, sa)
             {
-                return Err(RetargetError::NotDescendant { child: c.name(), source_name: src.names[s].clone() });
+                return Err(RetargetError::NotDescendant {
+                    child: c.name(),
+                    source_name: src.names[s].clone(),
+                });
             }
         }
-        // overall orientation F of the source body at rest
-        let up_target = [JointId::NECK, JointId::HEAD, JointId::SPINE3, JointId::SPINE2, JointId::SPINE1].into_iter().find_map(pos);
+        // overall orientation F of the source body at rest, relative to the template's:
+        // the same construction (spine up, hips left) on both, so a source with the
+        // template's own geometry gets F = identity
+        let frame = |pelvis: Vec3,
+                     up_to: Option<Vec3>,
+                     hips: Option<(Vec3, Vec3)>,
+                     shoulders: Option<(Vec3, Vec3)>|
+         -> Option<Mat3> {
+            let up = match up_to {
+                Some(p) if (p - pelvis).length() > 1e-6 => (p - pelvis).normalize(),
+                _ => Vec3::Y,
+            };
+            let left = match (hips, shoulders) {
+                (Some((l, r)), _) if (l - r).length() > 1e-6 => l - r,
+                (_, Some((l, r))) if (l - r).length() > 1e-6 => l - r,
+                _ => Vec3::X,
+            };
+            let x = (left - up * left.dot(up)).normalize_or_zero();
+            (x != Vec3::ZERO && up.is_finite()).then(|| Mat3::from_cols(x, up, x.cross(up)))
+        };
+        let up_joint = [
+            JointId::NECK,
+            JointId::HEAD,
+            JointId::SPINE3,
+            JointId::SPINE2,
+            JointId::SPINE1,
+        ]
+        .into_iter()
+        .find(|j| map[j.index()].is_some());
+        let pair = |a: JointId, b: JointId, get: &dyn Fn(JointId) -> Option<Vec3>| {
+            Some((get(a)?, get(b)?))
+        };
+        let tpos = |j: JointId| Some(template.rest_position(j));
+        let both_hips =
+            map[JointId::LEFT_HIP.index()].is_some() && map[JointId::RIGHT_HIP.index()].is_some();
+        let both_shoulders = map[JointId::LEFT_SHOULDER.index()].is_some()
+            && map[JointId::RIGHT_SHOULDER.index()].is_some();
         let pelvis_pos = src.rest_positions[pelvis_src];
-        let up = match up_target {
-            Some(p) if (p - pelvis_pos).length() > 1e-6 => (p - pelvis_pos).normalize(),
-            _ => Vec3::Y,
-        };
-        let left = match (pos(JointId::LEFT_HIP), pos(JointId::RIGHT_HIP), pos(JointId::LEFT_SHOULDER), pos(JointId::RIGHT_SHOULDER)) {
-            (Some(l), Some(r), _, _) if (l - r).length() > 1e-6 => l - r,
-            (_, _, Some(l), Some(r)) if (l - r).length() > 1e-6 => l - r,
-            _ => Vec3::X,
-        };
-        let x = (left - up * left.dot(up)).normalize_or_zero();
-        if x == Vec3::ZERO || !up.is_finite() {
-            return Err(RetargetError::Degenerate);
-        }
-        let f = Quat::from_mat3(&Mat3::from_cols(x, up, x.cross(up))).normalize();
+        let ms = frame(
+            pelvis_pos,
+            up_joint.and_then(pos),
+            if both_hips {
+                pair(JointId::LEFT_HIP, JointId::RIGHT_HIP, &pos)
+            } else {
+                None
+            },
+            if both_shoulders {
+                pair(JointId::LEFT_SHOULDER, JointId::RIGHT_SHOULDER, &pos)
+            } else {
+                None
+            },
+        )
+        .ok_or(RetargetError::Degenerate)?;
+        let mt = frame(
+            template.rest_position(JointId::PELVIS),
+            up_joint.and_then(tpos),
+            if both_hips {
+                pair(JointId::LEFT_HIP, JointId::RIGHT_HIP, &tpos)
+            } else {
+                None
+            },
+            if both_shoulders {
+                pair(JointId::LEFT_SHOULDER, JointId::RIGHT_SHOULDER, &tpos)
+            } else {
+                None
+            },
+        )
+        .ok_or(RetargetError::Degenerate)?;
+        let f = Quat::from_mat3(&(ms * mt.transpose())).normalize();
+        let up = ms.col(1);
         // B: the world axis the source calls up (the nearest of ±X, ±Y, ±Z to its
         // spine direction, so a leaning rest pose does not tilt the world) onto +Y
         let axes = [Vec3::X, -Vec3::X, Vec3::Y, -Vec3::Y, Vec3::Z, -Vec3::Z];
-        let world_up = axes.into_iter().max_by(|a, b| a.dot(up).total_cmp(&b.dot(up))).unwrap_or(Vec3::Y);
+        let world_up = axes
+            .into_iter()
+            .max_by(|a, b| a.dot(up).total_cmp(&b.dot(up)))
+            .unwrap_or(Vec3::Y);
         let basis = rotation_between(world_up, Vec3::Y);
         // per-joint driver and rest-pose correction
         let mut driver = [pelvis_src; JOINT_COUNT];
@@ -175,7 +242,12 @@ impl Retargeter {
                 continue;
             }
             // primary canonical child: the one farthest from c in the template
-            let primary = c.children().max_by(|a, b| template.offset(*a).length().total_cmp(&template.offset(*b).length()));
+            let primary = c.children().max_by(|a, b| {
+                template
+                    .offset(*a)
+                    .length()
+                    .total_cmp(&template.offset(*b).length())
+            });
             let (t_dir, s_tip) = match primary {
                 Some(k) => {
                     let t = template.offset(k).normalize();
@@ -197,13 +269,18 @@ impl Retargeter {
                 Some(tip) if (tip - src.rest_positions[s]).length() > 1e-6 => {
                     rotation_between(f * t_dir, (tip - src.rest_positions[s]).normalize()) * f
                 }
-                _ => f,
+                // nothing beyond a leaf joint (glTF rigs without end bones): the bone is
+                // taken to continue its parent's, so it gets the parent's correction
+                _ => c.parent().map(|p| correction[p.index()]).unwrap_or(f),
             };
             correction[c.index()] = (q * quat_exp(profile.correction[c.index()])).normalize();
         }
         let rest_inv = src.rest_rotations.iter().map(|q| q.conjugate()).collect();
         let scale = profile.scale;
-        let source_pelvis_height = (basis * ((pelvis_pos - Vec3::new(0.0, src.lowest_point(), 0.0)) * scale)).y.max(1e-3);
+        let source_pelvis_height = (basis
+            * ((pelvis_pos - Vec3::new(0.0, src.lowest_point(), 0.0)) * scale))
+            .y
+            .max(1e-3);
         // the canonical skeleton fitted to the source's proportions
         let mut rest = [Vec3::ZERO; JOINT_COUNT];
         rest[0] = Vec3::new(0.0, source_pelvis_height, 0.0);
@@ -254,7 +331,10 @@ impl Retargeter {
                     let r0 = self.rest_inv.get(d).copied().unwrap_or(Quat::IDENTITY);
                     (self.basis * gd * r0 * self.correction[c.index()]).normalize()
                 }
-                None => c.parent().map(|p| w[p.index()]).unwrap_or(self.basis * self.correction[0]),
+                None => c
+                    .parent()
+                    .map(|p| w[p.index()])
+                    .unwrap_or(self.basis * self.correction[0]),
             };
         }
         w
@@ -275,12 +355,18 @@ impl Retargeter {
             };
         }
         for chain in &self.share {
-            let Some((&first, rest)) = chain.split_first() else { continue };
-            if self.map[first.index()].is_none() || rest.iter().any(|j| self.map[j.index()].is_some()) {
+            let Some((&first, rest)) = chain.split_first() else {
+                continue;
+            };
+            if self.map[first.index()].is_none()
+                || rest.iter().any(|j| self.map[j.index()].is_some())
+            {
                 continue;
             }
             let n = chain.len() as f32;
-            let part = Quat::IDENTITY.slerp(pose.rotations[first.index()], 1.0 / n).normalize();
+            let part = Quat::IDENTITY
+                .slerp(pose.rotations[first.index()], 1.0 / n)
+                .normalize();
             for j in chain {
                 pose.rotations[j.index()] = part;
             }
@@ -297,7 +383,12 @@ impl SourceSkeleton {
     pub fn from_bvh(bvh: &super::Bvh, rest_frame: Option<usize>) -> SourceSkeleton {
         let frame = rest_frame.filter(|&f| f < bvh.frame_count());
         let world = bvh.world(frame);
-        let end_sites = bvh.joints.iter().zip(&world).map(|(j, (q, p))| j.end_site.map(|e| *p + *q * e)).collect();
+        let end_sites = bvh
+            .joints
+            .iter()
+            .zip(&world)
+            .map(|(j, (q, p))| j.end_site.map(|e| *p + *q * e))
+            .collect();
         SourceSkeleton {
             names: bvh.joints.iter().map(|j| j.name.clone()).collect(),
             parents: bvh.joints.iter().map(|j| j.parent).collect(),

@@ -46,7 +46,11 @@ pub fn heading_of(pelvis: Quat) -> f32 {
     let l = pelvis * Vec3::X;
     let hf = f.x * f.x + f.z * f.z;
     let hl = l.x * l.x + l.z * l.z;
-    if hf >= hl * 0.25 { f.x.atan2(f.z) } else { (-l.z).atan2(l.x) }
+    if hf >= hl * 0.25 {
+        f.x.atan2(f.z)
+    } else {
+        (-l.z).atan2(l.x)
+    }
 }
 
 /// Splits `pose` into a canonical pose (zero translation, pelvis heading removed, tilt
@@ -57,7 +61,11 @@ pub fn canonicalize(pose: &Pose, skeleton: &Skeleton) -> (Pose, RootFrame) {
     let mut c = *pose;
     c.rotations[0] = (Quat::from_rotation_y(-heading) * pose.rotations[0]).normalize();
     c.translation = Vec3::ZERO;
-    let frame = RootFrame { heading, translation: pose.translation, pivot: skeleton.rest_position(JointId::PELVIS) };
+    let frame = RootFrame {
+        heading,
+        translation: pose.translation,
+        pivot: skeleton.rest_position(JointId::PELVIS),
+    };
     (c, frame)
 }
 

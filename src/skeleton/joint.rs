@@ -11,7 +11,9 @@ pub const DOF_COUNT: usize = 3 * JOINT_COUNT;
 
 /// Index of a canonical joint, `0..22`. Bone `b` is the frame of joint `b`: it moves
 /// the segment from joint `b` to its children.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct JointId(pub u8);
 
@@ -133,7 +135,10 @@ impl JointId {
 
     /// Looks a joint up by its SMPL name.
     pub fn from_name(name: &str) -> Option<JointId> {
-        NAMES.iter().position(|n| *n == name).map(|i| JointId(i as u8))
+        NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| JointId(i as u8))
     }
 
     /// True for joints on the left side of the body (+X in the rest pose).
@@ -167,10 +172,16 @@ mod tests {
             assert_eq!(j.mirror().mirror(), j);
             if j.is_left() {
                 assert!(j.mirror().is_right());
-                assert_eq!(j.mirror().name().trim_start_matches("right_"), j.name().trim_start_matches("left_"));
+                assert_eq!(
+                    j.mirror().name().trim_start_matches("right_"),
+                    j.name().trim_start_matches("left_")
+                );
             }
         }
         assert_eq!(JointId::PELVIS.parent(), None);
-        assert_eq!(JointId::SPINE3.children().collect::<Vec<_>>(), vec![JointId::NECK, JointId::LEFT_COLLAR, JointId::RIGHT_COLLAR]);
+        assert_eq!(
+            JointId::SPINE3.children().collect::<Vec<_>>(),
+            vec![JointId::NECK, JointId::LEFT_COLLAR, JointId::RIGHT_COLLAR]
+        );
     }
 }

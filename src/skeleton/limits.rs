@@ -23,12 +23,18 @@ pub struct JointLimit {
 
 impl JointLimit {
     fn deg(lo: [f32; 3], hi: [f32; 3]) -> Self {
-        Self { lo: Vec3::from(lo) * std::f32::consts::PI / 180.0, hi: Vec3::from(hi) * std::f32::consts::PI / 180.0 }
+        Self {
+            lo: Vec3::from(lo) * std::f32::consts::PI / 180.0,
+            hi: Vec3::from(hi) * std::f32::consts::PI / 180.0,
+        }
     }
 
     /// The limit of the mirror joint: rotation vectors mirror as (x, y, z) → (x, −y, −z).
     fn mirrored(self) -> Self {
-        Self { lo: Vec3::new(self.lo.x, -self.hi.y, -self.hi.z), hi: Vec3::new(self.hi.x, -self.lo.y, -self.lo.z) }
+        Self {
+            lo: Vec3::new(self.lo.x, -self.hi.y, -self.hi.z),
+            hi: Vec3::new(self.hi.x, -self.lo.y, -self.lo.z),
+        }
     }
 
     /// Whether a rotation vector lies inside the limit (with `slack` radians of tolerance).
@@ -53,7 +59,9 @@ fn base_limit(j: JointId) -> JointLimit {
         J::LEFT_FOOT => JointLimit::deg([-30.0, -5.0, -5.0], [20.0, 5.0, 5.0]),
         // spine: x>0 bends forward; the three joints share flexion 80°, extension 30°,
         // lateral bend 35° and twist 45° of the lumbar and thoracic spine together
-        J::SPINE1 | J::SPINE2 | J::SPINE3 => JointLimit::deg([-10.0, -15.0, -12.0], [27.0, 15.0, 12.0]),
+        J::SPINE1 | J::SPINE2 | J::SPINE3 => {
+            JointLimit::deg([-10.0, -15.0, -12.0], [27.0, 15.0, 12.0])
+        }
         J::NECK => JointLimit::deg([-25.0, -35.0, -20.0], [30.0, 35.0, 20.0]),
         J::HEAD => JointLimit::deg([-25.0, -35.0, -20.0], [20.0, 35.0, 20.0]),
         // collar (shoulder girdle): elevation z>0, protraction y<0
@@ -117,7 +125,10 @@ mod tests {
         for j in JointId::all() {
             let l = joint_limit(j);
             assert!(l.lo.cmple(l.hi).all(), "{j}");
-            assert!(l.contains(Vec3::ZERO, 0.0), "rest pose must be allowed at {j}");
+            assert!(
+                l.contains(Vec3::ZERO, 0.0),
+                "rest pose must be allowed at {j}"
+            );
             let m = joint_limit(j.mirror());
             assert!((m.lo.x - l.lo.x).abs() < 1e-6 && (m.lo.y + l.hi.y).abs() < 1e-6);
         }
@@ -127,23 +138,34 @@ mod tests {
     fn samples_respect_limits_and_clamp_is_idempotent() {
         let mut state = 12345u64;
         let mut uniform = move || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((state >> 40) as f32) / (1u64 << 24) as f32
         };
         for _ in 0..50 {
             let p = sample_pose(&mut uniform, 1.0);
             for j in JointId::all() {
-                assert!(joint_limit(j).contains(quat_log(p.rotation(j)), 1e-4), "{j}");
+                assert!(
+                    joint_limit(j).contains(quat_log(p.rotation(j)), 1e-4),
+                    "{j}"
+                );
             }
             let c = clamp_pose(&p);
             for j in JointId::all() {
-                assert!(c.rotation(j).abs_diff_eq(p.rotation(j), 1e-4) || c.rotation(j).abs_diff_eq(-p.rotation(j), 1e-4));
+                assert!(
+                    c.rotation(j).abs_diff_eq(p.rotation(j), 1e-4)
+                        || c.rotation(j).abs_diff_eq(-p.rotation(j), 1e-4)
+                );
             }
         }
         // a right arm raised well past the limit is clamped back inside
         let mut p = Pose::rest();
         p.set_rotation(JointId::RIGHT_ELBOW, quat_exp(Vec3::new(0.0, -2.0, 0.0)));
         let c = clamp_pose(&p);
-        assert!(joint_limit(JointId::RIGHT_ELBOW).contains(quat_log(c.rotation(JointId::RIGHT_ELBOW)), 1e-4));
+        assert!(
+            joint_limit(JointId::RIGHT_ELBOW)
+                .contains(quat_log(c.rotation(JointId::RIGHT_ELBOW)), 1e-4)
+        );
     }
 }

@@ -9,7 +9,10 @@ mod joint;
 mod limits;
 mod pose;
 mod rotation;
-#[allow(clippy::module_inception, reason = "the skeleton type lives in the skeleton module")]
+#[allow(
+    clippy::module_inception,
+    reason = "the skeleton type lives in the skeleton module"
+)]
 mod skeleton;
 mod theta;
 

@@ -44,7 +44,10 @@ impl Default for Pose {
 impl Pose {
     /// The rest pose (T-pose, no translation).
     pub const fn rest() -> Self {
-        Self { translation: Vec3::ZERO, rotations: [Quat::IDENTITY; JOINT_COUNT] }
+        Self {
+            translation: Vec3::ZERO,
+            rotations: [Quat::IDENTITY; JOINT_COUNT],
+        }
     }
 
     /// Local rotation of joint `j`.
@@ -74,7 +77,7 @@ impl Pose {
             if (n - 1.0).abs() > 0.01 {
                 return Err(PoseError::NotUnit { joint: j, norm: n });
             }
-            *q = *q / n;
+            *q /= n;
         }
         Ok(())
     }
@@ -100,7 +103,9 @@ impl Pose {
         let m = |q: Quat| Quat::from_xyzw(q.x, -q.y, -q.z, q.w);
         Pose {
             translation: Vec3::new(-self.translation.x, self.translation.y, self.translation.z),
-            rotations: std::array::from_fn(|i| m(self.rotations[JointId(i as u8).mirror().index()])),
+            rotations: std::array::from_fn(
+                |i| m(self.rotations[JointId(i as u8).mirror().index()]),
+            ),
         }
     }
 }
@@ -137,7 +142,10 @@ mod tests {
             let pa = a[j.index()];
             let pb = b[j.mirror().index()];
             // the default skeleton is symmetric
-            assert!((Vec3::new(-pa.x, pa.y, pa.z) - pb).length() < 1e-4, "{j}: {pa} vs {pb}");
+            assert!(
+                (Vec3::new(-pa.x, pa.y, pa.z) - pb).length() < 1e-4,
+                "{j}: {pa} vs {pb}"
+            );
         }
     }
 }

@@ -31,7 +31,11 @@ pub fn swing_twist(q: Quat, axis: Vec3) -> (Quat, Quat) {
     let v = Vec3::new(q.x, q.y, q.z);
     let p = axis * v.dot(axis);
     let twist = Quat::from_xyzw(p.x, p.y, p.z, q.w);
-    let twist = if twist.length_squared() < 1e-20 { Quat::IDENTITY } else { twist.normalize() };
+    let twist = if twist.length_squared() < 1e-20 {
+        Quat::IDENTITY
+    } else {
+        twist.normalize()
+    };
     (q * twist.conjugate(), twist)
 }
 
@@ -63,7 +67,10 @@ impl Default for Rigid {
 
 impl Rigid {
     /// The identity motion.
-    pub const IDENTITY: Rigid = Rigid { rot: Quat::IDENTITY, trans: Vec3::ZERO };
+    pub const IDENTITY: Rigid = Rigid {
+        rot: Quat::IDENTITY,
+        trans: Vec3::ZERO,
+    };
 
     /// A motion from its parts.
     pub fn new(rot: Quat, trans: Vec3) -> Self {
@@ -85,14 +92,20 @@ impl Rigid {
     /// `self ∘ other`: first `other`, then `self`.
     #[inline]
     pub fn compose(&self, other: &Rigid) -> Rigid {
-        Rigid { rot: (self.rot * other.rot).normalize(), trans: self.rot * other.trans + self.trans }
+        Rigid {
+            rot: (self.rot * other.rot).normalize(),
+            trans: self.rot * other.trans + self.trans,
+        }
     }
 
     /// The inverse motion.
     #[inline]
     pub fn inverse(&self) -> Rigid {
         let inv = self.rot.conjugate();
-        Rigid { rot: inv, trans: -(inv * self.trans) }
+        Rigid {
+            rot: inv,
+            trans: -(inv * self.trans),
+        }
     }
 
     /// The 4×4 homogeneous matrix of the motion.
@@ -107,7 +120,12 @@ mod tests {
 
     #[test]
     fn log_exp_round_trip() {
-        for r in [Vec3::new(0.1, -0.2, 0.3), Vec3::new(2.0, 1.0, -1.5), Vec3::new(1e-9, 0.0, 0.0), Vec3::ZERO] {
+        for r in [
+            Vec3::new(0.1, -0.2, 0.3),
+            Vec3::new(2.0, 1.0, -1.5),
+            Vec3::new(1e-9, 0.0, 0.0),
+            Vec3::ZERO,
+        ] {
             let back = quat_log(quat_exp(r));
             assert!((back - r).length() < 1e-5, "{r} -> {back}");
         }
@@ -126,8 +144,14 @@ mod tests {
 
     #[test]
     fn rigid_inverse_and_compose() {
-        let a = Rigid::new(quat_exp(Vec3::new(0.3, -0.1, 0.7)), Vec3::new(1.0, 2.0, 3.0));
-        let b = Rigid::new(quat_exp(Vec3::new(-0.2, 0.5, 0.1)), Vec3::new(-0.5, 0.0, 0.25));
+        let a = Rigid::new(
+            quat_exp(Vec3::new(0.3, -0.1, 0.7)),
+            Vec3::new(1.0, 2.0, 3.0),
+        );
+        let b = Rigid::new(
+            quat_exp(Vec3::new(-0.2, 0.5, 0.1)),
+            Vec3::new(-0.5, 0.0, 0.25),
+        );
         let p = Vec3::new(0.3, 0.4, -0.8);
         assert!((a.inverse().apply(a.apply(p)) - p).length() < 1e-5);
         assert!((a.compose(&b).apply(p) - a.apply(b.apply(p))).length() < 1e-5);

@@ -20,7 +20,11 @@ pub struct Proportions {
 impl Default for Proportions {
     /// A 1.75 m adult of average build (anthropometric means, Drillis & Contini 1966).
     fn default() -> Self {
-        Self { height: 1.75, shoulder_width: 0.40, hip_width: 0.34 }
+        Self {
+            height: 1.75,
+            shoulder_width: 0.40,
+            hip_width: 0.34,
+        }
     }
 }
 
@@ -49,21 +53,45 @@ impl Skeleton {
         let mut r = [Vec3::ZERO; JOINT_COUNT];
         let mut set = |j: JointId, v: Vec3| r[j.index()] = v;
         let hip_y = 0.505 * h;
-        set(JointId::PELVIS, Vec3::new(0.0, hip_y + 0.045 * h, -0.005 * h));
+        set(
+            JointId::PELVIS,
+            Vec3::new(0.0, hip_y + 0.045 * h, -0.005 * h),
+        );
         for (side, s) in [(1.0f32, true), (-1.0, false)] {
             let pick = |l: JointId| if s { l } else { l.mirror() };
             let hipx = side * 0.26 * hx;
             set(pick(JointId::LEFT_HIP), Vec3::new(hipx, hip_y, 0.0));
-            set(pick(JointId::LEFT_KNEE), Vec3::new(hipx * 1.02, 0.285 * h, 0.004 * h));
-            set(pick(JointId::LEFT_ANKLE), Vec3::new(hipx * 1.02, 0.045 * h, -0.01 * h));
-            set(pick(JointId::LEFT_FOOT), Vec3::new(hipx * 1.08, 0.012 * h, 0.065 * h));
-            set(pick(JointId::LEFT_COLLAR), Vec3::new(side * 0.04 * h, 0.79 * h, -0.012 * h));
+            set(
+                pick(JointId::LEFT_KNEE),
+                Vec3::new(hipx * 1.02, 0.285 * h, 0.004 * h),
+            );
+            set(
+                pick(JointId::LEFT_ANKLE),
+                Vec3::new(hipx * 1.02, 0.045 * h, -0.01 * h),
+            );
+            set(
+                pick(JointId::LEFT_FOOT),
+                Vec3::new(hipx * 1.08, 0.012 * h, 0.065 * h),
+            );
+            set(
+                pick(JointId::LEFT_COLLAR),
+                Vec3::new(side * 0.04 * h, 0.79 * h, -0.012 * h),
+            );
             let shx = side * 0.40 * sx;
-            set(pick(JointId::LEFT_SHOULDER), Vec3::new(shx, 0.812 * h, -0.012 * h));
+            set(
+                pick(JointId::LEFT_SHOULDER),
+                Vec3::new(shx, 0.812 * h, -0.012 * h),
+            );
             let elx = shx + side * 0.168 * h;
-            set(pick(JointId::LEFT_ELBOW), Vec3::new(elx, 0.812 * h, -0.016 * h));
+            set(
+                pick(JointId::LEFT_ELBOW),
+                Vec3::new(elx, 0.812 * h, -0.016 * h),
+            );
             let wrx = elx + side * 0.142 * h;
-            set(pick(JointId::LEFT_WRIST), Vec3::new(wrx, 0.812 * h, -0.012 * h));
+            set(
+                pick(JointId::LEFT_WRIST),
+                Vec3::new(wrx, 0.812 * h, -0.012 * h),
+            );
         }
         set(JointId::SPINE1, Vec3::new(0.0, 0.61 * h, -0.008 * h));
         set(JointId::SPINE2, Vec3::new(0.0, 0.675 * h, -0.005 * h));
@@ -128,7 +156,9 @@ impl Skeleton {
 
     /// Uniformly scaled copy of this skeleton (about the origin, so soles stay on y = 0).
     pub fn scaled(&self, s: f32) -> Skeleton {
-        Skeleton { rest: self.rest.map(|p| p * s) }
+        Skeleton {
+            rest: self.rest.map(|p| p * s),
+        }
     }
 
     /// Rest world rotation of every joint (identity in the T-pose; kept as a function so
@@ -165,7 +195,8 @@ mod tests {
     fn fk_preserves_bone_lengths_and_moves_children() {
         let s = Skeleton::default();
         let mut pose = Pose::rest();
-        pose.rotations[JointId::LEFT_SHOULDER.index()] = quat_exp(Vec3::new(0.0, 0.0, -std::f32::consts::FRAC_PI_2));
+        pose.rotations[JointId::LEFT_SHOULDER.index()] =
+            quat_exp(Vec3::new(0.0, 0.0, -std::f32::consts::FRAC_PI_2));
         pose.translation = Vec3::new(0.1, 0.0, 0.2);
         let pos = s.joint_positions(&pose);
         for j in JointId::all().skip(1) {
@@ -184,7 +215,10 @@ mod tests {
 
     #[test]
     fn proportions_are_plausible() {
-        let s = Skeleton::from_proportions(&Proportions { height: 1.9, ..Default::default() });
+        let s = Skeleton::from_proportions(&Proportions {
+            height: 1.9,
+            ..Default::default()
+        });
         let head = s.rest_position(JointId::HEAD).y;
         assert!(head > 1.6 && head < 1.9);
         assert!(s.rest_position(JointId::LEFT_SHOULDER).x > 0.0);

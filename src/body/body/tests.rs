@@ -11,7 +11,13 @@ fn default_body() -> &'static Body {
 }
 
 fn small(shape: BodyShape) -> Body {
-    Body::generate(&shape, &BodyOptions { target_vertices: 1500 }).expect("body")
+    Body::generate(
+        &shape,
+        &BodyOptions {
+            target_vertices: 1500,
+        },
+    )
+    .expect("body")
 }
 
 #[test]
@@ -19,12 +25,17 @@ fn default_body_is_a_closed_oriented_genus0_manifold() {
     let body = default_body();
     let n = body.mesh.vertex_count();
     assert!((5700..=6300).contains(&n), "about 6k vertices, got {n}");
-    body.mesh.validate(1e-10).expect("valid, no degenerate triangles");
+    body.mesh
+        .validate(1e-10)
+        .expect("valid, no degenerate triangles");
     let topo = Topology::build(&body.mesh).expect("oriented manifold");
     assert!(topo.is_closed());
     assert_eq!(topo.component_count(&body.mesh), 1);
     assert_eq!(topo.euler_characteristic(&body.mesh), 2);
-    assert!(body.mesh.signed_volume() > 0.0, "outward normals give positive volume");
+    assert!(
+        body.mesh.signed_volume() > 0.0,
+        "outward normals give positive volume"
+    );
     // outward: normals at the extremities point away from the body's centre line
     let (lo, hi) = body.mesh.bounds().expect("bounds");
     let normals = body.mesh.vertex_normals();
@@ -42,24 +53,41 @@ fn default_body_is_a_closed_oriented_genus0_manifold() {
 #[test]
 fn skin_weights_are_valid_and_smooth() {
     let body = default_body();
-    body.skin.validate(body.mesh.vertex_count()).expect("valid skin");
-    assert!(body.skin.joints.iter().enumerate().all(|(v, _)| body.skin.influence_count(v) <= 4));
+    body.skin
+        .validate(body.mesh.vertex_count())
+        .expect("valid skin");
+    assert!(
+        body.skin
+            .joints
+            .iter()
+            .enumerate()
+            .all(|(v, _)| body.skin.influence_count(v) <= 4)
+    );
     let topo = Topology::build(&body.mesh).expect("manifold");
     let mut worst = 0.0f32;
     for &[a, b] in &topo.edges {
         for bone in 0..22 {
-            let d = (body.skin.weight_of(a as usize, bone) - body.skin.weight_of(b as usize, bone)).abs();
+            let d = (body.skin.weight_of(a as usize, bone) - body.skin.weight_of(b as usize, bone))
+                .abs();
             worst = worst.max(d);
         }
     }
     assert!(worst < 0.35, "largest weight jump across an edge {worst}");
     // every bone drives some part of the body
     for bone in 0..22 {
-        assert!((0..body.mesh.vertex_count()).any(|v| body.skin.weight_of(v, bone) > 0.5), "bone {bone} dominates nowhere");
+        assert!(
+            (0..body.mesh.vertex_count()).any(|v| body.skin.weight_of(v, bone) > 0.5),
+            "bone {bone} dominates nowhere"
+        );
     }
     // hands follow the wrists, feet the ankles
     let (_, hi) = body.mesh.bounds().expect("bounds");
-    let tip = body.mesh.positions.iter().position(|p| p.x > hi.x - 0.003).expect("fingertip");
+    let tip = body
+        .mesh
+        .positions
+        .iter()
+        .position(|p| p.x > hi.x - 0.003)
+        .expect("fingertip");
     assert!(body.skin.weight_of(tip, JointId::LEFT_WRIST.index()) > 0.95);
 }
 
@@ -86,15 +114,25 @@ fn rest_pose_skinning_is_identity_and_lbs_matches_dqs_on_rigid_parts() {
             assert!((lbs[v] - dqs[v]).length() < 1e-4);
         }
     }
-    assert!(single > 500, "many vertices are driven by one bone ({single})");
+    assert!(
+        single > 500,
+        "many vertices are driven by one bone ({single})"
+    );
 }
 
 #[test]
 fn height_parameter_is_measured_height() {
     for height in [1.5f32, 1.68, 2.0] {
-        let body = small(BodyShape { height, ..Default::default() });
+        let body = small(BodyShape {
+            height,
+            ..Default::default()
+        });
         let (lo, hi) = body.mesh.bounds().expect("bounds");
-        assert!(((hi.y - lo.y) - height).abs() < 0.01, "asked {height}, measured {}", hi.y - lo.y);
+        assert!(
+            ((hi.y - lo.y) - height).abs() < 0.01,
+            "asked {height}, measured {}",
+            hi.y - lo.y
+        );
     }
 }
 
@@ -102,31 +140,82 @@ fn height_parameter_is_measured_height() {
 fn shape_parameters_change_the_body_continuously() {
     let base = small(BodyShape::default());
     let width_at = |b: &Body, y0: f32, y1: f32| {
-        let xs = b.mesh.positions.iter().filter(|p| p.y > y0 && p.y < y1).map(|p| p.x);
+        let xs = b
+            .mesh
+            .positions
+            .iter()
+            .filter(|p| p.y > y0 && p.y < y1)
+            .map(|p| p.x);
         xs.clone().fold(f32::MIN, f32::max) - xs.fold(f32::MAX, f32::min)
     };
     // hips: breadth across the buttocks band
     let hips = |b: &Body| width_at(b, 0.86, 0.92);
-    let wide = small(BodyShape { hip_width: 0.42, ..Default::default() });
-    let wider = small(BodyShape { hip_width: 0.43, ..Default::default() });
-    assert!(hips(&wide) > hips(&base) + 0.03, "{} vs {}", hips(&wide), hips(&base));
-    assert!((hips(&wider) - hips(&wide)).abs() < 0.02, "1 cm of parameter moves the hips by little");
+    let wide = small(BodyShape {
+        hip_width: 0.42,
+        ..Default::default()
+    });
+    let wider = small(BodyShape {
+        hip_width: 0.43,
+        ..Default::default()
+    });
+    assert!(
+        hips(&wide) > hips(&base) + 0.03,
+        "{} vs {}",
+        hips(&wide),
+        hips(&base)
+    );
+    assert!(
+        (hips(&wider) - hips(&wide)).abs() < 0.02,
+        "1 cm of parameter moves the hips by little"
+    );
     // weight: mass from volume at the density of the body
     for weight in [50.0f32, 110.0] {
-        let b = small(BodyShape { weight, ..Default::default() });
+        let b = small(BodyShape {
+            weight,
+            ..Default::default()
+        });
         let mass = b.mesh.signed_volume() as f32 * 1010.0;
-        assert!((mass - weight).abs() / weight < 0.08, "weight {weight} gives {mass} kg");
+        assert!(
+            (mass - weight).abs() / weight < 0.08,
+            "weight {weight} gives {mass} kg"
+        );
     }
     // shoulders: the arms start farther out
-    let sh = small(BodyShape { shoulder_width: 0.48, ..Default::default() });
-    assert!(sh.skeleton.rest_position(JointId::LEFT_SHOULDER).x > base.skeleton.rest_position(JointId::LEFT_SHOULDER).x + 0.025);
+    let sh = small(BodyShape {
+        shoulder_width: 0.48,
+        ..Default::default()
+    });
+    assert!(
+        sh.skeleton.rest_position(JointId::LEFT_SHOULDER).x
+            > base.skeleton.rest_position(JointId::LEFT_SHOULDER).x + 0.025
+    );
 }
 
 #[test]
 fn out_of_range_shapes_are_refused() {
-    let bad = BodyShape { height: 2.5, ..Default::default() };
-    assert!(matches!(Body::generate(&bad, &BodyOptions::default()), Err(BodyError::OutOfRange { name: "height", .. })));
-    let nan = BodyShape { weight: f32::NAN, ..Default::default() };
-    assert!(matches!(Body::generate(&nan, &BodyOptions::default()), Err(BodyError::OutOfRange { name: "weight", .. })));
-    assert!(matches!(Body::generate(&BodyShape::default(), &BodyOptions { target_vertices: 10 }), Err(BodyError::Resolution(10))));
+    let bad = BodyShape {
+        height: 2.5,
+        ..Default::default()
+    };
+    assert!(matches!(
+        Body::generate(&bad, &BodyOptions::default()),
+        Err(BodyError::OutOfRange { name: "height", .. })
+    ));
+    let nan = BodyShape {
+        weight: f32::NAN,
+        ..Default::default()
+    };
+    assert!(matches!(
+        Body::generate(&nan, &BodyOptions::default()),
+        Err(BodyError::OutOfRange { name: "weight", .. })
+    ));
+    assert!(matches!(
+        Body::generate(
+            &BodyShape::default(),
+            &BodyOptions {
+                target_vertices: 10
+            }
+        ),
+        Err(BodyError::Resolution(10))
+    ));
 }

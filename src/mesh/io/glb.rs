@@ -35,6 +35,9 @@ pub struct GlbMaterial {
     pub double_sided: bool,
 }
 
+/// Per-vertex skin influences: joint indices and weights (glTF `JOINTS_0`, `WEIGHTS_0`).
+pub type SkinSlices<'a> = (&'a [[u16; 4]], &'a [[f32; 4]]);
+
 /// One mesh to export.
 pub struct GlbMesh<'a> {
     /// Mesh name.
@@ -46,7 +49,7 @@ pub struct GlbMesh<'a> {
     /// Counter-clockwise triangles.
     pub triangles: &'a [[u32; 3]],
     /// Skin influences (joint index into the skeleton, weight), one row per position.
-    pub skin: Option<(&'a [[u16; 4]], &'a [[f32; 4]])>,
+    pub skin: Option<SkinSlices<'a>>,
     /// Appearance.
     pub material: GlbMaterial,
 }
@@ -101,9 +104,18 @@ impl Builder {
         self.views.len() - 1
     }
 
-    fn accessor(&mut self, bytes: &[u8], target: Option<u32>, component: u32, count: usize, ty: &str, minmax: Option<(Vec<f32>, Vec<f32>)>) -> usize {
+    fn accessor(
+        &mut self,
+        bytes: &[u8],
+        target: Option<u32>,
+        component: u32,
+        count: usize,
+        ty: &str,
+        minmax: Option<(Vec<f32>, Vec<f32>)>,
+    ) -> usize {
         let view = self.view(bytes, target);
-        let mut a = json!({ "bufferView": view, "componentType": component, "count": count, "type": ty });
+        let mut a =
+            json!({ "bufferView": view, "componentType": component, "count": count, "type": ty });
         if let Some((lo, hi)) = minmax {
             a["min"] = json!(lo);
             a["max"] = json!(hi);
@@ -132,7 +144,9 @@ pub fn write_glb(mut w: impl Write, scene: &GlbScene<'_>) -> std::io::Result<()>
             if r != Quat::IDENTITY {
                 n["rotation"] = json!([r.x, r.y, r.z, r.w]);
             }
-            let children: Vec<usize> = (0..sk.names.len()).filter(|&c| sk.parents[c] == Some(i)).collect();
+            let children: Vec<usize> = (0..sk.names.len())
+                .filter(|&c| sk.parents[c] == Some(i))
+                .collect();
             if !children.is_empty() {
                 n["children"] = json!(children);
             }
@@ -149,7 +163,10 @@ pub fn write_glb(mut w: impl Write, scene: &GlbScene<'_>) -> std::io::Result<()>
     let mut meshes = Vec::new();
     let mut materials = Vec::new();
     for m in &scene.meshes {
-        let (lo, hi) = m.positions.iter().fold((Vec3::splat(f32::MAX), Vec3::splat(f32::MIN)), |(l, h), p| (l.min(*p), h.max(*p)));
+        let (lo, hi) = m.positions.iter().fold(
+            (Vec3::splat(f32::MAX), Vec3::splat(f32::MIN)),
+            |(l, h), p| (l.min(*p), h.max(*p)),
+        );
         let pos = b.accessor(
             &f32_bytes(m.positions.iter().flat_map(|p| p.to_array())),
             Some(ARRAY_BUFFER),
@@ -158,16 +175,45 @@ pub fn write_glb(mut w: impl Write, scene: &GlbScene<'_>) -> std::io::Result<()>
             "VEC3",
             Some((lo.to_array().to_vec(), hi.to_array().to_vec())),
         );
-        let nrm = b.accessor(&f32_bytes(m.normals.iter().flat_map(|p| p.to_array())), Some(ARRAY_BUFFER), FLOAT, m.normals.len(), "VEC3", None);
+        let nrm = b.accessor(
+            &f32_bytes(m.normals.iter().flat_map(|p| p.to_array())),
+            Some(ARRAY_BUFFER),
+            FLOAT,
+            m.normals.len(),
+            "VEC3",
+            None,
+        );
         let mut attributes = json!({ "POSITION": pos, "NORMAL": nrm });
         if let Some((joints, weights)) = m.skin {
-            let jb: Vec<u8> = joints.iter().flat_map(|j| j.iter().flat_map(|x| x.to_le_bytes())).collect();
-            attributes["JOINTS_0"] = json!(b.accessor(&jb, Some(ARRAY_BUFFER), UNSIGNED_SHORT, joints.len(), "VEC4", None));
+            let jb: Vec<u8> = joints
+                .iter()
+                .flat_map(|j| j.iter().flat_map(|x| x.to_le_bytes()))
+                .collect();
+            attributes["JOINTS_0"] = json!(b.accessor(
+                &jb,
+                Some(ARRAY_BUFFER),
+                UNSIGNED_SHORT,
+                joints.len(),
+                "VEC4",
+                None
+            ));
             let wb = f32_bytes(weights.iter().flat_map(|w| *w));
-            attributes["WEIGHTS_0"] = json!(b.accessor(&wb, Some(ARRAY_BUFFER), FLOAT, weights.len(), "VEC4", None));
+            attributes["WEIGHTS_0"] =
+                json!(b.accessor(&wb, Some(ARRAY_BUFFER), FLOAT, weights.len(), "VEC4", None));
         }
-        let ib: Vec<u8> = m.triangles.iter().flat_map(|t| t.iter().flat_map(|x| x.to_le_bytes())).collect();
-        let idx = b.accessor(&ib, Some(ELEMENT_ARRAY_BUFFER), UNSIGNED_INT, m.triangles.len() * 3, "SCALAR", None);
+        let ib: Vec<u8> = m
+            .triangles
+            .iter()
+            .flat_map(|t| t.iter().flat_map(|x| x.to_le_bytes()))
+            .collect();
+        let idx = b.accessor(
+            &ib,
+            Some(ELEMENT_ARRAY_BUFFER),
+            UNSIGNED_INT,
+            m.triangles.len() * 3,
+            "SCALAR",
+            None,
+        );
         materials.push(json!({
             "name": m.material.name,
             "pbrMetallicRoughness": {
@@ -202,7 +248,14 @@ pub fn write_glb(mut w: impl Write, scene: &GlbScene<'_>) -> std::io::Result<()>
     if let (Some(anim), Some(sk)) = (&scene.animation, &scene.skeleton) {
         let t0 = anim.times.first().copied().unwrap_or(0.0);
         let t1 = anim.times.last().copied().unwrap_or(0.0);
-        let input = b.accessor(&f32_bytes(anim.times.iter().copied()), None, FLOAT, anim.times.len(), "SCALAR", Some((vec![t0], vec![t1])));
+        let input = b.accessor(
+            &f32_bytes(anim.times.iter().copied()),
+            None,
+            FLOAT,
+            anim.times.len(),
+            "SCALAR",
+            Some((vec![t0], vec![t1])),
+        );
         let mut samplers = Vec::new();
         let mut channels = Vec::new();
         for j in 0..sk.names.len() {
@@ -215,10 +268,18 @@ pub fn write_glb(mut w: impl Write, scene: &GlbScene<'_>) -> std::io::Result<()>
             channels.push(json!({ "sampler": samplers.len() - 1, "target": { "node": j, "path": "rotation" } }));
         }
         let data = f32_bytes(anim.root_translation.iter().flat_map(|t| t.to_array()));
-        let out = b.accessor(&data, None, FLOAT, anim.root_translation.len(), "VEC3", None);
+        let out = b.accessor(
+            &data,
+            None,
+            FLOAT,
+            anim.root_translation.len(),
+            "VEC3",
+            None,
+        );
         samplers.push(json!({ "input": input, "output": out, "interpolation": "LINEAR" }));
         channels.push(json!({ "sampler": samplers.len() - 1, "target": { "node": 0, "path": "translation" } }));
-        root["animations"] = json!([{ "name": anim.name, "samplers": samplers, "channels": channels }]);
+        root["animations"] =
+            json!([{ "name": anim.name, "samplers": samplers, "channels": channels }]);
     }
     while !b.bin.len().is_multiple_of(4) {
         b.bin.push(0);

@@ -50,10 +50,17 @@ fn gerr(m: impl Into<String>) -> MeshIoError {
 
 fn load(path: &Path) -> Result<Loaded, MeshIoError> {
     let name = path.display().to_string();
-    let io = |e| MeshIoError::Io { path: name.clone(), source: e };
+    let io = |e| MeshIoError::Io {
+        path: name.clone(),
+        source: e,
+    };
     let len = std::fs::metadata(path).map_err(io)?.len();
     if len > MAX_FILE_BYTES {
-        return Err(MeshIoError::TooLarge { path: name, what: "file size", limit: MAX_FILE_BYTES as usize });
+        return Err(MeshIoError::TooLarge {
+            path: name,
+            what: "file size",
+            limit: MAX_FILE_BYTES as usize,
+        });
     }
     let bytes = std::fs::read(path).map_err(io)?;
     let gltf = gltf::Gltf::from_slice(&bytes).map_err(|e| gerr(format!("{name}: {e}")))?;
@@ -61,50 +68,90 @@ fn load(path: &Path) -> Result<Loaded, MeshIoError> {
     let mut buffers = Vec::new();
     for b in gltf.document.buffers() {
         let data = match b.source() {
-            gltf::buffer::Source::Bin => gltf.blob.clone().ok_or_else(|| gerr("buffer refers to a missing GLB BIN chunk"))?,
+            gltf::buffer::Source::Bin => gltf
+                .blob
+                .clone()
+                .ok_or_else(|| gerr("buffer refers to a missing GLB BIN chunk"))?,
             gltf::buffer::Source::Uri(uri) => {
                 if uri.starts_with("data:") {
-                    return Err(gerr("embedded data: URIs are not supported; convert the file to .glb"));
+                    return Err(gerr(
+                        "embedded data: URIs are not supported; convert the file to .glb",
+                    ));
                 }
                 if uri.contains("..") || uri.starts_with('/') || uri.contains("://") {
-                    return Err(gerr(format!("buffer URI {uri:?} must be a relative path next to the file")));
+                    return Err(gerr(format!(
+                        "buffer URI {uri:?} must be a relative path next to the file"
+                    )));
                 }
                 let p = base.join(uri);
-                std::fs::read(&p).map_err(|e| MeshIoError::Io { path: p.display().to_string(), source: e })?
+                std::fs::read(&p).map_err(|e| MeshIoError::Io {
+                    path: p.display().to_string(),
+                    source: e,
+                })?
             }
         };
         if data.len() < b.length() {
-            return Err(gerr(format!("buffer {} holds {} bytes, declares {}", b.index(), data.len(), b.length())));
+            return Err(gerr(format!(
+                "buffer {} holds {} bytes, declares {}",
+                b.index(),
+                data.len(),
+                b.length()
+            )));
         }
         buffers.push(data);
     }
-    Ok(Loaded { doc: gltf.document, buffers })
+    Ok(Loaded {
+        doc: gltf.document,
+        buffers,
+    })
 }
 
 /// Checks that an accessor is dense, not too large, and lies inside its buffer.
 fn check_accessor(a: &gltf::Accessor<'_>, buffers: &[Vec<u8>]) -> Result<(), MeshIoError> {
     if a.sparse().is_some() {
-        return Err(gerr(format!("accessor {} is sparse (not supported)", a.index())));
+        return Err(gerr(format!(
+            "accessor {} is sparse (not supported)",
+            a.index()
+        )));
     }
     let count = a.count();
     if count == 0 || count > 4 * MAX_ELEMENTS {
         return Err(gerr(format!("accessor {} has count {count}", a.index())));
     }
-    let view = a.view().ok_or_else(|| gerr(format!("accessor {} has no buffer view", a.index())))?;
+    let view = a
+        .view()
+        .ok_or_else(|| gerr(format!("accessor {} has no buffer view", a.index())))?;
     let elem = a.size();
     let stride = view.stride().unwrap_or(elem);
     let need = a
         .offset()
-        .checked_add(stride.checked_mul(count - 1).ok_or_else(|| gerr("accessor size overflows"))?)
+        .checked_add(
+            stride
+                .checked_mul(count - 1)
+                .ok_or_else(|| gerr("accessor size overflows"))?,
+        )
         .and_then(|x| x.checked_add(elem))
         .ok_or_else(|| gerr("accessor size overflows"))?;
     if need > view.length() {
-        return Err(gerr(format!("accessor {} reads {need} bytes from a view of {}", a.index(), view.length())));
+        return Err(gerr(format!(
+            "accessor {} reads {need} bytes from a view of {}",
+            a.index(),
+            view.length()
+        )));
     }
-    let end = view.offset().checked_add(view.length()).ok_or_else(|| gerr("view size overflows"))?;
-    let buf = buffers.get(view.buffer().index()).ok_or_else(|| gerr("view refers to a missing buffer"))?;
+    let end = view
+        .offset()
+        .checked_add(view.length())
+        .ok_or_else(|| gerr("view size overflows"))?;
+    let buf = buffers
+        .get(view.buffer().index())
+        .ok_or_else(|| gerr("view refers to a missing buffer"))?;
     if end > buf.len() {
-        return Err(gerr(format!("buffer view {} ends at byte {end}, buffer has {}", view.index(), buf.len())));
+        return Err(gerr(format!(
+            "buffer view {} ends at byte {end}, buffer has {}",
+            view.index(),
+            buf.len()
+        )));
     }
     Ok(())
 }
@@ -117,9 +164,18 @@ fn node_world_transforms(doc: &gltf::Document) -> Result<Vec<Mat4>, MeshIoError>
             parent[c.index()] = Some(node.index());
         }
     }
-    let local: Vec<Mat4> = doc.nodes().map(|nd| Mat4::from_cols_array_2d(&nd.transform().matrix())).collect();
+    let local: Vec<Mat4> = doc
+        .nodes()
+        .map(|nd| Mat4::from_cols_array_2d(&nd.transform().matrix()))
+        .collect();
     let mut world = vec![None; n];
-    fn resolve(i: usize, parent: &[Option<usize>], local: &[Mat4], world: &mut [Option<Mat4>], depth: usize) -> Result<Mat4, MeshIoError> {
+    fn resolve(
+        i: usize,
+        parent: &[Option<usize>],
+        local: &[Mat4],
+        world: &mut [Option<Mat4>],
+        depth: usize,
+    ) -> Result<Mat4, MeshIoError> {
         if depth > 1024 {
             return Err(gerr("node hierarchy deeper than 1024 (or cyclic)"));
         }
@@ -133,7 +189,9 @@ fn node_world_transforms(doc: &gltf::Document) -> Result<Vec<Mat4>, MeshIoError>
         world[i] = Some(m);
         Ok(m)
     }
-    (0..n).map(|i| resolve(i, &parent, &local, &mut world, 0)).collect()
+    (0..n)
+        .map(|i| resolve(i, &parent, &local, &mut world, 0))
+        .collect()
 }
 
 struct Prim {
@@ -143,14 +201,23 @@ struct Prim {
     weights: Option<Vec<[f32; 4]>>,
 }
 
-fn read_primitive(p: &gltf::Primitive<'_>, buffers: &[Vec<u8>]) -> Result<Option<Prim>, MeshIoError> {
+fn read_primitive(
+    p: &gltf::Primitive<'_>,
+    buffers: &[Vec<u8>],
+) -> Result<Option<Prim>, MeshIoError> {
     if p.mode() != gltf::mesh::Mode::Triangles {
         return Ok(None);
     }
-    let pos_acc = p.get(&gltf::Semantic::Positions).ok_or_else(|| gerr("primitive without POSITION"))?;
+    let pos_acc = p
+        .get(&gltf::Semantic::Positions)
+        .ok_or_else(|| gerr("primitive without POSITION"))?;
     check_accessor(&pos_acc, buffers)?;
     let reader = p.reader(|b| buffers.get(b.index()).map(|d| &d[..]));
-    let positions: Vec<Vec3> = reader.read_positions().ok_or_else(|| gerr("unreadable POSITION"))?.map(Vec3::from).collect();
+    let positions: Vec<Vec3> = reader
+        .read_positions()
+        .ok_or_else(|| gerr("unreadable POSITION"))?
+        .map(Vec3::from)
+        .collect();
     if positions.iter().any(|p| !p.is_finite()) {
         return Err(gerr("POSITION has non-finite values"));
     }
@@ -158,38 +225,73 @@ fn read_primitive(p: &gltf::Primitive<'_>, buffers: &[Vec<u8>]) -> Result<Option
     let indices: Vec<u32> = match p.indices() {
         Some(acc) => {
             check_accessor(&acc, buffers)?;
-            reader.read_indices().ok_or_else(|| gerr("unreadable indices"))?.into_u32().collect()
+            reader
+                .read_indices()
+                .ok_or_else(|| gerr("unreadable indices"))?
+                .into_u32()
+                .collect()
         }
         None => (0..n as u32).collect(),
     };
-    if indices.len() % 3 != 0 {
-        return Err(gerr(format!("{} indices is not a multiple of 3", indices.len())));
+    if !indices.len().is_multiple_of(3) {
+        return Err(gerr(format!(
+            "{} indices is not a multiple of 3",
+            indices.len()
+        )));
     }
     if let Some(bad) = indices.iter().find(|&&i| i as usize >= n) {
         return Err(gerr(format!("index {bad} out of range for {n} vertices")));
     }
-    let triangles = indices.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+    let triangles = indices
+        .chunks_exact(3)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
     let (mut joints, mut weights) = (None, None);
-    if let (Some(ja), Some(wa)) = (p.get(&gltf::Semantic::Joints(0)), p.get(&gltf::Semantic::Weights(0))) {
+    if let (Some(ja), Some(wa)) = (
+        p.get(&gltf::Semantic::Joints(0)),
+        p.get(&gltf::Semantic::Weights(0)),
+    ) {
         check_accessor(&ja, buffers)?;
         check_accessor(&wa, buffers)?;
-        let j: Vec<[u16; 4]> = reader.read_joints(0).ok_or_else(|| gerr("unreadable JOINTS_0"))?.into_u16().collect();
-        let w: Vec<[f32; 4]> = reader.read_weights(0).ok_or_else(|| gerr("unreadable WEIGHTS_0"))?.into_f32().collect();
+        let j: Vec<[u16; 4]> = reader
+            .read_joints(0)
+            .ok_or_else(|| gerr("unreadable JOINTS_0"))?
+            .into_u16()
+            .collect();
+        let w: Vec<[f32; 4]> = reader
+            .read_weights(0)
+            .ok_or_else(|| gerr("unreadable WEIGHTS_0"))?
+            .into_f32()
+            .collect();
         if j.len() != n || w.len() != n {
             return Err(gerr("JOINTS_0/WEIGHTS_0 count differs from POSITION"));
         }
         joints = Some(j);
         weights = Some(w);
     }
-    Ok(Some(Prim { positions, triangles, joints, weights }))
+    Ok(Some(Prim {
+        positions,
+        triangles,
+        joints,
+        weights,
+    }))
 }
 
-fn append(mesh: &mut TriMesh, positions: impl IntoIterator<Item = Vec3>, triangles: &[[u32; 3]]) -> Result<(), MeshIoError> {
+fn append(
+    mesh: &mut TriMesh,
+    positions: impl IntoIterator<Item = Vec3>,
+    triangles: &[[u32; 3]],
+) -> Result<(), MeshIoError> {
     let off = mesh.positions.len() as u32;
     mesh.positions.extend(positions);
-    mesh.triangles.extend(triangles.iter().map(|t| t.map(|v| v + off)));
+    mesh.triangles
+        .extend(triangles.iter().map(|t| t.map(|v| v + off)));
     if mesh.positions.len() > MAX_ELEMENTS || mesh.triangles.len() > MAX_ELEMENTS {
-        return Err(MeshIoError::TooLarge { path: String::new(), what: "mesh size", limit: MAX_ELEMENTS });
+        return Err(MeshIoError::TooLarge {
+            path: String::new(),
+            what: "mesh size",
+            limit: MAX_ELEMENTS,
+        });
     }
     Ok(())
 }
@@ -205,10 +307,18 @@ pub fn read_gltf_mesh(path: &Path) -> Result<TriMesh, MeshIoError> {
     for node in l.doc.nodes() {
         let Some(m) = node.mesh() else { continue };
         for p in m.primitives() {
-            let Some(prim) = read_primitive(&p, &l.buffers)? else { continue };
+            let Some(prim) = read_primitive(&p, &l.buffers)? else {
+                continue;
+            };
             let placed: Vec<Vec3> = match (node.skin(), &prim.joints, &prim.weights) {
-                (Some(skin), Some(j), Some(w)) => skin_rest(&skin, &world, &l.buffers, &prim.positions, j, w)?,
-                _ => prim.positions.iter().map(|&p| world[node.index()].transform_point3(p)).collect(),
+                (Some(skin), Some(j), Some(w)) => {
+                    skin_rest(&skin, &world, &l.buffers, &prim.positions, j, w)?
+                }
+                _ => prim
+                    .positions
+                    .iter()
+                    .map(|&p| world[node.index()].transform_point3(p))
+                    .collect(),
             };
             append(&mut mesh, placed, &prim.triangles)?;
         }
@@ -219,23 +329,41 @@ pub fn read_gltf_mesh(path: &Path) -> Result<TriMesh, MeshIoError> {
     Ok(crate::mesh::weld(&mesh, 1e-6).0)
 }
 
-fn skin_matrices(skin: &gltf::Skin<'_>, world: &[Mat4], buffers: &[Vec<u8>]) -> Result<Vec<Mat4>, MeshIoError> {
+fn skin_matrices(
+    skin: &gltf::Skin<'_>,
+    world: &[Mat4],
+    buffers: &[Vec<u8>],
+) -> Result<Vec<Mat4>, MeshIoError> {
     let joints: Vec<usize> = skin.joints().map(|j| j.index()).collect();
     let ibm: Vec<Mat4> = match skin.inverse_bind_matrices() {
         Some(acc) => {
             check_accessor(&acc, buffers)?;
             let r = skin.reader(|b| buffers.get(b.index()).map(|d| &d[..]));
-            r.read_inverse_bind_matrices().ok_or_else(|| gerr("unreadable inverseBindMatrices"))?.map(|m| Mat4::from_cols_array_2d(&m)).collect()
+            r.read_inverse_bind_matrices()
+                .ok_or_else(|| gerr("unreadable inverseBindMatrices"))?
+                .map(|m| Mat4::from_cols_array_2d(&m))
+                .collect()
         }
         None => vec![Mat4::IDENTITY; joints.len()],
     };
     if ibm.len() != joints.len() {
         return Err(gerr("inverseBindMatrices count differs from joints"));
     }
-    Ok(joints.iter().zip(&ibm).map(|(&j, ib)| world[j] * *ib).collect())
+    Ok(joints
+        .iter()
+        .zip(&ibm)
+        .map(|(&j, ib)| world[j] * *ib)
+        .collect())
 }
 
-fn skin_rest(skin: &gltf::Skin<'_>, world: &[Mat4], buffers: &[Vec<u8>], pos: &[Vec3], j: &[[u16; 4]], w: &[[f32; 4]]) -> Result<Vec<Vec3>, MeshIoError> {
+fn skin_rest(
+    skin: &gltf::Skin<'_>,
+    world: &[Mat4],
+    buffers: &[Vec<u8>],
+    pos: &[Vec3],
+    j: &[[u16; 4]],
+    w: &[[f32; 4]],
+) -> Result<Vec<Vec3>, MeshIoError> {
     let mats = skin_matrices(skin, world, buffers)?;
     let mut out = Vec::with_capacity(pos.len());
     for ((p, jj), ww) in pos.iter().zip(j).zip(w) {
@@ -245,7 +373,9 @@ fn skin_rest(skin: &gltf::Skin<'_>, world: &[Mat4], buffers: &[Vec<u8>], pos: &[
             if ww[k] <= 0.0 {
                 continue;
             }
-            let m = mats.get(jj[k] as usize).ok_or_else(|| gerr(format!("joint index {} out of range", jj[k])))?;
+            let m = mats
+                .get(jj[k] as usize)
+                .ok_or_else(|| gerr(format!("joint index {} out of range", jj[k])))?;
             acc += ww[k] * (*m * p.extend(1.0));
             total += ww[k];
         }
@@ -262,7 +392,11 @@ fn skin_rest(skin: &gltf::Skin<'_>, world: &[Mat4], buffers: &[Vec<u8>], pos: &[
 pub fn read_gltf_skinned(path: &Path) -> Result<LoadedSkinnedMesh, MeshIoError> {
     let l = load(path)?;
     let world = node_world_transforms(&l.doc)?;
-    let skin = l.doc.skins().next().ok_or_else(|| gerr(format!("{}: no skin", path.display())))?;
+    let skin = l
+        .doc
+        .skins()
+        .next()
+        .ok_or_else(|| gerr(format!("{}: no skin", path.display())))?;
     let joint_nodes: Vec<usize> = skin.joints().map(|j| j.index()).collect();
     if joint_nodes.len() > u16::MAX as usize {
         return Err(gerr("too many joints"));
@@ -273,7 +407,10 @@ pub fn read_gltf_skinned(path: &Path) -> Result<LoadedSkinnedMesh, MeshIoError> 
             parent_node[c.index()] = Some(node.index());
         }
     }
-    let names: Vec<String> = skin.joints().map(|j| j.name().unwrap_or("").to_string()).collect();
+    let names: Vec<String> = skin
+        .joints()
+        .map(|j| j.name().unwrap_or("").to_string())
+        .collect();
     let parents = joint_nodes
         .iter()
         .map(|&n| {
@@ -296,19 +433,29 @@ pub fn read_gltf_skinned(path: &Path) -> Result<LoadedSkinnedMesh, MeshIoError> 
     let mut mesh = TriMesh::default();
     let (mut joints, mut weights) = (Vec::new(), Vec::new());
     for node in l.doc.nodes() {
-        let (Some(m), Some(s)) = (node.mesh(), node.skin()) else { continue };
+        let (Some(m), Some(s)) = (node.mesh(), node.skin()) else {
+            continue;
+        };
         if s.index() != skin.index() {
             continue;
         }
         for p in m.primitives() {
-            let Some(prim) = read_primitive(&p, &l.buffers)? else { continue };
-            let (Some(j), Some(w)) = (&prim.joints, &prim.weights) else { continue };
+            let Some(prim) = read_primitive(&p, &l.buffers)? else {
+                continue;
+            };
+            let (Some(j), Some(w)) = (&prim.joints, &prim.weights) else {
+                continue;
+            };
             let placed = skin_rest(&skin, &world, &l.buffers, &prim.positions, j, w)?;
             append(&mut mesh, placed, &prim.triangles)?;
             joints.extend_from_slice(j);
             weights.extend(w.iter().map(|w| {
                 let s: f32 = w.iter().map(|x| x.max(0.0)).sum();
-                if s > 0.0 { w.map(|x| x.max(0.0) / s) } else { [1.0, 0.0, 0.0, 0.0] }
+                if s > 0.0 {
+                    w.map(|x| x.max(0.0) / s)
+                } else {
+                    [1.0, 0.0, 0.0, 0.0]
+                }
             }));
         }
     }
@@ -322,5 +469,14 @@ pub fn read_gltf_skinned(path: &Path) -> Result<LoadedSkinnedMesh, MeshIoError> 
         wj[new as usize] = joints[old];
         ww[new as usize] = weights[old];
     }
-    Ok(LoadedSkinnedMesh { mesh: welded, joints: wj, weights: ww, skin: LoadedSkin { names, parents, rest_world } })
+    Ok(LoadedSkinnedMesh {
+        mesh: welded,
+        joints: wj,
+        weights: ww,
+        skin: LoadedSkin {
+            names,
+            parents,
+            rest_world,
+        },
+    })
 }

@@ -5,7 +5,7 @@ mod glb;
 mod gltf_read;
 mod obj;
 
-pub use glb::{GlbAnimation, GlbMaterial, GlbMesh, GlbScene, GlbSkeleton, write_glb};
+pub use glb::{GlbAnimation, GlbMaterial, GlbMesh, GlbScene, GlbSkeleton, SkinSlices, write_glb};
 pub use gltf_read::{LoadedSkin, LoadedSkinnedMesh, read_gltf_mesh, read_gltf_skinned};
 pub use obj::{read_obj, write_obj};
 

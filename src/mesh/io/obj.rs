@@ -17,21 +17,35 @@ pub fn read_obj(reader: impl BufRead, name: &str) -> Result<TriMesh, MeshIoError
     let mut corners: Vec<u32> = Vec::new();
     for (i, line) in reader.lines().enumerate() {
         let lineno = i + 1;
-        let line = line.map_err(|e| MeshIoError::Io { path: name.to_string(), source: e })?;
-        let err = |m: String| MeshIoError::Obj { line: lineno, message: m };
+        let line = line.map_err(|e| MeshIoError::Io {
+            path: name.to_string(),
+            source: e,
+        })?;
+        let err = |m: String| MeshIoError::Obj {
+            line: lineno,
+            message: m,
+        };
         let mut it = line.split_whitespace();
         match it.next() {
             Some("v") => {
                 let mut c = [0f32; 3];
                 for (k, slot) in c.iter_mut().enumerate() {
-                    let tok = it.next().ok_or_else(|| err(format!("vertex has {k} coordinates, expected 3")))?;
-                    *slot = tok.parse().map_err(|_| err(format!("bad number {tok:?}")))?;
+                    let tok = it
+                        .next()
+                        .ok_or_else(|| err(format!("vertex has {k} coordinates, expected 3")))?;
+                    *slot = tok
+                        .parse()
+                        .map_err(|_| err(format!("bad number {tok:?}")))?;
                     if !slot.is_finite() {
                         return Err(err(format!("non-finite coordinate {tok:?}")));
                     }
                 }
                 if positions.len() >= MAX_ELEMENTS {
-                    return Err(MeshIoError::TooLarge { path: name.to_string(), what: "vertex count", limit: MAX_ELEMENTS });
+                    return Err(MeshIoError::TooLarge {
+                        path: name.to_string(),
+                        what: "vertex count",
+                        limit: MAX_ELEMENTS,
+                    });
                 }
                 positions.push(Vec3::from(c));
             }
@@ -39,7 +53,9 @@ pub fn read_obj(reader: impl BufRead, name: &str) -> Result<TriMesh, MeshIoError
                 corners.clear();
                 for tok in it {
                     let idx = tok.split('/').next().unwrap_or("");
-                    let k: i64 = idx.parse().map_err(|_| err(format!("bad face index {tok:?}")))?;
+                    let k: i64 = idx
+                        .parse()
+                        .map_err(|_| err(format!("bad face index {tok:?}")))?;
                     let resolved = if k > 0 {
                         k - 1
                     } else if k < 0 {
@@ -48,18 +64,28 @@ pub fn read_obj(reader: impl BufRead, name: &str) -> Result<TriMesh, MeshIoError
                         return Err(err("face index 0 (OBJ indices start at 1)".into()));
                     };
                     if resolved < 0 || resolved as usize >= positions.len() {
-                        return Err(err(format!("face index {k} refers to a vertex not yet defined ({} so far)", positions.len())));
+                        return Err(err(format!(
+                            "face index {k} refers to a vertex not yet defined ({} so far)",
+                            positions.len()
+                        )));
                     }
                     corners.push(resolved as u32);
                 }
                 if corners.len() < 3 {
-                    return Err(err(format!("face has {} corners, needs at least 3", corners.len())));
+                    return Err(err(format!(
+                        "face has {} corners, needs at least 3",
+                        corners.len()
+                    )));
                 }
                 for k in 1..corners.len() - 1 {
                     triangles.push([corners[0], corners[k], corners[k + 1]]);
                 }
                 if triangles.len() > MAX_ELEMENTS {
-                    return Err(MeshIoError::TooLarge { path: name.to_string(), what: "triangle count", limit: MAX_ELEMENTS });
+                    return Err(MeshIoError::TooLarge {
+                        path: name.to_string(),
+                        what: "triangle count",
+                        limit: MAX_ELEMENTS,
+                    });
                 }
             }
             _ => {}
@@ -123,6 +149,9 @@ mod tests {
                 other => panic!("{text:?}: expected an OBJ error, got {other:?}"),
             }
         }
-        assert!(matches!(read_obj("v 0 0 0\n".as_bytes(), "x"), Err(MeshIoError::NoTriangles(_))));
+        assert!(matches!(
+            read_obj("v 0 0 0\n".as_bytes(), "x"),
+            Err(MeshIoError::NoTriangles(_))
+        ));
     }
 }

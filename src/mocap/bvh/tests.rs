@@ -15,16 +15,24 @@ fn parses_hierarchy_channels_and_frames() {
     assert!((w0[1].1 - Vec3::new(0.0, 100.0, 0.0)).length() < 1e-4);
     // frame 1: root turned 90° about Z, so the spine points along −X
     let w1 = b.world(Some(1));
-    assert!((w1[1].1 - Vec3::new(-9.0, 90.0, 0.0)).length() < 1e-3, "{:?}", w1[1].1);
+    assert!(
+        (w1[1].1 - Vec3::new(-9.0, 90.0, 0.0)).length() < 1e-3,
+        "{:?}",
+        w1[1].1
+    );
 }
 
 #[test]
 fn channel_order_is_respected() {
     // Z then X: R = Rz(90)·Rx(90)
-    let text = SMALL.replace("0 90 0 0 0 0 0 0 0 0 0 0\r\n1", "0 0 0 90 90 0 0 0 0 0 0 0\r\n1");
+    let text = SMALL.replace(
+        "0 90 0 0 0 0 0 0 0 0 0 0\r\n1",
+        "0 0 0 90 90 0 0 0 0 0 0 0\r\n1",
+    );
     let b = Bvh::parse(&text).expect("parse");
     let (q, _) = b.local(0, Some(0));
-    let expect = Quat::from_rotation_z(std::f32::consts::FRAC_PI_2) * Quat::from_rotation_x(std::f32::consts::FRAC_PI_2);
+    let expect = Quat::from_rotation_z(std::f32::consts::FRAC_PI_2)
+        * Quat::from_rotation_x(std::f32::consts::FRAC_PI_2);
     assert!(q.abs_diff_eq(expect, 1e-5) || q.abs_diff_eq(-expect, 1e-5));
 }
 
@@ -40,13 +48,22 @@ fn hostile_files_give_errors_with_line_numbers() {
     let lf = SMALL.replace("\r\n", "\n");
     // truncated anywhere: an error, never a panic
     for cut in (0..lf.len()).step_by(7) {
-        assert!(Bvh::parse(&lf[..cut]).is_err(), "prefix of {cut} bytes parsed");
+        assert!(
+            Bvh::parse(&lf[..cut]).is_err(),
+            "prefix of {cut} bytes parsed"
+        );
     }
     // wrong channel count: 6 declared, 5 names, then the parser meets JOINT
-    let wrong = lf.replace("CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation", "CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation");
+    let wrong = lf.replace(
+        "CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation",
+        "CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation",
+    );
     assert_eq!(line_of(&wrong), 6);
     // unknown channel
-    let unknown = lf.replace("CHANNELS 3 Xrotation Yrotation Zrotation", "CHANNELS 3 Xrotation Wrotation Zrotation");
+    let unknown = lf.replace(
+        "CHANNELS 3 Xrotation Yrotation Zrotation",
+        "CHANNELS 3 Xrotation Wrotation Zrotation",
+    );
     let e = Bvh::parse(&unknown).expect_err("unknown channel");
     assert_eq!(e.line, 9);
     assert!(e.message.contains("Wrotation"));
@@ -57,10 +74,19 @@ fn hostile_files_give_errors_with_line_numbers() {
     assert_eq!(line_of(&nan_off), 17);
     // ten million frames declared, two given: refused without allocating them
     let many = lf.replace("Frames: 2", "Frames: 10000000");
-    assert!(Bvh::parse(&many).expect_err("too many").message.contains("10000000"));
+    assert!(
+        Bvh::parse(&many)
+            .expect_err("too many")
+            .message
+            .contains("10000000")
+    );
     let lots = lf.replace("Frames: 2", "Frames: 1000000");
     let e = Bvh::parse(&lots).expect_err("missing frames");
-    assert!(e.message.contains("1000000 frames declared, 2 found"), "{}", e.message);
+    assert!(
+        e.message.contains("1000000 frames declared, 2 found"),
+        "{}",
+        e.message
+    );
     // a frame with too few values
     let short = lf.replace("1 90 0 90 0 0 0 0 0 0 0 0", "1 90 0 90 0 0 0 0 0 0 0");
     assert_eq!(line_of(&short), 29);

@@ -5,7 +5,11 @@ use crate::mocap::{Bvh, Clip};
 use crate::skeleton::{JointId, quat_exp};
 
 fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!("{}/tests/fixtures/mocap/{name}", env!("CARGO_MANIFEST_DIR"))).expect("fixture")
+    std::fs::read_to_string(format!(
+        "{}/tests/fixtures/mocap/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+    .expect("fixture")
 }
 
 #[test]
@@ -58,20 +62,40 @@ fn cmu_rest_maps_to_a_t_pose_on_the_default_body() {
 
 /// A minimal source with one spine joint, no neck, no collars, no toes: T-pose or A-pose.
 fn minimal_bvh(arm_angle_deg: f32, frames: &[[f32; 6]]) -> String {
-    let (s, c) = (arm_angle_deg.to_radians().sin(), arm_angle_deg.to_radians().cos());
+    let (s, c) = (
+        arm_angle_deg.to_radians().sin(),
+        arm_angle_deg.to_radians().cos(),
+    );
     let arm = |side: f32, len: f32| format!("{:.4} {:.4} 0", side * len * c, -len * s);
-    let mut t = String::from("HIERARCHY\nROOT Hips\n{\n OFFSET 0 0 0\n CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation\n");
+    let mut t = String::from(
+        "HIERARCHY\nROOT Hips\n{\n OFFSET 0 0 0\n CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation\n",
+    );
     t += " JOINT Spine\n {\n  OFFSET 0 10 0\n  CHANNELS 3 Zrotation Xrotation Yrotation\n";
     t += "  JOINT Head\n  {\n   OFFSET 0 35 0\n   CHANNELS 3 Zrotation Xrotation Yrotation\n   End Site\n   {\n    OFFSET 0 20 0\n   }\n  }\n";
     for (side, name) in [(1.0, "Left"), (-1.0, "Right")] {
-        t += &format!("  JOINT {name}Arm\n  {{\n   OFFSET {} 30 0\n   CHANNELS 3 Zrotation Xrotation Yrotation\n", side * 18.0);
-        t += &format!("   JOINT {name}ForeArm\n   {{\n    OFFSET {}\n    CHANNELS 3 Zrotation Xrotation Yrotation\n", arm(side, 28.0));
-        t += &format!("    JOINT {name}Hand\n    {{\n     OFFSET {}\n     CHANNELS 3 Zrotation Xrotation Yrotation\n     End Site\n     {{\n      OFFSET {}\n     }}\n    }}\n   }}\n  }}\n", arm(side, 25.0), arm(side, 18.0));
+        t += &format!(
+            "  JOINT {name}Arm\n  {{\n   OFFSET {} 30 0\n   CHANNELS 3 Zrotation Xrotation Yrotation\n",
+            side * 18.0
+        );
+        t += &format!(
+            "   JOINT {name}ForeArm\n   {{\n    OFFSET {}\n    CHANNELS 3 Zrotation Xrotation Yrotation\n",
+            arm(side, 28.0)
+        );
+        t += &format!(
+            "    JOINT {name}Hand\n    {{\n     OFFSET {}\n     CHANNELS 3 Zrotation Xrotation Yrotation\n     End Site\n     {{\n      OFFSET {}\n     }}\n    }}\n   }}\n  }}\n",
+            arm(side, 25.0),
+            arm(side, 18.0)
+        );
     }
     t += " }\n";
     for (side, name) in [(1.0, "Left"), (-1.0, "Right")] {
-        t += &format!(" JOINT {name}UpLeg\n {{\n  OFFSET {} -8 0\n  CHANNELS 3 Zrotation Xrotation Yrotation\n", side * 9.0);
-        t += &format!("  JOINT {name}Leg\n  {{\n   OFFSET 0 -42 0\n   CHANNELS 3 Zrotation Xrotation Yrotation\n");
+        t += &format!(
+            " JOINT {name}UpLeg\n {{\n  OFFSET {} -8 0\n  CHANNELS 3 Zrotation Xrotation Yrotation\n",
+            side * 9.0
+        );
+        t += &format!(
+            "  JOINT {name}Leg\n  {{\n   OFFSET 0 -42 0\n   CHANNELS 3 Zrotation Xrotation Yrotation\n"
+        );
         t += "   JOINT LeftFootX\n   {\n    OFFSET 0 -40 0\n    CHANNELS 3 Zrotation Xrotation Yrotation\n    End Site\n    {\n     OFFSET 0 -5 14\n    }\n   }\n  }\n }\n";
         t = t.replace("JOINT LeftFootX", &format!("JOINT {name}Foot"));
     }
@@ -89,7 +113,11 @@ fn minimal_bvh(arm_angle_deg: f32, frames: &[[f32; 6]]) -> String {
         v[12] = fr[3];
         v[13] = fr[4];
         v[14] = fr[5];
-        t += &v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(" ");
+        t += &v
+            .iter()
+            .map(|x| format!("{x:.3}"))
+            .collect::<Vec<_>>()
+            .join(" ");
         t += "\n";
     }
     t
@@ -102,14 +130,21 @@ fn skeleton_with_missing_joints_retargets_and_a_pose_matches_t_pose() {
     )
     .expect("profile");
     // the left arm raised 30° in the source's own frame (Zrotation of LeftArm), spine bent 30° forward
-    let frames = [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 30.0, 0.0, 30.0, 0.0, 0.0]];
+    let frames = [
+        [0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+        [0.0, 30.0, 0.0, 30.0, 0.0, 0.0],
+    ];
     let skel = Skeleton::default();
-    let t_clip = Clip::from_bvh_text(&minimal_bvh(0.0, &frames), Some(&profile), &skel).expect("T-pose source");
-    let a_clip = Clip::from_bvh_text(&minimal_bvh(45.0, &frames), Some(&profile), &skel).expect("A-pose source");
+    let t_clip = Clip::from_bvh_text(&minimal_bvh(0.0, &frames), Some(&profile), &skel)
+        .expect("T-pose source");
+    let a_clip = Clip::from_bvh_text(&minimal_bvh(45.0, &frames), Some(&profile), &skel)
+        .expect("A-pose source");
     // T-pose source at rest → canonical rest (within the small differences of bone
     // direction between the two skeletons' proportions)
     for j in JointId::all() {
-        let angle = crate::skeleton::quat_log(t_clip.poses[0].rotation(j)).length().to_degrees();
+        let angle = crate::skeleton::quat_log(t_clip.poses[0].rotation(j))
+            .length()
+            .to_degrees();
         assert!(angle < 6.0, "{j}: {angle}°");
     }
     // A-pose source at rest → arms 45° down
@@ -124,9 +159,16 @@ fn skeleton_with_missing_joints_retargets_and_a_pose_matches_t_pose() {
         w1 * w0.conjugate()
     };
     let (dt, da) = (delta(&t_clip), delta(&a_clip));
-    assert!(dt.abs_diff_eq(da, 1e-3) || dt.abs_diff_eq(-da, 1e-3), "{dt} vs {da}");
-    let expect = Quat::from_rotation_x(30f32.to_radians()) * Quat::from_rotation_z(30f32.to_radians());
-    assert!(dt.abs_diff_eq(expect, 1e-3) || dt.abs_diff_eq(-expect, 1e-3), "{dt} vs {expect}");
+    assert!(
+        dt.abs_diff_eq(da, 1e-3) || dt.abs_diff_eq(-da, 1e-3),
+        "{dt} vs {da}"
+    );
+    let expect =
+        Quat::from_rotation_x(30f32.to_radians()) * Quat::from_rotation_z(30f32.to_radians());
+    assert!(
+        dt.abs_diff_eq(expect, 1e-3) || dt.abs_diff_eq(-expect, 1e-3),
+        "{dt} vs {expect}"
+    );
     for clip in [&t_clip, &a_clip] {
         // the spine bend is shared over the three canonical spine joints
         let s = clip.poses[1].rotation(JointId::SPINE1);
@@ -134,7 +176,11 @@ fn skeleton_with_missing_joints_retargets_and_a_pose_matches_t_pose() {
         assert!(s.abs_diff_eq(s2, 1e-4), "spine shared: {s} vs {s2}");
         assert!(crate::skeleton::quat_log(s).length() > 5f32.to_radians());
         // the unmapped neck and collars are held at rest
-        assert!(clip.poses[1].rotation(JointId::NECK).abs_diff_eq(Quat::IDENTITY, 1e-4));
+        assert!(
+            clip.poses[1]
+                .rotation(JointId::NECK)
+                .abs_diff_eq(Quat::IDENTITY, 1e-4)
+        );
     }
     let _ = quat_exp(Vec3::ZERO);
 }

@@ -1,0 +1,181 @@
+//! Shared command-line pieces: body shape flags, garment flags, file output.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+
+use crate::body::{Body, BodyOptions, BodyShape};
+use crate::garment::{Garment, GarmentConfig, Legs, Sleeves};
+use crate::mesh::{GlbScene, Image, write_glb};
+use crate::mocap::{Clip, Profile};
+use crate::skeleton::Skeleton;
+
+/// Body shape and resolution flags.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct BodyArgs {
+    /// Standing height, metres (1.5–2.0).
+    #[arg(long, default_value_t = 1.75)]
+    pub(crate) height: f32,
+    /// Body mass, kilograms (40–150).
+    #[arg(long, default_value_t = 70.0)]
+    pub(crate) weight: f32,
+    /// Shoulder (biacromial) width, metres (0.30–0.50).
+    #[arg(long, default_value_t = 0.40)]
+    pub(crate) shoulder_width: f32,
+    /// Hip width, metres (0.28–0.46).
+    #[arg(long, default_value_t = 0.34)]
+    pub(crate) hip_width: f32,
+    /// Body mesh resolution, vertices.
+    #[arg(long, default_value_t = 6000)]
+    pub(crate) body_vertices: usize,
+}
+
+impl BodyArgs {
+    pub(crate) fn build(&self) -> anyhow::Result<Body> {
+        let shape = BodyShape {
+            height: self.height,
+            weight: self.weight,
+            shoulder_width: self.shoulder_width,
+            hip_width: self.hip_width,
+        };
+        Body::generate(
+            &shape,
+            &BodyOptions {
+                target_vertices: self.body_vertices,
+            },
+        )
+        .context("generating the body")
+    }
+}
+
+/// Sleeve length flag.
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub(crate) enum SleeveArg {
+    /// To the middle of the upper arm.
+    Short,
+    /// To the wrist.
+    Long,
+}
+
+/// Pants length flag.
+#[derive(ValueEnum, Debug, Clone, Copy)]
+pub(crate) enum LegArg {
+    /// To the ankle.
+    Long,
+    /// Above the knee.
+    Shorts,
+}
+
+/// Garment flags.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct GarmentArgs {
+    /// Garment resolution, vertices (default: the garment config's, ~3000).
+    #[arg(long)]
+    pub(crate) garment_vertices: Option<usize>,
+    /// T-shirt sleeve length.
+    #[arg(long, value_enum, default_value_t = SleeveArg::Short)]
+    pub(crate) sleeves: SleeveArg,
+    /// Pants length.
+    #[arg(long, value_enum, default_value_t = LegArg::Long)]
+    pub(crate) legs: LegArg,
+}
+
+impl GarmentArgs {
+    /// Loads a garment config (built-in name or a TOML path) with the flags applied.
+    pub(crate) fn config(&self, name_or_path: &str) -> anyhow::Result<GarmentConfig> {
+        let mut cfg = if Path::new(name_or_path)
+            .extension()
+            .is_some_and(|e| e == "toml")
+        {
+            let text = std::fs::read_to_string(name_or_path)
+                .with_context(|| format!("reading {name_or_path}"))?;
+            GarmentConfig::from_toml(&text)?
+        } else {
+            GarmentConfig::builtin(name_or_path)?
+        };
+        if let Some(n) = self.garment_vertices {
+            cfg.target_vertices = n;
+        }
+        cfg.sleeves = match self.sleeves {
+            SleeveArg::Short => Sleeves::Short,
+            SleeveArg::Long => Sleeves::Long,
+        };
+        cfg.length = match self.legs {
+            LegArg::Long => Legs::Long,
+            LegArg::Shorts => Legs::Shorts,
+        };
+        Ok(cfg)
+    }
+
+    pub(crate) fn build(&self, body: &Body, name: &str) -> anyhow::Result<Garment> {
+        let cfg = self.config(name)?;
+        Garment::generate(body, &cfg).with_context(|| format!("generating the {name}"))
+    }
+}
+
+/// Writes a file atomically (temp name, then rename).
+pub(crate) fn write_file(
+    path: &Path,
+    f: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("partial");
+    {
+        let file =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        f(&mut w).with_context(|| format!("writing {}", path.display()))?;
+        w.flush()
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+    Ok(())
+}
+
+pub(crate) fn write_glb_file(path: &Path, scene: &GlbScene<'_>) -> anyhow::Result<()> {
+    write_file(path, |w| write_glb(w, scene))
+}
+
+pub(crate) fn write_png(path: &Path, img: &Image) -> anyhow::Result<()> {
+    write_file(path, |w| {
+        let mut enc = png::Encoder::new(w, img.width, img.height);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut wr = enc.write_header().map_err(std::io::Error::other)?;
+        wr.write_image_data(&img.rgb)
+            .map_err(std::io::Error::other)?;
+        wr.finish().map_err(std::io::Error::other)
+    })
+}
+
+/// Loads a profile: a built-in name, or a path to a profile TOML file.
+pub(crate) fn load_profile(name_or_path: &str) -> anyhow::Result<Profile> {
+    if Path::new(name_or_path)
+        .extension()
+        .is_some_and(|e| e == "toml")
+    {
+        let text = std::fs::read_to_string(name_or_path)
+            .with_context(|| format!("reading profile {name_or_path}"))?;
+        Ok(Profile::from_toml(&text)?)
+    } else {
+        Ok(Profile::builtin(name_or_path)?)
+    }
+}
+
+/// Reads and retargets a BVH clip onto `target`.
+pub(crate) fn load_clip(
+    path: &Path,
+    profile: Option<&str>,
+    target: &Skeleton,
+) -> anyhow::Result<Clip> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let profile = profile.map(load_profile).transpose()?;
+    Clip::from_bvh_text(&text, profile.as_ref(), target)
+        .with_context(|| format!("reading {}", path.display()))
+}

@@ -1,0 +1,39 @@
+//! The `clothcast` command line (clap): one subcommand per job. Errors are reported
+//! with `anyhow` here and only here.
+
+mod assets;
+mod common;
+mod render;
+mod retarget;
+
+use clap::{Parser, Subcommand};
+
+/// clothcast: realtime garment synthesis for motion-capture avatars (SOR).
+#[derive(Parser, Debug)]
+#[command(name = "clothcast", version, about, long_about = None)]
+pub(crate) struct Cli {
+    /// Subcommand.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// Subcommands.
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Write the default body and garments as glTF (.glb) and OBJ files.
+    Assets(assets::AssetsArgs),
+    /// Retarget a BVH clip onto the canonical skeleton and write the animated body (.glb).
+    Retarget(retarget::RetargetArgs),
+    /// Render the body and garments at a pose to a PNG (software rasteriser).
+    Render(render::RenderArgs),
+}
+
+/// Runs the command line.
+pub fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Assets(a) => assets::run(a),
+        Command::Retarget(a) => retarget::run(a),
+        Command::Render(a) => render::run(a),
+    }
+}

@@ -1,0 +1,136 @@
+//! The `clothcast` binary, driven as a user would.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_clothcast"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("clothcast-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("tmp dir");
+    d
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mocap")
+        .join(name)
+}
+
+#[test]
+fn assets_writes_readable_skinned_gltf_and_obj() {
+    let out = tmp("assets");
+    let st = bin()
+        .args(["assets", "--out"])
+        .arg(&out)
+        .args([
+            "--height",
+            "1.9",
+            "--body-vertices",
+            "2000",
+            "--garment-vertices",
+            "1000",
+        ])
+        .status()
+        .expect("run");
+    assert!(st.success());
+    for name in ["body", "tshirt", "pants", "avatar"] {
+        let path = out.join(format!("{name}.glb"));
+        let (doc, buffers, _) = gltf_import(&path);
+        assert_eq!(doc.skins().count(), 1, "{name} has a skin");
+        assert_eq!(doc.skins().next().expect("skin").joints().count(), 22);
+        assert!(buffers > 0);
+    }
+    let mesh = clothcast::mesh::read_gltf_mesh(&out.join("body.glb")).expect("read back");
+    let (lo, hi) = mesh.bounds().expect("bounds");
+    assert!(
+        ((hi.y - lo.y) - 1.9).abs() < 0.01,
+        "height flag honoured: {}",
+        hi.y - lo.y
+    );
+    let shirt = clothcast::mesh::read_obj(
+        std::io::BufReader::new(std::fs::File::open(out.join("tshirt.obj")).expect("obj")),
+        "tshirt.obj",
+    )
+    .expect("obj");
+    assert!(shirt.vertex_count() > 900);
+}
+
+fn gltf_import(path: &std::path::Path) -> (gltf::Document, usize, ()) {
+    let bytes = std::fs::read(path).expect("read");
+    let g = gltf::Gltf::from_slice(&bytes).expect("valid glTF");
+    let n = g.blob.as_ref().map(|b| b.len()).unwrap_or(0);
+    (g.document, n, ())
+}
+
+#[test]
+fn retarget_writes_an_animation_with_one_key_per_output_frame() {
+    let out = tmp("retarget").join("walk.glb");
+    let st = bin()
+        .arg("retarget")
+        .arg(fixture("cmu_131_01.bvh"))
+        .arg("--out")
+        .arg(&out)
+        .args(["--fps", "30", "--body-vertices", "1500"])
+        .status()
+        .expect("run");
+    assert!(st.success());
+    let bytes = std::fs::read(&out).expect("read");
+    let g = gltf::Gltf::from_slice(&bytes).expect("glTF");
+    let anim = g.document.animations().next().expect("animation");
+    assert_eq!(
+        anim.channels().count(),
+        23,
+        "22 rotations + root translation"
+    );
+    let input = anim.samplers().next().expect("sampler").input();
+    assert_eq!(input.count(), 249, "994 frames at 120 fps → 249 at 30 fps");
+}
+
+#[test]
+fn bad_inputs_fail_with_a_readable_error() {
+    let dir = tmp("bad");
+    let bad = dir.join("bad.bvh");
+    std::fs::write(&bad, "HIERARCHY\nROOT Hips\n{\n OFFSET 0 0 0\n CHANNELS 3 Xposition Yposition Qrotation\n}\nMOTION\nFrames: 1\nFrame Time: 0.1\n0 0 0\n").expect("write");
+    let o = bin()
+        .arg("retarget")
+        .arg(&bad)
+        .arg("--out")
+        .arg(dir.join("x.glb"))
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("line 5") && err.contains("Qrotation"), "{err}");
+    let o = bin()
+        .arg("retarget")
+        .arg(dir.join("missing.bvh"))
+        .arg("--out")
+        .arg(dir.join("x.glb"))
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("missing.bvh"));
+    let o = bin()
+        .args(["assets", "--out"])
+        .arg(&dir)
+        .args(["--height", "2.4"])
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("height = 2.4 is outside the supported range")
+    );
+    let o = bin()
+        .arg("retarget")
+        .arg(fixture("cmu_131_01.bvh"))
+        .arg("--out")
+        .arg(dir.join("x.glb"))
+        .args(["--profile", "nosuch"])
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no profile named \"nosuch\""));
+}

@@ -1,0 +1,44 @@
+// Runs `clothcast assets` and `clothcast retarget` and checks every .glb with the
+// Khronos glTF validator: no errors and no warnings, skin and animation present.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import validator from 'gltf-validator';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const bin = process.env.CLOTHCAST_BIN ?? join(root, 'target', 'debug', 'clothcast');
+const out = mkdtempSync(join(tmpdir(), 'clothcast-gltf-'));
+
+async function validate(path) {
+  const report = await validator.validateBytes(new Uint8Array(readFileSync(path)), { maxIssues: 50 });
+  const bad = report.issues.messages.filter((m) => m.severity <= 1);
+  assert.deepEqual(bad, [], `${path}: ${JSON.stringify(bad, null, 1)}`);
+  return report;
+}
+
+test('assets: body, garments and avatar are valid skinned glTF', async () => {
+  execFileSync(bin, ['assets', '--out', out, '--body-vertices', '3000', '--garment-vertices', '1500'], { stdio: 'inherit' });
+  for (const name of ['body', 'tshirt', 'pants', 'avatar']) {
+    const r = await validate(join(out, `${name}.glb`));
+    assert.equal(r.info.hasSkins, true);
+    assert.equal(r.issues.numErrors, 0);
+    assert.equal(r.issues.numWarnings, 0);
+  }
+  const body = await validate(join(out, 'body.glb'));
+  assert.equal(body.info.animationCount ?? 0, 0);
+  assert.ok(body.info.totalVertexCount >= 2800, `body has ${body.info.totalVertexCount} vertices`);
+});
+
+test('retarget: the animated body is valid glTF with one animation', async () => {
+  const clip = join(root, 'tests', 'fixtures', 'mocap', 'cmu_131_03.bvh');
+  const path = join(out, 'hop.glb');
+  execFileSync(bin, ['retarget', clip, '--out', path, '--fps', '10', '--body-vertices', '2000'], { stdio: 'inherit' });
+  const r = await validate(path);
+  assert.equal(r.info.animationCount, 1);
+  assert.equal(r.issues.numErrors, 0);
+  assert.equal(r.issues.numWarnings, 0);
+});

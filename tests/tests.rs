@@ -1,0 +1,3 @@
+//! Integration tests: one test binary, one module per area.
+
+mod cli;
