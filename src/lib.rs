@@ -6,6 +6,7 @@
 pub mod body;
 pub mod cli;
 pub mod garment;
+pub mod sim;
 pub mod mesh;
 pub mod mocap;
 pub mod skeleton;

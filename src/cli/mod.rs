@@ -3,6 +3,7 @@
 
 mod assets;
 mod common;
+mod drape;
 mod render;
 mod retarget;
 
@@ -26,6 +27,8 @@ pub(crate) enum Command {
     Retarget(retarget::RetargetArgs),
     /// Render the body and garments at a pose to a PNG (software rasteriser).
     Render(render::RenderArgs),
+    /// Simulate a garment to static equilibrium on the body at a pose (.glb, PNG).
+    Drape(drape::DrapeArgs),
 }
 
 /// Runs the command line.
@@ -35,5 +38,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Assets(a) => assets::run(a),
         Command::Retarget(a) => retarget::run(a),
         Command::Render(a) => render::run(a),
+        Command::Drape(a) => drape::run(a),
     }
 }

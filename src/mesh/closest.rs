@@ -5,7 +5,7 @@
 //! give the correct inside/outside sign for closed, consistently oriented meshes even
 //! when the closest point lies on an edge or a vertex.
 
-use glam::Vec3;
+use glam::{DVec3, Vec3};
 
 use super::topology::{NO_FACE, Topology};
 use super::trimesh::{MeshError, TriMesh};
@@ -320,6 +320,38 @@ impl MeshQuery {
         })
     }
 
+    /// Appends to `out` every triangle whose bounding box is within `radius` of `p`
+    /// (a superset of the triangles within `radius`; callers measure exactly).
+    pub fn triangles_near(&self, p: Vec3, radius: f32, out: &mut Vec<u32>) {
+        let r2 = radius * radius;
+        let mut stack = [0u32; 64];
+        let mut sp = 1usize;
+        while sp > 0 {
+            sp -= 1;
+            let node = self.nodes[stack[sp] as usize];
+            if box_dist2(p, node.lo, node.hi) > r2 {
+                continue;
+            }
+            if node.count > 0 {
+                out.extend_from_slice(&self.order[node.start as usize..(node.start + node.count) as usize]);
+            } else if sp + 2 <= stack.len() {
+                stack[sp] = node.start;
+                stack[sp + 1] = node.start + 1;
+                sp += 2;
+            }
+        }
+    }
+
+    /// Mean edge length of the mesh, metres.
+    pub fn mean_edge_length(&self) -> f32 {
+        let mut s = 0.0f64;
+        for t in 0..self.triangles.len() {
+            let [a, b, c] = self.tri(t);
+            s += ((b - a).length() + (c - b).length() + (a - c).length()) as f64;
+        }
+        (s / (3 * self.triangles.len().max(1)) as f64) as f32
+    }
+
     /// Signed distance from `p` to the mesh, metres (negative inside a closed mesh).
     pub fn signed_distance(&self, p: Vec3) -> f32 {
         self.closest(p).signed_distance(p)
@@ -334,44 +366,47 @@ fn box_dist2(p: Vec3, lo: Vec3, hi: Vec3) -> f32 {
 /// Closest point on triangle `abc` to `p` (Ericson, Real-Time Collision Detection §5.1.5),
 /// with barycentric coordinates and the feature it lies on.
 pub fn closest_on_triangle(p: Vec3, a: Vec3, b: Vec3, c: Vec3) -> (Vec3, Vec3, Feature) {
+    let (q, bary, f) = closest_on_triangle_f64(p.as_dvec3(), a.as_dvec3(), b.as_dvec3(), c.as_dvec3());
+    (q.as_vec3(), bary.as_vec3(), f)
+}
+
+/// [`closest_on_triangle`] in double precision (the simulator's contact energy needs a
+/// distance that is smooth to rounding level in the query point).
+pub fn closest_on_triangle_f64(p: DVec3, a: DVec3, b: DVec3, c: DVec3) -> (DVec3, DVec3, Feature) {
     let ab = b - a;
     let ac = c - a;
     let ap = p - a;
     let d1 = ab.dot(ap);
     let d2 = ac.dot(ap);
     if d1 <= 0.0 && d2 <= 0.0 {
-        return (a, Vec3::X, Feature::Vertex(0));
+        return (a, DVec3::X, Feature::Vertex(0));
     }
     let bp = p - b;
     let d3 = ab.dot(bp);
     let d4 = ac.dot(bp);
     if d3 >= 0.0 && d4 <= d3 {
-        return (b, Vec3::Y, Feature::Vertex(1));
+        return (b, DVec3::Y, Feature::Vertex(1));
     }
     let vc = d1 * d4 - d3 * d2;
     if vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0 {
         let v = d1 / (d1 - d3);
-        return (a + v * ab, Vec3::new(1.0 - v, v, 0.0), Feature::Edge(0));
+        return (a + v * ab, DVec3::new(1.0 - v, v, 0.0), Feature::Edge(0));
     }
     let cp = p - c;
     let d5 = ab.dot(cp);
     let d6 = ac.dot(cp);
     if d6 >= 0.0 && d5 <= d6 {
-        return (c, Vec3::Z, Feature::Vertex(2));
+        return (c, DVec3::Z, Feature::Vertex(2));
     }
     let vb = d5 * d2 - d1 * d6;
     if vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0 {
         let w = d2 / (d2 - d6);
-        return (a + w * ac, Vec3::new(1.0 - w, 0.0, w), Feature::Edge(2));
+        return (a + w * ac, DVec3::new(1.0 - w, 0.0, w), Feature::Edge(2));
     }
     let va = d3 * d6 - d5 * d4;
     if va <= 0.0 && (d4 - d3) >= 0.0 && (d5 - d6) >= 0.0 {
         let w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
-        return (
-            b + w * (c - b),
-            Vec3::new(0.0, 1.0 - w, w),
-            Feature::Edge(1),
-        );
+        return (b + w * (c - b), DVec3::new(0.0, 1.0 - w, w), Feature::Edge(1));
     }
     let denom = 1.0 / (va + vb + vc);
     let v = vb * denom;
@@ -379,9 +414,9 @@ pub fn closest_on_triangle(p: Vec3, a: Vec3, b: Vec3, c: Vec3) -> (Vec3, Vec3, F
     let u = 1.0 - v - w;
     if !(u.is_finite() && v.is_finite() && w.is_finite()) {
         // degenerate triangle: fall back to its first corner
-        return (a, Vec3::X, Feature::Vertex(0));
+        return (a, DVec3::X, Feature::Vertex(0));
     }
-    (a + ab * v + ac * w, Vec3::new(u, v, w), Feature::Face)
+    (a + ab * v + ac * w, DVec3::new(u, v, w), Feature::Face)
 }
 
 #[cfg(test)]

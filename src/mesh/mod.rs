@@ -16,7 +16,7 @@ mod topology;
 mod trimesh;
 
 pub use clip::{clip_mesh, is_single_manifold, largest_component};
-pub use closest::{Feature, Hit, MeshQuery, closest_on_triangle};
+pub use closest::{Feature, Hit, MeshQuery, closest_on_triangle, closest_on_triangle_f64};
 pub use io::{
     GlbAnimation, GlbMaterial, GlbMesh, GlbScene, GlbSkeleton, LoadedSkin, LoadedSkinnedMesh,
     MAX_ELEMENTS, MeshIoError, SkinSlices, read_gltf_mesh, read_gltf_skinned, read_obj, write_glb,

@@ -1,0 +1,322 @@
+//! `Cloth`: a garment's simulation model (rest data of every energy term, lumped
+//! masses, the sparse system) and the total energy, gradient and Hessian at a state.
+
+use glam::DVec3;
+
+use crate::mesh::{Topology, TriMesh};
+
+use super::bending::Hinge;
+use super::contact::{self, Collider};
+use super::friction::Friction;
+use super::membrane::{self, MembraneRest};
+use super::params::SimParams;
+use super::solve::SolveError;
+use super::sparse::BlockSparse;
+
+/// A garment ready to simulate.
+///
+/// Invariants: `rest`, `mass`, `area` and `pinned` have one entry per vertex; the
+/// sparsity pattern covers every pair of vertices sharing a triangle or a hinge.
+pub struct Cloth {
+    pub(crate) rest: Vec<DVec3>,
+    pub(crate) triangles: Vec<[u32; 3]>,
+    pub(crate) membrane: Vec<MembraneRest>,
+    pub(crate) hinges: Vec<Hinge>,
+    /// Lumped mass per vertex, kg.
+    pub(crate) mass: Vec<f64>,
+    /// Lumped area per vertex (a third of each adjacent triangle), m².
+    pub(crate) area: Vec<f64>,
+    /// Vertices held in place (tests and pinned demos).
+    pub(crate) pinned: Vec<bool>,
+    pub(crate) params: SimParams,
+    pub(crate) mu: f64,
+    pub(crate) lambda: f64,
+    pub(crate) matrix: BlockSparse,
+    /// The bending Hessian (constant) in the matrix's value layout.
+    bending_values: Vec<f64>,
+    pinned_dof: Vec<bool>,
+    /// Lagged friction of the current solve (None: frictionless).
+    pub(crate) friction: Option<Friction>,
+}
+
+impl Cloth {
+    /// Builds the model of a rest mesh. Refuses non-manifold meshes, degenerate triangles
+    /// and non-finite positions by name.
+    pub fn new(mesh: &TriMesh, params: &SimParams) -> Result<Cloth, SolveError> {
+        mesh.validate(1e-12)?;
+        let topo = Topology::build(mesh)?;
+        let rest: Vec<DVec3> = mesh.positions.iter().map(|p| p.as_dvec3()).collect();
+        let n = rest.len();
+        let mut membrane = Vec::with_capacity(mesh.triangles.len());
+        let mut area = vec![0.0; n];
+        for (t, tri) in mesh.triangles.iter().enumerate() {
+            let [a, b, c] = tri.map(|v| rest[v as usize]);
+            let m = MembraneRest::new(a, b, c).ok_or(SolveError::Mesh(crate::mesh::MeshError::Degenerate(t)))?;
+            for &v in tri {
+                area[v as usize] += m.area() / 3.0;
+            }
+            membrane.push(m);
+        }
+        let hinges: Vec<Hinge> = topo
+            .hinges(mesh)
+            .into_iter()
+            .filter_map(|h| Hinge::new(h, h.map(|v| rest[v as usize])))
+            .collect();
+        let mut pairs = Vec::with_capacity(mesh.triangles.len() * 3 + hinges.len() * 6);
+        for tri in &mesh.triangles {
+            pairs.extend([(tri[0], tri[1]), (tri[1], tri[2]), (tri[0], tri[2])]);
+        }
+        for h in &hinges {
+            pairs.push((h.v[2], h.v[3]));
+        }
+        let matrix = BlockSparse::new(n, pairs)?;
+        let (mu, lambda) = params.lame();
+        let mass = area.iter().map(|a| a * params.density).collect();
+        let mut cloth = Cloth {
+            rest,
+            triangles: mesh.triangles.clone(),
+            membrane,
+            hinges,
+            mass,
+            area,
+            pinned: vec![false; n],
+            params: params.clone(),
+            mu,
+            lambda,
+            matrix,
+            bending_values: Vec::new(),
+            pinned_dof: vec![false; 3 * n],
+            friction: None,
+        };
+        cloth.assemble_bending();
+        Ok(cloth)
+    }
+
+    fn assemble_bending(&mut self) {
+        self.matrix.clear();
+        let k = self.params.bend_stiffness;
+        for h in &self.hinges {
+            for i in 0..4 {
+                for j in 0..=i {
+                    let s = k * h.w[i] * h.w[j];
+                    let m = [[s, 0.0, 0.0], [0.0, s, 0.0], [0.0, 0.0, s]];
+                    if i == j {
+                        self.matrix.add_block(h.v[i], h.v[i], &m);
+                    } else {
+                        self.matrix.add_block(h.v[i], h.v[j], &m);
+                    }
+                }
+            }
+        }
+        self.bending_values = self.matrix.values.clone();
+    }
+
+    /// Number of vertices.
+    pub fn vertex_count(&self) -> usize {
+        self.rest.len()
+    }
+
+    /// Degrees of freedom (3 per vertex).
+    pub fn dof(&self) -> usize {
+        3 * self.rest.len()
+    }
+
+    /// Rest positions, metres.
+    pub fn rest_positions(&self) -> &[DVec3] {
+        &self.rest
+    }
+
+    /// Holds vertex `v` in place (its DOFs are removed from the solve).
+    pub fn pin(&mut self, v: usize) {
+        self.pinned[v] = true;
+        for a in 0..3 {
+            self.pinned_dof[3 * v + a] = true;
+        }
+    }
+
+    /// Norm of the cloth's weight vector, N (the scale of the convergence test).
+    pub fn gravity_norm(&self) -> f64 {
+        self.mass.iter().zip(&self.pinned).filter(|(_, p)| !**p).map(|(m, _)| (m * self.params.gravity).powi(2)).sum::<f64>().sqrt()
+    }
+
+    /// Parameters in use.
+    pub fn params(&self) -> &SimParams {
+        &self.params
+    }
+
+    /// Membrane energy at `y`, J.
+    pub fn membrane_energy(&self, y: &[DVec3]) -> f64 {
+        self.membrane
+            .iter()
+            .zip(&self.triangles)
+            .map(|(m, t)| membrane::energy(m, &t.map(|v| y[v as usize]), self.mu, self.lambda))
+            .sum()
+    }
+
+    /// Bending energy at `y`, J.
+    pub fn bending_energy(&self, y: &[DVec3]) -> f64 {
+        0.5 * self.params.bend_stiffness * self.hinges.iter().map(|h| h.curvature(y).length_squared()).sum::<f64>()
+    }
+
+    /// Gravitational potential at `y` (zero at y = 0), J.
+    pub fn gravity_energy(&self, y: &[DVec3]) -> f64 {
+        self.mass.iter().zip(y).map(|(m, p)| m * self.params.gravity * p.y).sum()
+    }
+
+    /// Contact energy against `body` at `y`, J.
+    pub fn contact_energy(&self, y: &[DVec3], body: Option<&Collider>) -> f64 {
+        let Some(body) = body else { return 0.0 };
+        y.iter()
+            .zip(&self.area)
+            .map(|(p, a)| body.distance(*p, self.params.contact_margin).map(|d| contact::energy(&d, *a, &self.params)).unwrap_or(0.0))
+            .sum()
+    }
+
+    /// Friction energy of the current lagged friction state, J.
+    pub fn friction_energy(&self, y: &[DVec3]) -> f64 {
+        match &self.friction {
+            Some(f) => y.iter().enumerate().map(|(v, p)| f.energy(v, *p)).sum(),
+            None => 0.0,
+        }
+    }
+
+    /// Total energy, J.
+    pub fn energy(&self, y: &[DVec3], body: Option<&Collider>) -> f64 {
+        self.membrane_energy(y) + self.bending_energy(y) + self.gravity_energy(y) + self.contact_energy(y, body) + self.friction_energy(y)
+    }
+
+    /// Total energy with the gravitational potential measured from `reference` heights,
+    /// J: the same differences as [`Cloth::energy`], without the large constant that
+    /// would swamp them in rounding near convergence.
+    pub(crate) fn energy_from(&self, y: &[DVec3], reference: &[DVec3], body: Option<&Collider>) -> f64 {
+        let gravity: f64 = self.mass.iter().zip(y).zip(reference).map(|((m, p), r)| m * self.params.gravity * (p.y - r.y)).sum();
+        self.membrane_energy(y) + self.bending_energy(y) + gravity + self.contact_energy(y, body) + self.friction_energy(y)
+    }
+
+    /// Contact forces' magnitudes at `y` (N per vertex): the normal forces λ that
+    /// friction is lagged on.
+    pub(crate) fn contact_forces(&self, y: &[DVec3], body: &Collider) -> Vec<(f64, DVec3)> {
+        y.iter()
+            .zip(&self.area)
+            .map(|(p, a)| match body.distance(*p, self.params.contact_margin) {
+                Some(d) if d.d < self.params.contact_margin => (contact::gradient(&d, *a, &self.params).length(), d.grad),
+                _ => (0.0, DVec3::ZERO),
+            })
+            .collect()
+    }
+
+    /// Gradient of the total energy (the residual force is its negative), N; zero on
+    /// pinned vertices.
+    pub fn gradient(&self, y: &[DVec3], body: Option<&Collider>, g: &mut [DVec3]) {
+        g.fill(DVec3::ZERO);
+        for (m, t) in self.membrane.iter().zip(&self.triangles) {
+            let gr = membrane::gradient(m, &t.map(|v| y[v as usize]), self.mu, self.lambda);
+            for k in 0..3 {
+                g[t[k] as usize] += gr[k];
+            }
+        }
+        let kb = self.params.bend_stiffness;
+        for h in &self.hinges {
+            let c = h.curvature(y) * kb;
+            for i in 0..4 {
+                g[h.v[i] as usize] += c * h.w[i];
+            }
+        }
+        for (v, gv) in g.iter_mut().enumerate() {
+            gv.y += self.mass[v] * self.params.gravity;
+        }
+        if let Some(body) = body {
+            for (v, gv) in g.iter_mut().enumerate() {
+                if let Some(d) = body.distance(y[v], self.params.contact_margin) {
+                    *gv += contact::gradient(&d, self.area[v], &self.params);
+                }
+            }
+        }
+        if let Some(f) = &self.friction {
+            for (v, gv) in g.iter_mut().enumerate() {
+                *gv += f.gradient(v, y[v]);
+            }
+        }
+        for (gv, p) in g.iter_mut().zip(&self.pinned) {
+            if *p {
+                *gv = DVec3::ZERO;
+            }
+        }
+    }
+
+    /// Assembles the Hessian at `y` into the sparse matrix, plus `damping`·M on the
+    /// diagonal. With `project`, element Hessians are made PSD (membrane: projected
+    /// stress derivative; contact: Gauss–Newton part). Pinned DOFs get identity rows.
+    pub(crate) fn assemble(&mut self, y: &[DVec3], body: Option<&Collider>, damping: f64, project: bool) {
+        self.matrix.values.copy_from_slice(&self.bending_values);
+        for (m, t) in self.membrane.iter().zip(&self.triangles) {
+            let h = membrane::hessian(m, &t.map(|v| y[v as usize]), self.mu, self.lambda, project);
+            for i in 0..3 {
+                for j in 0..=i {
+                    let mut b = [[0.0; 3]; 3];
+                    for a in 0..3 {
+                        for c in 0..3 {
+                            b[a][c] = h[3 * i + a][3 * j + c];
+                        }
+                    }
+                    self.matrix.add_block(t[i], t[j], &b);
+                }
+            }
+        }
+        if let Some(body) = body {
+            for v in 0..y.len() {
+                if let Some(d) = body.distance(y[v], self.params.contact_margin) {
+                    let h = contact::hessian(&d, self.area[v], &self.params, !project);
+                    if h != glam::DMat3::ZERO {
+                        let c = h.to_cols_array_2d();
+                        // to_cols_array_2d gives columns; block wants [row][col]
+                        let b = [[c[0][0], c[1][0], c[2][0]], [c[0][1], c[1][1], c[2][1]], [c[0][2], c[1][2], c[2][2]]];
+                        self.matrix.add_block(v as u32, v as u32, &b);
+                    }
+                }
+            }
+        }
+        if let Some(f) = &self.friction {
+            for v in 0..y.len() {
+                let h = f.hessian(v, y[v]);
+                if h != glam::DMat3::ZERO {
+                    let c = h.to_cols_array_2d();
+                    let b = [[c[0][0], c[1][0], c[2][0]], [c[0][1], c[1][1], c[2][1]], [c[0][2], c[1][2], c[2][2]]];
+                    self.matrix.add_block(v as u32, v as u32, &b);
+                }
+            }
+        }
+        if damping > 0.0 {
+            for v in 0..y.len() {
+                self.matrix.add_diagonal(v as u32, damping * self.mass[v]);
+            }
+        }
+        if self.pinned.iter().any(|&p| p) {
+            self.matrix.pin(&self.pinned_dof);
+        }
+    }
+
+    /// ‖F‖ = ‖∇E‖ over free vertices, N, without friction: the prediction error of
+    /// SOR §6 (strain, bending, gravity and contact forces).
+    pub fn residual_norm(&mut self, y: &[DVec3], body: Option<&Collider>) -> f64 {
+        let friction = self.friction.take();
+        let mut g = vec![DVec3::ZERO; y.len()];
+        self.gradient(y, body, &mut g);
+        self.friction = friction;
+        g.iter().map(|v| v.length_squared()).sum::<f64>().sqrt()
+    }
+
+    /// Sets (or clears) the lagged friction: anchors `anchor`, normal forces and normals
+    /// from `forces` (see [`Cloth::contact_forces`]).
+    pub(crate) fn set_friction(&mut self, anchor: Option<(&[DVec3], &[(f64, DVec3)])>) {
+        self.friction = match anchor {
+            Some((a, forces)) if self.params.friction > 0.0 => Some(Friction {
+                anchor: a.to_vec(),
+                mu_lambda: forces.iter().map(|(l, _)| self.params.friction * l).collect(),
+                tangent: forces.iter().map(|(_, n)| glam::DMat3::IDENTITY - contact::outer(*n, *n)).collect(),
+                slip: self.params.friction_slip,
+            }),
+            _ => None,
+        };
+    }
+}

@@ -1,0 +1,30 @@
+//! Cloth statics (SOR §3, §6–7): StVK membrane, isometric bending, gravity and body
+//! contact energies with exact gradients and Hessians; Newton's method to static
+//! equilibrium with faer's sparse Cholesky; quasi-static continuation between poses;
+//! the residual ‖F‖; and the sensitivity dY/dΘ of SOR Eq. 3.
+//!
+//! Entry points: [`Cloth::new`], [`Cloth::solve`], [`Simulator`].
+
+mod bending;
+mod cloth;
+mod contact;
+#[cfg(test)]
+mod dense;
+mod friction;
+mod membrane;
+mod params;
+mod simulator;
+mod solve;
+mod sparse;
+
+pub use cloth::Cloth;
+pub use contact::Collider;
+pub use params::SimParams;
+pub use simulator::{Equilibrium, FrictionAnchor, Sensitivity, Simulator};
+pub use solve::{SolveError, SolveReport};
+pub use sparse::FactorError;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod drape_tests;

@@ -1,0 +1,291 @@
+//! `Simulator`: a garment on a body. Draping at the rest pose, quasi-static
+//! continuation to any pose (SOR Alg. 1), the residual ‖F‖ of any garment state at any
+//! pose (SOR §6), and the sensitivity dY/dΘ (SOR Eq. 3).
+
+use glam::{DVec3, Vec3};
+
+use crate::body::{Body, skin_into};
+use crate::garment::Garment;
+use crate::skeleton::{DOF_COUNT, JointId, Pose, theta};
+
+use super::cloth::Cloth;
+use super::contact::Collider;
+use super::params::SimParams;
+use super::solve::{SolveError, SolveReport};
+
+/// Where friction holds the cloth: anchor positions at a pose (they move with the body)
+/// and the lagged normal forces and normals of the contacts.
+#[derive(Clone, Debug)]
+pub struct FrictionAnchor {
+    /// Pose the anchor positions belong to.
+    pub pose: Pose,
+    /// Anchor positions, metres.
+    pub positions: Vec<DVec3>,
+    /// Per vertex: contact normal force (N) and normal.
+    pub forces: Vec<(f64, DVec3)>,
+}
+
+/// A garment at static equilibrium at a pose.
+#[derive(Clone, Debug)]
+pub struct Equilibrium {
+    /// The body pose (canonical frame recommended: heading and translation do not change
+    /// the statics).
+    pub pose: Pose,
+    /// Garment vertex positions, metres.
+    pub positions: Vec<DVec3>,
+    /// Newton statistics of the last solve (summed over continuation steps).
+    pub report: SolveReport,
+    /// The friction anchor this equilibrium holds against (`None`: frictionless).
+    pub anchor: Option<FrictionAnchor>,
+}
+
+impl Equilibrium {
+    /// Positions as single precision.
+    pub fn positions_f32(&self) -> Vec<Vec3> {
+        self.positions.iter().map(|p| p.as_vec3()).collect()
+    }
+}
+
+/// Cloth statics of one garment on one body.
+pub struct Simulator<'a> {
+    body: &'a Body,
+    garment: &'a Garment,
+    cloth: Cloth,
+    collider: Collider,
+    params: SimParams,
+}
+
+/// Per-DOF sensitivities s_m = ∂Y/∂Θ_m at an equilibrium (SOR Eq. 3), metres per radian.
+#[derive(Clone, Debug)]
+pub struct Sensitivity {
+    /// `values[m][v]`: sensitivity of vertex `v` to joint-angle DOF `m` (66 DOFs).
+    pub values: Vec<Vec<DVec3>>,
+}
+
+fn check_pose(p: &Pose) -> Result<(), SolveError> {
+    let mut q = *p;
+    q.validate().map_err(|_| SolveError::NonFinite("pose"))
+}
+
+impl<'a> Simulator<'a> {
+    /// Moves garment positions with the body from pose `a` to pose `b` by the garment's
+    /// skin weights (the initial guess and friction anchor of a continuation step).
+    fn transfer(&self, y: &[DVec3], a: &Pose, b: &Pose) -> Vec<DVec3> {
+        let ta = self.body.skeleton.skinning_transforms(a);
+        let tb = self.body.skeleton.skinning_transforms(b);
+        let rel: [crate::skeleton::Rigid; 22] = std::array::from_fn(|k| tb[k].compose(&ta[k].inverse()));
+        let y32: Vec<Vec3> = y.iter().map(|p| p.as_vec3()).collect();
+        let mut out32 = vec![Vec3::ZERO; y.len()];
+        skin_into(self.params.body_skinning, &y32, &self.garment.skin, &rel, &mut out32);
+        y.iter().zip(&y32).zip(&out32).map(|((p, i), o)| *p + (*o - *i).as_dvec3()).collect()
+    }
+
+    /// Prepares the simulation of `garment` on `body`.
+    pub fn new(body: &'a Body, garment: &'a Garment, params: &SimParams) -> Result<Self, SolveError> {
+        let cloth = Cloth::new(&garment.mesh, params)?;
+        let collider = Collider::new(body, &Pose::rest(), params)?;
+        Ok(Self { body, garment, cloth, collider, params: params.clone() })
+    }
+
+    /// The cloth model.
+    pub fn cloth(&self) -> &Cloth {
+        &self.cloth
+    }
+
+    /// The body posed at the pose of the last call.
+    pub fn collider(&self) -> &Collider {
+        &self.collider
+    }
+
+    /// Drapes the garment on the body at the rest pose, starting from its rest shape.
+    pub fn drape_rest(&mut self) -> Result<Equilibrium, SolveError> {
+        let pose = Pose::rest();
+        self.collider.set_pose(self.body, &pose, &self.params);
+        let mut y = self.cloth.rest_positions().to_vec();
+        self.check_near_body(&y)?;
+        let report = self.cloth.solve(&mut y, Some(&self.collider))?;
+        Ok(Equilibrium { pose, positions: y, report, anchor: None })
+    }
+
+    fn check_near_body(&self, y: &[DVec3]) -> Result<(), SolveError> {
+        let (vertex, distance) = y
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i, self.collider.signed_distance(*p)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .unwrap_or((0, 0.0));
+        if distance > 0.1 {
+            return Err(SolveError::FarFromBody { vertex, distance });
+        }
+        Ok(())
+    }
+
+    /// Number of continuation steps between two poses: the largest joint-angle change
+    /// divided by `continuation_step_deg`.
+    pub fn steps_between(&self, a: &Pose, b: &Pose) -> usize {
+        let th = theta(a, b);
+        let mut worst = 0.0f32;
+        for j in 0..DOF_COUNT / 3 {
+            worst = worst.max(Vec3::new(th[3 * j], th[3 * j + 1], th[3 * j + 2]).length());
+        }
+        ((worst.to_degrees() as f64 / self.params.continuation_step_deg).ceil() as usize).max(1)
+    }
+
+    /// Carries an equilibrium to `target` quasi-statically (SOR Alg. 1): the body moves
+    /// in small steps; the garment is moved with it by skinning, then re-solved.
+    pub fn carry(&mut self, from: &Equilibrium, target: &Pose) -> Result<Equilibrium, SolveError> {
+        check_pose(target)?;
+        let steps = self.steps_between(&from.pose, target);
+        let mut y = from.positions.clone();
+        let mut prev = from.pose;
+        let mut total = SolveReport::default();
+        let mut anchor = None;
+        for k in 1..=steps {
+            let pose = from.pose.slerp(target, k as f32 / steps as f32);
+            // friction is lagged on the previous equilibrium's contact forces
+            self.collider.set_pose(self.body, &prev, &self.params);
+            let forces = self.cloth.contact_forces(&y, &self.collider);
+            // move the garment with the body; that is also where friction anchors it
+            y = self.transfer(&y, &prev, &pose);
+            self.collider.set_pose(self.body, &pose, &self.params);
+            let normals = self.cloth.contact_forces(&y, &self.collider);
+            let lagged: Vec<(f64, DVec3)> = forces.iter().zip(&normals).map(|(f, n)| (f.0, if n.0 > 0.0 { n.1 } else { f.1 })).collect();
+            self.cloth.set_friction(Some((&y, &lagged)));
+            anchor = Some(FrictionAnchor { pose, positions: y.clone(), forces: lagged });
+            let r = self.cloth.solve(&mut y, Some(&self.collider));
+            self.cloth.set_friction(None);
+            let r = r?;
+            tracing::debug!(step = k, steps, iterations = r.iterations, time = ?r.total_time, "continuation step");
+            if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
+                eprintln!("step {k}/{steps}: {} iterations, {:?}", r.iterations, r.total_time);
+            }
+            total.iterations += r.iterations;
+            total.factorizations += r.factorizations;
+            total.factor_time += r.factor_time;
+            total.total_time += r.total_time;
+            total.residual = r.residual;
+            total.tolerance = r.tolerance;
+            total.energies.extend(r.energies);
+            prev = pose;
+        }
+        Ok(Equilibrium { pose: *target, positions: y, report: total, anchor })
+    }
+
+    /// Re-solves an equilibrium without friction (the stored friction forces of a
+    /// continuation are released): the frictionless equilibrium nearest to it.
+    pub fn settle(&mut self, eq: &Equilibrium) -> Result<Equilibrium, SolveError> {
+        check_pose(&eq.pose)?;
+        self.collider.set_pose(self.body, &eq.pose, &self.params);
+        let mut y = eq.positions.clone();
+        self.cloth.set_friction(None);
+        let report = self.cloth.solve(&mut y, Some(&self.collider))?;
+        Ok(Equilibrium { pose: eq.pose, positions: y, report, anchor: None })
+    }
+
+    /// The friction anchor of an equilibrium: its own, or (frictionless equilibria) the
+    /// equilibrium itself with its contact forces.
+    fn anchor_of(&mut self, eq: &Equilibrium) -> FrictionAnchor {
+        match &eq.anchor {
+            Some(a) => a.clone(),
+            None => {
+                self.collider.set_pose(self.body, &eq.pose, &self.params);
+                FrictionAnchor { pose: eq.pose, positions: eq.positions.clone(), forces: self.cloth.contact_forces(&eq.positions, &self.collider) }
+            }
+        }
+    }
+
+    /// Re-solves an equilibrium at a nearby pose in one step, holding the same friction
+    /// anchor (moved with the body): the map whose derivative [`Simulator::sensitivity`]
+    /// computes.
+    pub fn resolve(&mut self, eq: &Equilibrium, pose: &Pose) -> Result<Equilibrium, SolveError> {
+        check_pose(pose)?;
+        let anchor = self.anchor_of(eq);
+        let moved = self.transfer(&anchor.positions, &anchor.pose, pose);
+        let mut y = self.transfer(&eq.positions, &eq.pose, pose);
+        self.collider.set_pose(self.body, pose, &self.params);
+        self.cloth.set_friction(Some((&moved, &anchor.forces)));
+        let report = self.cloth.solve(&mut y, Some(&self.collider));
+        self.cloth.set_friction(None);
+        let report = report?;
+        let anchor = FrictionAnchor { pose: *pose, positions: moved, forces: anchor.forces };
+        Ok(Equilibrium { pose: *pose, positions: y, report, anchor: Some(anchor) })
+    }
+
+    /// Drapes at rest, then carries the garment to `target`.
+    pub fn drape(&mut self, target: &Pose) -> Result<Equilibrium, SolveError> {
+        let rest = self.drape_rest()?;
+        self.carry(&rest, target)
+    }
+
+    /// ‖F(p, X, Y)‖: the residual force norm (N) of garment state `y` on the body at
+    /// `pose` — the prediction error of SOR §6.
+    pub fn residual(&mut self, pose: &Pose, y: &[DVec3]) -> Result<f64, SolveError> {
+        check_pose(pose)?;
+        if y.len() != self.cloth.vertex_count() || y.iter().any(|p| !p.is_finite()) {
+            return Err(SolveError::NonFinite("garment state"));
+        }
+        self.collider.set_pose(self.body, pose, &self.params);
+        Ok(self.cloth.residual_norm(y, Some(&self.collider)))
+    }
+
+    /// Sensitivities s_m = −(∂F/∂Y)⁻¹ ∂F/∂Θ_m for all 66 joint-angle DOFs at an
+    /// equilibrium (SOR Eq. 3), with ∂F/∂Θ_m by central differences of ±`step` and one
+    /// factorisation for all 66 right-hand sides. F includes the sticking friction of
+    /// the contacts (anchored where the body carries the cloth), as in the quasi-static
+    /// continuation that produced the equilibrium, so sliding modes are not singular.
+    pub fn sensitivity(&mut self, eq: &Equilibrium) -> Result<Sensitivity, SolveError> {
+        check_pose(&eq.pose)?;
+        let n = self.cloth.vertex_count();
+        let h = (self.params.sensitivity_step_deg as f32).to_radians();
+        let y = &eq.positions;
+        // right-hand sides: central differences of the gradient in Θ_m (only contact
+        // forces depend on the body)
+        let mut rhs = faer::Mat::<f64>::zeros(3 * n, DOF_COUNT);
+        let mut gp = vec![DVec3::ZERO; n];
+        let mut gm = vec![DVec3::ZERO; n];
+        // friction sticks the cloth to the body: anchored where the body carries it
+        let anchor = self.anchor_of(eq);
+        let forces = anchor.forces.clone();
+        for m in 0..DOF_COUNT {
+            let joint = JointId((m / 3) as u8);
+            let mut axis = Vec3::ZERO;
+            axis[m % 3] = 1.0;
+            let perturbed = |s: f32| {
+                let mut p = eq.pose;
+                let q = p.rotation(joint) * crate::skeleton::quat_exp(axis * s);
+                p.set_rotation(joint, q.normalize());
+                p
+            };
+            for (sign, g) in [(1.0f32, &mut gp), (-1.0, &mut gm)] {
+                let p = perturbed(sign * h);
+                let moved = self.transfer(&anchor.positions, &anchor.pose, &p);
+                self.cloth.set_friction(Some((&moved, &forces)));
+                self.collider.set_pose(self.body, &p, &self.params);
+                self.cloth.gradient(y, Some(&self.collider), g);
+            }
+            for v in 0..n {
+                let d = (gp[v] - gm[v]) / (2.0 * h as f64);
+                for a in 0..3 {
+                    rhs[(3 * v + a, m)] = -d[a];
+                }
+            }
+        }
+        self.collider.set_pose(self.body, &eq.pose, &self.params);
+        let at_eq = self.transfer(&anchor.positions, &anchor.pose, &eq.pose);
+        self.cloth.set_friction(Some((&at_eq, &forces)));
+        // the true Hessian when it is definite at this equilibrium, else the projected one
+        self.cloth.assemble(y, Some(&self.collider), self.params.min_damping, false);
+        let factored = match self.cloth.matrix.factorize() {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                self.cloth.assemble(y, Some(&self.collider), self.params.min_damping, true);
+                self.cloth.matrix.factorize()
+            }
+        };
+        self.cloth.set_friction(None);
+        factored?;
+        self.cloth.matrix.solve_in_place(rhs.as_mut());
+        let values = (0..DOF_COUNT).map(|m| (0..n).map(|v| DVec3::new(rhs[(3 * v, m)], rhs[(3 * v + 1, m)], rhs[(3 * v + 2, m)])).collect()).collect();
+        Ok(Sensitivity { values })
+    }
+}

@@ -1,0 +1,227 @@
+//! Static equilibrium by Newton's method: projected (PSD) element Hessians, a
+//! proximal / Levenberg–Marquardt term μ·M that keeps the system definite along sliding
+//! modes, backtracking (Armijo) line search on the total energy, and convergence on the
+//! residual force ‖F‖ = ‖∇E‖.
+
+use std::time::{Duration, Instant};
+
+use glam::DVec3;
+
+use super::cloth::Cloth;
+use super::contact::Collider;
+use super::sparse::FactorError;
+
+/// Why a solve failed.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[non_exhaustive]
+pub enum SolveError {
+    /// The garment mesh is unusable (degenerate triangle, non-manifold, non-finite).
+    #[error("garment mesh: {0}")]
+    Mesh(#[from] crate::mesh::MeshError),
+    /// Newton ran out of iterations.
+    #[error("no equilibrium after {iterations} Newton iterations: ‖F‖ = {residual:.3e} N, needed {tolerance:.3e} N")]
+    NotConverged {
+        /// Iterations done.
+        iterations: usize,
+        /// Final residual norm, N.
+        residual: f64,
+        /// Required residual norm, N.
+        tolerance: f64,
+    },
+    /// No step along the Newton direction lowered the energy, even with heavy damping.
+    #[error("line search failed at iteration {iteration} (‖F‖ = {residual:.3e} N)")]
+    Stalled {
+        /// Iteration.
+        iteration: usize,
+        /// Residual norm there, N.
+        residual: f64,
+    },
+    /// A NaN or infinity appeared in the state or the pose.
+    #[error("non-finite value in the {0}")]
+    NonFinite(&'static str),
+    /// The sparse factorisation failed (allocation).
+    #[error(transparent)]
+    Factor(#[from] FactorError),
+    /// Part of the garment lies deep inside the body, beyond the contact field's reach.
+    #[error("garment vertex {vertex} is {depth:.3} m inside the body; fit the garment to the body first")]
+    InsideBody {
+        /// A vertex inside.
+        vertex: usize,
+        /// Its depth, metres.
+        depth: f64,
+    },
+    /// The garment is too far from the body to rest on it.
+    #[error("garment is {distance:.3} m from the body (vertex {vertex}); it cannot rest on it")]
+    FarFromBody {
+        /// Closest garment vertex.
+        vertex: usize,
+        /// Its distance, metres.
+        distance: f64,
+    },
+}
+
+/// What a solve did.
+#[derive(Clone, Debug, Default)]
+pub struct SolveReport {
+    /// Newton iterations.
+    pub iterations: usize,
+    /// Final ‖F‖, N.
+    pub residual: f64,
+    /// Required ‖F‖, N.
+    pub tolerance: f64,
+    /// Energy after every accepted step, J (non-increasing).
+    pub energies: Vec<f64>,
+    /// Time spent in numeric factorisations.
+    pub factor_time: Duration,
+    /// Number of numeric factorisations.
+    pub factorizations: usize,
+    /// Wall time of the whole solve.
+    pub total_time: Duration,
+}
+
+impl Cloth {
+    fn dump_worst(&self, y: &[DVec3], body: Option<&Collider>, g: &[DVec3]) {
+        let mut idx: Vec<usize> = (0..y.len()).collect();
+        idx.sort_by(|a, b| g[*b].length().total_cmp(&g[*a].length()));
+        for &v in idx.iter().take(8) {
+            let d = body.and_then(|b| b.distance(y[v], f64::INFINITY)).map(|d| d.d);
+            let exact = body.map(|b| b.signed_distance(y[v]));
+            eprintln!("v{v} |g| {:.3e} g {:?} at {:?} d {:?} exact {:?} mass {:.2e}", g[v].length(), g[v], y[v], d, exact, self.mass[v]);
+        }
+    }
+
+    /// Solves for the static equilibrium starting from `y` (updated in place) with the
+    /// body `body` (or none). Errors instead of looping when it does not converge.
+    pub fn solve(&mut self, y: &mut [DVec3], body: Option<&Collider>) -> Result<SolveReport, SolveError> {
+        let start = Instant::now();
+        if y.iter().any(|p| !p.is_finite()) {
+            return Err(SolveError::NonFinite("garment state"));
+        }
+        if let Some((vertex, d)) = body.and_then(|b| b.deepest_inside(y)) {
+            return Err(SolveError::InsideBody { vertex, depth: -d });
+        }
+        let n = y.len();
+        let tol = self.params.tolerance * self.gravity_norm().max(1e-12);
+        let mut report = SolveReport { tolerance: tol, ..Default::default() };
+        let mut g = vec![DVec3::ZERO; n];
+        let mut trial = vec![DVec3::ZERO; n];
+        let mut dir = vec![0.0; 3 * n];
+        let mut damping = self.params.min_damping.max(1.0);
+        let reference = y.to_vec();
+        let mut energy = self.energy_from(y, &reference, body);
+        report.energies.push(energy);
+        for it in 0..self.params.max_iterations {
+            let _ = it;
+            self.gradient(y, body, &mut g);
+            let res = g.iter().map(|v| v.length_squared()).sum::<f64>().sqrt();
+            report.iterations = it;
+            report.residual = res;
+            if !res.is_finite() {
+                return Err(SolveError::NonFinite("residual"));
+            }
+            if res <= tol {
+                report.total_time = start.elapsed();
+                return Ok(report);
+            }
+            let mut accepted = false;
+            // once the residual is below a third of the weight, try the true Hessian
+            // (quadratic convergence where it is definite); otherwise, or when it is
+            // indefinite, the projected one
+            let mut project = res > 0.3 * self.gravity_norm();
+            for _attempt in 0..8 {
+                self.assemble(y, body, damping, project);
+                let t0 = Instant::now();
+                let ok = self.matrix.factorize();
+                report.factor_time += t0.elapsed();
+                report.factorizations += 1;
+                if ok.is_err() {
+                    if project {
+                        damping *= 10.0;
+                    }
+                    project = true;
+                    continue;
+                }
+                for v in 0..n {
+                    for a in 0..3 {
+                        dir[3 * v + a] = -g[v][a];
+                    }
+                }
+                self.matrix.solve_vec(&mut dir);
+                // trust region near a body: no vertex moves farther than max_step in one
+                // iteration (so it cannot jump through a limb)
+                let longest = (0..n).map(|v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]).length()).fold(0.0, f64::max);
+                if body.is_some() && longest > self.params.max_step {
+                    let s = self.params.max_step / longest;
+                    dir.iter_mut().for_each(|d| *d *= s);
+                }
+                let slope: f64 = (0..n).map(|v| g[v].dot(DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]))).sum();
+                if !(slope < 0.0) {
+                    damping *= 10.0;
+                    continue;
+                }
+                // backtracking line search (Armijo)
+                let mut alpha = 1.0;
+                let mut found = None;
+                for _ in 0..25 {
+                    for v in 0..n {
+                        trial[v] = y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * alpha;
+                    }
+                    let e = self.energy_from(&trial, &reference, body);
+                    if e.is_finite() && e <= energy + 1e-4 * alpha * slope {
+                        found = Some(e);
+                        break;
+                    }
+                    alpha *= 0.5;
+                }
+                if found.is_none() {
+                    // Near a minimum the predicted decrease falls to the rounding level of
+                    // the total energy; accept the longest step that lowers ‖F‖ without
+                    // raising the energy beyond that rounding level.
+                    let noise = 1e-13 * (energy.abs() + 1.0);
+                    let mut ga = vec![DVec3::ZERO; n];
+                    let mut a = 1.0;
+                    for _ in 0..10 {
+                        for v in 0..n {
+                            trial[v] = y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * a;
+                        }
+                        let e = self.energy_from(&trial, &reference, body);
+                        self.gradient(&trial, body, &mut ga);
+                        let r = ga.iter().map(|v| v.length_squared()).sum::<f64>().sqrt();
+                        if e <= energy + noise && r < res {
+                            found = Some(e.min(energy));
+                            alpha = a;
+                            break;
+                        }
+                        a *= 0.5;
+                    }
+                }
+                match found {
+                    Some(e) => {
+                        if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
+                            eprintln!("it {it} res {res:.3e} E {e:.6e} alpha {alpha} damping {damping:.2e}");
+                        }
+                        y.copy_from_slice(&trial);
+                        energy = e;
+                        report.energies.push(e);
+                        damping = if alpha == 1.0 { (damping / 3.0).max(self.params.min_damping) } else { damping * 2.0 };
+                        accepted = true;
+                        break;
+                    }
+                    None => damping *= 10.0,
+                }
+            }
+            if !accepted {
+                if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
+                    self.dump_worst(y, body, &g);
+                }
+                return Err(SolveError::Stalled { iteration: it, residual: res });
+            }
+        }
+        self.gradient(y, body, &mut g);
+        let res = g.iter().map(|v| v.length_squared()).sum::<f64>().sqrt();
+        if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
+            self.dump_worst(y, body, &g);
+        }
+        Err(SolveError::NotConverged { iterations: self.params.max_iterations, residual: res, tolerance: tol })
+    }
+}
