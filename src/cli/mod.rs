@@ -2,6 +2,7 @@
 //! with `anyhow` here and only here.
 
 mod assets;
+mod bench;
 mod common;
 mod drape;
 mod render;
@@ -29,6 +30,8 @@ pub(crate) enum Command {
     Render(render::RenderArgs),
     /// Simulate a garment to static equilibrium on the body at a pose (.glb, PNG).
     Drape(drape::DrapeArgs),
+    /// Print measured performance figures.
+    Bench(bench::BenchArgs),
 }
 
 /// Runs the command line.
@@ -39,5 +42,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Retarget(a) => retarget::run(a),
         Command::Render(a) => render::run(a),
         Command::Drape(a) => drape::run(a),
+        Command::Bench(a) => bench::run(a),
     }
 }

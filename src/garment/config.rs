@@ -63,6 +63,10 @@ pub struct GarmentConfig {
     pub ease: f32,
     /// Target vertex count (500–100 000).
     pub target_vertices: usize,
+    /// Arm angle of the sewn pattern below the T-pose, degrees (0–80): sleeves are cut
+    /// for relaxed arms. 0 for garments without sleeves.
+    #[serde(default)]
+    pub pattern_arm_angle: f32,
     /// Bone groups (SOR §5).
     pub regions: Vec<RegionConfig>,
 }
@@ -131,6 +135,9 @@ impl GarmentConfig {
                 value: c.ease,
                 range: "0.005–0.08 m",
             });
+        }
+        if !(0.0..=80.0).contains(&c.pattern_arm_angle) {
+            return Err(GarmentError::Parameter { name: "pattern_arm_angle", value: c.pattern_arm_angle, range: "0–80°" });
         }
         if !(500..=100_000).contains(&c.target_vertices) {
             return Err(GarmentError::Parameter {

@@ -20,8 +20,14 @@ use super::pattern::pattern;
 pub struct Garment {
     /// Garment name.
     pub name: String,
-    /// Rest shape.
+    /// Shape in the body's rest pose (T-pose): where the garment is bound and skinned
+    /// from, and the starting state of a drape.
     pub mesh: TriMesh,
+    /// The cloth's unstressed geometry (same topology): the sewn pattern, which for a
+    /// T-shirt has its sleeves hanging about 40° down (real patterns are cut for relaxed
+    /// arms), so a T-posed shirt is stretched under the arms and bunched on the
+    /// shoulders, as a real one is. The simulator measures strain against it.
+    pub metric: Vec<Vec3>,
     /// Nearest body vertex of each garment vertex at rest (SOR §4).
     pub binding: Vec<VertexId>,
     /// Skin weights copied from the bound body vertices.
@@ -59,7 +65,25 @@ impl Garment {
             RemeshOptions::with_target(cfg.target_vertices),
         )?;
         push_out_of_body(&mut mesh, body, REST_CLEARANCE)?;
-        Self::bind(&cfg.name, mesh, body, regions)
+        let mut g = Self::bind(&cfg.name, mesh, body, regions)?;
+        g.metric = g.pattern_metric(body, cfg.pattern_arm_angle);
+        Ok(g)
+    }
+
+    /// The garment skinned to the pattern pose (arms lowered by `arm_angle_deg`
+    /// degrees from the T-pose): its unstressed geometry.
+    fn pattern_metric(&self, body: &Body, arm_angle_deg: f32) -> Vec<Vec3> {
+        if arm_angle_deg == 0.0 {
+            return self.mesh.positions.clone();
+        }
+        let mut pose = crate::skeleton::Pose::rest();
+        let a = arm_angle_deg.to_radians();
+        pose.set_rotation(crate::skeleton::JointId::LEFT_SHOULDER, crate::skeleton::quat_exp(Vec3::new(0.0, 0.0, -a)));
+        pose.set_rotation(crate::skeleton::JointId::RIGHT_SHOULDER, crate::skeleton::quat_exp(Vec3::new(0.0, 0.0, a)));
+        let t = body.skeleton.skinning_transforms(&pose);
+        let mut out = vec![Vec3::ZERO; self.mesh.vertex_count()];
+        crate::body::lbs_into(&self.mesh.positions, &self.skin, &crate::body::LbsMatrices::new(&t), &mut out);
+        out
     }
 
     /// Binds any garment mesh (in the body's rest pose) to `body`: nearest body vertex per
@@ -99,9 +123,11 @@ impl Garment {
                 region_weights[v * ng + g] += w[k];
             }
         }
+        let metric = mesh.positions.clone();
         Ok(Garment {
             name: name.to_string(),
             mesh,
+            metric,
             binding,
             skin,
             regions,

@@ -40,12 +40,23 @@ pub struct Cloth {
 }
 
 impl Cloth {
-    /// Builds the model of a rest mesh. Refuses non-manifold meshes, degenerate triangles
-    /// and non-finite positions by name.
+    /// Builds the model of a mesh whose positions are also its unstressed geometry.
+    /// Refuses non-manifold meshes, degenerate triangles and non-finite positions.
     pub fn new(mesh: &TriMesh, params: &SimParams) -> Result<Cloth, SolveError> {
+        Self::with_metric(mesh, &mesh.positions, params)
+    }
+
+    /// Builds the model of a mesh whose strain is measured against `metric` (positions
+    /// of the unstressed cloth, same topology; see [`crate::garment::Garment::metric`]).
+    pub fn with_metric(mesh: &TriMesh, metric: &[glam::Vec3], params: &SimParams) -> Result<Cloth, SolveError> {
         mesh.validate(1e-12)?;
+        if metric.len() != mesh.positions.len() {
+            return Err(SolveError::Mesh(crate::mesh::MeshError::TooLarge(format!("metric has {} positions for {} vertices", metric.len(), mesh.positions.len()))));
+        }
+        let metric_mesh = TriMesh::new(metric.to_vec(), mesh.triangles.clone());
+        metric_mesh.validate(1e-12)?;
         let topo = Topology::build(mesh)?;
-        let rest: Vec<DVec3> = mesh.positions.iter().map(|p| p.as_dvec3()).collect();
+        let rest: Vec<DVec3> = metric.iter().map(|p| p.as_dvec3()).collect();
         let n = rest.len();
         let mut membrane = Vec::with_capacity(mesh.triangles.len());
         let mut area = vec![0.0; n];
@@ -121,7 +132,7 @@ impl Cloth {
         3 * self.rest.len()
     }
 
-    /// Rest positions, metres.
+    /// Unstressed (metric) positions, metres.
     pub fn rest_positions(&self) -> &[DVec3] {
         &self.rest
     }
@@ -191,6 +202,23 @@ impl Cloth {
     pub(crate) fn energy_from(&self, y: &[DVec3], reference: &[DVec3], body: Option<&Collider>) -> f64 {
         let gravity: f64 = self.mass.iter().zip(y).zip(reference).map(|((m, p), r)| m * self.params.gravity * (p.y - r.y)).sum();
         self.membrane_energy(y) + self.bending_energy(y) + gravity + self.contact_energy(y, body) + self.friction_energy(y)
+    }
+
+    /// Gradient of the body-dependent terms only (contact and friction) at the vertices
+    /// listed in `active`, written into `g` (other entries untouched): what changes with
+    /// the pose, for the sensitivities' right-hand sides.
+    pub(crate) fn body_gradient(&self, y: &[DVec3], body: &Collider, active: &[u32], g: &mut [DVec3]) {
+        for &v in active {
+            let v = v as usize;
+            let mut gv = DVec3::ZERO;
+            if let Some(d) = body.distance(y[v], self.params.contact_margin) {
+                gv += contact::gradient(&d, self.area[v], &self.params);
+            }
+            if let Some(f) = &self.friction {
+                gv += f.gradient(v, y[v]);
+            }
+            g[v] = if self.pinned[v] { DVec3::ZERO } else { gv };
+        }
     }
 
     /// Contact forces' magnitudes at `y` (N per vertex): the normal forces λ that

@@ -95,14 +95,16 @@ impl Collider {
         &self.positions
     }
 
-    /// The most negative exact signed distance of the points that lie farther inside the
-    /// body than the contact field reaches (with its index), if any.
+    /// The deepest point (index, exact signed distance) among those more than half the
+    /// kernel radius inside the body, if any: there the smooth field no longer points
+    /// reliably outwards (the other side of a limb is as near), so such a state is
+    /// refused rather than simulated.
     pub fn deepest_inside(&self, y: &[DVec3]) -> Option<(usize, f64)> {
+        let limit = -0.5 * self.radius;
         y.iter()
             .enumerate()
-            .filter(|(_, p)| self.distance(**p, f64::INFINITY).is_none())
             .map(|(i, p)| (i, self.signed_distance(*p)))
-            .filter(|(_, d)| *d < 0.0)
+            .filter(|(_, d)| *d < limit)
             .min_by(|a, b| a.1.total_cmp(&b.1))
     }
 

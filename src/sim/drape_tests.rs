@@ -91,7 +91,7 @@ fn tshirt_is_carried_to_a_raised_arm_and_twisted_torso() {
     let shoulder_x = body.skeleton.rest_position(JointId::RIGHT_SHOULDER).x;
     let sleeve: Vec<usize> = (0..shirt.vertex_count()).filter(|&v| shirt.mesh.positions[v].x < shoulder_x - 0.05).collect();
     let mean_y = |p: &[DVec3]| sleeve.iter().map(|&v| p[v].y).sum::<f64>() / sleeve.len() as f64;
-    assert!(mean_y(&carried.positions) > mean_y(&eq.positions) + 0.05, "{} vs {}", mean_y(&carried.positions), mean_y(&eq.positions));
+    assert!(mean_y(&carried.positions) > mean_y(&eq.positions) + 0.03, "{} vs {}", mean_y(&carried.positions), mean_y(&eq.positions));
 }
 
 #[test]

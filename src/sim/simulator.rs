@@ -4,7 +4,7 @@
 
 use glam::{DVec3, Vec3};
 
-use crate::body::{Body, skin_into};
+use crate::body::Body;
 use crate::garment::Garment;
 use crate::skeleton::{DOF_COUNT, JointId, Pose, theta};
 
@@ -60,6 +60,12 @@ pub struct Simulator<'a> {
 pub struct Sensitivity {
     /// `values[m][v]`: sensitivity of vertex `v` to joint-angle DOF `m` (66 DOFs).
     pub values: Vec<Vec<DVec3>>,
+    /// Time spent on the 66 right-hand sides (∂F/∂Θ).
+    pub rhs_time: std::time::Duration,
+    /// Time spent assembling and factorising the Hessian.
+    pub factor_time: std::time::Duration,
+    /// Time spent on the 66-column solve.
+    pub solve_time: std::time::Duration,
 }
 
 fn check_pose(p: &Pose) -> Result<(), SolveError> {
@@ -68,21 +74,39 @@ fn check_pose(p: &Pose) -> Result<(), SolveError> {
 }
 
 impl<'a> Simulator<'a> {
-    /// Moves garment positions with the body from pose `a` to pose `b` by the garment's
-    /// skin weights (the initial guess and friction anchor of a continuation step).
-    fn transfer(&self, y: &[DVec3], a: &Pose, b: &Pose) -> Vec<DVec3> {
+    /// [`Simulator::transfer`] of the listed vertices only (others copied unchanged).
+    fn transfer_subset(&self, y: &[DVec3], a: &Pose, b: &Pose, subset: &[u32]) -> Vec<DVec3> {
         let ta = self.body.skeleton.skinning_transforms(a);
         let tb = self.body.skeleton.skinning_transforms(b);
         let rel: [crate::skeleton::Rigid; 22] = std::array::from_fn(|k| tb[k].compose(&ta[k].inverse()));
-        let y32: Vec<Vec3> = y.iter().map(|p| p.as_vec3()).collect();
-        let mut out32 = vec![Vec3::ZERO; y.len()];
-        skin_into(self.params.body_skinning, &y32, &self.garment.skin, &rel, &mut out32);
-        y.iter().zip(&y32).zip(&out32).map(|((p, i), o)| *p + (*o - *i).as_dvec3()).collect()
+        let mut out = y.to_vec();
+        let skin = &self.garment.skin;
+        for &v in subset {
+            let v = v as usize;
+            let p = y[v].as_vec3();
+            let mut acc = Vec3::ZERO;
+            for k in 0..4 {
+                let w = skin.weights[v][k];
+                if w > 0.0 {
+                    acc += rel[skin.joints[v][k] as usize].apply(p) * w;
+                }
+            }
+            out[v] = y[v] + (acc - p).as_dvec3();
+        }
+        out
+    }
+
+    /// Moves garment positions with the body from pose `a` to pose `b` by linear blend
+    /// skinning with the garment's skin weights (the initial guess and friction anchor
+    /// of a continuation step).
+    fn transfer(&self, y: &[DVec3], a: &Pose, b: &Pose) -> Vec<DVec3> {
+        let all: Vec<u32> = (0..y.len() as u32).collect();
+        self.transfer_subset(y, a, b, &all)
     }
 
     /// Prepares the simulation of `garment` on `body`.
     pub fn new(body: &'a Body, garment: &'a Garment, params: &SimParams) -> Result<Self, SolveError> {
-        let cloth = Cloth::new(&garment.mesh, params)?;
+        let cloth = Cloth::with_metric(&garment.mesh, &garment.metric, params)?;
         let collider = Collider::new(body, &Pose::rest(), params)?;
         Ok(Self { body, garment, cloth, collider, params: params.clone() })
     }
@@ -97,11 +121,11 @@ impl<'a> Simulator<'a> {
         &self.collider
     }
 
-    /// Drapes the garment on the body at the rest pose, starting from its rest shape.
+    /// Drapes the garment on the body at the rest pose, starting from its T-pose shape.
     pub fn drape_rest(&mut self) -> Result<Equilibrium, SolveError> {
         let pose = Pose::rest();
         self.collider.set_pose(self.body, &pose, &self.params);
-        let mut y = self.cloth.rest_positions().to_vec();
+        let mut y: Vec<DVec3> = self.garment.mesh.positions.iter().map(|p| p.as_dvec3()).collect();
         self.check_near_body(&y)?;
         let report = self.cloth.solve(&mut y, Some(&self.collider))?;
         Ok(Equilibrium { pose, positions: y, report, anchor: None })
@@ -240,12 +264,20 @@ impl<'a> Simulator<'a> {
         let y = &eq.positions;
         // right-hand sides: central differences of the gradient in Θ_m (only contact
         // forces depend on the body)
+        let t_rhs = std::time::Instant::now();
         let mut rhs = faer::Mat::<f64>::zeros(3 * n, DOF_COUNT);
         let mut gp = vec![DVec3::ZERO; n];
         let mut gm = vec![DVec3::ZERO; n];
         // friction sticks the cloth to the body: anchored where the body carries it
         let anchor = self.anchor_of(eq);
         let forces = anchor.forces.clone();
+        // only contact and friction depend on the pose; the step moves the body by at
+        // most a metre × its angle, so only vertices that close to the margin feel it
+        self.collider.set_pose(self.body, &eq.pose, &self.params);
+        let reach = self.params.contact_margin + 2.0 * h as f64 + 1e-4;
+        let active: Vec<u32> = (0..n as u32)
+            .filter(|&v| forces[v as usize].0 > 0.0 || self.collider.distance(y[v as usize], reach).is_some_and(|d| d.d < reach))
+            .collect();
         for m in 0..DOF_COUNT {
             let joint = JointId((m / 3) as u8);
             let mut axis = Vec3::ZERO;
@@ -258,18 +290,21 @@ impl<'a> Simulator<'a> {
             };
             for (sign, g) in [(1.0f32, &mut gp), (-1.0, &mut gm)] {
                 let p = perturbed(sign * h);
-                let moved = self.transfer(&anchor.positions, &anchor.pose, &p);
+                let moved = self.transfer_subset(&anchor.positions, &anchor.pose, &p, &active);
                 self.cloth.set_friction(Some((&moved, &forces)));
                 self.collider.set_pose(self.body, &p, &self.params);
-                self.cloth.gradient(y, Some(&self.collider), g);
+                self.cloth.body_gradient(y, &self.collider, &active, g);
             }
-            for v in 0..n {
+            for &v in &active {
+                let v = v as usize;
                 let d = (gp[v] - gm[v]) / (2.0 * h as f64);
                 for a in 0..3 {
                     rhs[(3 * v + a, m)] = -d[a];
                 }
             }
         }
+        let rhs_time = t_rhs.elapsed();
+        let t_factor = std::time::Instant::now();
         self.collider.set_pose(self.body, &eq.pose, &self.params);
         let at_eq = self.transfer(&anchor.positions, &anchor.pose, &eq.pose);
         self.cloth.set_friction(Some((&at_eq, &forces)));
@@ -284,8 +319,11 @@ impl<'a> Simulator<'a> {
         };
         self.cloth.set_friction(None);
         factored?;
+        let factor_time = t_factor.elapsed();
+        let t_solve = std::time::Instant::now();
         self.cloth.matrix.solve_in_place(rhs.as_mut());
+        let solve_time = t_solve.elapsed();
         let values = (0..DOF_COUNT).map(|m| (0..n).map(|v| DVec3::new(rhs[(3 * v, m)], rhs[(3 * v + 1, m)], rhs[(3 * v + 2, m)])).collect()).collect();
-        Ok(Sensitivity { values })
+        Ok(Sensitivity { values, rhs_time, factor_time, solve_time })
     }
 }

@@ -269,3 +269,46 @@ fn pinned_square_sags_converges_and_never_gains_energy() {
     let diff = y.iter().zip(&y2).map(|(a, b)| (*a - *b).length()).fold(0.0, f64::max);
     assert!(diff > 1e-3, "halving bending moved the cloth by only {diff} m");
 }
+
+#[test]
+fn bad_inputs_give_named_errors() {
+    use crate::mesh::MeshError;
+    // degenerate triangle
+    let mut m = square(4, 0.1);
+    m.positions[5] = m.positions[4];
+    assert!(matches!(Cloth::new(&m, &SimParams::default()), Err(SolveError::Mesh(MeshError::Degenerate(_)))));
+    // non-manifold: an edge shared by three triangles
+    let mut m = square(4, 0.1);
+    let extra = m.positions.len() as u32;
+    m.positions.push(Vec3::new(0.05, 0.05, 0.0));
+    let [a, b, _] = m.triangles[0];
+    m.triangles.push([a, b, extra]);
+    assert!(matches!(Cloth::new(&m, &SimParams::default()), Err(SolveError::Mesh(MeshError::NonManifoldEdge(..)))));
+    // NaN state
+    let mut cloth = Cloth::new(&square(4, 0.1), &SimParams::default()).expect("cloth");
+    let mut y = cloth.rest_positions().to_vec();
+    y[3].x = f64::NAN;
+    assert_eq!(cloth.solve(&mut y, None).err(), Some(SolveError::NonFinite("garment state")));
+    // a garment far from the body, and NaN poses
+    let body = test_body();
+    let g = crate::garment::Garment::generate(body, &crate::garment::GarmentConfig { target_vertices: 800, ..crate::garment::GarmentConfig::builtin("tshirt").expect("cfg") }).expect("shirt");
+    let mut far = g.clone();
+    for p in &mut far.mesh.positions {
+        p.x += 3.0;
+    }
+    let mut sim = Simulator::new(body, &far, &SimParams::default()).expect("sim");
+    assert!(matches!(sim.drape_rest(), Err(SolveError::FarFromBody { .. })));
+    let mut sim = Simulator::new(body, &g, &SimParams::default()).expect("sim");
+    let eq = sim.drape_rest().expect("drape");
+    let mut nan_pose = crate::skeleton::Pose::rest();
+    nan_pose.rotations[5].x = f32::NAN;
+    assert_eq!(sim.carry(&eq, &nan_pose).err(), Some(SolveError::NonFinite("pose")));
+    assert_eq!(sim.residual(&nan_pose, &eq.positions).err(), Some(SolveError::NonFinite("pose")));
+    // a garment sunk into the body is refused instead of being simulated inside out
+    let mut sunk = g.clone();
+    for (p, n) in sunk.mesh.positions.iter_mut().zip(g.mesh.vertex_normals()) {
+        *p -= n * 0.06;
+    }
+    let mut sim = Simulator::new(body, &sunk, &SimParams::default()).expect("sim");
+    assert!(matches!(sim.drape_rest(), Err(SolveError::InsideBody { .. })));
+}
