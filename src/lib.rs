@@ -7,6 +7,8 @@ pub mod body;
 pub mod cli;
 pub mod garment;
 pub mod sim;
+pub mod sor;
+pub mod bake;
 pub mod mesh;
 pub mod mocap;
 pub mod skeleton;

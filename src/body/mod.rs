@@ -10,6 +10,7 @@
 )]
 mod body;
 mod export;
+mod guard;
 mod import;
 mod primitives;
 mod shape;
@@ -17,6 +18,7 @@ mod skin;
 
 pub use body::{Body, BodyOptions};
 pub use export::{ExportAnimation, ExportMesh, glb_skeleton};
+pub use guard::SelfContactGuard;
 pub use import::ImportError;
 pub(crate) use primitives::BodyField;
 pub use shape::{BodyError, BodyShape};

@@ -194,23 +194,23 @@ pub(crate) fn body_primitives(skel: &Skeleton, shape: &BodyShape) -> Vec<Primiti
         JointId::SPINE2,
         0.09 * s,
     );
-    let chest_w = 0.40 * shape.shoulder_width * g.sqrt();
+    let chest_w = 0.36 * shape.shoulder_width * g.sqrt();
     push(
         ell(
             Vec3::new(0.0, sp3.y + 0.035 * s, 0.006 * s),
             Vec3::new(chest_w, 0.10 * s, 0.10 * gs),
         ),
         JointId::SPINE3,
-        0.08 * s,
+        0.06 * s,
     );
     // back (latissimus): widens the upper trunk behind the chest
     push(
         ell(
             Vec3::new(0.0, sp3.y + 0.005 * s, -0.03 * s),
-            Vec3::new(chest_w * 0.95, 0.11 * s, 0.085 * gs),
+            Vec3::new(chest_w * 0.92, 0.11 * s, 0.085 * gs),
         ),
         JointId::SPINE3,
-        0.08 * s,
+        0.06 * s,
     );
 
     // --- shoulder girdle (collars) and neck

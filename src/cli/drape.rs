@@ -83,6 +83,8 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
         }
         None => a.pose.pose(),
     };
+    // arms out of the torso (cloth has no rest state inside the body)
+    let target = crate::body::SelfContactGuard::new(&body, 0.015).apply(&target);
     // statics do not depend on heading or position: simulate in the canonical frame
     let (canonical, frame) = canonicalize(&target, &body.skeleton);
     let params = SimParams::default();

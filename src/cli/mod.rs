@@ -2,6 +2,7 @@
 //! with `anyhow` here and only here.
 
 mod assets;
+mod bake;
 mod bench;
 mod common;
 mod drape;
@@ -32,6 +33,12 @@ pub(crate) enum Command {
     Drape(drape::DrapeArgs),
     /// Print measured performance figures.
     Bench(bench::BenchArgs),
+    /// Build an example database (SOR) for a garment.
+    Bake(bake::BakeArgs),
+    /// Merge databases of one garment (e.g. the shards of a bake).
+    Merge(bake::MergeArgs),
+    /// Summarise a database file.
+    Inspect(bake::InspectArgs),
 }
 
 /// Runs the command line.
@@ -43,5 +50,8 @@ pub fn run() -> anyhow::Result<()> {
         Command::Render(a) => render::run(a),
         Command::Drape(a) => drape::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Bake(a) => bake::run(a),
+        Command::Merge(a) => bake::run_merge(a),
+        Command::Inspect(a) => bake::run_inspect(a),
     }
 }

@@ -109,8 +109,8 @@ fn sensitivities_match_finite_differences_of_resolves() {
     let base = sim.resolve(&carried, &carried.pose).expect("base");
     let sens = sim.sensitivity(&base).expect("sensitivity");
     let h = 0.5f32.to_radians();
-    // raising the right arm (local: the sleeve), bending the upper spine sideways (global)
-    for (joint, axis) in [(JointId::RIGHT_SHOULDER, 2), (JointId::SPINE3, 2)] {
+    // raising and lowering the arms, swinging one forward, shrugging (1200 vertices move)
+    for (joint, axis) in [(JointId::RIGHT_SHOULDER, 2), (JointId::LEFT_SHOULDER, 2), (JointId::RIGHT_SHOULDER, 1), (JointId::LEFT_COLLAR, 2)] {
         let m = 3 * joint.index() + axis;
         let at = |s: f32| {
             let mut p = pose;

@@ -58,6 +58,10 @@ pub struct SimParams {
     pub body_skinning: SkinningMethod,
     /// Largest joint-angle change per quasi-static continuation step, degrees.
     pub continuation_step_deg: f64,
+    /// A continuation step whose solve stops short of `tolerance` (Newton stalled where
+    /// the body pinches the cloth, e.g. a hand against the hip) is still accepted when
+    /// ‖F‖ ≤ this fraction of the weight norm; the result is then marked unconverged.
+    pub continuation_accept: f64,
 }
 
 impl Default for SimParams {
@@ -79,6 +83,7 @@ impl Default for SimParams {
             sensitivity_step_deg: 0.01,
             body_skinning: SkinningMethod::Lbs,
             continuation_step_deg: 6.0,
+            continuation_accept: 0.1,
         }
     }
 }

@@ -77,6 +77,16 @@ pub struct SolveReport {
     pub factorizations: usize,
     /// Wall time of the whole solve.
     pub total_time: Duration,
+    /// Continuation steps accepted short of the tolerance (see
+    /// [`crate::sim::SimParams::continuation_accept`]).
+    pub unconverged_steps: usize,
+}
+
+impl SolveReport {
+    /// Whether the final state met the tolerance.
+    pub fn converged(&self) -> bool {
+        self.residual <= self.tolerance
+    }
 }
 
 impl Cloth {
@@ -84,9 +94,8 @@ impl Cloth {
         let mut idx: Vec<usize> = (0..y.len()).collect();
         idx.sort_by(|a, b| g[*b].length().total_cmp(&g[*a].length()));
         for &v in idx.iter().take(8) {
-            let d = body.and_then(|b| b.distance(y[v], f64::INFINITY)).map(|d| d.d);
             let exact = body.map(|b| b.signed_distance(y[v]));
-            eprintln!("v{v} |g| {:.3e} g {:?} at {:?} d {:?} exact {:?} mass {:.2e}", g[v].length(), g[v], y[v], d, exact, self.mass[v]);
+            eprintln!("v{v} |g| {:.3e} g {:?} at {:?} exact distance {:?} mass {:.2e}", g[v].length(), g[v], y[v], exact, self.mass[v]);
         }
     }
 
@@ -96,9 +105,6 @@ impl Cloth {
         let start = Instant::now();
         if y.iter().any(|p| !p.is_finite()) {
             return Err(SolveError::NonFinite("garment state"));
-        }
-        if let Some((vertex, d)) = body.and_then(|b| b.deepest_inside(y)) {
-            return Err(SolveError::InsideBody { vertex, depth: -d });
         }
         let n = y.len();
         let tol = self.params.tolerance * self.gravity_norm().max(1e-12);
@@ -210,7 +216,9 @@ impl Cloth {
                     None => damping *= 10.0,
                 }
             }
-            if !accepted {
+            // a step is only found with enormous damping: the energy is not smooth here
+            // (cloth pinched between two body parts), Newton cannot make progress
+            if !accepted || damping > 1e8 {
                 if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
                     self.dump_worst(y, body, &g);
                 }

@@ -77,7 +77,7 @@ impl Skeleton {
                 pick(JointId::LEFT_COLLAR),
                 Vec3::new(side * 0.04 * h, 0.79 * h, -0.012 * h),
             );
-            let shx = side * 0.40 * sx;
+            let shx = side * 0.44 * sx;
             set(
                 pick(JointId::LEFT_SHOULDER),
                 Vec3::new(shx, 0.812 * h, -0.012 * h),

@@ -1,0 +1,77 @@
+//! The default database: the default body wearing the default T-shirt, baked from the
+//! built-in walking clip and joint-limit samples, cached on disk and rebuilt only when
+//! its inputs change (the cache key hashes all of them).
+
+use std::path::PathBuf;
+
+use xxhash_rust::xxh3::xxh3_64;
+
+use crate::body::{Body, BodyOptions, BodyShape};
+use crate::garment::{BUILTIN_GARMENTS, Garment, GarmentConfig};
+use crate::mocap::Clip;
+use crate::sor::{DB_VERSION, Database};
+
+use super::pipeline::{BakeConfig, BakeError, Baker, Progress, Shard};
+
+/// The built-in clip the default database is baked from: CMU 131_01 (start, walk,
+/// stop). The data used in this project was obtained from mocap.cs.cmu.edu. The
+/// database was created with funding from NSF EIA-0196217. (CMU 131_03 stays held out
+/// for evaluation.)
+pub const DEFAULT_CLIP: &str = include_str!("../../tests/fixtures/mocap/cmu_131_01.bvh");
+
+/// Bumped whenever the default recipe changes in a way the key does not see.
+const RECIPE: u32 = 1;
+
+/// Number of examples of the default database: bakes in about five minutes on two
+/// cores (each example is a continuation, 66 sensitivities and a rig fit).
+pub const DEFAULT_EXAMPLES: usize = 48;
+
+fn cache_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("CLOTHCAST_CACHE") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("clothcast");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".cache").join("clothcast"),
+        None => std::env::temp_dir().join("clothcast-cache"),
+    }
+}
+
+fn default_config() -> BakeConfig {
+    BakeConfig { examples: DEFAULT_EXAMPLES, ..BakeConfig::default() }
+}
+
+/// Where the default database lives (`$CLOTHCAST_CACHE`, else the XDG cache folder),
+/// named by a hash of everything that goes into it.
+pub fn default_database_path() -> PathBuf {
+    let cfg = default_config();
+    let garment_text = BUILTIN_GARMENTS.iter().find(|(n, _)| *n == "tshirt").map(|(_, t)| *t).unwrap_or("");
+    let key = format!(
+        "{DB_VERSION}/{RECIPE}/{}/{}/{garment_text}/{:016x}/{}",
+        serde_json::to_string(&BodyShape::default()).unwrap_or_default(),
+        serde_json::to_string(&BodyOptions::default()).unwrap_or_default(),
+        xxh3_64(DEFAULT_CLIP.as_bytes()),
+        serde_json::to_string(&cfg).unwrap_or_default(),
+    );
+    cache_dir().join(format!("default-tshirt-{:016x}.ccdb", xxh3_64(key.as_bytes())))
+}
+
+/// The default database: read from the cache when present and intact, otherwise baked
+/// (resumably: finished examples survive an interruption) and cached.
+pub fn default_database(progress: Progress<'_>) -> Result<(Database, PathBuf), BakeError> {
+    let path = default_database_path();
+    if let Ok(db) = Database::read(&path) {
+        return Ok((db, path));
+    }
+    let body = Body::default_body().map_err(|e| BakeError::Config(e.to_string()))?;
+    let garment = Garment::generate(&body, &GarmentConfig::builtin("tshirt").map_err(|e| BakeError::Config(e.to_string()))?).map_err(|e| BakeError::Config(e.to_string()))?;
+    let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton).map_err(|e| BakeError::Config(e.to_string()))?;
+    let baker = Baker::new(&body, &garment, default_config())?;
+    let parts = path.with_extension("parts");
+    let db = baker.bake_kmeans(&[clip], Some(&parts), Shard::ALL, progress)?;
+    db.write(&path)?;
+    let _ = std::fs::remove_dir_all(&parts);
+    Ok((db, path))
+}

@@ -1,0 +1,370 @@
+//! The bake: example poses in, database out. Each example is the garment carried
+//! quasi-statically from its draped rest state to the example pose (SOR Alg. 1), its
+//! sensitivities (SOR Eq. 3) and its SOR rig (SOR §4). K-means examples are independent
+//! and built in parallel; the MCMC sampler adds one example at a time.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use glam::Vec3;
+use rayon::prelude::*;
+
+use crate::body::{Body, SkinningMethod};
+use crate::garment::Garment;
+use crate::mesh::TriMesh;
+use crate::mocap::Clip;
+use crate::sim::{Equilibrium, Sensitivity, SimParams, Simulator, SolveError};
+use crate::skeleton::{DOF_COUNT, Pose, clamp_pose, joint_limits, quat_exp, quat_log, theta};
+use crate::sor::{
+    BakeInfo, BodyData, Database, DbError, Example, GarmentData, GarmentRigInput, RigParams, SynthParams, Synthesizer, decode_example, encode_example,
+    fit_example,
+};
+
+use super::kmeans::{joint_weights, representatives};
+use super::poses::{Rng, clip_poses, limit_samples};
+
+/// Which sampler chooses the example poses.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sampler {
+    /// Weighted K-means over clip frames and joint-limit samples (Wu §3.6), parallel.
+    Kmeans,
+    /// Greedy Metropolis–Hastings search for the pose of largest residual (SOR §6).
+    Mcmc,
+}
+
+/// Settings of a bake.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BakeConfig {
+    /// Number of examples, the rest pose included.
+    pub examples: usize,
+    /// Sampler.
+    pub sampler: Sampler,
+    /// Random seed (bakes are reproducible).
+    pub seed: u64,
+    /// Use every n-th clip frame as a candidate pose.
+    pub clip_step: usize,
+    /// Number of joint-limit samples added to the candidates.
+    pub limit_samples: usize,
+    /// Joint limits are shrunk by this factor when sampling (0–1): the extremes of the
+    /// anatomical range are rare in real motion.
+    pub limit_scale: f32,
+    /// MCMC: Metropolis–Hastings proposals per example (SOR: 2000).
+    pub mcmc_samples: usize,
+    /// MCMC: proposal width μ of SOR Eq. 15: per-DOF Gaussian steps with
+    /// σ = range/√(2μ). SOR's μ = 0.1 gives σ ≈ 2.2 ranges, i.e. independent uniform
+    /// draws; the default 50 (σ = 10 % of each joint's range) is a local random walk
+    /// that climbs towards large residuals, as the greedy search intends.
+    pub mcmc_mu: f32,
+    /// Simulator parameters.
+    pub sim: SimParams,
+    /// Rigging parameters.
+    pub rig: RigParams,
+}
+
+impl Default for BakeConfig {
+    fn default() -> Self {
+        Self {
+            examples: 40,
+            sampler: Sampler::Kmeans,
+            seed: 1,
+            clip_step: 4,
+            limit_samples: 400,
+            limit_scale: 0.5,
+            mcmc_samples: 200,
+            mcmc_mu: 50.0,
+            sim: SimParams::default(),
+            rig: RigParams::default(),
+        }
+    }
+}
+
+/// Why a bake failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BakeError {
+    /// A simulation did not converge or its input was bad.
+    #[error("simulating example {index}: {source}")]
+    Sim {
+        /// Example index.
+        index: usize,
+        /// The solver's error.
+        source: SolveError,
+    },
+    /// The database or a part file could not be written or read.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// Rigging failed (degenerate body).
+    #[error("rigging: {0}")]
+    Rig(#[from] crate::mesh::MeshError),
+    /// Nothing to bake.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Which part of a sharded bake this run computes: examples with index ≡ `index`
+/// (mod `count`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, 0-based.
+    pub index: usize,
+    /// Number of shards.
+    pub count: usize,
+}
+
+impl Shard {
+    /// The whole bake.
+    pub const ALL: Shard = Shard { index: 0, count: 1 };
+
+    fn owns(&self, i: usize) -> bool {
+        i % self.count.max(1) == self.index
+    }
+}
+
+/// A bake of one garment on one body.
+pub struct Baker<'a> {
+    body: &'a Body,
+    garment: &'a Garment,
+    cfg: BakeConfig,
+    rest: Equilibrium,
+    rest_sensitivity: Sensitivity,
+}
+
+/// Progress callback: (examples done, examples to do).
+pub type Progress<'p> = &'p (dyn Fn(usize, usize) + Sync);
+
+impl<'a> Baker<'a> {
+    /// Drapes the garment at rest and computes its sensitivities (the joint weights of
+    /// the K-means distance come from them).
+    pub fn new(body: &'a Body, garment: &'a Garment, cfg: BakeConfig) -> Result<Self, BakeError> {
+        if cfg.examples == 0 {
+            return Err(BakeError::Config("a database needs at least one example".into()));
+        }
+        let mut sim = Simulator::new(body, garment, &cfg.sim).map_err(|source| BakeError::Sim { index: 0, source })?;
+        let rest = sim.drape_rest().map_err(|source| BakeError::Sim { index: 0, source })?;
+        let rest_sensitivity = sim.sensitivity(&rest).map_err(|source| BakeError::Sim { index: 0, source })?;
+        Ok(Self { body, garment, cfg, rest, rest_sensitivity })
+    }
+
+    /// The garment draped at the rest pose.
+    pub fn rest(&self) -> &Equilibrium {
+        &self.rest
+    }
+
+    fn rig_input(&self) -> GarmentRigInput<'_> {
+        GarmentRigInput { skin: &self.garment.skin, region_weights: &self.garment.region_weights, regions: self.garment.regions.len() }
+    }
+
+    /// Builds the example at `pose` by carrying `from` there.
+    pub fn example(&self, index: usize, from: &Equilibrium, pose: &Pose) -> Result<Example, BakeError> {
+        let sim_err = |source| BakeError::Sim { index, source };
+        let mut sim = Simulator::new(self.body, self.garment, &self.cfg.sim).map_err(sim_err)?;
+        let eq = if pose == &from.pose { from.clone() } else { sim.carry(from, pose).map_err(sim_err)? };
+        let sens = sim.sensitivity(&eq).map_err(sim_err)?;
+        self.rig(&eq, &sens)
+    }
+
+    fn rig(&self, eq: &Equilibrium, sens: &Sensitivity) -> Result<Example, BakeError> {
+        let body_pos = self.body.posed_positions(&eq.pose, SkinningMethod::Lbs);
+        let body_nrm = TriMesh::new(body_pos.clone(), self.body.mesh.triangles.clone()).vertex_normals();
+        let (ex, _) = fit_example(&self.body.skeleton, &eq.pose, &eq.positions_f32(), &sens.values, &self.rig_input(), &body_pos, &body_nrm, &self.cfg.rig)?;
+        Ok(ex)
+    }
+
+    /// The rest example (SOR's p¹), from the drape.
+    pub fn rest_example(&self) -> Result<Example, BakeError> {
+        self.rig(&self.rest, &self.rest_sensitivity)
+    }
+
+    /// Candidate poses: clip frames and joint-limit samples, deterministic in the seed.
+    pub fn candidates(&self, clips: &[Clip]) -> Vec<Pose> {
+        let mut rng = Rng::new(self.cfg.seed);
+        let mut pool: Vec<Pose> = clips.iter().flat_map(|c| clip_poses(c, self.cfg.clip_step, &self.body.skeleton)).collect();
+        pool.extend(limit_samples(self.cfg.limit_samples, self.cfg.limit_scale, &mut rng));
+        pool
+    }
+
+    /// The example poses K-means chooses (the rest pose first).
+    pub fn kmeans_poses(&self, clips: &[Clip]) -> Vec<Pose> {
+        let pool = self.candidates(clips);
+        let weights = joint_weights(&self.rest_sensitivity.values);
+        let mut rng = Rng::new(self.cfg.seed.wrapping_add(17));
+        representatives(&pool, &[Pose::rest()], self.cfg.examples, &weights, &mut rng)
+    }
+
+    /// Bakes with K-means poses, in parallel. Finished examples are also written to
+    /// `parts` (when given) and read back from there on a rerun, so an interrupted bake
+    /// resumes; with a shard, only that shard's examples are built.
+    pub fn bake_kmeans(&self, clips: &[Clip], parts: Option<&Path>, shard: Shard, progress: Progress<'_>) -> Result<Database, BakeError> {
+        let start = Instant::now();
+        let poses = self.kmeans_poses(clips);
+        let mine: Vec<usize> = (0..poses.len()).filter(|&i| shard.owns(i)).collect();
+        let done = AtomicUsize::new(0);
+        progress(0, mine.len());
+        if let Some(dir) = parts {
+            std::fs::create_dir_all(dir).map_err(|e| DbError::Io { path: dir.display().to_string(), message: e.to_string() })?;
+        }
+        let results: Vec<Result<(usize, Example), BakeError>> = mine
+            .par_iter()
+            .map(|&i| {
+                let part = parts.map(|d| part_path(d, i));
+                let cached = part.as_ref().and_then(|p| std::fs::read(p).ok()).and_then(|b| decode_example(&b).ok()).filter(|e| e.pose == poses[i] && e.positions.len() == self.garment.vertex_count());
+                let ex = match cached {
+                    Some(e) => e,
+                    None => {
+                        let e = if i == 0 && poses[i] == Pose::rest() { self.rest_example()? } else { self.example(i, &self.rest, &poses[i])? };
+                        if let Some(p) = &part {
+                            write_part(p, &e)?;
+                        }
+                        e
+                    }
+                };
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, mine.len());
+                Ok((i, ex))
+            })
+            .collect();
+        let mut examples = Vec::with_capacity(results.len());
+        for r in results {
+            examples.push(r?);
+        }
+        examples.sort_by_key(|(i, _)| *i);
+        let sources = clips.iter().map(|c| format!("clip ({} frames, profile {})", c.poses.len(), c.profile)).chain(std::iter::once(format!("{} joint-limit samples", self.cfg.limit_samples))).collect();
+        Ok(self.database(examples.into_iter().map(|(_, e)| e).collect(), "kmeans", sources, start.elapsed().as_secs_f64()))
+    }
+
+    /// Bakes with SOR's greedy sampler (SOR §6, Alg. 1): starting from the rest example,
+    /// each new example is the pose of largest residual ‖F‖ of the garment synthesised
+    /// from the examples so far, found by Metropolis–Hastings with SOR Eq. 14–15, and
+    /// simulated from its nearest example.
+    pub fn bake_mcmc(&self, clips: &[Clip], progress: Progress<'_>) -> Result<Database, BakeError> {
+        let start = Instant::now();
+        let pool = self.candidates(clips);
+        let mut rng = Rng::new(self.cfg.seed.wrapping_add(31));
+        let limits = joint_limits();
+        let range: Vec<f32> = (0..DOF_COUNT).map(|m| (limits[m / 3].hi - limits[m / 3].lo)[m % 3].max(1e-3)).collect();
+        let rest = Pose::rest();
+        let theta_norm = |p: &Pose| theta(&rest, p).iter().map(|x| x * x).sum::<f32>().sqrt();
+        let c = 0.1 * pool.iter().map(theta_norm).fold(0.0f32, f32::max).max(1e-3);
+        let mut examples = vec![self.rest_example()?];
+        let mut equilibria = vec![self.rest.clone()];
+        let mut sim = Simulator::new(self.body, self.garment, &self.cfg.sim).map_err(|source| BakeError::Sim { index: 0, source })?;
+        progress(1, self.cfg.examples);
+        let n = self.garment.vertex_count();
+        let mut out = vec![Vec3::ZERO; n];
+        let mut y64 = vec![glam::DVec3::ZERO; n];
+        let mut scale = 0.0f32;
+        while examples.len() < self.cfg.examples {
+            let db = self.database(examples.clone(), "mcmc", Vec::new(), 0.0);
+            let synth = Synthesizer::new(&db, SynthParams::default());
+            let mut residual = |p: &Pose| -> f32 {
+                let mut st = crate::sor::AvatarState::new();
+                let mut sc = crate::sor::Scratch::default();
+                synth.synthesize(&mut st, &mut sc, p, 0.0, &mut out);
+                for (d, s) in y64.iter_mut().zip(&out) {
+                    *d = s.as_dvec3();
+                }
+                sim.residual(p, &y64).map(|r| r as f32).unwrap_or(0.0)
+            };
+            // ξ grows as the database fills: wide exploration first, then local
+            let mut p = pool[(rng.next_u64() % pool.len().max(1) as u64) as usize];
+            let mut r = residual(&p);
+            if scale == 0.0 {
+                scale = r.max(1e-9);
+            }
+            let xi = (2.0 + 8.0 * examples.len() as f32 / self.cfg.examples as f32) / scale;
+            let objective = |r: f32, p: &Pose| xi * r / (theta_norm(p) + c);
+            let (mut best, mut best_r) = (p, r);
+            for _ in 0..self.cfg.mcmc_samples {
+                // proposal of SOR Eq. 15: Gaussian per DOF, σ = range / √(2μ)
+                let mut q = p;
+                for j in 0..22 {
+                    let rv = quat_log(q.rotations[j]);
+                    let d = Vec3::from_array(std::array::from_fn(|a| rng.normal() * range[3 * j + a] / (2.0 * self.cfg.mcmc_mu).sqrt()));
+                    q.rotations[j] = quat_exp(rv + d);
+                }
+                let q = clamp_pose(&q);
+                let rq = residual(&q);
+                if rq > best_r {
+                    best_r = rq;
+                    best = q;
+                }
+                let accept = (objective(rq, &q) - objective(r, &p)).exp().min(1.0);
+                if rng.uniform() < accept {
+                    p = q;
+                    r = rq;
+                }
+            }
+            // simulate the worst pose from its nearest example
+            let nearest = (0..equilibria.len())
+                .min_by(|&a, &b| {
+                    let da: f32 = theta(&equilibria[a].pose, &best).iter().map(|x| x * x).sum();
+                    let db: f32 = theta(&equilibria[b].pose, &best).iter().map(|x| x * x).sum();
+                    da.total_cmp(&db)
+                })
+                .unwrap_or(0);
+            let index = examples.len();
+            let mut esim = Simulator::new(self.body, self.garment, &self.cfg.sim).map_err(|source| BakeError::Sim { index, source })?;
+            let eq = esim.carry(&equilibria[nearest], &best).map_err(|source| BakeError::Sim { index, source })?;
+            let sens = esim.sensitivity(&eq).map_err(|source| BakeError::Sim { index, source })?;
+            examples.push(self.rig(&eq, &sens)?);
+            equilibria.push(eq);
+            progress(examples.len(), self.cfg.examples);
+        }
+        let sources = clips.iter().map(|c| format!("clip ({} frames, profile {})", c.poses.len(), c.profile)).chain(std::iter::once(format!("{} joint-limit samples", self.cfg.limit_samples))).collect();
+        Ok(self.database(examples, "mcmc", sources, start.elapsed().as_secs_f64()))
+    }
+
+    /// A database of the given examples for this garment and body.
+    pub fn database(&self, examples: Vec<Example>, sampler: &str, sources: Vec<String>, seconds: f64) -> Database {
+        Database {
+            garment: GarmentData::from_garment(self.garment),
+            body: BodyData::from_body(self.body),
+            examples,
+            bake: BakeInfo {
+                sampler: sampler.to_string(),
+                sources,
+                seed: self.cfg.seed,
+                built_by: concat!("clothcast ", env!("CARGO_PKG_VERSION")).to_string(),
+                sim: serde_json::to_value(&self.cfg.sim).unwrap_or_default(),
+                rig: serde_json::to_value(&self.cfg.rig).unwrap_or_default(),
+                seconds,
+            },
+        }
+    }
+}
+
+/// Part file of example `i`.
+pub fn part_path(dir: &Path, i: usize) -> PathBuf {
+    dir.join(format!("example-{i:05}.ccex"))
+}
+
+fn write_part(path: &Path, e: &Example) -> Result<(), DbError> {
+    let io = |err: std::io::Error| DbError::Io { path: path.display().to_string(), message: err.to_string() };
+    let tmp = path.with_extension("partial");
+    std::fs::write(&tmp, encode_example(e)).map_err(io)?;
+    std::fs::rename(&tmp, path).map_err(io)
+}
+
+/// Merges databases of the same garment and body (e.g. the shards of one bake) into one:
+/// the union of their examples, duplicates (same pose) dropped.
+pub fn merge(dbs: Vec<Database>) -> Result<Database, DbError> {
+    let mut it = dbs.into_iter();
+    let mut out = it.next().ok_or_else(|| DbError::Corrupt("nothing to merge".into()))?;
+    for db in it {
+        db.check_built_for(&out.garment, &out.body)?;
+        for e in db.examples {
+            if !out.examples.iter().any(|x| x.pose == e.pose) {
+                out.examples.push(e);
+            }
+        }
+        out.bake.seconds += db.bake.seconds;
+        for s in db.bake.sources {
+            if !out.bake.sources.contains(&s) {
+                out.bake.sources.push(s);
+            }
+        }
+    }
+    Ok(out)
+}

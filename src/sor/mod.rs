@@ -1,0 +1,13 @@
+//! Sensitivity-Optimized Rigging (SOR, Xu et al. 2014; DESIGN §3): the per-example rig
+//! ([`fit_example`], SOR §4), the example database file ([`Database`]), and the runtime
+//! ([`Synthesizer`], SOR §5).
+
+mod db;
+mod motion;
+mod rig;
+mod synth;
+
+pub use db::{BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, body_hash, decode_example, encode_example, garment_hash};
+pub use motion::{BoneMotion, PoseDerivatives};
+pub use rig::{Example, GarmentRigInput, RigParams, RigReport, fit_example, tau_matrix};
+pub use synth::{AvatarJob, AvatarState, Scratch, SynthFrame, SynthParams, Synthesizer, synthesize_all};
