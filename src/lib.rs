@@ -3,12 +3,13 @@
 //!
 //! Module order follows DESIGN §4: each module imports only from those above it.
 
+pub mod bake;
 pub mod body;
 pub mod cli;
+pub mod eval;
 pub mod garment;
-pub mod sim;
-pub mod sor;
-pub mod bake;
 pub mod mesh;
 pub mod mocap;
+pub mod sim;
 pub mod skeleton;
+pub mod sor;

@@ -40,14 +40,21 @@ fn cache_dir() -> PathBuf {
 }
 
 fn default_config() -> BakeConfig {
-    BakeConfig { examples: DEFAULT_EXAMPLES, ..BakeConfig::default() }
+    BakeConfig {
+        examples: DEFAULT_EXAMPLES,
+        ..BakeConfig::default()
+    }
 }
 
 /// Where the default database lives (`$CLOTHCAST_CACHE`, else the XDG cache folder),
 /// named by a hash of everything that goes into it.
 pub fn default_database_path() -> PathBuf {
     let cfg = default_config();
-    let garment_text = BUILTIN_GARMENTS.iter().find(|(n, _)| *n == "tshirt").map(|(_, t)| *t).unwrap_or("");
+    let garment_text = BUILTIN_GARMENTS
+        .iter()
+        .find(|(n, _)| *n == "tshirt")
+        .map(|(_, t)| *t)
+        .unwrap_or("");
     let key = format!(
         "{DB_VERSION}/{RECIPE}/{}/{}/{garment_text}/{:016x}/{}",
         serde_json::to_string(&BodyShape::default()).unwrap_or_default(),
@@ -55,7 +62,10 @@ pub fn default_database_path() -> PathBuf {
         xxh3_64(DEFAULT_CLIP.as_bytes()),
         serde_json::to_string(&cfg).unwrap_or_default(),
     );
-    cache_dir().join(format!("default-tshirt-{:016x}.ccdb", xxh3_64(key.as_bytes())))
+    cache_dir().join(format!(
+        "default-tshirt-{:016x}.ccdb",
+        xxh3_64(key.as_bytes())
+    ))
 }
 
 /// The default database: read from the cache when present and intact, otherwise baked
@@ -66,8 +76,13 @@ pub fn default_database(progress: Progress<'_>) -> Result<(Database, PathBuf), B
         return Ok((db, path));
     }
     let body = Body::default_body().map_err(|e| BakeError::Config(e.to_string()))?;
-    let garment = Garment::generate(&body, &GarmentConfig::builtin("tshirt").map_err(|e| BakeError::Config(e.to_string()))?).map_err(|e| BakeError::Config(e.to_string()))?;
-    let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton).map_err(|e| BakeError::Config(e.to_string()))?;
+    let garment = Garment::generate(
+        &body,
+        &GarmentConfig::builtin("tshirt").map_err(|e| BakeError::Config(e.to_string()))?,
+    )
+    .map_err(|e| BakeError::Config(e.to_string()))?;
+    let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)
+        .map_err(|e| BakeError::Config(e.to_string()))?;
     let baker = Baker::new(&body, &garment, default_config())?;
     let parts = path.with_extension("parts");
     let db = baker.bake_kmeans(&[clip], Some(&parts), Shard::ALL, progress)?;

@@ -21,7 +21,11 @@ pub fn joint_weights(sensitivity: &[Vec<glam::DVec3>]) -> [f32; JOINT_COUNT] {
 fn dist(a: &[f32], b: &[f32], w: &[f32; JOINT_COUNT]) -> f32 {
     let mut d = 0.0;
     for j in 0..JOINT_COUNT {
-        let (x, y, z) = (a[3 * j] - b[3 * j], a[3 * j + 1] - b[3 * j + 1], a[3 * j + 2] - b[3 * j + 2]);
+        let (x, y, z) = (
+            a[3 * j] - b[3 * j],
+            a[3 * j + 1] - b[3 * j + 1],
+            a[3 * j + 2] - b[3 * j + 2],
+        );
         d += w[j] * (x * x + y * y + z * z);
     }
     d
@@ -30,7 +34,13 @@ fn dist(a: &[f32], b: &[f32], w: &[f32; JOINT_COUNT]) -> f32 {
 /// Picks `k` representative poses from `pool` (k-means++ seeding, Lloyd iterations).
 /// The first of `fixed` poses are kept as given and act as fixed centres (e.g. the rest
 /// pose). Returns the chosen poses, `fixed` first.
-pub fn representatives(pool: &[Pose], fixed: &[Pose], k: usize, weights: &[f32; JOINT_COUNT], rng: &mut Rng) -> Vec<Pose> {
+pub fn representatives(
+    pool: &[Pose],
+    fixed: &[Pose],
+    k: usize,
+    weights: &[f32; JOINT_COUNT],
+    rng: &mut Rng,
+) -> Vec<Pose> {
     let coords: Vec<[f32; 3 * JOINT_COUNT]> = pool.iter().map(pose_coordinates).collect();
     let mut centres: Vec<[f32; 3 * JOINT_COUNT]> = fixed.iter().map(pose_coordinates).collect();
     let free = k.saturating_sub(fixed.len()).min(pool.len());
@@ -38,9 +48,20 @@ pub fn representatives(pool: &[Pose], fixed: &[Pose], k: usize, weights: &[f32; 
         return fixed.iter().take(k).copied().collect();
     }
     // k-means++ seeding
-    let mut best: Vec<f32> = coords.iter().map(|c| centres.iter().map(|z| dist(c, z, weights)).fold(f32::MAX, f32::min)).collect();
+    let mut best: Vec<f32> = coords
+        .iter()
+        .map(|c| {
+            centres
+                .iter()
+                .map(|z| dist(c, z, weights))
+                .fold(f32::MAX, f32::min)
+        })
+        .collect();
     while centres.len() < fixed.len() + free {
-        let total: f32 = best.iter().map(|d| if d.is_finite() { *d } else { 0.0 }).sum();
+        let total: f32 = best
+            .iter()
+            .map(|d| if d.is_finite() { *d } else { 0.0 })
+            .sum();
         let pick = if total <= 0.0 {
             (rng.next_u64() % coords.len() as u64) as usize
         } else {
@@ -63,14 +84,23 @@ pub fn representatives(pool: &[Pose], fixed: &[Pose], k: usize, weights: &[f32; 
     for _ in 0..30 {
         let mut changed = false;
         for (i, c) in coords.iter().enumerate() {
-            let a = (0..centres.len()).min_by(|&x, &y| dist(c, &centres[x], weights).total_cmp(&dist(c, &centres[y], weights))).unwrap_or(0);
+            let a = (0..centres.len())
+                .min_by(|&x, &y| {
+                    dist(c, &centres[x], weights).total_cmp(&dist(c, &centres[y], weights))
+                })
+                .unwrap_or(0);
             if a != assign[i] {
                 assign[i] = a;
                 changed = true;
             }
         }
         for ci in nf..centres.len() {
-            let members: Vec<&[f32; 3 * JOINT_COUNT]> = coords.iter().zip(&assign).filter(|(_, a)| **a == ci).map(|(c, _)| c).collect();
+            let members: Vec<&[f32; 3 * JOINT_COUNT]> = coords
+                .iter()
+                .zip(&assign)
+                .filter(|(_, a)| **a == ci)
+                .map(|(c, _)| c)
+                .collect();
             if members.is_empty() {
                 continue;
             }
@@ -91,7 +121,10 @@ pub fn representatives(pool: &[Pose], fixed: &[Pose], k: usize, weights: &[f32; 
     let mut out: Vec<Pose> = fixed.to_vec();
     let mut taken = vec![false; pool.len()];
     for c in &centres[nf..] {
-        if let Some(i) = (0..pool.len()).filter(|&i| !taken[i]).min_by(|&x, &y| dist(&coords[x], c, weights).total_cmp(&dist(&coords[y], c, weights))) {
+        if let Some(i) = (0..pool.len())
+            .filter(|&i| !taken[i])
+            .min_by(|&x, &y| dist(&coords[x], c, weights).total_cmp(&dist(&coords[y], c, weights)))
+        {
             taken[i] = true;
             out.push(pool[i]);
         }

@@ -10,19 +10,25 @@ use std::time::Instant;
 use glam::Vec3;
 use rayon::prelude::*;
 
-use crate::body::{Body, SkinningMethod};
+use crate::body::{Body, SelfContactGuard, SkinningMethod};
 use crate::garment::Garment;
 use crate::mesh::TriMesh;
 use crate::mocap::Clip;
 use crate::sim::{Equilibrium, Sensitivity, SimParams, Simulator, SolveError};
-use crate::skeleton::{DOF_COUNT, Pose, clamp_pose, joint_limits, quat_exp, quat_log, theta};
+use crate::skeleton::{
+    DOF_COUNT, Pose, canonicalize, clamp_pose, joint_limits, quat_exp, quat_log, theta,
+};
 use crate::sor::{
-    BakeInfo, BodyData, Database, DbError, Example, GarmentData, GarmentRigInput, RigParams, SynthParams, Synthesizer, decode_example, encode_example,
-    fit_example,
+    BakeInfo, BodyData, Database, DbError, Example, GarmentData, GarmentRigInput, PosedBody,
+    RigParams, SynthParams, Synthesizer, decode_example, encode_example, fit_example,
 };
 
 use super::kmeans::{joint_weights, representatives};
 use super::poses::{Rng, clip_poses, limit_samples};
+
+/// Gap kept between arms and torso in example poses, metres (two cloth margins plus
+/// half a centimetre, so a sleeve fits between them).
+pub const GUARD_CLEARANCE: f32 = 0.015;
 
 /// Which sampler chooses the example poses.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -140,12 +146,25 @@ impl<'a> Baker<'a> {
     /// the K-means distance come from them).
     pub fn new(body: &'a Body, garment: &'a Garment, cfg: BakeConfig) -> Result<Self, BakeError> {
         if cfg.examples == 0 {
-            return Err(BakeError::Config("a database needs at least one example".into()));
+            return Err(BakeError::Config(
+                "a database needs at least one example".into(),
+            ));
         }
-        let mut sim = Simulator::new(body, garment, &cfg.sim).map_err(|source| BakeError::Sim { index: 0, source })?;
-        let rest = sim.drape_rest().map_err(|source| BakeError::Sim { index: 0, source })?;
-        let rest_sensitivity = sim.sensitivity(&rest).map_err(|source| BakeError::Sim { index: 0, source })?;
-        Ok(Self { body, garment, cfg, rest, rest_sensitivity })
+        let mut sim = Simulator::new(body, garment, &cfg.sim)
+            .map_err(|source| BakeError::Sim { index: 0, source })?;
+        let rest = sim
+            .drape_rest()
+            .map_err(|source| BakeError::Sim { index: 0, source })?;
+        let rest_sensitivity = sim
+            .sensitivity(&rest)
+            .map_err(|source| BakeError::Sim { index: 0, source })?;
+        Ok(Self {
+            body,
+            garment,
+            cfg,
+            rest,
+            rest_sensitivity,
+        })
     }
 
     /// The garment draped at the rest pose.
@@ -154,22 +173,63 @@ impl<'a> Baker<'a> {
     }
 
     fn rig_input(&self) -> GarmentRigInput<'_> {
-        GarmentRigInput { skin: &self.garment.skin, region_weights: &self.garment.region_weights, regions: self.garment.regions.len() }
+        GarmentRigInput {
+            skin: &self.garment.skin,
+            region_weights: &self.garment.region_weights,
+            regions: self.garment.regions.len(),
+        }
     }
 
-    /// Builds the example at `pose` by carrying `from` there.
-    pub fn example(&self, index: usize, from: &Equilibrium, pose: &Pose) -> Result<Example, BakeError> {
+    /// Builds the example at `pose` by carrying `from` there. Where the body pinches
+    /// the cloth so that no equilibrium is found, the pose half way from `from` is tried
+    /// instead (the example then sits there).
+    pub fn example(
+        &self,
+        index: usize,
+        from: &Equilibrium,
+        pose: &Pose,
+    ) -> Result<Example, BakeError> {
         let sim_err = |source| BakeError::Sim { index, source };
         let mut sim = Simulator::new(self.body, self.garment, &self.cfg.sim).map_err(sim_err)?;
-        let eq = if pose == &from.pose { from.clone() } else { sim.carry(from, pose).map_err(sim_err)? };
+        let mut target = *pose;
+        let mut attempt = 0;
+        let eq = loop {
+            if target == from.pose {
+                break from.clone();
+            }
+            match sim.carry(from, &target) {
+                Ok(eq) => break eq,
+                Err(e @ (SolveError::Stalled { .. } | SolveError::NotConverged { .. }))
+                    if attempt < 2 =>
+                {
+                    tracing::warn!(example = index, error = %e, "no equilibrium at the example pose; trying half way");
+                    // canonical again: the synthesis compares canonical poses
+                    target = canonicalize(&from.pose.slerp(&target, 0.5), &self.body.skeleton).0;
+                    attempt += 1;
+                }
+                Err(e) => return Err(sim_err(e)),
+            }
+        };
         let sens = sim.sensitivity(&eq).map_err(sim_err)?;
         self.rig(&eq, &sens)
     }
 
     fn rig(&self, eq: &Equilibrium, sens: &Sensitivity) -> Result<Example, BakeError> {
         let body_pos = self.body.posed_positions(&eq.pose, SkinningMethod::Lbs);
-        let body_nrm = TriMesh::new(body_pos.clone(), self.body.mesh.triangles.clone()).vertex_normals();
-        let (ex, _) = fit_example(&self.body.skeleton, &eq.pose, &eq.positions_f32(), &sens.values, &self.rig_input(), &body_pos, &body_nrm, &self.cfg.rig)?;
+        let body_nrm =
+            TriMesh::new(body_pos.clone(), self.body.mesh.triangles.clone()).vertex_normals();
+        let (ex, _) = fit_example(
+            &self.body.skeleton,
+            &eq.pose,
+            &eq.positions_f32(),
+            &sens.values,
+            &self.rig_input(),
+            PosedBody {
+                positions: &body_pos,
+                normals: &body_nrm,
+            },
+            &self.cfg.rig,
+        )?;
         Ok(ex)
     }
 
@@ -178,12 +238,24 @@ impl<'a> Baker<'a> {
         self.rig(&self.rest, &self.rest_sensitivity)
     }
 
-    /// Candidate poses: clip frames and joint-limit samples, deterministic in the seed.
+    /// Candidate poses: clip frames and joint-limit samples, deterministic in the seed,
+    /// with the arms kept out of the torso (see [`SelfContactGuard`]).
     pub fn candidates(&self, clips: &[Clip]) -> Vec<Pose> {
         let mut rng = Rng::new(self.cfg.seed);
-        let mut pool: Vec<Pose> = clips.iter().flat_map(|c| clip_poses(c, self.cfg.clip_step, &self.body.skeleton)).collect();
-        pool.extend(limit_samples(self.cfg.limit_samples, self.cfg.limit_scale, &mut rng));
-        pool
+        let mut pool: Vec<Pose> = clips
+            .iter()
+            .flat_map(|c| clip_poses(c, self.cfg.clip_step, &self.body.skeleton))
+            .collect();
+        pool.extend(limit_samples(
+            self.cfg.limit_samples,
+            self.cfg.limit_scale,
+            &mut rng,
+        ));
+        let guard = SelfContactGuard::new(self.body, GUARD_CLEARANCE);
+        // the synthesis runs in the canonical frame: examples must be canonical poses
+        pool.iter()
+            .map(|p| canonicalize(&guard.apply(p), &self.body.skeleton).0)
+            .collect()
     }
 
     /// The example poses K-means chooses (the rest pose first).
@@ -191,30 +263,53 @@ impl<'a> Baker<'a> {
         let pool = self.candidates(clips);
         let weights = joint_weights(&self.rest_sensitivity.values);
         let mut rng = Rng::new(self.cfg.seed.wrapping_add(17));
-        representatives(&pool, &[Pose::rest()], self.cfg.examples, &weights, &mut rng)
+        representatives(
+            &pool,
+            &[Pose::rest()],
+            self.cfg.examples,
+            &weights,
+            &mut rng,
+        )
     }
 
     /// Bakes with K-means poses, in parallel. Finished examples are also written to
     /// `parts` (when given) and read back from there on a rerun, so an interrupted bake
     /// resumes; with a shard, only that shard's examples are built.
-    pub fn bake_kmeans(&self, clips: &[Clip], parts: Option<&Path>, shard: Shard, progress: Progress<'_>) -> Result<Database, BakeError> {
+    pub fn bake_kmeans(
+        &self,
+        clips: &[Clip],
+        parts: Option<&Path>,
+        shard: Shard,
+        progress: Progress<'_>,
+    ) -> Result<Database, BakeError> {
         let start = Instant::now();
         let poses = self.kmeans_poses(clips);
         let mine: Vec<usize> = (0..poses.len()).filter(|&i| shard.owns(i)).collect();
         let done = AtomicUsize::new(0);
         progress(0, mine.len());
         if let Some(dir) = parts {
-            std::fs::create_dir_all(dir).map_err(|e| DbError::Io { path: dir.display().to_string(), message: e.to_string() })?;
+            std::fs::create_dir_all(dir).map_err(|e| DbError::Io {
+                path: dir.display().to_string(),
+                message: e.to_string(),
+            })?;
         }
         let results: Vec<Result<(usize, Example), BakeError>> = mine
             .par_iter()
             .map(|&i| {
                 let part = parts.map(|d| part_path(d, i));
-                let cached = part.as_ref().and_then(|p| std::fs::read(p).ok()).and_then(|b| decode_example(&b).ok()).filter(|e| e.pose == poses[i] && e.positions.len() == self.garment.vertex_count());
+                let cached = part
+                    .as_ref()
+                    .and_then(|p| std::fs::read(p).ok())
+                    .and_then(|b| decode_example(&b).ok())
+                    .filter(|e| e.positions.len() == self.garment.vertex_count());
                 let ex = match cached {
                     Some(e) => e,
                     None => {
-                        let e = if i == 0 && poses[i] == Pose::rest() { self.rest_example()? } else { self.example(i, &self.rest, &poses[i])? };
+                        let e = if i == 0 && poses[i] == Pose::rest() {
+                            self.rest_example()?
+                        } else {
+                            self.example(i, &self.rest, &poses[i])?
+                        };
                         if let Some(p) = &part {
                             write_part(p, &e)?;
                         }
@@ -230,8 +325,20 @@ impl<'a> Baker<'a> {
             examples.push(r?);
         }
         examples.sort_by_key(|(i, _)| *i);
-        let sources = clips.iter().map(|c| format!("clip ({} frames, profile {})", c.poses.len(), c.profile)).chain(std::iter::once(format!("{} joint-limit samples", self.cfg.limit_samples))).collect();
-        Ok(self.database(examples.into_iter().map(|(_, e)| e).collect(), "kmeans", sources, start.elapsed().as_secs_f64()))
+        let sources = clips
+            .iter()
+            .map(|c| format!("clip ({} frames, profile {})", c.poses.len(), c.profile))
+            .chain(std::iter::once(format!(
+                "{} joint-limit samples",
+                self.cfg.limit_samples
+            )))
+            .collect();
+        Ok(self.database(
+            examples.into_iter().map(|(_, e)| e).collect(),
+            "kmeans",
+            sources,
+            start.elapsed().as_secs_f64(),
+        ))
     }
 
     /// Bakes with SOR's greedy sampler (SOR §6, Alg. 1): starting from the rest example,
@@ -243,13 +350,16 @@ impl<'a> Baker<'a> {
         let pool = self.candidates(clips);
         let mut rng = Rng::new(self.cfg.seed.wrapping_add(31));
         let limits = joint_limits();
-        let range: Vec<f32> = (0..DOF_COUNT).map(|m| (limits[m / 3].hi - limits[m / 3].lo)[m % 3].max(1e-3)).collect();
+        let range: Vec<f32> = (0..DOF_COUNT)
+            .map(|m| (limits[m / 3].hi - limits[m / 3].lo)[m % 3].max(1e-3))
+            .collect();
         let rest = Pose::rest();
         let theta_norm = |p: &Pose| theta(&rest, p).iter().map(|x| x * x).sum::<f32>().sqrt();
         let c = 0.1 * pool.iter().map(theta_norm).fold(0.0f32, f32::max).max(1e-3);
         let mut examples = vec![self.rest_example()?];
         let mut equilibria = vec![self.rest.clone()];
-        let mut sim = Simulator::new(self.body, self.garment, &self.cfg.sim).map_err(|source| BakeError::Sim { index: 0, source })?;
+        let mut sim = Simulator::new(self.body, self.garment, &self.cfg.sim)
+            .map_err(|source| BakeError::Sim { index: 0, source })?;
         progress(1, self.cfg.examples);
         let n = self.garment.vertex_count();
         let mut out = vec![Vec3::ZERO; n];
@@ -281,10 +391,12 @@ impl<'a> Baker<'a> {
                 let mut q = p;
                 for j in 0..22 {
                     let rv = quat_log(q.rotations[j]);
-                    let d = Vec3::from_array(std::array::from_fn(|a| rng.normal() * range[3 * j + a] / (2.0 * self.cfg.mcmc_mu).sqrt()));
+                    let d = Vec3::from_array(std::array::from_fn(|a| {
+                        rng.normal() * range[3 * j + a] / (2.0 * self.cfg.mcmc_mu).sqrt()
+                    }));
                     q.rotations[j] = quat_exp(rv + d);
                 }
-                let q = clamp_pose(&q);
+                let q = canonicalize(&clamp_pose(&q), &self.body.skeleton).0;
                 let rq = residual(&q);
                 if rq > best_r {
                     best_r = rq;
@@ -299,25 +411,49 @@ impl<'a> Baker<'a> {
             // simulate the worst pose from its nearest example
             let nearest = (0..equilibria.len())
                 .min_by(|&a, &b| {
-                    let da: f32 = theta(&equilibria[a].pose, &best).iter().map(|x| x * x).sum();
-                    let db: f32 = theta(&equilibria[b].pose, &best).iter().map(|x| x * x).sum();
+                    let da: f32 = theta(&equilibria[a].pose, &best)
+                        .iter()
+                        .map(|x| x * x)
+                        .sum();
+                    let db: f32 = theta(&equilibria[b].pose, &best)
+                        .iter()
+                        .map(|x| x * x)
+                        .sum();
                     da.total_cmp(&db)
                 })
                 .unwrap_or(0);
             let index = examples.len();
-            let mut esim = Simulator::new(self.body, self.garment, &self.cfg.sim).map_err(|source| BakeError::Sim { index, source })?;
-            let eq = esim.carry(&equilibria[nearest], &best).map_err(|source| BakeError::Sim { index, source })?;
-            let sens = esim.sensitivity(&eq).map_err(|source| BakeError::Sim { index, source })?;
+            let mut esim = Simulator::new(self.body, self.garment, &self.cfg.sim)
+                .map_err(|source| BakeError::Sim { index, source })?;
+            let eq = esim
+                .carry(&equilibria[nearest], &best)
+                .map_err(|source| BakeError::Sim { index, source })?;
+            let sens = esim
+                .sensitivity(&eq)
+                .map_err(|source| BakeError::Sim { index, source })?;
             examples.push(self.rig(&eq, &sens)?);
             equilibria.push(eq);
             progress(examples.len(), self.cfg.examples);
         }
-        let sources = clips.iter().map(|c| format!("clip ({} frames, profile {})", c.poses.len(), c.profile)).chain(std::iter::once(format!("{} joint-limit samples", self.cfg.limit_samples))).collect();
+        let sources = clips
+            .iter()
+            .map(|c| format!("clip ({} frames, profile {})", c.poses.len(), c.profile))
+            .chain(std::iter::once(format!(
+                "{} joint-limit samples",
+                self.cfg.limit_samples
+            )))
+            .collect();
         Ok(self.database(examples, "mcmc", sources, start.elapsed().as_secs_f64()))
     }
 
     /// A database of the given examples for this garment and body.
-    pub fn database(&self, examples: Vec<Example>, sampler: &str, sources: Vec<String>, seconds: f64) -> Database {
+    pub fn database(
+        &self,
+        examples: Vec<Example>,
+        sampler: &str,
+        sources: Vec<String>,
+        seconds: f64,
+    ) -> Database {
         Database {
             garment: GarmentData::from_garment(self.garment),
             body: BodyData::from_body(self.body),
@@ -341,7 +477,10 @@ pub fn part_path(dir: &Path, i: usize) -> PathBuf {
 }
 
 fn write_part(path: &Path, e: &Example) -> Result<(), DbError> {
-    let io = |err: std::io::Error| DbError::Io { path: path.display().to_string(), message: err.to_string() };
+    let io = |err: std::io::Error| DbError::Io {
+        path: path.display().to_string(),
+        message: err.to_string(),
+    };
     let tmp = path.with_extension("partial");
     std::fs::write(&tmp, encode_example(e)).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
@@ -351,7 +490,9 @@ fn write_part(path: &Path, e: &Example) -> Result<(), DbError> {
 /// the union of their examples, duplicates (same pose) dropped.
 pub fn merge(dbs: Vec<Database>) -> Result<Database, DbError> {
     let mut it = dbs.into_iter();
-    let mut out = it.next().ok_or_else(|| DbError::Corrupt("nothing to merge".into()))?;
+    let mut out = it
+        .next()
+        .ok_or_else(|| DbError::Corrupt("nothing to merge".into()))?;
     for db in it {
         db.check_built_for(&out.garment, &out.body)?;
         for e in db.examples {

@@ -40,12 +40,18 @@ impl Rng {
 /// Every `step`-th frame of a clip, in the canonical frame (root translation and
 /// heading removed: the statics do not depend on them).
 pub fn clip_poses(clip: &Clip, step: usize, skeleton: &Skeleton) -> Vec<Pose> {
-    clip.poses.iter().step_by(step.max(1)).map(|p| canonicalize(p, skeleton).0).collect()
+    clip.poses
+        .iter()
+        .step_by(step.max(1))
+        .map(|p| canonicalize(p, skeleton).0)
+        .collect()
 }
 
 /// `n` poses drawn uniformly inside the joint limits shrunk by `scale` (0–1).
 pub fn limit_samples(n: usize, scale: f32, rng: &mut Rng) -> Vec<Pose> {
-    (0..n).map(|_| sample_pose(|| rng.uniform(), scale)).collect()
+    (0..n)
+        .map(|_| sample_pose(|| rng.uniform(), scale))
+        .collect()
 }
 
 /// A pose as 66 rotation-vector coordinates (for clustering).

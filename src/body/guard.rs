@@ -38,8 +38,20 @@ impl SelfContactGuard {
         let sk = body.skeleton.clone();
         let y0 = sk.rest_position(JointId::LEFT_HIP).y;
         let y1 = sk.rest_position(JointId::LEFT_SHOULDER).y;
-        let arms = [JointId::LEFT_SHOULDER, JointId::RIGHT_SHOULDER, JointId::LEFT_ELBOW, JointId::RIGHT_ELBOW, JointId::LEFT_WRIST, JointId::RIGHT_WRIST];
-        let legs = [JointId::LEFT_HIP, JointId::RIGHT_HIP, JointId::LEFT_KNEE, JointId::RIGHT_KNEE];
+        let arms = [
+            JointId::LEFT_SHOULDER,
+            JointId::RIGHT_SHOULDER,
+            JointId::LEFT_ELBOW,
+            JointId::RIGHT_ELBOW,
+            JointId::LEFT_WRIST,
+            JointId::RIGHT_WRIST,
+        ];
+        let legs = [
+            JointId::LEFT_HIP,
+            JointId::RIGHT_HIP,
+            JointId::LEFT_KNEE,
+            JointId::RIGHT_KNEE,
+        ];
         let mut half_width = [0.0f32; BANDS];
         let mut half_depth = 0.0f32;
         let mut arm_radius = 0.0f32;
@@ -47,9 +59,18 @@ impl SelfContactGuard {
         let el = sk.rest_position(JointId::LEFT_ELBOW);
         for (v, p) in body.mesh.positions.iter().enumerate() {
             let dominant = JointId(body.skin.joints[v][0] as u8);
-            let arm_w: f32 = arms.iter().map(|&j| body.skin.weight_of(v, j.index())).sum();
-            let leg_w: f32 = legs.iter().map(|&j| body.skin.weight_of(v, j.index())).sum();
-            if dominant == JointId::LEFT_SHOULDER && p.x > sh.x + 0.3 * (el.x - sh.x) && p.x < sh.x + 0.8 * (el.x - sh.x) {
+            let arm_w: f32 = arms
+                .iter()
+                .map(|&j| body.skin.weight_of(v, j.index()))
+                .sum();
+            let leg_w: f32 = legs
+                .iter()
+                .map(|&j| body.skin.weight_of(v, j.index()))
+                .sum();
+            if dominant == JointId::LEFT_SHOULDER
+                && p.x > sh.x + 0.3 * (el.x - sh.x)
+                && p.x < sh.x + 0.8 * (el.x - sh.x)
+            {
                 arm_radius = arm_radius.max(Vec3::new(0.0, p.y - sh.y, p.z - sh.z).length());
             }
             if arm_w < 0.05 && leg_w < 0.5 && p.y >= y0 && p.y <= y1 {
@@ -64,7 +85,15 @@ impl SelfContactGuard {
                 half_width[b] = half_width[b - 1];
             }
         }
-        Self { half_width, half_depth, y0, y1, arm_radius: arm_radius.max(0.03), clearance, skeleton: sk }
+        Self {
+            half_width,
+            half_depth,
+            y0,
+            y1,
+            arm_radius: arm_radius.max(0.03),
+            clearance,
+            skeleton: sk,
+        }
     }
 
     fn width_at(&self, y: f32) -> Option<f32> {
@@ -78,7 +107,10 @@ impl SelfContactGuard {
     /// The pose with each upper arm lifted out of the torso where needed.
     pub fn apply(&self, pose: &Pose) -> Pose {
         let mut p = *pose;
-        for (shj, elj, side) in [(JointId::LEFT_SHOULDER, JointId::LEFT_ELBOW, 1.0f32), (JointId::RIGHT_SHOULDER, JointId::RIGHT_ELBOW, -1.0)] {
+        for (shj, elj, side) in [
+            (JointId::LEFT_SHOULDER, JointId::LEFT_ELBOW, 1.0f32),
+            (JointId::RIGHT_SHOULDER, JointId::RIGHT_ELBOW, -1.0),
+        ] {
             for _ in 0..4 {
                 let frames = self.skeleton.world_frames(&p);
                 let chest = frames[JointId::SPINE3.index()];

@@ -59,7 +59,10 @@ pub(crate) struct BakeArgs {
 
 fn parse_shard(s: &str) -> Result<Shard, String> {
     let (i, n) = s.split_once('/').ok_or("shard must look like i/n")?;
-    let (index, count): (usize, usize) = (i.trim().parse().map_err(|_| "bad shard index")?, n.trim().parse().map_err(|_| "bad shard count")?);
+    let (index, count): (usize, usize) = (
+        i.trim().parse().map_err(|_| "bad shard index")?,
+        n.trim().parse().map_err(|_| "bad shard count")?,
+    );
     if count == 0 || index >= count {
         return Err(format!("shard {index}/{count}: need 0 ≤ i < n"));
     }
@@ -70,9 +73,11 @@ fn parse_shard(s: &str) -> Result<Shard, String> {
 pub(crate) fn progress_bar(label: &str) -> impl Fn(usize, usize) + Sync {
     let bar = indicatif::ProgressBar::new(0);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} examples, {elapsed} elapsed, ETA {eta}")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:30}] {pos}/{len} examples, {elapsed} elapsed, ETA {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -83,9 +88,7 @@ pub(crate) fn progress_bar(label: &str) -> impl Fn(usize, usize) + Sync {
         bar.set_position(done as u64);
         if done == total {
             bar.finish();
-        } else if !bar.is_hidden() {
-            return;
-        } else if done.is_multiple_of(5) || done == 1 {
+        } else if bar.is_hidden() && (done.is_multiple_of(5) || done == 1) {
             eprintln!("{done}/{total} examples");
         }
     }
@@ -97,7 +100,10 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
     let clips: Vec<Clip> = if a.clips.is_empty() {
         vec![Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton).context("built-in clip")?]
     } else {
-        a.clips.iter().map(|p| load_clip(p, a.profile.as_deref(), &body.skeleton)).collect::<anyhow::Result<_>>()?
+        a.clips
+            .iter()
+            .map(|p| load_clip(p, a.profile.as_deref(), &body.skeleton))
+            .collect::<anyhow::Result<_>>()?
     };
     let cfg = BakeConfig {
         examples: a.examples,
@@ -109,27 +115,45 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
         limit_samples: a.limit_samples,
         ..BakeConfig::default()
     };
-    eprintln!("draping {} ({} vertices) at rest …", garment.name, garment.vertex_count());
+    eprintln!(
+        "draping {} ({} vertices) at rest …",
+        garment.name,
+        garment.vertex_count()
+    );
     let baker = Baker::new(&body, &garment, cfg.clone())?;
     let progress = progress_bar("baking");
     let db = match cfg.sampler {
         Sampler::Kmeans => {
             let parts = a.out.with_extension("parts");
-            let db = baker.bake_kmeans(&clips, Some(&parts), a.shard.unwrap_or(Shard::ALL), &progress)?;
+            let db = baker.bake_kmeans(
+                &clips,
+                Some(&parts),
+                a.shard.unwrap_or(Shard::ALL),
+                &progress,
+            )?;
             db.write(&a.out)?;
             let _ = std::fs::remove_dir_all(&parts);
             db
         }
         Sampler::Mcmc => {
             if a.shard.is_some() {
-                anyhow::bail!("--shard needs the kmeans sampler (MCMC examples depend on each other)");
+                anyhow::bail!(
+                    "--shard needs the kmeans sampler (MCMC examples depend on each other)"
+                );
             }
             let db = baker.bake_mcmc(&clips, &progress)?;
             db.write(&a.out)?;
             db
         }
     };
-    println!("{}  {} examples of {} ({} vertices), {:.0} s", a.out.display(), db.examples.len(), db.garment.name, db.vertex_count(), db.bake.seconds);
+    println!(
+        "{}  {} examples of {} ({} vertices), {:.0} s",
+        a.out.display(),
+        db.examples.len(),
+        db.garment.name,
+        db.vertex_count(),
+        db.bake.seconds
+    );
     Ok(())
 }
 
@@ -145,7 +169,11 @@ pub(crate) struct MergeArgs {
 }
 
 pub(crate) fn run_merge(a: MergeArgs) -> anyhow::Result<()> {
-    let dbs = a.inputs.iter().map(|p| Database::read(p).with_context(|| format!("reading {}", p.display()))).collect::<anyhow::Result<Vec<_>>>()?;
+    let dbs = a
+        .inputs
+        .iter()
+        .map(|p| Database::read(p).with_context(|| format!("reading {}", p.display())))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let db = merge(dbs)?;
     db.write(&a.out)?;
     println!("{}  {} examples", a.out.display(), db.examples.len());
@@ -162,17 +190,61 @@ pub(crate) struct InspectArgs {
 pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
     let bytes = std::fs::read(&a.db).with_context(|| format!("reading {}", a.db.display()))?;
     let db = Database::from_bytes(&bytes).with_context(|| format!("reading {}", a.db.display()))?;
-    println!("{}: clothcast database, format version {}, {} bytes", a.db.display(), crate::sor::DB_VERSION, bytes.len());
-    println!("garment      {} — {} vertices, {} triangles, hash {:016x}", db.garment.name, db.vertex_count(), db.garment.triangles.len(), crate::sor::garment_hash(&db.garment));
-    println!("regions      {} ({})", db.region_count(), db.garment.region_names.join(", "));
-    println!("body         {} vertices, {} triangles, height {:.3} m, hash {:016x}", db.body.positions.len(), db.body.triangles.len(), db.body.to_body().shape.height, crate::sor::body_hash(&db.body));
+    println!(
+        "{}: clothcast database, format version {}, {} bytes",
+        a.db.display(),
+        crate::sor::DB_VERSION,
+        bytes.len()
+    );
+    println!(
+        "garment      {} — {} vertices, {} triangles, hash {:016x}",
+        db.garment.name,
+        db.vertex_count(),
+        db.garment.triangles.len(),
+        crate::sor::garment_hash(&db.garment)
+    );
+    println!(
+        "regions      {} ({})",
+        db.region_count(),
+        db.garment.region_names.join(", ")
+    );
+    println!(
+        "body         {} vertices, {} triangles, height {:.3} m, hash {:016x}",
+        db.body.positions.len(),
+        db.body.triangles.len(),
+        db.body.to_body().shape.height,
+        crate::sor::body_hash(&db.body)
+    );
     println!("examples     {}", db.examples.len());
-    let max_angle = db.examples.iter().map(|e| crate::skeleton::theta(&crate::skeleton::Pose::rest(), &e.pose).chunks(3).map(|c| (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()).fold(0.0f32, f32::max)).fold(0.0f32, f32::max);
-    println!("pose spread  largest joint rotation from rest {:.0}°", max_angle.to_degrees());
-    let remote = db.examples.iter().flat_map(|e| e.alpha.iter()).filter(|&&a| a > 0.01).count();
+    let max_angle = db
+        .examples
+        .iter()
+        .map(|e| {
+            crate::skeleton::theta(&crate::skeleton::Pose::rest(), &e.pose)
+                .chunks(3)
+                .map(|c| (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt())
+                .fold(0.0f32, f32::max)
+        })
+        .fold(0.0f32, f32::max);
+    println!(
+        "pose spread  largest joint rotation from rest {:.0}°",
+        max_angle.to_degrees()
+    );
+    let remote = db
+        .examples
+        .iter()
+        .flat_map(|e| e.alpha.iter())
+        .filter(|&&a| a > 0.01)
+        .count();
     let total = db.examples.len() * db.vertex_count();
-    println!("remote bones α > 0.01 on {:.1} % of example vertices", 100.0 * remote as f64 / total.max(1) as f64);
-    println!("bake         sampler {}, seed {}, {:.0} s, {}", db.bake.sampler, db.bake.seed, db.bake.seconds, db.bake.built_by);
+    println!(
+        "remote bones α > 0.01 on {:.1} % of example vertices",
+        100.0 * remote as f64 / total.max(1) as f64
+    );
+    println!(
+        "bake         sampler {}, seed {}, {:.0} s, {}",
+        db.bake.sampler, db.bake.seed, db.bake.seconds, db.bake.built_by
+    );
     for s in &db.bake.sources {
         println!("  source     {s}");
     }

@@ -39,10 +39,20 @@ pub(crate) fn run(a: BenchArgs) -> anyhow::Result<()> {
 fn bench_sim(b: SimBench) -> anyhow::Result<()> {
     let body = Body::default_body()?;
     let params = SimParams::default();
-    println!("cloth statics, T-shirt on the default body ({} vertices), one thread", body.mesh.vertex_count());
+    println!(
+        "cloth statics, T-shirt on the default body ({} vertices), one thread",
+        body.mesh.vertex_count()
+    );
     println!(
         "{:>8} {:>7} | {:>11} {:>9} | {:>10} | {:>12} {:>7} | {:>12}",
-        "vertices", "DOF", "drape iters", "drape s", "factor ms", "neighbour s", "iters", "66 sens. s"
+        "vertices",
+        "DOF",
+        "drape iters",
+        "drape s",
+        "factor ms",
+        "neighbour s",
+        "iters",
+        "66 sens. s"
     );
     for &n in &b.vertices {
         let mut cfg = GarmentConfig::builtin("tshirt")?;
@@ -54,8 +64,14 @@ fn bench_sim(b: SimBench) -> anyhow::Result<()> {
         let drape_s = t.elapsed().as_secs_f64();
         // a neighbouring pose: the right arm lowered by 5° and the spine bent 2°
         let mut near = Pose::rest();
-        near.set_rotation(JointId::RIGHT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, 5f32.to_radians())));
-        near.set_rotation(JointId::SPINE2, quat_exp(Vec3::new(2f32.to_radians(), 0.0, 0.0)));
+        near.set_rotation(
+            JointId::RIGHT_SHOULDER,
+            quat_exp(Vec3::new(0.0, 0.0, 5f32.to_radians())),
+        );
+        near.set_rotation(
+            JointId::SPINE2,
+            quat_exp(Vec3::new(2f32.to_radians(), 0.0, 0.0)),
+        );
         let t = Instant::now();
         let eq = sim.carry(&rest, &near)?;
         let near_s = t.elapsed().as_secs_f64();
@@ -63,7 +79,8 @@ fn bench_sim(b: SimBench) -> anyhow::Result<()> {
         let sens = sim.sensitivity(&eq)?;
         let sens_s = t.elapsed().as_secs_f64();
         tracing::info!(rhs = ?sens.rhs_time, factor = ?sens.factor_time, solve = ?sens.solve_time, "sensitivity phases");
-        let factor_ms = 1000.0 * (rest.report.factor_time + eq.report.factor_time).as_secs_f64() / (rest.report.factorizations + eq.report.factorizations).max(1) as f64;
+        let factor_ms = 1000.0 * (rest.report.factor_time + eq.report.factor_time).as_secs_f64()
+            / (rest.report.factorizations + eq.report.factorizations).max(1) as f64;
         println!(
             "{:>8} {:>7} | {:>11} {:>9.2} | {:>10.1} | {:>12.2} {:>7} | {:>12.2}",
             garment.vertex_count(),

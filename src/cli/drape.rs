@@ -29,11 +29,20 @@ impl NamedPose {
         match self {
             NamedPose::Rest => {}
             NamedPose::APose => {
-                p.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -45f32.to_radians())));
-                p.set_rotation(JointId::RIGHT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, 45f32.to_radians())));
+                p.set_rotation(
+                    JointId::LEFT_SHOULDER,
+                    quat_exp(Vec3::new(0.0, 0.0, -45f32.to_radians())),
+                );
+                p.set_rotation(
+                    JointId::RIGHT_SHOULDER,
+                    quat_exp(Vec3::new(0.0, 0.0, 45f32.to_radians())),
+                );
             }
             NamedPose::ArmUpTwist => {
-                p.set_rotation(JointId::RIGHT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -90f32.to_radians())));
+                p.set_rotation(
+                    JointId::RIGHT_SHOULDER,
+                    quat_exp(Vec3::new(0.0, 0.0, -90f32.to_radians())),
+                );
                 for j in [JointId::SPINE1, JointId::SPINE2, JointId::SPINE3] {
                     p.set_rotation(j, quat_exp(Vec3::new(0.0, 10f32.to_radians(), 0.0)));
                 }
@@ -79,7 +88,14 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
     let target = match &a.bvh {
         Some(p) => {
             let clip = load_clip(p, a.profile.as_deref(), &body.skeleton)?;
-            *clip.poses.get(a.frame).ok_or_else(|| anyhow::anyhow!("{} has {} frames, asked for frame {}", p.display(), clip.poses.len(), a.frame))?
+            *clip.poses.get(a.frame).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{} has {} frames, asked for frame {}",
+                    p.display(),
+                    clip.poses.len(),
+                    a.frame
+                )
+            })?
         }
         None => a.pose.pose(),
     };
@@ -89,36 +105,86 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
     let (canonical, frame) = canonicalize(&target, &body.skeleton);
     let params = SimParams::default();
     let mut sim = Simulator::new(&body, &garment, &params)?;
-    eprintln!("draping {} ({} vertices) at rest …", garment.name, garment.vertex_count());
+    eprintln!(
+        "draping {} ({} vertices) at rest …",
+        garment.name,
+        garment.vertex_count()
+    );
     let rest = sim.drape_rest().context("draping at the rest pose")?;
-    eprintln!("  {} Newton iterations, ‖F‖ = {:.2e} N (tolerance {:.2e} N), {:.1?}", rest.report.iterations, rest.report.residual, rest.report.tolerance, rest.report.total_time);
+    eprintln!(
+        "  {} Newton iterations, ‖F‖ = {:.2e} N (tolerance {:.2e} N), {:.1?}",
+        rest.report.iterations, rest.report.residual, rest.report.tolerance, rest.report.total_time
+    );
     let eq = if canonical == Pose::rest() {
         rest
     } else {
-        eprintln!("carrying it to the target pose ({} continuation steps) …", sim.steps_between(&rest.pose, &canonical));
-        let eq = sim.carry(&rest, &canonical).context("carrying the garment to the pose")?;
-        eprintln!("  {} Newton iterations, ‖F‖ = {:.2e} N, {:.1?}", eq.report.iterations, eq.report.residual, eq.report.total_time);
+        eprintln!(
+            "carrying it to the target pose ({} continuation steps) …",
+            sim.steps_between(&rest.pose, &canonical)
+        );
+        let eq = sim
+            .carry(&rest, &canonical)
+            .context("carrying the garment to the pose")?;
+        eprintln!(
+            "  {} Newton iterations, ‖F‖ = {:.2e} N, {:.1?}",
+            eq.report.iterations, eq.report.residual, eq.report.total_time
+        );
         eq
     };
-    let deepest = eq.positions.iter().map(|p| sim.collider().signed_distance(*p)).fold(f64::MAX, f64::min);
-    eprintln!("  deepest garment vertex: {:.2} mm from the body surface", deepest * 1000.0);
+    let deepest = eq
+        .positions
+        .iter()
+        .map(|p| sim.collider().signed_distance(*p))
+        .fold(f64::MAX, f64::min);
+    eprintln!(
+        "  deepest garment vertex: {:.2} mm from the body surface",
+        deepest * 1000.0
+    );
     // back to the world frame
     let to_world = frame.to_world();
-    let garment_world: Vec<Vec3> = eq.positions.iter().map(|p| to_world.apply(p.as_vec3())).collect();
-    write_scene(&a.out, &body, &target, &garment_world, &garment.mesh.triangles, &garment.name)?;
+    let garment_world: Vec<Vec3> = eq
+        .positions
+        .iter()
+        .map(|p| to_world.apply(p.as_vec3()))
+        .collect();
+    write_scene(
+        &a.out,
+        &body,
+        &target,
+        &garment_world,
+        &garment.mesh.triangles,
+        &garment.name,
+    )?;
     println!("{}", a.out.display());
     if let Some(png) = &a.png {
         let body_mesh = body.posed_mesh(&target, SimParams::default().body_skinning);
         let cloth = TriMesh::new(garment_world, garment.mesh.triangles.clone());
         // frame the garment with some body around it
-        let (lo, hi) = cloth.bounds().ok_or_else(|| anyhow::anyhow!("empty garment"))?;
+        let (lo, hi) = cloth
+            .bounds()
+            .ok_or_else(|| anyhow::anyhow!("empty garment"))?;
         let pad = Vec3::splat(0.1);
         let (lo, hi) = (lo - pad, hi + pad);
-        let items = [DrawItem { mesh: &body_mesh, positions: None, color: [0.8, 0.62, 0.52] }, DrawItem { mesh: &cloth, positions: None, color: [0.2, 0.4, 0.8] }];
-        let views: Vec<Image> = [Vec3::Z, Vec3::new(1.0, 0.3, 0.8), Vec3::new(-0.4, 0.4, -1.0)]
-            .into_iter()
-            .map(|d| render(&items, &Camera::framing(lo, hi, d, 1.0), 600, 600))
-            .collect();
+        let items = [
+            DrawItem {
+                mesh: &body_mesh,
+                positions: None,
+                color: [0.8, 0.62, 0.52],
+            },
+            DrawItem {
+                mesh: &cloth,
+                positions: None,
+                color: [0.2, 0.4, 0.8],
+            },
+        ];
+        let views: Vec<Image> = [
+            Vec3::Z,
+            Vec3::new(1.0, 0.3, 0.8),
+            Vec3::new(-0.4, 0.4, -1.0),
+        ]
+        .into_iter()
+        .map(|d| render(&items, &Camera::framing(lo, hi, d, 1.0), 600, 600))
+        .collect();
         write_png(png, &Image::hstack(&views))?;
         println!("{}", png.display());
     }
@@ -127,7 +193,14 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
 
 /// Writes the posed body (its rest mesh skinned by the pose's joints) and the garment
 /// (unskinned, already in place) as one .glb.
-fn write_scene(path: &std::path::Path, body: &Body, pose: &Pose, garment: &[Vec3], triangles: &[[u32; 3]], name: &str) -> anyhow::Result<()> {
+fn write_scene(
+    path: &std::path::Path,
+    body: &Body,
+    pose: &Pose,
+    garment: &[Vec3],
+    triangles: &[[u32; 3]],
+    name: &str,
+) -> anyhow::Result<()> {
     let posed = body.posed_positions(pose, SkinningMethod::Lbs);
     let posed_mesh = TriMesh::new(posed, body.mesh.triangles.clone());
     let bn = posed_mesh.vertex_normals();
@@ -140,7 +213,12 @@ fn write_scene(path: &std::path::Path, body: &Body, pose: &Pose, garment: &[Vec3
             normals: &bn,
             triangles: &posed_mesh.triangles,
             skin: None,
-            material: GlbMaterial { name: "skin".into(), base_color: [0.8, 0.62, 0.52, 1.0], roughness: 0.7, double_sided: false },
+            material: GlbMaterial {
+                name: "skin".into(),
+                base_color: [0.8, 0.62, 0.52, 1.0],
+                roughness: 0.7,
+                double_sided: false,
+            },
         },
         GlbMesh {
             name,
@@ -148,9 +226,21 @@ fn write_scene(path: &std::path::Path, body: &Body, pose: &Pose, garment: &[Vec3
             normals: &cn,
             triangles: &cloth.triangles,
             skin: None,
-            material: GlbMaterial { name: "cloth".into(), base_color: [0.15, 0.35, 0.75, 1.0], roughness: 0.9, double_sided: true },
+            material: GlbMaterial {
+                name: "cloth".into(),
+                base_color: [0.15, 0.35, 0.75, 1.0],
+                roughness: 0.9,
+                double_sided: true,
+            },
         },
     ];
     let _ = glb_skeleton;
-    write_glb_file(path, &GlbScene { skeleton: None, meshes, animation: None })
+    write_glb_file(
+        path,
+        &GlbScene {
+            skeleton: None,
+            meshes,
+            animation: None,
+        },
+    )
 }

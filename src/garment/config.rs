@@ -137,7 +137,11 @@ impl GarmentConfig {
             });
         }
         if !(0.0..=80.0).contains(&c.pattern_arm_angle) {
-            return Err(GarmentError::Parameter { name: "pattern_arm_angle", value: c.pattern_arm_angle, range: "0–80°" });
+            return Err(GarmentError::Parameter {
+                name: "pattern_arm_angle",
+                value: c.pattern_arm_angle,
+                range: "0–80°",
+            });
         }
         if !(500..=100_000).contains(&c.target_vertices) {
             return Err(GarmentError::Parameter {

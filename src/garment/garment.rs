@@ -78,11 +78,22 @@ impl Garment {
         }
         let mut pose = crate::skeleton::Pose::rest();
         let a = arm_angle_deg.to_radians();
-        pose.set_rotation(crate::skeleton::JointId::LEFT_SHOULDER, crate::skeleton::quat_exp(Vec3::new(0.0, 0.0, -a)));
-        pose.set_rotation(crate::skeleton::JointId::RIGHT_SHOULDER, crate::skeleton::quat_exp(Vec3::new(0.0, 0.0, a)));
+        pose.set_rotation(
+            crate::skeleton::JointId::LEFT_SHOULDER,
+            crate::skeleton::quat_exp(Vec3::new(0.0, 0.0, -a)),
+        );
+        pose.set_rotation(
+            crate::skeleton::JointId::RIGHT_SHOULDER,
+            crate::skeleton::quat_exp(Vec3::new(0.0, 0.0, a)),
+        );
         let t = body.skeleton.skinning_transforms(&pose);
         let mut out = vec![Vec3::ZERO; self.mesh.vertex_count()];
-        crate::body::lbs_into(&self.mesh.positions, &self.skin, &crate::body::LbsMatrices::new(&t), &mut out);
+        crate::body::lbs_into(
+            &self.mesh.positions,
+            &self.skin,
+            &crate::body::LbsMatrices::new(&t),
+            &mut out,
+        );
         out
     }
 

@@ -333,7 +333,9 @@ impl MeshQuery {
                 continue;
             }
             if node.count > 0 {
-                out.extend_from_slice(&self.order[node.start as usize..(node.start + node.count) as usize]);
+                out.extend_from_slice(
+                    &self.order[node.start as usize..(node.start + node.count) as usize],
+                );
             } else if sp + 2 <= stack.len() {
                 stack[sp] = node.start;
                 stack[sp + 1] = node.start + 1;
@@ -366,7 +368,8 @@ fn box_dist2(p: Vec3, lo: Vec3, hi: Vec3) -> f32 {
 /// Closest point on triangle `abc` to `p` (Ericson, Real-Time Collision Detection §5.1.5),
 /// with barycentric coordinates and the feature it lies on.
 pub fn closest_on_triangle(p: Vec3, a: Vec3, b: Vec3, c: Vec3) -> (Vec3, Vec3, Feature) {
-    let (q, bary, f) = closest_on_triangle_f64(p.as_dvec3(), a.as_dvec3(), b.as_dvec3(), c.as_dvec3());
+    let (q, bary, f) =
+        closest_on_triangle_f64(p.as_dvec3(), a.as_dvec3(), b.as_dvec3(), c.as_dvec3());
     (q.as_vec3(), bary.as_vec3(), f)
 }
 
@@ -406,7 +409,11 @@ pub fn closest_on_triangle_f64(p: DVec3, a: DVec3, b: DVec3, c: DVec3) -> (DVec3
     let va = d3 * d6 - d5 * d4;
     if va <= 0.0 && (d4 - d3) >= 0.0 && (d5 - d6) >= 0.0 {
         let w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
-        return (b + w * (c - b), DVec3::new(0.0, 1.0 - w, w), Feature::Edge(1));
+        return (
+            b + w * (c - b),
+            DVec3::new(0.0, 1.0 - w, w),
+            Feature::Edge(1),
+        );
     }
     let denom = 1.0 / (va + vb + vc);
     let v = vb * denom;

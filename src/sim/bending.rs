@@ -41,7 +41,12 @@ impl Hinge {
             return None;
         }
         let s = (3.0 / (a0 + a1)).sqrt();
-        let w = [(c03 + c04) * s, (c01 + c02) * s, -(c01 + c03) * s, -(c02 + c04) * s];
+        let w = [
+            (c03 + c04) * s,
+            (c01 + c02) * s,
+            -(c01 + c03) * s,
+            -(c02 + c04) * s,
+        ];
         w.iter().all(|x| x.is_finite()).then_some(Hinge { v, w })
     }
 

@@ -13,6 +13,9 @@ use super::params::SimParams;
 use super::solve::SolveError;
 use super::sparse::BlockSparse;
 
+/// Lagged-friction anchor: positions (m) and per-vertex (normal force N, unit normal).
+pub(crate) type FrictionAnchor<'a> = (&'a [DVec3], &'a [(f64, DVec3)]);
+
 /// A garment ready to simulate.
 ///
 /// Invariants: `rest`, `mass`, `area` and `pinned` have one entry per vertex; the
@@ -48,10 +51,18 @@ impl Cloth {
 
     /// Builds the model of a mesh whose strain is measured against `metric` (positions
     /// of the unstressed cloth, same topology; see [`crate::garment::Garment::metric`]).
-    pub fn with_metric(mesh: &TriMesh, metric: &[glam::Vec3], params: &SimParams) -> Result<Cloth, SolveError> {
+    pub fn with_metric(
+        mesh: &TriMesh,
+        metric: &[glam::Vec3],
+        params: &SimParams,
+    ) -> Result<Cloth, SolveError> {
         mesh.validate(1e-12)?;
         if metric.len() != mesh.positions.len() {
-            return Err(SolveError::Mesh(crate::mesh::MeshError::TooLarge(format!("metric has {} positions for {} vertices", metric.len(), mesh.positions.len()))));
+            return Err(SolveError::Mesh(crate::mesh::MeshError::TooLarge(format!(
+                "metric has {} positions for {} vertices",
+                metric.len(),
+                mesh.positions.len()
+            ))));
         }
         let metric_mesh = TriMesh::new(metric.to_vec(), mesh.triangles.clone());
         metric_mesh.validate(1e-12)?;
@@ -62,7 +73,8 @@ impl Cloth {
         let mut area = vec![0.0; n];
         for (t, tri) in mesh.triangles.iter().enumerate() {
             let [a, b, c] = tri.map(|v| rest[v as usize]);
-            let m = MembraneRest::new(a, b, c).ok_or(SolveError::Mesh(crate::mesh::MeshError::Degenerate(t)))?;
+            let m = MembraneRest::new(a, b, c)
+                .ok_or(SolveError::Mesh(crate::mesh::MeshError::Degenerate(t)))?;
             for &v in tri {
                 area[v as usize] += m.area() / 3.0;
             }
@@ -147,7 +159,13 @@ impl Cloth {
 
     /// Norm of the cloth's weight vector, N (the scale of the convergence test).
     pub fn gravity_norm(&self) -> f64 {
-        self.mass.iter().zip(&self.pinned).filter(|(_, p)| !**p).map(|(m, _)| (m * self.params.gravity).powi(2)).sum::<f64>().sqrt()
+        self.mass
+            .iter()
+            .zip(&self.pinned)
+            .filter(|(_, p)| !**p)
+            .map(|(m, _)| (m * self.params.gravity).powi(2))
+            .sum::<f64>()
+            .sqrt()
     }
 
     /// Parameters in use.
@@ -166,12 +184,21 @@ impl Cloth {
 
     /// Bending energy at `y`, J.
     pub fn bending_energy(&self, y: &[DVec3]) -> f64 {
-        0.5 * self.params.bend_stiffness * self.hinges.iter().map(|h| h.curvature(y).length_squared()).sum::<f64>()
+        0.5 * self.params.bend_stiffness
+            * self
+                .hinges
+                .iter()
+                .map(|h| h.curvature(y).length_squared())
+                .sum::<f64>()
     }
 
     /// Gravitational potential at `y` (zero at y = 0), J.
     pub fn gravity_energy(&self, y: &[DVec3]) -> f64 {
-        self.mass.iter().zip(y).map(|(m, p)| m * self.params.gravity * p.y).sum()
+        self.mass
+            .iter()
+            .zip(y)
+            .map(|(m, p)| m * self.params.gravity * p.y)
+            .sum()
     }
 
     /// Contact energy against `body` at `y`, J.
@@ -179,7 +206,11 @@ impl Cloth {
         let Some(body) = body else { return 0.0 };
         y.iter()
             .zip(&self.area)
-            .map(|(p, a)| body.distance(*p, self.params.contact_margin).map(|d| contact::energy(&d, *a, &self.params)).unwrap_or(0.0))
+            .map(|(p, a)| {
+                body.distance(*p, self.params.contact_margin)
+                    .map(|d| contact::energy(&d, *a, &self.params))
+                    .unwrap_or(0.0)
+            })
             .sum()
     }
 
@@ -193,21 +224,46 @@ impl Cloth {
 
     /// Total energy, J.
     pub fn energy(&self, y: &[DVec3], body: Option<&Collider>) -> f64 {
-        self.membrane_energy(y) + self.bending_energy(y) + self.gravity_energy(y) + self.contact_energy(y, body) + self.friction_energy(y)
+        self.membrane_energy(y)
+            + self.bending_energy(y)
+            + self.gravity_energy(y)
+            + self.contact_energy(y, body)
+            + self.friction_energy(y)
     }
 
     /// Total energy with the gravitational potential measured from `reference` heights,
     /// J: the same differences as [`Cloth::energy`], without the large constant that
     /// would swamp them in rounding near convergence.
-    pub(crate) fn energy_from(&self, y: &[DVec3], reference: &[DVec3], body: Option<&Collider>) -> f64 {
-        let gravity: f64 = self.mass.iter().zip(y).zip(reference).map(|((m, p), r)| m * self.params.gravity * (p.y - r.y)).sum();
-        self.membrane_energy(y) + self.bending_energy(y) + gravity + self.contact_energy(y, body) + self.friction_energy(y)
+    pub(crate) fn energy_from(
+        &self,
+        y: &[DVec3],
+        reference: &[DVec3],
+        body: Option<&Collider>,
+    ) -> f64 {
+        let gravity: f64 = self
+            .mass
+            .iter()
+            .zip(y)
+            .zip(reference)
+            .map(|((m, p), r)| m * self.params.gravity * (p.y - r.y))
+            .sum();
+        self.membrane_energy(y)
+            + self.bending_energy(y)
+            + gravity
+            + self.contact_energy(y, body)
+            + self.friction_energy(y)
     }
 
     /// Gradient of the body-dependent terms only (contact and friction) at the vertices
     /// listed in `active`, written into `g` (other entries untouched): what changes with
     /// the pose, for the sensitivities' right-hand sides.
-    pub(crate) fn body_gradient(&self, y: &[DVec3], body: &Collider, active: &[u32], g: &mut [DVec3]) {
+    pub(crate) fn body_gradient(
+        &self,
+        y: &[DVec3],
+        body: &Collider,
+        active: &[u32],
+        g: &mut [DVec3],
+    ) {
         for &v in active {
             let v = v as usize;
             let mut gv = DVec3::ZERO;
@@ -226,10 +282,14 @@ impl Cloth {
     pub(crate) fn contact_forces(&self, y: &[DVec3], body: &Collider) -> Vec<(f64, DVec3)> {
         y.iter()
             .zip(&self.area)
-            .map(|(p, a)| match body.distance(*p, self.params.contact_margin) {
-                Some(d) if d.d < self.params.contact_margin => (contact::gradient(&d, *a, &self.params).length(), d.grad),
-                _ => (0.0, DVec3::ZERO),
-            })
+            .map(
+                |(p, a)| match body.distance(*p, self.params.contact_margin) {
+                    Some(d) if d.d < self.params.contact_margin => {
+                        (contact::gradient(&d, *a, &self.params).length(), d.grad)
+                    }
+                    _ => (0.0, DVec3::ZERO),
+                },
+            )
             .collect()
     }
 
@@ -275,7 +335,13 @@ impl Cloth {
     /// Assembles the Hessian at `y` into the sparse matrix, plus `damping`·M on the
     /// diagonal. With `project`, element Hessians are made PSD (membrane: projected
     /// stress derivative; contact: Gauss–Newton part). Pinned DOFs get identity rows.
-    pub(crate) fn assemble(&mut self, y: &[DVec3], body: Option<&Collider>, damping: f64, project: bool) {
+    pub(crate) fn assemble(
+        &mut self,
+        y: &[DVec3],
+        body: Option<&Collider>,
+        damping: f64,
+        project: bool,
+    ) {
         self.matrix.values.copy_from_slice(&self.bending_values);
         for (m, t) in self.membrane.iter().zip(&self.triangles) {
             let h = membrane::hessian(m, &t.map(|v| y[v as usize]), self.mu, self.lambda, project);
@@ -298,7 +364,11 @@ impl Cloth {
                     if h != glam::DMat3::ZERO {
                         let c = h.to_cols_array_2d();
                         // to_cols_array_2d gives columns; block wants [row][col]
-                        let b = [[c[0][0], c[1][0], c[2][0]], [c[0][1], c[1][1], c[2][1]], [c[0][2], c[1][2], c[2][2]]];
+                        let b = [
+                            [c[0][0], c[1][0], c[2][0]],
+                            [c[0][1], c[1][1], c[2][1]],
+                            [c[0][2], c[1][2], c[2][2]],
+                        ];
                         self.matrix.add_block(v as u32, v as u32, &b);
                     }
                 }
@@ -309,7 +379,11 @@ impl Cloth {
                 let h = f.hessian(v, y[v]);
                 if h != glam::DMat3::ZERO {
                     let c = h.to_cols_array_2d();
-                    let b = [[c[0][0], c[1][0], c[2][0]], [c[0][1], c[1][1], c[2][1]], [c[0][2], c[1][2], c[2][2]]];
+                    let b = [
+                        [c[0][0], c[1][0], c[2][0]],
+                        [c[0][1], c[1][1], c[2][1]],
+                        [c[0][2], c[1][2], c[2][2]],
+                    ];
                     self.matrix.add_block(v as u32, v as u32, &b);
                 }
             }
@@ -336,12 +410,18 @@ impl Cloth {
 
     /// Sets (or clears) the lagged friction: anchors `anchor`, normal forces and normals
     /// from `forces` (see [`Cloth::contact_forces`]).
-    pub(crate) fn set_friction(&mut self, anchor: Option<(&[DVec3], &[(f64, DVec3)])>) {
+    pub(crate) fn set_friction(&mut self, anchor: Option<FrictionAnchor<'_>>) {
         self.friction = match anchor {
             Some((a, forces)) if self.params.friction > 0.0 => Some(Friction {
                 anchor: a.to_vec(),
-                mu_lambda: forces.iter().map(|(l, _)| self.params.friction * l).collect(),
-                tangent: forces.iter().map(|(_, n)| glam::DMat3::IDENTITY - contact::outer(*n, *n)).collect(),
+                mu_lambda: forces
+                    .iter()
+                    .map(|(l, _)| self.params.friction * l)
+                    .collect(),
+                tangent: forces
+                    .iter()
+                    .map(|(_, n)| glam::DMat3::IDENTITY - contact::outer(*n, *n))
+                    .collect(),
                 slip: self.params.friction_slip,
             }),
             _ => None,

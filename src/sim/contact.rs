@@ -123,12 +123,19 @@ impl Collider {
         NEAR.with(|cell| {
             let (near, terms) = &mut *cell.borrow_mut();
             near.clear();
-            self.query.triangles_near(p.as_vec3(), self.radius as f32, near);
+            self.query
+                .triangles_near(p.as_vec3(), self.radius as f32, near);
             self.blend(p, near, terms, cutoff)
         })
     }
 
-    fn blend(&self, p: DVec3, near: &[u32], terms: &mut Vec<Term>, cutoff: f64) -> Option<Distance> {
+    fn blend(
+        &self,
+        p: DVec3,
+        near: &[u32],
+        terms: &mut Vec<Term>,
+        cutoff: f64,
+    ) -> Option<Distance> {
         let r2max = self.radius * self.radius;
         // sums: D = Σφ, N = Σφ s, and derivative accumulators
         let (mut d_sum, mut n_sum) = (0.0, 0.0);
@@ -166,7 +173,11 @@ impl Collider {
             return None;
         }
         if n_sum / d_sum >= cutoff {
-            return Some(Distance { d: n_sum / d_sum, grad: DVec3::ZERO, hess: DMat3::ZERO });
+            return Some(Distance {
+                d: n_sum / d_sum,
+                grad: DVec3::ZERO,
+                hess: DMat3::ZERO,
+            });
         }
         let f = n_sum / d_sum;
         // φ as a function of q = r²: φ' = −4u³/R², φ'' = 12u²/R⁴;
@@ -203,13 +214,21 @@ pub(crate) fn outer(a: DVec3, b: DVec3) -> DMat3 {
 /// Penalty energy of one vertex of area `area` at distance `dist`.
 pub(crate) fn energy(dist: &Distance, area: f64, p: &SimParams) -> f64 {
     let e = p.contact_margin - dist.d;
-    if e <= 0.0 { 0.0 } else { area * p.contact_stiffness / (3.0 * p.contact_margin) * e * e * e }
+    if e <= 0.0 {
+        0.0
+    } else {
+        area * p.contact_stiffness / (3.0 * p.contact_margin) * e * e * e
+    }
 }
 
 /// Gradient of the penalty with respect to the vertex.
 pub(crate) fn gradient(dist: &Distance, area: f64, p: &SimParams) -> DVec3 {
     let e = p.contact_margin - dist.d;
-    if e <= 0.0 { DVec3::ZERO } else { -dist.grad * (area * p.contact_stiffness / p.contact_margin * e * e) }
+    if e <= 0.0 {
+        DVec3::ZERO
+    } else {
+        -dist.grad * (area * p.contact_stiffness / p.contact_margin * e * e)
+    }
 }
 
 /// Hessian of the penalty; `exact` adds the curvature term of the distance field (not

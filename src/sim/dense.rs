@@ -9,7 +9,13 @@ pub(crate) fn sym_eigen<const N: usize>(a: &[[f64; N]; N]) -> ([f64; N], [[f64; 
     for (i, row) in v.iter_mut().enumerate() {
         row[i] = 1.0;
     }
-    let scale: f64 = m.iter().flatten().map(|x| x * x).sum::<f64>().sqrt().max(1e-300);
+    let scale: f64 = m
+        .iter()
+        .flatten()
+        .map(|x| x * x)
+        .sum::<f64>()
+        .sqrt()
+        .max(1e-300);
     for _sweep in 0..64 {
         let mut off = 0.0;
         for p in 0..N {

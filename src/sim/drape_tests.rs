@@ -11,13 +11,16 @@ use crate::garment::{Garment, GarmentConfig};
 use crate::mesh::Topology;
 use crate::skeleton::{JointId, Pose, quat_exp};
 
-
 fn setup() -> &'static (Body, Garment, Equilibrium) {
     static S: OnceLock<(Body, Garment, Equilibrium)> = OnceLock::new();
     S.get_or_init(|| {
         let body = Body::default_body().expect("body");
-        let g = Garment::generate(&body, &GarmentConfig::builtin("tshirt").expect("cfg")).expect("tshirt");
-        let eq = Simulator::new(&body, &g, &SimParams::default()).expect("sim").drape_rest().expect("drape converges");
+        let g = Garment::generate(&body, &GarmentConfig::builtin("tshirt").expect("cfg"))
+            .expect("tshirt");
+        let eq = Simulator::new(&body, &g, &SimParams::default())
+            .expect("sim")
+            .drape_rest()
+            .expect("drape converges");
         (body, g, eq)
     })
 }
@@ -36,7 +39,13 @@ fn folded_share(mesh: &crate::mesh::TriMesh, pos: &[DVec3], deg: f64) -> f64 {
             continue;
         }
         n += 1;
-        if normal(f[0]).dot(normal(f[1])).clamp(-1.0, 1.0).acos().to_degrees() > deg {
+        if normal(f[0])
+            .dot(normal(f[1]))
+            .clamp(-1.0, 1.0)
+            .acos()
+            .to_degrees()
+            > deg
+        {
             folded += 1;
         }
     }
@@ -46,9 +55,18 @@ fn folded_share(mesh: &crate::mesh::TriMesh, pos: &[DVec3], deg: f64) -> f64 {
 #[test]
 fn tshirt_drapes_at_rest_hangs_and_folds() {
     let (body, shirt, eq) = setup();
-    assert!(eq.report.residual <= eq.report.tolerance, "‖F‖ {} > {}", eq.report.residual, eq.report.tolerance);
+    assert!(
+        eq.report.residual <= eq.report.tolerance,
+        "‖F‖ {} > {}",
+        eq.report.residual,
+        eq.report.tolerance
+    );
     let sim = Simulator::new(body, shirt, &SimParams::default()).expect("sim");
-    let deepest = eq.positions.iter().map(|p| sim.collider().signed_distance(*p)).fold(f64::MAX, f64::min);
+    let deepest = eq
+        .positions
+        .iter()
+        .map(|p| sim.collider().signed_distance(*p))
+        .fold(f64::MAX, f64::min);
     assert!(deepest > -0.001, "a vertex is {deepest} m inside the body");
     // it hangs: the hem is lower than at rest
     let topo = Topology::build(&shirt.mesh).expect("manifold");
@@ -56,17 +74,36 @@ fn tshirt_drapes_at_rest_hangs_and_folds() {
         .boundary_loops(&shirt.mesh)
         .into_iter()
         .min_by(|a, b| {
-            let y = |l: &Vec<u32>| l.iter().map(|&v| shirt.mesh.positions[v as usize].y).sum::<f32>() / l.len() as f32;
+            let y = |l: &Vec<u32>| {
+                l.iter()
+                    .map(|&v| shirt.mesh.positions[v as usize].y)
+                    .sum::<f32>()
+                    / l.len() as f32
+            };
             y(a).total_cmp(&y(b))
         })
         .expect("hem");
-    let rest_low = hem.iter().map(|&v| shirt.mesh.positions[v as usize].y as f64).sum::<f64>() / hem.len() as f64;
-    let draped_low = hem.iter().map(|&v| eq.positions[v as usize].y).sum::<f64>() / hem.len() as f64;
-    assert!(draped_low < rest_low - 0.005, "hem at {draped_low} vs rest {rest_low}");
+    let rest_low = hem
+        .iter()
+        .map(|&v| shirt.mesh.positions[v as usize].y as f64)
+        .sum::<f64>()
+        / hem.len() as f64;
+    let draped_low =
+        hem.iter().map(|&v| eq.positions[v as usize].y).sum::<f64>() / hem.len() as f64;
+    assert!(
+        draped_low < rest_low - 0.005,
+        "hem at {draped_low} vs rest {rest_low}"
+    );
     // it folds: many more sharply bent edges than the smooth rest shape
     let rest: Vec<DVec3> = shirt.mesh.positions.iter().map(|p| p.as_dvec3()).collect();
-    let (before, after) = (folded_share(&shirt.mesh, &rest, 10.0), folded_share(&shirt.mesh, &eq.positions, 10.0));
-    assert!(after > 2.0 * before + 0.01, "folded share {before} → {after}");
+    let (before, after) = (
+        folded_share(&shirt.mesh, &rest, 10.0),
+        folded_share(&shirt.mesh, &eq.positions, 10.0),
+    );
+    assert!(
+        after > 2.0 * before + 0.01,
+        "folded share {before} → {after}"
+    );
 }
 
 #[test]
@@ -76,22 +113,42 @@ fn tshirt_is_carried_to_a_raised_arm_and_twisted_torso() {
     let mut target = Pose::rest();
     // right arm raised 90° from the side: from the T-pose that is 90° up about +Z… the
     // T-pose arm is horizontal, so "raised" = pointing up (z rotation −90° for the right)
-    target.set_rotation(JointId::RIGHT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -90f32.to_radians())));
+    target.set_rotation(
+        JointId::RIGHT_SHOULDER,
+        quat_exp(Vec3::new(0.0, 0.0, -90f32.to_radians())),
+    );
     // torso twisted 30° over the three spine joints
     for j in [JointId::SPINE1, JointId::SPINE2, JointId::SPINE3] {
         target.set_rotation(j, quat_exp(Vec3::new(0.0, 10f32.to_radians(), 0.0)));
     }
     let carried = sim.carry(eq, &target).expect("continuation converges");
     assert!(carried.report.residual <= carried.report.tolerance);
-    let deepest = carried.positions.iter().map(|p| sim.collider().signed_distance(*p)).fold(f64::MAX, f64::min);
-    assert!(deepest > -SimParams::default().contact_margin, "penetration {deepest} m");
-    eprintln!("carried: {} iterations, deepest vertex {deepest} m", carried.report.iterations);
+    let deepest = carried
+        .positions
+        .iter()
+        .map(|p| sim.collider().signed_distance(*p))
+        .fold(f64::MAX, f64::min);
+    assert!(
+        deepest > -SimParams::default().contact_margin,
+        "penetration {deepest} m"
+    );
+    eprintln!(
+        "carried: {} iterations, deepest vertex {deepest} m",
+        carried.report.iterations
+    );
     // the right sleeve went up with the arm (it also slides down the raised arm: the
     // contact is frictionless)
     let shoulder_x = body.skeleton.rest_position(JointId::RIGHT_SHOULDER).x;
-    let sleeve: Vec<usize> = (0..shirt.vertex_count()).filter(|&v| shirt.mesh.positions[v].x < shoulder_x - 0.05).collect();
+    let sleeve: Vec<usize> = (0..shirt.vertex_count())
+        .filter(|&v| shirt.mesh.positions[v].x < shoulder_x - 0.05)
+        .collect();
     let mean_y = |p: &[DVec3]| sleeve.iter().map(|&v| p[v].y).sum::<f64>() / sleeve.len() as f64;
-    assert!(mean_y(&carried.positions) > mean_y(&eq.positions) + 0.03, "{} vs {}", mean_y(&carried.positions), mean_y(&eq.positions));
+    assert!(
+        mean_y(&carried.positions) > mean_y(&eq.positions) + 0.03,
+        "{} vs {}",
+        mean_y(&carried.positions),
+        mean_y(&eq.positions)
+    );
 }
 
 #[test]
@@ -99,18 +156,38 @@ fn sensitivities_match_finite_differences_of_resolves() {
     let (body, shirt, _) = setup();
     let mut sim = Simulator::new(body, shirt, &SimParams::default()).expect("sim");
     let mut pose = Pose::rest();
-    pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -30f32.to_radians())));
-    pose.set_rotation(JointId::RIGHT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, 30f32.to_radians())));
+    pose.set_rotation(
+        JointId::LEFT_SHOULDER,
+        quat_exp(Vec3::new(0.0, 0.0, -30f32.to_radians())),
+    );
+    pose.set_rotation(
+        JointId::RIGHT_SHOULDER,
+        quat_exp(Vec3::new(0.0, 0.0, 30f32.to_radians())),
+    );
     let carried = sim.drape(&pose).expect("drape");
     // tight tolerance: the ±0.5° responses are millimetres and free-hanging cloth is
     // soft (pendulum modes), so a loose residual would hide them. The base and the
     // ±0.5° states are solved against the same friction anchor, moved with the body.
-    let mut sim = Simulator::new(body, shirt, &SimParams { tolerance: 1e-4, max_iterations: 800, ..SimParams::default() }).expect("sim");
+    let mut sim = Simulator::new(
+        body,
+        shirt,
+        &SimParams {
+            tolerance: 1e-4,
+            max_iterations: 800,
+            ..SimParams::default()
+        },
+    )
+    .expect("sim");
     let base = sim.resolve(&carried, &carried.pose).expect("base");
     let sens = sim.sensitivity(&base).expect("sensitivity");
     let h = 0.5f32.to_radians();
     // raising and lowering the arms, swinging one forward, shrugging (1200 vertices move)
-    for (joint, axis) in [(JointId::RIGHT_SHOULDER, 2), (JointId::LEFT_SHOULDER, 2), (JointId::RIGHT_SHOULDER, 1), (JointId::LEFT_COLLAR, 2)] {
+    for (joint, axis) in [
+        (JointId::RIGHT_SHOULDER, 2),
+        (JointId::LEFT_SHOULDER, 2),
+        (JointId::RIGHT_SHOULDER, 1),
+        (JointId::LEFT_COLLAR, 2),
+    ] {
         let m = 3 * joint.index() + axis;
         let at = |s: f32| {
             let mut p = pose;
@@ -134,6 +211,9 @@ fn sensitivities_match_finite_differences_of_resolves() {
         let rel = (num / den.max(1e-30)).sqrt();
         eprintln!("{joint} axis {axis}: {moved} vertices moved > 1 mm, relative error {rel:.3}");
         assert!(moved > 20, "{joint}: only {moved} vertices moved");
-        assert!(rel < 0.10, "{joint} axis {axis}: sensitivity differs from re-solves by {rel}");
+        assert!(
+            rel < 0.10,
+            "{joint} axis {axis}: sensitivity differs from re-solves by {rel}"
+        );
     }
 }

@@ -27,12 +27,20 @@ pub(crate) struct Friction {
 
 /// f1(x) = f0'(x): −x²/ε² + 2x/ε below ε, 1 above.
 fn f1(x: f64, eps: f64) -> f64 {
-    if x >= eps { 1.0 } else { -x * x / (eps * eps) + 2.0 * x / eps }
+    if x >= eps {
+        1.0
+    } else {
+        -x * x / (eps * eps) + 2.0 * x / eps
+    }
 }
 
 /// f0: smoothed |x| (C¹), f0(0) = ε/3.
 fn f0(x: f64, eps: f64) -> f64 {
-    if x >= eps { x } else { -x * x * x / (3.0 * eps * eps) + x * x / eps + eps / 3.0 }
+    if x >= eps {
+        x
+    } else {
+        -x * x * x / (3.0 * eps * eps) + x * x / eps + eps / 3.0
+    }
 }
 
 impl Friction {
@@ -55,7 +63,11 @@ impl Friction {
         let u = self.tangent[v] * (y - self.anchor[v]);
         let x = u.length();
         // f1(x)/x → 2/ε as x → 0
-        let k = if x < 1e-12 { 2.0 / self.slip } else { f1(x, self.slip) / x };
+        let k = if x < 1e-12 {
+            2.0 / self.slip
+        } else {
+            f1(x, self.slip) / x
+        };
         u * (ml * k)
     }
 
@@ -74,7 +86,11 @@ impl Friction {
         }
         let uh = u / x;
         let f1x = f1(x, eps) / x;
-        let df1 = if x >= eps { 0.0 } else { -2.0 * x / (eps * eps) + 2.0 / eps };
+        let df1 = if x >= eps {
+            0.0
+        } else {
+            -2.0 * x / (eps * eps) + 2.0 / eps
+        };
         (t - outer(uh, uh)) * (ml * f1x) + outer(uh, uh) * (ml * df1)
     }
 }
@@ -86,8 +102,17 @@ mod tests {
     #[test]
     fn gradient_and_hessian_match_finite_differences() {
         let n = DVec3::new(0.3, 0.9, 0.1).normalize();
-        let f = Friction { anchor: vec![DVec3::new(0.1, 0.2, 0.3)], mu_lambda: vec![0.02], tangent: vec![DMat3::IDENTITY - outer(n, n)], slip: 1e-3 };
-        for off in [DVec3::new(3e-4, -1e-4, 2e-4), DVec3::new(2e-3, 1e-3, -3e-3), DVec3::new(-1e-5, 4e-6, 0.0)] {
+        let f = Friction {
+            anchor: vec![DVec3::new(0.1, 0.2, 0.3)],
+            mu_lambda: vec![0.02],
+            tangent: vec![DMat3::IDENTITY - outer(n, n)],
+            slip: 1e-3,
+        };
+        for off in [
+            DVec3::new(3e-4, -1e-4, 2e-4),
+            DVec3::new(2e-3, 1e-3, -3e-3),
+            DVec3::new(-1e-5, 4e-6, 0.0),
+        ] {
             let y = f.anchor[0] + off;
             let g = f.gradient(0, y);
             let h = f.hessian(0, y);
@@ -96,9 +121,17 @@ mod tests {
                 let mut d = DVec3::ZERO;
                 d[a] = e;
                 let fd = (f.energy(0, y + d) - f.energy(0, y - d)) / (2.0 * e);
-                assert!((fd - g[a]).abs() <= 1e-5 * g.length().max(1e-12), "grad {a}: {fd} vs {}", g[a]);
+                assert!(
+                    (fd - g[a]).abs() <= 1e-5 * g.length().max(1e-12),
+                    "grad {a}: {fd} vs {}",
+                    g[a]
+                );
                 let fdh = (f.gradient(0, y + d) - f.gradient(0, y - d)) / (2.0 * e);
-                assert!((fdh - h.col(a)).length() <= 1e-4 * h.to_cols_array().iter().fold(0.0f64, |m, x| m.max(x.abs())), "hess {a}");
+                assert!(
+                    (fdh - h.col(a)).length()
+                        <= 1e-4 * h.to_cols_array().iter().fold(0.0f64, |m, x| m.max(x.abs())),
+                    "hess {a}"
+                );
             }
         }
     }

@@ -4,7 +4,6 @@
 
 use glam::{DVec2, DVec3};
 
-
 /// Rest data of one triangle: inverse of the rest edge matrix in a local 2D frame, and
 /// the rest area (m²).
 #[derive(Copy, Clone, Debug)]
@@ -27,7 +26,10 @@ impl MembraneRest {
         let v = n.normalize().cross(u);
         let dm = [[e1.dot(u), e2.dot(u)], [e1.dot(v), e2.dot(v)]];
         let det = dm[0][0] * dm[1][1] - dm[0][1] * dm[1][0];
-        let dm_inv = [[dm[1][1] / det, -dm[0][1] / det], [-dm[1][0] / det, dm[0][0] / det]];
+        let dm_inv = [
+            [dm[1][1] / det, -dm[0][1] / det],
+            [-dm[1][0] / det, dm[0][0] / det],
+        ];
         Some(Self { dm_inv, area })
     }
 
@@ -50,14 +52,23 @@ fn deformation(r: &MembraneRest, x: &[DVec3; 3]) -> Def {
 /// Green strain E (2×2 symmetric) from F.
 fn green(f: &Def) -> [[f64; 2]; 2] {
     let e01 = 0.5 * f[0].dot(f[1]);
-    [[0.5 * (f[0].dot(f[0]) - 1.0), e01], [e01, 0.5 * (f[1].dot(f[1]) - 1.0)]]
+    [
+        [0.5 * (f[0].dot(f[0]) - 1.0), e01],
+        [e01, 0.5 * (f[1].dot(f[1]) - 1.0)],
+    ]
 }
 
 /// First Piola–Kirchhoff stress P = F·S for a strain, S = 2μE + λ tr(E) I.
 fn pk1(f: &Def, e: &[[f64; 2]; 2], mu: f64, lambda: f64) -> Def {
     let tr = e[0][0] + e[1][1];
-    let s = [[2.0 * mu * e[0][0] + lambda * tr, 2.0 * mu * e[0][1]], [2.0 * mu * e[1][0], 2.0 * mu * e[1][1] + lambda * tr]];
-    [f[0] * s[0][0] + f[1] * s[1][0], f[0] * s[0][1] + f[1] * s[1][1]]
+    let s = [
+        [2.0 * mu * e[0][0] + lambda * tr, 2.0 * mu * e[0][1]],
+        [2.0 * mu * e[1][0], 2.0 * mu * e[1][1] + lambda * tr],
+    ];
+    [
+        f[0] * s[0][0] + f[1] * s[1][0],
+        f[0] * s[0][1] + f[1] * s[1][1],
+    ]
 }
 
 /// Energy of one triangle, J.
@@ -86,13 +97,22 @@ pub(crate) fn gradient(r: &MembraneRest, x: &[DVec3; 3], mu: f64, lambda: f64) -
 /// second Piola–Kirchhoff stress S) is made PSD by clamping S's negative principal
 /// stresses (compression) to zero: a closed-form 2×2 projection, so the element
 /// Hessian is PSD without an eigen-decomposition of the 9×9 (projected Newton).
-pub(crate) fn hessian(r: &MembraneRest, x: &[DVec3; 3], mu: f64, lambda: f64, project: bool) -> [[f64; 9]; 9] {
+pub(crate) fn hessian(
+    r: &MembraneRest,
+    x: &[DVec3; 3],
+    mu: f64,
+    lambda: f64,
+    project: bool,
+) -> [[f64; 9]; 9] {
     let f = deformation(r, x);
     let e = green(&f);
     let m = r.dm_inv;
     // second Piola–Kirchhoff stress, clamped to tension when projecting
     let tr = e[0][0] + e[1][1];
-    let mut s2 = [[2.0 * mu * e[0][0] + lambda * tr, 2.0 * mu * e[0][1]], [2.0 * mu * e[1][0], 2.0 * mu * e[1][1] + lambda * tr]];
+    let mut s2 = [
+        [2.0 * mu * e[0][0] + lambda * tr, 2.0 * mu * e[0][1]],
+        [2.0 * mu * e[1][0], 2.0 * mu * e[1][1] + lambda * tr],
+    ];
     if project {
         s2 = clamp_psd2(s2);
     }
@@ -107,11 +127,20 @@ pub(crate) fn hessian(r: &MembraneRest, x: &[DVec3; 3], mu: f64, lambda: f64, pr
         let de01 = 0.5 * (df[0].dot(f[1]) + f[0].dot(df[1]));
         let de = [[df[0].dot(f[0]), de01], [de01, df[1].dot(f[1])]];
         // geometric part dF·S
-        let a = [df[0] * s2[0][0] + df[1] * s2[1][0], df[0] * s2[0][1] + df[1] * s2[1][1]];
+        let a = [
+            df[0] * s2[0][0] + df[1] * s2[1][0],
+            df[0] * s2[0][1] + df[1] * s2[1][1],
+        ];
         // F·dS with dS = 2μ dE + λ tr(dE) I
         let tr = de[0][0] + de[1][1];
-        let ds = [[2.0 * mu * de[0][0] + lambda * tr, 2.0 * mu * de[0][1]], [2.0 * mu * de[1][0], 2.0 * mu * de[1][1] + lambda * tr]];
-        let b = [f[0] * ds[0][0] + f[1] * ds[1][0], f[0] * ds[0][1] + f[1] * ds[1][1]];
+        let ds = [
+            [2.0 * mu * de[0][0] + lambda * tr, 2.0 * mu * de[0][1]],
+            [2.0 * mu * de[1][0], 2.0 * mu * de[1][1] + lambda * tr],
+        ];
+        let b = [
+            f[0] * ds[0][0] + f[1] * ds[1][0],
+            f[0] * ds[0][1] + f[1] * ds[1][1],
+        ];
         [a[0] + b[0], a[1] + b[1]]
     };
     let mut c = [[0.0; 6]; 6];
@@ -131,7 +160,11 @@ pub(crate) fn hessian(r: &MembraneRest, x: &[DVec3; 3], mu: f64, lambda: f64, pr
     }
     // B: dF = dDs·Dm⁻¹, dDs = [dx1 − dx0, dx2 − dx0]; column j of F gets
     // Σ_i w[i][j] dx_i with w = [[−m00−m10, −m01−m11], [m00, m01], [m10, m11]]
-    let w = [[-m[0][0] - m[1][0], -m[0][1] - m[1][1]], [m[0][0], m[0][1]], [m[1][0], m[1][1]]];
+    let w = [
+        [-m[0][0] - m[1][0], -m[0][1] - m[1][1]],
+        [m[0][0], m[0][1]],
+        [m[1][0], m[1][1]],
+    ];
     let mut h = [[0.0; 9]; 9];
     for i in 0..3 {
         for a in 0..3 {
@@ -165,6 +198,15 @@ fn clamp_psd2(s: [[f64; 2]; 2]) -> [[f64; 2]; 2] {
         return [[0.0; 2]; 2];
     }
     // eigenvector of l1
-    let v = if b.abs() > 1e-300 { DVec2::new(l1 - d, b).normalize() } else if a >= d { DVec2::X } else { DVec2::Y };
-    [[l1 * v.x * v.x, l1 * v.x * v.y], [l1 * v.x * v.y, l1 * v.y * v.y]]
+    let v = if b.abs() > 1e-300 {
+        DVec2::new(l1 - d, b).normalize()
+    } else if a >= d {
+        DVec2::X
+    } else {
+        DVec2::Y
+    };
+    [
+        [l1 * v.x * v.x, l1 * v.x * v.y],
+        [l1 * v.x * v.y, l1 * v.y * v.y],
+    ]
 }

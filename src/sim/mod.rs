@@ -25,6 +25,6 @@ pub use solve::{SolveError, SolveReport};
 pub use sparse::FactorError;
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod drape_tests;
+#[cfg(test)]
+mod tests;

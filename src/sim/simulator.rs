@@ -78,7 +78,8 @@ impl<'a> Simulator<'a> {
     fn transfer_subset(&self, y: &[DVec3], a: &Pose, b: &Pose, subset: &[u32]) -> Vec<DVec3> {
         let ta = self.body.skeleton.skinning_transforms(a);
         let tb = self.body.skeleton.skinning_transforms(b);
-        let rel: [crate::skeleton::Rigid; 22] = std::array::from_fn(|k| tb[k].compose(&ta[k].inverse()));
+        let rel: [crate::skeleton::Rigid; 22] =
+            std::array::from_fn(|k| tb[k].compose(&ta[k].inverse()));
         let mut out = y.to_vec();
         let skin = &self.garment.skin;
         for &v in subset {
@@ -105,10 +106,20 @@ impl<'a> Simulator<'a> {
     }
 
     /// Prepares the simulation of `garment` on `body`.
-    pub fn new(body: &'a Body, garment: &'a Garment, params: &SimParams) -> Result<Self, SolveError> {
+    pub fn new(
+        body: &'a Body,
+        garment: &'a Garment,
+        params: &SimParams,
+    ) -> Result<Self, SolveError> {
         let cloth = Cloth::with_metric(&garment.mesh, &garment.metric, params)?;
         let collider = Collider::new(body, &Pose::rest(), params)?;
-        Ok(Self { body, garment, cloth, collider, params: params.clone() })
+        Ok(Self {
+            body,
+            garment,
+            cloth,
+            collider,
+            params: params.clone(),
+        })
     }
 
     /// The cloth model.
@@ -125,7 +136,13 @@ impl<'a> Simulator<'a> {
     pub fn drape_rest(&mut self) -> Result<Equilibrium, SolveError> {
         let pose = Pose::rest();
         self.collider.set_pose(self.body, &pose, &self.params);
-        let mut y: Vec<DVec3> = self.garment.mesh.positions.iter().map(|p| p.as_dvec3()).collect();
+        let mut y: Vec<DVec3> = self
+            .garment
+            .mesh
+            .positions
+            .iter()
+            .map(|p| p.as_dvec3())
+            .collect();
         self.check_near_body(&y)?;
         // a garment sunk into the body has no valid drape (the contact cannot tell which
         // way is out that deep)
@@ -133,7 +150,12 @@ impl<'a> Simulator<'a> {
             return Err(SolveError::InsideBody { vertex, depth: -d });
         }
         let report = self.cloth.solve(&mut y, Some(&self.collider))?;
-        Ok(Equilibrium { pose, positions: y, report, anchor: None })
+        Ok(Equilibrium {
+            pose,
+            positions: y,
+            report,
+            anchor: None,
+        })
     }
 
     fn check_near_body(&self, y: &[DVec3]) -> Result<(), SolveError> {
@@ -178,26 +200,47 @@ impl<'a> Simulator<'a> {
             y = self.transfer(&y, &prev, &pose);
             self.collider.set_pose(self.body, &pose, &self.params);
             let normals = self.cloth.contact_forces(&y, &self.collider);
-            let lagged: Vec<(f64, DVec3)> = forces.iter().zip(&normals).map(|(f, n)| (f.0, if n.0 > 0.0 { n.1 } else { f.1 })).collect();
+            let lagged: Vec<(f64, DVec3)> = forces
+                .iter()
+                .zip(&normals)
+                .map(|(f, n)| (f.0, if n.0 > 0.0 { n.1 } else { f.1 }))
+                .collect();
             self.cloth.set_friction(Some((&y, &lagged)));
-            anchor = Some(FrictionAnchor { pose, positions: y.clone(), forces: lagged });
+            anchor = Some(FrictionAnchor {
+                pose,
+                positions: y.clone(),
+                forces: lagged,
+            });
             let r = self.cloth.solve(&mut y, Some(&self.collider));
             self.cloth.set_friction(None);
             let r = match r {
                 Ok(r) => r,
                 // a stalled or slow step is kept when it is close enough to balance
-                Err(SolveError::Stalled { residual, .. }) | Err(SolveError::NotConverged { residual, .. })
-                    if residual <= self.params.continuation_accept * self.cloth.gravity_norm() && y.iter().all(|p| p.is_finite()) =>
+                Err(SolveError::Stalled { residual, .. })
+                | Err(SolveError::NotConverged { residual, .. })
+                    if residual <= self.params.continuation_accept * self.cloth.gravity_norm()
+                        && y.iter().all(|p| p.is_finite()) =>
                 {
                     total.unconverged_steps += 1;
-                    tracing::debug!(step = k, residual, "continuation step accepted short of tolerance");
-                    SolveReport { residual, tolerance: self.params.tolerance * self.cloth.gravity_norm(), ..Default::default() }
+                    tracing::debug!(
+                        step = k,
+                        residual,
+                        "continuation step accepted short of tolerance"
+                    );
+                    SolveReport {
+                        residual,
+                        tolerance: self.params.tolerance * self.cloth.gravity_norm(),
+                        ..Default::default()
+                    }
                 }
                 Err(e) => return Err(e),
             };
             tracing::debug!(step = k, steps, iterations = r.iterations, time = ?r.total_time, "continuation step");
             if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
-                eprintln!("step {k}/{steps}: {} iterations, {:?}", r.iterations, r.total_time);
+                eprintln!(
+                    "step {k}/{steps}: {} iterations, {:?}",
+                    r.iterations, r.total_time
+                );
             }
             total.iterations += r.iterations;
             total.factorizations += r.factorizations;
@@ -208,7 +251,12 @@ impl<'a> Simulator<'a> {
             total.energies.extend(r.energies);
             prev = pose;
         }
-        Ok(Equilibrium { pose: *target, positions: y, report: total, anchor })
+        Ok(Equilibrium {
+            pose: *target,
+            positions: y,
+            report: total,
+            anchor,
+        })
     }
 
     /// Re-solves an equilibrium without friction (the stored friction forces of a
@@ -219,7 +267,12 @@ impl<'a> Simulator<'a> {
         let mut y = eq.positions.clone();
         self.cloth.set_friction(None);
         let report = self.cloth.solve(&mut y, Some(&self.collider))?;
-        Ok(Equilibrium { pose: eq.pose, positions: y, report, anchor: None })
+        Ok(Equilibrium {
+            pose: eq.pose,
+            positions: y,
+            report,
+            anchor: None,
+        })
     }
 
     /// The friction anchor of an equilibrium: its own, or (frictionless equilibria) the
@@ -229,7 +282,11 @@ impl<'a> Simulator<'a> {
             Some(a) => a.clone(),
             None => {
                 self.collider.set_pose(self.body, &eq.pose, &self.params);
-                FrictionAnchor { pose: eq.pose, positions: eq.positions.clone(), forces: self.cloth.contact_forces(&eq.positions, &self.collider) }
+                FrictionAnchor {
+                    pose: eq.pose,
+                    positions: eq.positions.clone(),
+                    forces: self.cloth.contact_forces(&eq.positions, &self.collider),
+                }
             }
         }
     }
@@ -247,8 +304,17 @@ impl<'a> Simulator<'a> {
         let report = self.cloth.solve(&mut y, Some(&self.collider));
         self.cloth.set_friction(None);
         let report = report?;
-        let anchor = FrictionAnchor { pose: *pose, positions: moved, forces: anchor.forces };
-        Ok(Equilibrium { pose: *pose, positions: y, report, anchor: Some(anchor) })
+        let anchor = FrictionAnchor {
+            pose: *pose,
+            positions: moved,
+            forces: anchor.forces,
+        };
+        Ok(Equilibrium {
+            pose: *pose,
+            positions: y,
+            report,
+            anchor: Some(anchor),
+        })
     }
 
     /// Drapes at rest, then carries the garment to `target`.
@@ -292,7 +358,13 @@ impl<'a> Simulator<'a> {
         self.collider.set_pose(self.body, &eq.pose, &self.params);
         let reach = self.params.contact_margin + 2.0 * h as f64 + 1e-4;
         let active: Vec<u32> = (0..n as u32)
-            .filter(|&v| forces[v as usize].0 > 0.0 || self.collider.distance(y[v as usize], reach).is_some_and(|d| d.d < reach))
+            .filter(|&v| {
+                forces[v as usize].0 > 0.0
+                    || self
+                        .collider
+                        .distance(y[v as usize], reach)
+                        .is_some_and(|d| d.d < reach)
+            })
             .collect();
         for m in 0..DOF_COUNT {
             let joint = JointId((m / 3) as u8);
@@ -325,11 +397,13 @@ impl<'a> Simulator<'a> {
         let at_eq = self.transfer(&anchor.positions, &anchor.pose, &eq.pose);
         self.cloth.set_friction(Some((&at_eq, &forces)));
         // the true Hessian when it is definite at this equilibrium, else the projected one
-        self.cloth.assemble(y, Some(&self.collider), self.params.min_damping, false);
+        self.cloth
+            .assemble(y, Some(&self.collider), self.params.min_damping, false);
         let factored = match self.cloth.matrix.factorize() {
             Ok(()) => Ok(()),
             Err(_) => {
-                self.cloth.assemble(y, Some(&self.collider), self.params.min_damping, true);
+                self.cloth
+                    .assemble(y, Some(&self.collider), self.params.min_damping, true);
                 self.cloth.matrix.factorize()
             }
         };
@@ -339,7 +413,18 @@ impl<'a> Simulator<'a> {
         let t_solve = std::time::Instant::now();
         self.cloth.matrix.solve_in_place(rhs.as_mut());
         let solve_time = t_solve.elapsed();
-        let values = (0..DOF_COUNT).map(|m| (0..n).map(|v| DVec3::new(rhs[(3 * v, m)], rhs[(3 * v + 1, m)], rhs[(3 * v + 2, m)])).collect()).collect();
-        Ok(Sensitivity { values, rhs_time, factor_time, solve_time })
+        let values = (0..DOF_COUNT)
+            .map(|m| {
+                (0..n)
+                    .map(|v| DVec3::new(rhs[(3 * v, m)], rhs[(3 * v + 1, m)], rhs[(3 * v + 2, m)]))
+                    .collect()
+            })
+            .collect();
+        Ok(Sensitivity {
+            values,
+            rhs_time,
+            factor_time,
+            solve_time,
+        })
     }
 }

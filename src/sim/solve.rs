@@ -19,7 +19,9 @@ pub enum SolveError {
     #[error("garment mesh: {0}")]
     Mesh(#[from] crate::mesh::MeshError),
     /// Newton ran out of iterations.
-    #[error("no equilibrium after {iterations} Newton iterations: ‖F‖ = {residual:.3e} N, needed {tolerance:.3e} N")]
+    #[error(
+        "no equilibrium after {iterations} Newton iterations: ‖F‖ = {residual:.3e} N, needed {tolerance:.3e} N"
+    )]
     NotConverged {
         /// Iterations done.
         iterations: usize,
@@ -43,7 +45,9 @@ pub enum SolveError {
     #[error(transparent)]
     Factor(#[from] FactorError),
     /// Part of the garment lies deep inside the body, beyond the contact field's reach.
-    #[error("garment vertex {vertex} is {depth:.3} m inside the body; fit the garment to the body first")]
+    #[error(
+        "garment vertex {vertex} is {depth:.3} m inside the body; fit the garment to the body first"
+    )]
     InsideBody {
         /// A vertex inside.
         vertex: usize,
@@ -95,20 +99,34 @@ impl Cloth {
         idx.sort_by(|a, b| g[*b].length().total_cmp(&g[*a].length()));
         for &v in idx.iter().take(8) {
             let exact = body.map(|b| b.signed_distance(y[v]));
-            eprintln!("v{v} |g| {:.3e} g {:?} at {:?} exact distance {:?} mass {:.2e}", g[v].length(), g[v], y[v], exact, self.mass[v]);
+            eprintln!(
+                "v{v} |g| {:.3e} g {:?} at {:?} exact distance {:?} mass {:.2e}",
+                g[v].length(),
+                g[v],
+                y[v],
+                exact,
+                self.mass[v]
+            );
         }
     }
 
     /// Solves for the static equilibrium starting from `y` (updated in place) with the
     /// body `body` (or none). Errors instead of looping when it does not converge.
-    pub fn solve(&mut self, y: &mut [DVec3], body: Option<&Collider>) -> Result<SolveReport, SolveError> {
+    pub fn solve(
+        &mut self,
+        y: &mut [DVec3],
+        body: Option<&Collider>,
+    ) -> Result<SolveReport, SolveError> {
         let start = Instant::now();
         if y.iter().any(|p| !p.is_finite()) {
             return Err(SolveError::NonFinite("garment state"));
         }
         let n = y.len();
         let tol = self.params.tolerance * self.gravity_norm().max(1e-12);
-        let mut report = SolveReport { tolerance: tol, ..Default::default() };
+        let mut report = SolveReport {
+            tolerance: tol,
+            ..Default::default()
+        };
         let mut g = vec![DVec3::ZERO; n];
         let mut trial = vec![DVec3::ZERO; n];
         let mut dir = vec![0.0; 3 * n];
@@ -155,13 +173,17 @@ impl Cloth {
                 self.matrix.solve_vec(&mut dir);
                 // trust region near a body: no vertex moves farther than max_step in one
                 // iteration (so it cannot jump through a limb)
-                let longest = (0..n).map(|v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]).length()).fold(0.0, f64::max);
+                let longest = (0..n)
+                    .map(|v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]).length())
+                    .fold(0.0, f64::max);
                 if body.is_some() && longest > self.params.max_step {
                     let s = self.params.max_step / longest;
                     dir.iter_mut().for_each(|d| *d *= s);
                 }
-                let slope: f64 = (0..n).map(|v| g[v].dot(DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]))).sum();
-                if !(slope < 0.0) {
+                let slope: f64 = (0..n)
+                    .map(|v| g[v].dot(DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2])))
+                    .sum();
+                if slope.is_nan() || slope >= 0.0 {
                     damping *= 10.0;
                     continue;
                 }
@@ -170,7 +192,8 @@ impl Cloth {
                 let mut found = None;
                 for _ in 0..25 {
                     for v in 0..n {
-                        trial[v] = y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * alpha;
+                        trial[v] =
+                            y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * alpha;
                     }
                     let e = self.energy_from(&trial, &reference, body);
                     if e.is_finite() && e <= energy + 1e-4 * alpha * slope {
@@ -188,7 +211,8 @@ impl Cloth {
                     let mut a = 1.0;
                     for _ in 0..10 {
                         for v in 0..n {
-                            trial[v] = y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * a;
+                            trial[v] =
+                                y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * a;
                         }
                         let e = self.energy_from(&trial, &reference, body);
                         self.gradient(&trial, body, &mut ga);
@@ -204,12 +228,18 @@ impl Cloth {
                 match found {
                     Some(e) => {
                         if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
-                            eprintln!("it {it} res {res:.3e} E {e:.6e} alpha {alpha} damping {damping:.2e}");
+                            eprintln!(
+                                "it {it} res {res:.3e} E {e:.6e} alpha {alpha} damping {damping:.2e}"
+                            );
                         }
                         y.copy_from_slice(&trial);
                         energy = e;
                         report.energies.push(e);
-                        damping = if alpha == 1.0 { (damping / 3.0).max(self.params.min_damping) } else { damping * 2.0 };
+                        damping = if alpha == 1.0 {
+                            (damping / 3.0).max(self.params.min_damping)
+                        } else {
+                            damping * 2.0
+                        };
                         accepted = true;
                         break;
                     }
@@ -222,7 +252,10 @@ impl Cloth {
                 if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
                     self.dump_worst(y, body, &g);
                 }
-                return Err(SolveError::Stalled { iteration: it, residual: res });
+                return Err(SolveError::Stalled {
+                    iteration: it,
+                    residual: res,
+                });
             }
         }
         self.gradient(y, body, &mut g);
@@ -230,6 +263,10 @@ impl Cloth {
         if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
             self.dump_worst(y, body, &g);
         }
-        Err(SolveError::NotConverged { iterations: self.params.max_iterations, residual: res, tolerance: tol })
+        Err(SolveError::NotConverged {
+            iterations: self.params.max_iterations,
+            residual: res,
+            tolerance: tol,
+        })
     }
 }

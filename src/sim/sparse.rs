@@ -36,7 +36,10 @@ pub(crate) struct BlockSparse {
 
 impl BlockSparse {
     /// Pattern from vertex pairs (each unordered pair once or more; self pairs implied).
-    pub(crate) fn new(vertices: usize, pairs: impl IntoIterator<Item = (u32, u32)>) -> Result<Self, FactorError> {
+    pub(crate) fn new(
+        vertices: usize,
+        pairs: impl IntoIterator<Item = (u32, u32)>,
+    ) -> Result<Self, FactorError> {
         let mut upper: Vec<Vec<u32>> = vec![Vec::new(); vertices];
         for (a, b) in pairs {
             if a != b {
@@ -66,13 +69,25 @@ impl BlockSparse {
             }
         }
         let sym = SymbolicSparseColMatRef::new_checked(n, n, &col_ptr, None, &row_idx);
-        let symbolic = factorize_symbolic_cholesky(sym, Side::Lower, Default::default(), Default::default())
-            .map_err(|e| FactorError::Faer(format!("{e:?}")))?;
+        let symbolic =
+            factorize_symbolic_cholesky(sym, Side::Lower, Default::default(), Default::default())
+                .map_err(|e| FactorError::Faer(format!("{e:?}")))?;
         let factor = vec![0.0; symbolic.len_val()];
         let req = symbolic.factorize_numeric_llt_scratch::<f64>(Par::Seq, Default::default());
-        let factor_stack = MemBuffer::try_new(req).map_err(|e| FactorError::Faer(format!("{e:?}")))?;
+        let factor_stack =
+            MemBuffer::try_new(req).map_err(|e| FactorError::Faer(format!("{e:?}")))?;
         let values = vec![0.0; row_idx.len()];
-        Ok(Self { n, col_ptr, row_idx, values, upper, symbolic, factor, factor_stack, factored: false })
+        Ok(Self {
+            n,
+            col_ptr,
+            row_idx,
+            values,
+            upper,
+            symbolic,
+            factor,
+            factor_stack,
+            factored: false,
+        })
     }
 
     /// Sets every value to zero.
@@ -104,7 +119,11 @@ impl BlockSparse {
             }
             return;
         }
-        let (lo, hi, transpose) = if vi > vj { (vj, vi, false) } else { (vi, vj, true) };
+        let (lo, hi, transpose) = if vi > vj {
+            (vj, vi, false)
+        } else {
+            (vi, vj, true)
+        };
         let Some(k) = self.slot(hi, lo) else {
             panic!("block ({vi}, {vj}) is not in the sparsity pattern");
         };
@@ -155,11 +174,25 @@ impl BlockSparse {
     /// Numeric Cholesky factorisation of the current values (reusing the symbolic
     /// analysis and all buffers).
     pub(crate) fn factorize(&mut self) -> Result<(), FactorError> {
-        let sym = SymbolicSparseColMatRef::new_checked(self.n, self.n, &self.col_ptr, None, &self.row_idx);
+        let sym = SymbolicSparseColMatRef::new_checked(
+            self.n,
+            self.n,
+            &self.col_ptr,
+            None,
+            &self.row_idx,
+        );
         let mat = SparseColMatRef::new(sym, &self.values);
         let stack = MemStack::new(&mut self.factor_stack);
         self.symbolic
-            .factorize_numeric_llt::<f64>(&mut self.factor, mat, Side::Lower, Default::default(), Par::Seq, stack, Default::default())
+            .factorize_numeric_llt::<f64>(
+                &mut self.factor,
+                mat,
+                Side::Lower,
+                Default::default(),
+                Par::Seq,
+                stack,
+                Default::default(),
+            )
             .map_err(|_| FactorError::NotPositiveDefinite)?;
         self.factored = true;
         Ok(())
@@ -176,7 +209,10 @@ impl BlockSparse {
         let k = rhs.ncols();
         let req = self.symbolic.solve_in_place_scratch::<f64>(k, Par::Seq);
         let mut buf = MemBuffer::new(req);
-        let llt = faer::sparse::linalg::cholesky::LltRef::<'_, usize, f64>::new(&self.symbolic, &self.factor);
+        let llt = faer::sparse::linalg::cholesky::LltRef::<'_, usize, f64>::new(
+            &self.symbolic,
+            &self.factor,
+        );
         llt.solve_in_place_with_conj(Conj::No, rhs, Par::Seq, MemStack::new(&mut buf));
     }
 

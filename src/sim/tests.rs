@@ -11,7 +11,10 @@ use crate::mesh::TriMesh;
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 11) as f64) / ((1u64 << 53) as f64) * 2.0 - 1.0
     }
     fn vec(&mut self) -> DVec3 {
@@ -28,10 +31,15 @@ fn membrane_gradient_and_hessian_match_finite_differences() {
     let mut r = Lcg(1);
     let (mu, lambda) = SimParams::default().lame();
     for _ in 0..20 {
-        let rest = [DVec3::ZERO, DVec3::new(0.02, 0.0, 0.001), DVec3::new(0.007, 0.018, -0.002)];
+        let rest = [
+            DVec3::ZERO,
+            DVec3::new(0.02, 0.0, 0.001),
+            DVec3::new(0.007, 0.018, -0.002),
+        ];
         let m = MembraneRest::new(rest[0], rest[1], rest[2]).expect("rest");
         // random deformation: stretch, shear, compression
-        let x: [DVec3; 3] = std::array::from_fn(|i| rest[i] * (1.0 + 0.2 * r.next()) + r.vec() * 0.004);
+        let x: [DVec3; 3] =
+            std::array::from_fn(|i| rest[i] * (1.0 + 0.2 * r.next()) + r.vec() * 0.004);
         let g = membrane::gradient(&m, &x, mu, lambda);
         let h = membrane::hessian(&m, &x, mu, lambda, false);
         let eps = 1e-7;
@@ -42,9 +50,18 @@ fn membrane_gradient_and_hessian_match_finite_differences() {
                 let (mut xp, mut xm) = (x, x);
                 xp[i][a] += eps;
                 xm[i][a] -= eps;
-                let fd = (membrane::energy(&m, &xp, mu, lambda) - membrane::energy(&m, &xm, mu, lambda)) / (2.0 * eps);
-                assert!(rel(fd, g[i][a], gscale) < 1e-5, "grad ({i},{a}): fd {fd} vs {}", g[i][a]);
-                let (gp, gm) = (membrane::gradient(&m, &xp, mu, lambda), membrane::gradient(&m, &xm, mu, lambda));
+                let fd = (membrane::energy(&m, &xp, mu, lambda)
+                    - membrane::energy(&m, &xm, mu, lambda))
+                    / (2.0 * eps);
+                assert!(
+                    rel(fd, g[i][a], gscale) < 1e-5,
+                    "grad ({i},{a}): fd {fd} vs {}",
+                    g[i][a]
+                );
+                let (gp, gm) = (
+                    membrane::gradient(&m, &xp, mu, lambda),
+                    membrane::gradient(&m, &xm, mu, lambda),
+                );
                 for j in 0..3 {
                     for b in 0..3 {
                         let fdh = (gp[j][b] - gm[j][b]) / (2.0 * eps);
@@ -64,10 +81,18 @@ fn membrane_gradient_and_hessian_match_finite_differences() {
 fn membrane_patch_tests() {
     let (mu, lambda) = SimParams::default().lame();
     let mut r = Lcg(7);
-    let rest = [DVec3::new(0.1, 0.2, 0.3), DVec3::new(0.12, 0.21, 0.3), DVec3::new(0.1, 0.23, 0.31)];
+    let rest = [
+        DVec3::new(0.1, 0.2, 0.3),
+        DVec3::new(0.12, 0.21, 0.3),
+        DVec3::new(0.1, 0.23, 0.31),
+    ];
     let m = MembraneRest::new(rest[0], rest[1], rest[2]).expect("rest");
     assert!(membrane::energy(&m, &rest, mu, lambda).abs() < 1e-18);
-    assert!(membrane::gradient(&m, &rest, mu, lambda).iter().all(|g| g.length() < 1e-15));
+    assert!(
+        membrane::gradient(&m, &rest, mu, lambda)
+            .iter()
+            .all(|g| g.length() < 1e-15)
+    );
     for _ in 0..20 {
         let q = glam::DQuat::from_scaled_axis(r.vec() * 2.0);
         let t = r.vec();
@@ -81,7 +106,12 @@ fn bending_gradient_hessian_and_rigid_invariance() {
     let mut r = Lcg(3);
     let kb = 1e-5;
     for _ in 0..20 {
-        let rest = [DVec3::ZERO, DVec3::new(0.02, 0.0, 0.0), DVec3::new(0.01, 0.017, 0.0), DVec3::new(0.009, -0.018, 0.0)];
+        let rest = [
+            DVec3::ZERO,
+            DVec3::new(0.02, 0.0, 0.0),
+            DVec3::new(0.01, 0.017, 0.0),
+            DVec3::new(0.009, -0.018, 0.0),
+        ];
         let h = Hinge::new([0, 1, 2, 3], rest).expect("hinge");
         let e = |x: &[DVec3]| 0.5 * kb * h.curvature(x).length_squared();
         // flat rest: zero energy; any rigid motion of it: still zero
@@ -101,28 +131,56 @@ fn bending_gradient_hessian_and_rigid_invariance() {
                 xm[i][a] -= eps;
                 let fd = (e(&xp) - e(&xm)) / (2.0 * eps);
                 let an = c[a] * h.w[i];
-                assert!(rel(fd, an, c.length() * h.w.iter().map(|w| w.abs()).fold(0.0, f64::max)) < 1e-5);
+                assert!(
+                    rel(
+                        fd,
+                        an,
+                        c.length() * h.w.iter().map(|w| w.abs()).fold(0.0, f64::max)
+                    ) < 1e-5
+                );
                 for j in 0..4 {
                     let gp = h.curvature(&xp) * kb * h.w[j];
                     let gm = h.curvature(&xm) * kb * h.w[j];
                     let fdh = (gp[a] - gm[a]) / (2.0 * eps);
                     let an = kb * h.w[i] * h.w[j];
-                    assert!(rel(fdh, an, kb * 100.0 * h.w.iter().map(|w| w * w).fold(0.0, f64::max)) < 1e-5);
+                    assert!(
+                        rel(
+                            fdh,
+                            an,
+                            kb * 100.0 * h.w.iter().map(|w| w * w).fold(0.0, f64::max)
+                        ) < 1e-5
+                    );
                 }
             }
         }
     }
     // a rigid motion of a curved garment patch leaves its bending energy unchanged
-    let curved = [DVec3::ZERO, DVec3::new(0.02, 0.0, 0.0), DVec3::new(0.01, 0.017, 0.004), DVec3::new(0.009, -0.018, 0.003)];
+    let curved = [
+        DVec3::ZERO,
+        DVec3::new(0.02, 0.0, 0.0),
+        DVec3::new(0.01, 0.017, 0.004),
+        DVec3::new(0.009, -0.018, 0.003),
+    ];
     let h = Hinge::new([0, 1, 2, 3], curved).expect("hinge");
     let q = glam::DQuat::from_scaled_axis(DVec3::new(0.3, -1.2, 0.7));
-    let moved: Vec<DVec3> = curved.iter().map(|p| q * *p + DVec3::new(1.0, 2.0, 3.0)).collect();
+    let moved: Vec<DVec3> = curved
+        .iter()
+        .map(|p| q * *p + DVec3::new(1.0, 2.0, 3.0))
+        .collect();
     assert!((h.curvature(&curved).length() - h.curvature(&moved).length()).abs() < 1e-12);
 }
 
 fn test_body() -> &'static crate::body::Body {
     static B: std::sync::OnceLock<crate::body::Body> = std::sync::OnceLock::new();
-    B.get_or_init(|| crate::body::Body::generate(&Default::default(), &crate::body::BodyOptions { target_vertices: 2000 }).expect("body"))
+    B.get_or_init(|| {
+        crate::body::Body::generate(
+            &Default::default(),
+            &crate::body::BodyOptions {
+                target_vertices: 2000,
+            },
+        )
+        .expect("body")
+    })
 }
 
 #[test]
@@ -136,9 +194,15 @@ fn contact_gradient_and_hessian_match_finite_differences() {
         let n = body.mesh.vertex_normals()[i].as_dvec3();
         // points inside the margin, some slightly inside the body
         let p = bp.as_dvec3() + n * (0.004 * r.next()) + r.vec() * 0.001;
-        let Some(d0) = col.distance(p, f64::INFINITY) else { continue };
+        let Some(d0) = col.distance(p, f64::INFINITY) else {
+            continue;
+        };
         let area = 4e-4;
-        let e = |q: DVec3| col.distance(q, f64::INFINITY).map(|d| contact::energy(&d, area, &params)).unwrap_or(0.0);
+        let e = |q: DVec3| {
+            col.distance(q, f64::INFINITY)
+                .map(|d| contact::energy(&d, area, &params))
+                .unwrap_or(0.0)
+        };
         let g = contact::gradient(&d0, area, &params);
         let h = contact::hessian(&d0, area, &params, true);
         if g.length() == 0.0 {
@@ -152,11 +216,16 @@ fn contact_gradient_and_hessian_match_finite_differences() {
             let mut dp = DVec3::ZERO;
             dp[a] = eps;
             // skip points where a feature switch lies within the stencil (non-smooth)
-            let (dpp, dmm) = (col.distance(p + dp, f64::INFINITY), col.distance(p - dp, f64::INFINITY));
+            let (dpp, dmm) = (
+                col.distance(p + dp, f64::INFINITY),
+                col.distance(p - dp, f64::INFINITY),
+            );
             match (dpp, dmm) {
                 (Some(x), Some(y)) => {
                     fd_g[a] = (e(p + dp) - e(p - dp)) / (2.0 * eps);
-                    fd_h[a] = (contact::gradient(&x, area, &params) - contact::gradient(&y, area, &params)) / (2.0 * eps);
+                    fd_h[a] = (contact::gradient(&x, area, &params)
+                        - contact::gradient(&y, area, &params))
+                        / (2.0 * eps);
                 }
                 _ => ok = false,
             }
@@ -169,9 +238,18 @@ fn contact_gradient_and_hessian_match_finite_differences() {
             continue; // a feature boundary inside the stencil
         }
         assert!((fd_g - g).length() / gs < 1e-5, "grad fd {fd_g} vs {g}");
-        let hs = h.to_cols_array().iter().map(|x| x.abs()).fold(0.0, f64::max);
+        let hs = h
+            .to_cols_array()
+            .iter()
+            .map(|x| x.abs())
+            .fold(0.0, f64::max);
         for a in 0..3 {
-            assert!((fd_h[a] - h.col(a)).length() / hs < 1e-4, "hess col {a}: fd {} vs {}", fd_h[a], h.col(a));
+            assert!(
+                (fd_h[a] - h.col(a)).length() / hs < 1e-4,
+                "hess col {a}: fd {} vs {}",
+                fd_h[a],
+                h.col(a)
+            );
         }
         checked += 1;
     }
@@ -184,7 +262,11 @@ fn square(n: usize, size: f32) -> TriMesh {
     let mut t = Vec::new();
     for j in 0..n {
         for i in 0..n {
-            p.push(Vec3::new(i as f32 / (n - 1) as f32 * size, 0.0, j as f32 / (n - 1) as f32 * size));
+            p.push(Vec3::new(
+                i as f32 / (n - 1) as f32 * size,
+                0.0,
+                j as f32 / (n - 1) as f32 * size,
+            ));
         }
     }
     for j in 0..n - 1 {
@@ -208,7 +290,11 @@ fn assembled_gradient_and_hessian_of_the_cloth_match_finite_differences() {
     let mesh = square(6, 0.2);
     let mut cloth = Cloth::new(&mesh, &SimParams::default()).expect("cloth");
     let mut r = Lcg(5);
-    let y: Vec<DVec3> = cloth.rest_positions().iter().map(|p| *p + r.vec() * 0.01).collect();
+    let y: Vec<DVec3> = cloth
+        .rest_positions()
+        .iter()
+        .map(|p| *p + r.vec() * 0.01)
+        .collect();
     let n = y.len();
     let mut g = vec![DVec3::ZERO; n];
     cloth.gradient(&y, None, &mut g);
@@ -227,7 +313,11 @@ fn assembled_gradient_and_hessian_of_the_cloth_match_finite_differences() {
     let dir: Vec<f64> = (0..3 * n).map(|_| r.next()).collect();
     let mut hv = vec![0.0; 3 * n];
     cloth.matrix.mul(&dir, &mut hv);
-    let shift = |s: f64| -> Vec<DVec3> { (0..n).map(|v| y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * s).collect() };
+    let shift = |s: f64| -> Vec<DVec3> {
+        (0..n)
+            .map(|v| y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * s)
+            .collect()
+    };
     let (mut gp, mut gm) = (vec![DVec3::ZERO; n], vec![DVec3::ZERO; n]);
     cloth.gradient(&shift(eps), None, &mut gp);
     cloth.gradient(&shift(-eps), None, &mut gm);
@@ -235,14 +325,21 @@ fn assembled_gradient_and_hessian_of_the_cloth_match_finite_differences() {
     for v in 0..n {
         for a in 0..3 {
             let fd = (gp[v][a] - gm[v][a]) / (2.0 * eps);
-            assert!(rel(fd, hv[3 * v + a], hs) < 1e-5, "H·v at ({v},{a}): {fd} vs {}", hv[3 * v + a]);
+            assert!(
+                rel(fd, hv[3 * v + a], hs) < 1e-5,
+                "H·v at ({v},{a}): {fd} vs {}",
+                hv[3 * v + a]
+            );
         }
     }
 }
 
 fn sag(bend: f64) -> (Vec<DVec3>, SolveReport) {
     let mesh = square(13, 0.4);
-    let params = SimParams { bend_stiffness: bend, ..Default::default() };
+    let params = SimParams {
+        bend_stiffness: bend,
+        ..Default::default()
+    };
     let mut cloth = Cloth::new(&mesh, &params).expect("cloth");
     // pinned at two adjacent corners, the cloth hangs like a curtain
     cloth.pin(0);
@@ -255,7 +352,10 @@ fn sag(bend: f64) -> (Vec<DVec3>, SolveReport) {
 #[test]
 fn pinned_square_sags_converges_and_never_gains_energy() {
     let (y, report) = sag(1e-5);
-    eprintln!("sag: {} iterations, residual {:.3e} (tol {:.3e})", report.iterations, report.residual, report.tolerance);
+    eprintln!(
+        "sag: {} iterations, residual {:.3e} (tol {:.3e})",
+        report.iterations, report.residual, report.tolerance
+    );
     assert!(report.residual <= report.tolerance);
     for w in report.energies.windows(2) {
         assert!(w[1] <= w[0] + 1e-12, "energy rose: {} → {}", w[0], w[1]);
@@ -266,8 +366,15 @@ fn pinned_square_sags_converges_and_never_gains_energy() {
     assert!(lowest < -0.3, "free edge at {lowest}");
     // halving the bending stiffness visibly changes the shape
     let (y2, _) = sag(0.5e-5);
-    let diff = y.iter().zip(&y2).map(|(a, b)| (*a - *b).length()).fold(0.0, f64::max);
-    assert!(diff > 1e-3, "halving bending moved the cloth by only {diff} m");
+    let diff = y
+        .iter()
+        .zip(&y2)
+        .map(|(a, b)| (*a - *b).length())
+        .fold(0.0, f64::max);
+    assert!(
+        diff > 1e-3,
+        "halving bending moved the cloth by only {diff} m"
+    );
 }
 
 #[test]
@@ -276,39 +383,67 @@ fn bad_inputs_give_named_errors() {
     // degenerate triangle
     let mut m = square(4, 0.1);
     m.positions[5] = m.positions[4];
-    assert!(matches!(Cloth::new(&m, &SimParams::default()), Err(SolveError::Mesh(MeshError::Degenerate(_)))));
+    assert!(matches!(
+        Cloth::new(&m, &SimParams::default()),
+        Err(SolveError::Mesh(MeshError::Degenerate(_)))
+    ));
     // non-manifold: an edge shared by three triangles
     let mut m = square(4, 0.1);
     let extra = m.positions.len() as u32;
     m.positions.push(Vec3::new(0.05, 0.05, 0.0));
     let [a, b, _] = m.triangles[0];
     m.triangles.push([a, b, extra]);
-    assert!(matches!(Cloth::new(&m, &SimParams::default()), Err(SolveError::Mesh(MeshError::NonManifoldEdge(..)))));
+    assert!(matches!(
+        Cloth::new(&m, &SimParams::default()),
+        Err(SolveError::Mesh(MeshError::NonManifoldEdge(..)))
+    ));
     // NaN state
     let mut cloth = Cloth::new(&square(4, 0.1), &SimParams::default()).expect("cloth");
     let mut y = cloth.rest_positions().to_vec();
     y[3].x = f64::NAN;
-    assert_eq!(cloth.solve(&mut y, None).err(), Some(SolveError::NonFinite("garment state")));
+    assert_eq!(
+        cloth.solve(&mut y, None).err(),
+        Some(SolveError::NonFinite("garment state"))
+    );
     // a garment far from the body, and NaN poses
     let body = test_body();
-    let g = crate::garment::Garment::generate(body, &crate::garment::GarmentConfig { target_vertices: 800, ..crate::garment::GarmentConfig::builtin("tshirt").expect("cfg") }).expect("shirt");
+    let g = crate::garment::Garment::generate(
+        body,
+        &crate::garment::GarmentConfig {
+            target_vertices: 800,
+            ..crate::garment::GarmentConfig::builtin("tshirt").expect("cfg")
+        },
+    )
+    .expect("shirt");
     let mut far = g.clone();
     for p in &mut far.mesh.positions {
         p.x += 3.0;
     }
     let mut sim = Simulator::new(body, &far, &SimParams::default()).expect("sim");
-    assert!(matches!(sim.drape_rest(), Err(SolveError::FarFromBody { .. })));
+    assert!(matches!(
+        sim.drape_rest(),
+        Err(SolveError::FarFromBody { .. })
+    ));
     let mut sim = Simulator::new(body, &g, &SimParams::default()).expect("sim");
     let eq = sim.drape_rest().expect("drape");
     let mut nan_pose = crate::skeleton::Pose::rest();
     nan_pose.rotations[5].x = f32::NAN;
-    assert_eq!(sim.carry(&eq, &nan_pose).err(), Some(SolveError::NonFinite("pose")));
-    assert_eq!(sim.residual(&nan_pose, &eq.positions).err(), Some(SolveError::NonFinite("pose")));
+    assert_eq!(
+        sim.carry(&eq, &nan_pose).err(),
+        Some(SolveError::NonFinite("pose"))
+    );
+    assert_eq!(
+        sim.residual(&nan_pose, &eq.positions).err(),
+        Some(SolveError::NonFinite("pose"))
+    );
     // a garment sunk into the body is refused instead of being simulated inside out
     let mut sunk = g.clone();
     for (p, n) in sunk.mesh.positions.iter_mut().zip(g.mesh.vertex_normals()) {
         *p -= n * 0.06;
     }
     let mut sim = Simulator::new(body, &sunk, &SimParams::default()).expect("sim");
-    assert!(matches!(sim.drape_rest(), Err(SolveError::InsideBody { .. })));
+    assert!(matches!(
+        sim.drape_rest(),
+        Err(SolveError::InsideBody { .. })
+    ));
 }

@@ -126,7 +126,9 @@ pub enum DbError {
     #[error("database corrupt: {0}")]
     Corrupt(String),
     /// The database was built for another garment, body or skeleton.
-    #[error("database was built for a different {what} (file {found:016x}, expected {expected:016x})")]
+    #[error(
+        "database was built for a different {what} (file {found:016x}, expected {expected:016x})"
+    )]
     Mismatch {
         /// What differs.
         what: &'static str,
@@ -154,6 +156,8 @@ pub struct GarmentData {
     pub region_names: Vec<String>,
     /// Region weights, `vertices × regions`.
     pub region_weights: Vec<f32>,
+    /// Region index of each of the 22 bones.
+    pub bone_regions: Vec<u8>,
 }
 
 /// The body the database was built for.
@@ -194,6 +198,7 @@ struct Meta {
     format: u32,
     garment: String,
     regions: Vec<String>,
+    bone_regions: Vec<u8>,
     vertices: usize,
     triangles: usize,
     body_vertices: usize,
@@ -251,6 +256,7 @@ impl Database {
             format: DB_VERSION,
             garment: self.garment.name.clone(),
             regions: self.garment.region_names.clone(),
+            bone_regions: self.garment.bone_regions.clone(),
             vertices: self.garment.rest.len(),
             triangles: self.garment.triangles.len(),
             body_vertices: self.body.positions.len(),
@@ -273,24 +279,45 @@ impl Database {
         let cat = |f: &dyn Fn(&Example) -> Vec<u8>| -> Vec<u8> { ex.iter().flat_map(f).collect() };
         let sections: Vec<(u32, Vec<u8>)> = vec![
             (id::META, meta),
-            (id::GARMENT_TRIANGLES, bytes_of(&self.garment.triangles).to_vec()),
+            (
+                id::GARMENT_TRIANGLES,
+                bytes_of(&self.garment.triangles).to_vec(),
+            ),
             (id::GARMENT_REST, bytes_of(&self.garment.rest).to_vec()),
             (id::GARMENT_METRIC, bytes_of(&self.garment.metric).to_vec()),
-            (id::GARMENT_JOINTS, bytes_of(&self.garment.skin.joints).to_vec()),
-            (id::GARMENT_WEIGHTS, bytes_of(&self.garment.skin.weights).to_vec()),
-            (id::REGION_WEIGHTS, bytes_of(&self.garment.region_weights).to_vec()),
+            (
+                id::GARMENT_JOINTS,
+                bytes_of(&self.garment.skin.joints).to_vec(),
+            ),
+            (
+                id::GARMENT_WEIGHTS,
+                bytes_of(&self.garment.skin.weights).to_vec(),
+            ),
+            (
+                id::REGION_WEIGHTS,
+                bytes_of(&self.garment.region_weights).to_vec(),
+            ),
             (id::BODY_SKELETON, bytes_of(&self.body.skeleton).to_vec()),
             (id::BODY_POSITIONS, bytes_of(&self.body.positions).to_vec()),
             (id::BODY_TRIANGLES, bytes_of(&self.body.triangles).to_vec()),
             (id::BODY_JOINTS, bytes_of(&self.body.skin.joints).to_vec()),
             (id::BODY_WEIGHTS, bytes_of(&self.body.skin.weights).to_vec()),
             (id::EX_POSES, bytes_of(&poses).to_vec()),
-            (id::EX_DISTANCE, cat(&|e| bytes_of(&e.distance_weights).to_vec())),
+            (
+                id::EX_DISTANCE,
+                cat(&|e| bytes_of(&e.distance_weights).to_vec()),
+            ),
             (id::EX_POSITIONS, cat(&|e| bytes_of(&e.positions).to_vec())),
             (id::EX_REMOTE, cat(&|e| e.remote_bone.clone())),
             (id::EX_ALPHA, cat(&|e| bytes_of(&e.alpha).to_vec())),
-            (id::EX_TRANSLATION, cat(&|e| bytes_of(&e.translation).to_vec())),
-            (id::EX_BODY_VERTEX, cat(&|e| bytes_of(&e.body_vertex).to_vec())),
+            (
+                id::EX_TRANSLATION,
+                cat(&|e| bytes_of(&e.translation).to_vec()),
+            ),
+            (
+                id::EX_BODY_VERTEX,
+                cat(&|e| bytes_of(&e.body_vertex).to_vec()),
+            ),
             (id::EX_CLEARANCE, cat(&|e| bytes_of(&e.clearance).to_vec())),
         ];
         let table_start = HEADER_LEN;
@@ -332,7 +359,10 @@ impl Database {
 
     /// Writes the database to `path` atomically (temporary name, then rename).
     pub fn write(&self, path: &Path) -> Result<(), DbError> {
-        let io = |e: std::io::Error| DbError::Io { path: path.display().to_string(), message: e.to_string() };
+        let io = |e: std::io::Error| DbError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
@@ -343,7 +373,10 @@ impl Database {
 
     /// Reads and checks a database file.
     pub fn read(path: &Path) -> Result<Database, DbError> {
-        let bytes = std::fs::read(path).map_err(|e| DbError::Io { path: path.display().to_string(), message: e.to_string() })?;
+        let bytes = std::fs::read(path).map_err(|e| DbError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
         Self::from_bytes(&bytes)
     }
 
@@ -361,11 +394,19 @@ impl Database {
     pub fn check_built_for(&self, garment: &GarmentData, body: &BodyData) -> Result<(), DbError> {
         let (gf, ge) = (garment_hash(&self.garment), garment_hash(garment));
         if gf != ge {
-            return Err(DbError::Mismatch { what: "garment", found: gf, expected: ge });
+            return Err(DbError::Mismatch {
+                what: "garment",
+                found: gf,
+                expected: ge,
+            });
         }
         let (bf, be) = (body_hash(&self.body), body_hash(body));
         if bf != be {
-            return Err(DbError::Mismatch { what: "body", found: bf, expected: be });
+            return Err(DbError::Mismatch {
+                what: "body",
+                found: bf,
+                expected: be,
+            });
         }
         Ok(())
     }
@@ -389,21 +430,34 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 impl<'a> Reader<'a> {
     fn new(bytes: &'a [u8]) -> Result<Self, DbError> {
         if !cfg!(target_endian = "little") {
-            return Err(DbError::Corrupt("big-endian hosts cannot read clothcast databases".into()));
+            return Err(DbError::Corrupt(
+                "big-endian hosts cannot read clothcast databases".into(),
+            ));
         }
         let len = bytes.len() as u64;
         if bytes.len() < 8 || bytes[..8] != DB_MAGIC {
             if bytes.len() < 8 && DB_MAGIC.starts_with(bytes) && !bytes.is_empty() {
-                return Err(DbError::Truncated { what: "header".into(), needed: HEADER_LEN as u64, len });
+                return Err(DbError::Truncated {
+                    what: "header".into(),
+                    needed: HEADER_LEN as u64,
+                    len,
+                });
             }
             return Err(DbError::BadMagic);
         }
         if bytes.len() < HEADER_LEN {
-            return Err(DbError::Truncated { what: "header".into(), needed: HEADER_LEN as u64, len });
+            return Err(DbError::Truncated {
+                what: "header".into(),
+                needed: HEADER_LEN as u64,
+                len,
+            });
         }
         let version = le_u32(bytes, 8);
         if version != DB_VERSION {
-            return Err(DbError::Version { found: version, supported: DB_VERSION });
+            return Err(DbError::Version {
+                found: version,
+                supported: DB_VERSION,
+            });
         }
         let count = le_u32(bytes, 12) as usize;
         if count > 64 {
@@ -412,14 +466,22 @@ impl<'a> Reader<'a> {
         let declared = le_u64(bytes, 16);
         if declared != len {
             return Err(if declared > len {
-                DbError::Truncated { what: "file".into(), needed: declared, len }
+                DbError::Truncated {
+                    what: "file".into(),
+                    needed: declared,
+                    len,
+                }
             } else {
                 DbError::Corrupt(format!("file is {len} bytes, header says {declared}"))
             });
         }
         let table_end = HEADER_LEN + count * RECORD_LEN;
         if bytes.len() < table_end {
-            return Err(DbError::Truncated { what: "section table".into(), needed: table_end as u64, len });
+            return Err(DbError::Truncated {
+                what: "section table".into(),
+                needed: table_end as u64,
+                len,
+            });
         }
         let table_bytes = &bytes[HEADER_LEN..table_end];
         if xxh3_64(table_bytes) != le_u64(bytes, 24) {
@@ -428,13 +490,26 @@ impl<'a> Reader<'a> {
         let mut table = Vec::with_capacity(count);
         for k in 0..count {
             let at = HEADER_LEN + k * RECORD_LEN;
-            let (sid, off, slen, sum) = (le_u32(bytes, at), le_u64(bytes, at + 8), le_u64(bytes, at + 16), le_u64(bytes, at + 24));
-            let end = off.checked_add(slen).ok_or_else(|| DbError::Corrupt(format!("section {sid} size overflows")))?;
+            let (sid, off, slen, sum) = (
+                le_u32(bytes, at),
+                le_u64(bytes, at + 8),
+                le_u64(bytes, at + 16),
+                le_u64(bytes, at + 24),
+            );
+            let end = off
+                .checked_add(slen)
+                .ok_or_else(|| DbError::Corrupt(format!("section {sid} size overflows")))?;
             if end > len {
-                return Err(DbError::Truncated { what: format!("section {sid}"), needed: end, len });
+                return Err(DbError::Truncated {
+                    what: format!("section {sid}"),
+                    needed: end,
+                    len,
+                });
             }
             if off % 8 != 0 || (off as usize) < table_end {
-                return Err(DbError::Corrupt(format!("section {sid} misplaced at {off}")));
+                return Err(DbError::Corrupt(format!(
+                    "section {sid} misplaced at {off}"
+                )));
             }
             table.push((sid, off, slen, sum));
         }
@@ -447,7 +522,12 @@ impl<'a> Reader<'a> {
     }
 
     fn section(&self, sid: u32) -> Result<&'a [u8], DbError> {
-        let (_, off, len, sum) = self.table.iter().find(|t| t.0 == sid).copied().ok_or_else(|| DbError::Corrupt(format!("section {sid} missing")))?;
+        let (_, off, len, sum) = self
+            .table
+            .iter()
+            .find(|t| t.0 == sid)
+            .copied()
+            .ok_or_else(|| DbError::Corrupt(format!("section {sid} missing")))?;
         let data = &self.bytes[off as usize..(off + len) as usize];
         if xxh3_64(data) != sum {
             return Err(DbError::Checksum(format!("section {sid}")));
@@ -458,34 +538,70 @@ impl<'a> Reader<'a> {
     /// An array section of exactly `count` elements of `T`.
     fn array<T: bytemuck::Pod>(&self, sid: u32, count: usize) -> Result<Vec<T>, DbError> {
         let data = self.section(sid)?;
-        let need = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| DbError::Corrupt("size overflow".into()))?;
+        let need = count
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or_else(|| DbError::Corrupt("size overflow".into()))?;
         if data.len() != need {
-            return Err(DbError::Corrupt(format!("section {sid} has {} bytes, expected {need}", data.len())));
+            return Err(DbError::Corrupt(format!(
+                "section {sid} has {} bytes, expected {need}",
+                data.len()
+            )));
         }
         Ok(bytemuck::pod_collect_to_vec(data))
     }
 
     fn read(&self) -> Result<Database, DbError> {
-        let meta: Meta = serde_json::from_slice(self.section(id::META)?).map_err(|e| DbError::Corrupt(format!("metadata: {e}")))?;
-        let (n, t, bn, bt, ne, g) = (meta.vertices, meta.triangles, meta.body_vertices, meta.body_triangles, meta.examples, meta.regions.len());
-        if n == 0 || n > MAX_VERTICES || bn == 0 || bn > MAX_VERTICES || t > 4 * MAX_VERTICES || bt > 4 * MAX_VERTICES || ne > MAX_EXAMPLES || g == 0 || g > 64 {
-            return Err(DbError::Corrupt(format!("implausible counts: {n} vertices, {ne} examples, {g} regions")));
+        let meta: Meta = serde_json::from_slice(self.section(id::META)?)
+            .map_err(|e| DbError::Corrupt(format!("metadata: {e}")))?;
+        let (n, t, bn, bt, ne, g) = (
+            meta.vertices,
+            meta.triangles,
+            meta.body_vertices,
+            meta.body_triangles,
+            meta.examples,
+            meta.regions.len(),
+        );
+        if n == 0
+            || n > MAX_VERTICES
+            || bn == 0
+            || bn > MAX_VERTICES
+            || t > 4 * MAX_VERTICES
+            || bt > 4 * MAX_VERTICES
+            || ne > MAX_EXAMPLES
+            || g == 0
+            || g > 64
+        {
+            return Err(DbError::Corrupt(format!(
+                "implausible counts: {n} vertices, {ne} examples, {g} regions"
+            )));
         }
         let garment = GarmentData {
             name: meta.garment.clone(),
             triangles: self.array::<[u32; 3]>(id::GARMENT_TRIANGLES, t)?,
             rest: self.array::<Vec3>(id::GARMENT_REST, n)?,
             metric: self.array::<Vec3>(id::GARMENT_METRIC, n)?,
-            skin: SkinWeights { joints: self.array(id::GARMENT_JOINTS, n)?, weights: self.array(id::GARMENT_WEIGHTS, n)? },
+            skin: SkinWeights {
+                joints: self.array(id::GARMENT_JOINTS, n)?,
+                weights: self.array(id::GARMENT_WEIGHTS, n)?,
+            },
             region_names: meta.regions.clone(),
             region_weights: self.array(id::REGION_WEIGHTS, n * g)?,
+            bone_regions: meta.bone_regions.clone(),
         };
+        if garment.bone_regions.len() != JOINT_COUNT
+            || garment.bone_regions.iter().any(|&r| r as usize >= g)
+        {
+            return Err(DbError::Corrupt("bone region table".into()));
+        }
         let skel: Vec<Vec3> = self.array(id::BODY_SKELETON, JOINT_COUNT)?;
         let body = BodyData {
             skeleton: std::array::from_fn(|i| skel[i]),
             positions: self.array(id::BODY_POSITIONS, bn)?,
             triangles: self.array(id::BODY_TRIANGLES, bt)?,
-            skin: SkinWeights { joints: self.array(id::BODY_JOINTS, bn)?, weights: self.array(id::BODY_WEIGHTS, bn)? },
+            skin: SkinWeights {
+                joints: self.array(id::BODY_JOINTS, bn)?,
+                weights: self.array(id::BODY_WEIGHTS, bn)?,
+            },
         };
         let poses: Vec<f32> = self.array(id::EX_POSES, ne * (3 + 4 * JOINT_COUNT))?;
         let dist: Vec<f32> = self.array(id::EX_DISTANCE, ne * g * DOF_COUNT)?;
@@ -498,8 +614,13 @@ impl<'a> Reader<'a> {
         let mut examples = Vec::with_capacity(ne);
         for j in 0..ne {
             let p = &poses[j * (3 + 4 * JOINT_COUNT)..(j + 1) * (3 + 4 * JOINT_COUNT)];
-            let mut pose = Pose { translation: Vec3::new(p[0], p[1], p[2]), rotations: std::array::from_fn(|k| Quat::from_slice(&p[3 + 4 * k..7 + 4 * k])) };
-            pose.validate().map_err(|e| DbError::Corrupt(format!("example {j} pose: {e}")))?;
+            let pose = Pose {
+                translation: Vec3::new(p[0], p[1], p[2]),
+                rotations: std::array::from_fn(|k| Quat::from_slice(&p[3 + 4 * k..7 + 4 * k])),
+            };
+            pose.clone()
+                .validate()
+                .map_err(|e| DbError::Corrupt(format!("example {j} pose: {e}")))?;
             let r = j * n..(j + 1) * n;
             examples.push(Example {
                 pose,
@@ -512,11 +633,21 @@ impl<'a> Reader<'a> {
                 distance_weights: dist[j * g * DOF_COUNT..(j + 1) * g * DOF_COUNT].to_vec(),
             });
         }
-        let db = Database { garment, body, examples, bake: meta.bake };
+        let db = Database {
+            garment,
+            body,
+            examples,
+            bake: meta.bake,
+        };
         validate(&db)?;
-        let (gh, bh) = (format!("{:016x}", garment_hash(&db.garment)), format!("{:016x}", body_hash(&db.body)));
+        let (gh, bh) = (
+            format!("{:016x}", garment_hash(&db.garment)),
+            format!("{:016x}", body_hash(&db.body)),
+        );
         if gh != meta.garment_hash || bh != meta.body_hash {
-            return Err(DbError::Corrupt("content hashes do not match the metadata".into()));
+            return Err(DbError::Corrupt(
+                "content hashes do not match the metadata".into(),
+            ));
         }
         Ok(db)
     }
@@ -534,23 +665,44 @@ fn validate(db: &Database) -> Result<(), DbError> {
         return bad("body triangle index out of range".into());
     }
     let finite = |v: &[Vec3]| v.iter().all(|p| p.is_finite());
-    if !finite(&db.garment.rest) || !finite(&db.garment.metric) || !finite(&db.body.positions) || !finite(&db.body.skeleton) {
+    if !finite(&db.garment.rest)
+        || !finite(&db.garment.metric)
+        || !finite(&db.body.positions)
+        || !finite(&db.body.skeleton)
+    {
         return bad("non-finite positions".into());
     }
-    if db.garment.skin.validate(n as usize).is_err() || db.body.skin.validate(bn as usize).is_err() {
+    if db.garment.skin.validate(n as usize).is_err() || db.body.skin.validate(bn as usize).is_err()
+    {
         return bad("invalid skin weights".into());
     }
-    if db.garment.region_weights.iter().any(|w| !w.is_finite() || *w < 0.0) {
+    if db
+        .garment
+        .region_weights
+        .iter()
+        .any(|w| !w.is_finite() || *w < 0.0)
+    {
         return bad("invalid region weights".into());
     }
     for (j, e) in db.examples.iter().enumerate() {
-        if !finite(&e.positions) || e.alpha.iter().any(|a| !(0.0..=1.0).contains(a)) || e.clearance.iter().any(|c| !c.is_finite()) {
+        if !finite(&e.positions)
+            || e.alpha.iter().any(|a| !(0.0..=1.0).contains(a))
+            || e.clearance.iter().any(|c| !c.is_finite())
+        {
             return bad(format!("example {j}: non-finite shape or α outside 0–1"));
         }
-        if e.remote_bone.iter().any(|&b| b as usize >= JOINT_COUNT) || e.body_vertex.iter().any(|&v| v >= bn) {
-            return bad(format!("example {j}: bone or body vertex index out of range"));
+        if e.remote_bone.iter().any(|&b| b as usize >= JOINT_COUNT)
+            || e.body_vertex.iter().any(|&v| v >= bn)
+        {
+            return bad(format!(
+                "example {j}: bone or body vertex index out of range"
+            ));
         }
-        if e.translation.iter().flatten().any(|x| !x.is_finite()) || e.distance_weights.iter().any(|x| !x.is_finite() || *x < 0.0) {
+        if e.translation.iter().flatten().any(|x| !x.is_finite())
+            || e.distance_weights
+                .iter()
+                .any(|x| !x.is_finite() || *x < 0.0)
+        {
             return bad(format!("example {j}: non-finite weights"));
         }
     }
@@ -568,6 +720,26 @@ impl GarmentData {
             skin: g.skin.clone(),
             region_names: g.regions.names.clone(),
             region_weights: g.region_weights.clone(),
+            bone_regions: g.regions.bone_region.to_vec(),
+        }
+    }
+
+    /// A [`crate::garment::Garment`] from the stored data (for simulating it again:
+    /// evaluation, further bakes). The body binding is not stored; it is left empty.
+    pub fn to_garment(&self) -> crate::garment::Garment {
+        crate::garment::Garment {
+            name: self.name.clone(),
+            mesh: crate::mesh::TriMesh::new(self.rest.clone(), self.triangles.clone()),
+            metric: self.metric.clone(),
+            binding: Vec::new(),
+            skin: self.skin.clone(),
+            regions: crate::garment::RegionTable {
+                names: self.region_names.clone(),
+                bone_region: std::array::from_fn(|b| {
+                    self.bone_regions.get(b).copied().unwrap_or(0)
+                }),
+            },
+            region_weights: self.region_weights.clone(),
         }
     }
 }
@@ -575,15 +747,25 @@ impl GarmentData {
 impl BodyData {
     /// The database's copy of a body.
     pub fn from_body(b: &crate::body::Body) -> Self {
-        BodyData { skeleton: *b.skeleton.rest_positions(), positions: b.mesh.positions.clone(), triangles: b.mesh.triangles.clone(), skin: b.skin.clone() }
+        BodyData {
+            skeleton: *b.skeleton.rest_positions(),
+            positions: b.mesh.positions.clone(),
+            triangles: b.mesh.triangles.clone(),
+            skin: b.skin.clone(),
+        }
     }
 
     /// A [`crate::body::Body`] from the stored data (no procedural field: garments for
     /// it come from the database).
     pub fn to_body(&self) -> crate::body::Body {
-        let (lo, hi) = crate::mesh::TriMesh::new(self.positions.clone(), self.triangles.clone()).bounds().unwrap_or((Vec3::ZERO, Vec3::Y));
+        let (lo, hi) = crate::mesh::TriMesh::new(self.positions.clone(), self.triangles.clone())
+            .bounds()
+            .unwrap_or((Vec3::ZERO, Vec3::Y));
         crate::body::Body {
-            shape: crate::body::BodyShape { height: hi.y - lo.y, ..Default::default() },
+            shape: crate::body::BodyShape {
+                height: hi.y - lo.y,
+                ..Default::default()
+            },
             skeleton: crate::skeleton::Skeleton::from_rest_positions(self.skeleton),
             mesh: crate::mesh::TriMesh::new(self.positions.clone(), self.triangles.clone()),
             skin: self.skin.clone(),
@@ -629,7 +811,10 @@ pub fn decode_example(b: &[u8]) -> Result<Example, DbError> {
     }
     let version = le_u32(b, 8);
     if version != DB_VERSION {
-        return Err(DbError::Version { found: version, supported: DB_VERSION });
+        return Err(DbError::Version {
+            found: version,
+            supported: DB_VERSION,
+        });
     }
     let body = &b[..b.len() - 8];
     if xxh3_64(body) != le_u64(b, b.len() - 8) {
@@ -637,17 +822,28 @@ pub fn decode_example(b: &[u8]) -> Result<Example, DbError> {
     }
     let (n, g) = (le_u64(b, 16) as usize, le_u64(b, 24) as usize);
     if n == 0 || n > MAX_VERTICES || g == 0 || g > 64 {
-        return Err(DbError::Corrupt(format!("example part with {n} vertices, {g} regions")));
+        return Err(DbError::Corrupt(format!(
+            "example part with {n} vertices, {g} regions"
+        )));
     }
     let mut at = 32;
     let mut take = |len: usize| -> Result<&[u8], DbError> {
-        let s = body.get(at..at + len).ok_or_else(|| DbError::Truncated { what: "example part".into(), needed: (at + len) as u64, len: body.len() as u64 })?;
+        let s = body.get(at..at + len).ok_or_else(|| DbError::Truncated {
+            what: "example part".into(),
+            needed: (at + len) as u64,
+            len: body.len() as u64,
+        })?;
         at += len;
         Ok(s)
     };
     let pose_f: Vec<f32> = bytemuck::pod_collect_to_vec(take(4 * (3 + 4 * JOINT_COUNT))?);
-    let mut pose = Pose { translation: Vec3::new(pose_f[0], pose_f[1], pose_f[2]), rotations: std::array::from_fn(|k| Quat::from_slice(&pose_f[3 + 4 * k..7 + 4 * k])) };
-    pose.validate().map_err(|e| DbError::Corrupt(format!("example pose: {e}")))?;
+    let pose = Pose {
+        translation: Vec3::new(pose_f[0], pose_f[1], pose_f[2]),
+        rotations: std::array::from_fn(|k| Quat::from_slice(&pose_f[3 + 4 * k..7 + 4 * k])),
+    };
+    pose.clone()
+        .validate()
+        .map_err(|e| DbError::Corrupt(format!("example pose: {e}")))?;
     let e = Example {
         pose,
         distance_weights: bytemuck::pod_collect_to_vec(take(4 * g * DOF_COUNT)?),

@@ -7,7 +7,15 @@ mod motion;
 mod rig;
 mod synth;
 
-pub use db::{BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, body_hash, decode_example, encode_example, garment_hash};
+pub use db::{
+    BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, body_hash,
+    decode_example, encode_example, garment_hash,
+};
 pub use motion::{BoneMotion, PoseDerivatives};
-pub use rig::{Example, GarmentRigInput, RigParams, RigReport, fit_example, tau_matrix};
-pub use synth::{AvatarJob, AvatarState, Scratch, SynthFrame, SynthParams, Synthesizer, synthesize_all};
+pub use rig::{Example, GarmentRigInput, PosedBody, RigParams, RigReport, fit_example, tau_matrix};
+pub use synth::{
+    AvatarJob, AvatarState, Scratch, SynthFrame, SynthParams, Synthesizer, synthesize_all,
+};
+
+#[cfg(test)]
+mod tests;

@@ -24,7 +24,8 @@ impl BoneMotion {
     /// Motion from the example frames to the input frames (from
     /// [`Skeleton::world_frames`]).
     pub fn new(example: &[Rigid; JOINT_COUNT], input: &[Rigid; JOINT_COUNT]) -> Self {
-        let quat: [Quat; JOINT_COUNT] = std::array::from_fn(|b| (input[b].rot * example[b].rot.conjugate()).normalize());
+        let quat: [Quat; JOINT_COUNT] =
+            std::array::from_fn(|b| (input[b].rot * example[b].rot.conjugate()).normalize());
         Self {
             rot: quat.map(Mat3A::from_quat),
             quat,
@@ -83,14 +84,22 @@ impl PoseDerivatives {
             }
             mask
         });
-        Self { omega, joint: frames.map(|f| f.trans), ancestors }
+        Self {
+            omega,
+            joint: frames.map(|f| f.trans),
+            ancestors,
+        }
     }
 
     /// Velocity of a point `x` rigidly attached to bone `b` when DOF `m` changes.
     #[inline]
     pub fn point_velocity(&self, b: usize, m: usize, x: Vec3) -> Vec3 {
         let j = m / 3;
-        if self.ancestors[b] & (1 << j) == 0 { Vec3::ZERO } else { self.omega[m].cross(x - self.joint[j]) }
+        if self.ancestors[b] & (1 << j) == 0 {
+            Vec3::ZERO
+        } else {
+            self.omega[m].cross(x - self.joint[j])
+        }
     }
 
     /// Velocity of joint `b`'s position when DOF `m` changes (∂t_b/∂Θ_m).
@@ -120,10 +129,17 @@ mod tests {
             th[m] = h;
             let moved = skel.world_frames(&apply_theta(&pose, &th));
             let motion = BoneMotion::new(&base, &moved);
-            for b in [JointId::LEFT_ELBOW.index(), JointId::SPINE3.index(), JointId::RIGHT_KNEE.index()] {
+            for b in [
+                JointId::LEFT_ELBOW.index(),
+                JointId::SPINE3.index(),
+                JointId::RIGHT_KNEE.index(),
+            ] {
                 let fd = (Vec3::from(motion.apply(b, Vec3A::from(x))) - x) / h;
                 let an = d.point_velocity(b, m, x);
-                assert!((fd - an).length() < 2e-3 * (1.0 + an.length()), "m {m} b {b}: {fd} vs {an}");
+                assert!(
+                    (fd - an).length() < 2e-3 * (1.0 + an.length()),
+                    "m {m} b {b}: {fd} vs {an}"
+                );
                 let fdt = Vec3::from(motion.translation(b)) / h;
                 assert!((fdt - d.joint_velocity(b, m)).length() < 2e-3);
             }

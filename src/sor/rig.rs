@@ -23,7 +23,9 @@ pub struct RigParams {
 
 impl Default for RigParams {
     fn default() -> Self {
-        Self { translation_ridge: 0.1 }
+        Self {
+            translation_ridge: 0.1,
+        }
     }
 }
 
@@ -71,18 +73,26 @@ pub struct GarmentRigInput<'a> {
     pub regions: usize,
 }
 
+/// The body surface posed at an example's pose, in the canonical frame (metres).
+#[derive(Clone, Copy, Debug)]
+pub struct PosedBody<'a> {
+    /// Body vertex positions.
+    pub positions: &'a [Vec3],
+    /// Unit outward vertex normals, one per position.
+    pub normals: &'a [Vec3],
+}
+
 /// Fits the SOR rig of one example.
 ///
 /// `sensitivity[m][v]` is s_m at vertex v (metres per radian, SOR Eq. 3);
-/// `body_positions`/`body_normals` are the body posed at `pose` (canonical frame).
+/// `body` is the body posed at `pose` (canonical frame).
 pub fn fit_example(
     skeleton: &Skeleton,
     pose: &Pose,
     positions: &[Vec3],
     sensitivity: &[Vec<DVec3>],
     garment: &GarmentRigInput<'_>,
-    body_positions: &[Vec3],
-    body_normals: &[Vec3],
+    body: PosedBody<'_>,
     params: &RigParams,
 ) -> Result<(Example, RigReport), crate::mesh::MeshError> {
     let n = positions.len();
@@ -97,8 +107,11 @@ pub fn fit_example(
         clearance: vec![0.0; n],
         distance_weights: vec![0.0; garment.regions * DOF_COUNT],
     };
-    let mut report = RigReport { rho_naive: vec![0.0; n], rho_optimised: vec![0.0; n] };
-    let nearest = NearestVertex::build(body_positions)?;
+    let mut report = RigReport {
+        rho_naive: vec![0.0; n],
+        rho_optimised: vec![0.0; n],
+    };
+    let nearest = NearestVertex::build(body.positions)?;
     let mut a = [Vec3::ZERO; DOF_COUNT];
     let mut r = [Vec3::ZERO; DOF_COUNT];
     let mut e = [Vec3::ZERO; DOF_COUNT];
@@ -161,13 +174,14 @@ pub fn fit_example(
         for m in 0..DOF_COUNT {
             let err = (e[m] - tau * z[m]).length_squared();
             for g in 0..garment.regions {
-                ex.distance_weights[g * DOF_COUNT + m] += garment.region_weights[v * garment.regions + g] * err;
+                ex.distance_weights[g * DOF_COUNT + m] +=
+                    garment.region_weights[v * garment.regions + g] * err;
             }
         }
         // associated body vertex and clearance (SOR Eq. 11–12)
         let (bv, _) = nearest.nearest(y);
         ex.body_vertex[v] = bv.0;
-        ex.clearance[v] = (y - body_positions[bv.index()]).dot(body_normals[bv.index()]);
+        ex.clearance[v] = (y - body.positions[bv.index()]).dot(body.normals[bv.index()]);
     }
     Ok((ex, report))
 }

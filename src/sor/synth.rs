@@ -13,7 +13,9 @@ use glam::{Mat3A, Vec3, Vec3A};
 use rayon::prelude::*;
 
 use crate::body::{LbsMatrices, lbs_into};
-use crate::skeleton::{DOF_COUNT, JOINT_COUNT, Pose, Rigid, RootFrame, Skeleton, canonicalize, theta_into};
+use crate::skeleton::{
+    DOF_COUNT, JOINT_COUNT, Pose, Rigid, RootFrame, Skeleton, canonicalize, theta_into,
+};
 
 use super::db::Database;
 use super::motion::BoneMotion;
@@ -33,11 +35,20 @@ pub struct SynthParams {
     pub penetration_margin: f32,
     /// ε of the distance weights (SOR §5: 1e-15), m².
     pub epsilon: f64,
+    /// Re-project penetrating vertices (SOR Eq. 11–13); off only for diagnostics.
+    pub resolve_penetration: bool,
 }
 
 impl Default for SynthParams {
     fn default() -> Self {
-        Self { k: 6.0, top_k: 5, t_mix: 0.05, penetration_margin: 0.005, epsilon: 1e-15 }
+        Self {
+            k: 6.0,
+            top_k: 5,
+            t_mix: 0.05,
+            penetration_margin: 0.005,
+            epsilon: 1e-15,
+            resolve_penetration: true,
+        }
     }
 }
 
@@ -95,7 +106,11 @@ impl<'db> Synthesizer<'db> {
     /// Prepares the runtime (precomputes example frames and sparse region lists).
     pub fn new(db: &'db Database, params: SynthParams) -> Self {
         let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
-        let example_frames = db.examples.iter().map(|e| skeleton.world_frames(&e.pose)).collect();
+        let example_frames = db
+            .examples
+            .iter()
+            .map(|e| skeleton.world_frames(&e.pose))
+            .collect();
         let g = db.region_count();
         let mut region_offsets = vec![0u32];
         let mut region_list = Vec::new();
@@ -108,8 +123,17 @@ impl<'db> Synthesizer<'db> {
             }
             region_offsets.push(region_list.len() as u32);
         }
-        let body_mesh = crate::mesh::TriMesh::new(db.body.positions.clone(), db.body.triangles.clone());
-        Self { db, params, skeleton, example_frames, region_offsets, region_list, body_normals: body_mesh.vertex_normals() }
+        let body_mesh =
+            crate::mesh::TriMesh::new(db.body.positions.clone(), db.body.triangles.clone());
+        Self {
+            db,
+            params,
+            skeleton,
+            example_frames,
+            region_offsets,
+            region_list,
+            body_normals: body_mesh.vertex_normals(),
+        }
     }
 
     /// The database.
@@ -134,8 +158,19 @@ impl<'db> Synthesizer<'db> {
     /// # Panics
     /// If `out` does not have the garment's vertex count (a programming error).
     #[track_caller]
-    pub fn synthesize(&self, state: &mut AvatarState, scratch: &mut Scratch, pose: &Pose, dt: f32, out: &mut [Vec3]) -> SynthFrame {
-        assert_eq!(out.len(), self.db.vertex_count(), "output buffer has the wrong vertex count");
+    pub fn synthesize(
+        &self,
+        state: &mut AvatarState,
+        scratch: &mut Scratch,
+        pose: &Pose,
+        dt: f32,
+        out: &mut [Vec3],
+    ) -> SynthFrame {
+        assert_eq!(
+            out.len(),
+            self.db.vertex_count(),
+            "output buffer has the wrong vertex count"
+        );
         let (canon, root) = canonicalize(pose, &self.skeleton);
         let db = self.db;
         let nj = db.examples.len();
@@ -175,10 +210,18 @@ impl<'db> Synthesizer<'db> {
             scratch.order.clear();
             scratch.order.extend(0..nj as u32);
             if k < nj {
-                scratch.order.select_nth_unstable_by(k - 1, |a, b| d[*a as usize].total_cmp(&d[*b as usize]));
+                scratch.order.select_nth_unstable_by(k - 1, |a, b| {
+                    d[*a as usize].total_cmp(&d[*b as usize])
+                });
             }
             let chosen = &scratch.order[..k];
-            let logs: [f64; 64] = std::array::from_fn(|i| if i < k { -self.params.k * (d[chosen[i] as usize] + self.params.epsilon).ln() } else { f64::MIN });
+            let logs: [f64; 64] = std::array::from_fn(|i| {
+                if i < k {
+                    -self.params.k * (d[chosen[i] as usize] + self.params.epsilon).ln()
+                } else {
+                    f64::MIN
+                }
+            });
             let maxl = logs[..k].iter().copied().fold(f64::MIN, f64::max);
             let sum: f64 = logs[..k].iter().map(|l| (l - maxl).exp()).sum();
             for i in 0..k {
@@ -195,13 +238,21 @@ impl<'db> Synthesizer<'db> {
         let input_frames = self.skeleton.world_frames(&canon);
         scratch.motions.clear();
         for &j in &scratch.used {
-            scratch.motions.push(BoneMotion::new(&self.example_frames[j as usize], &input_frames));
+            scratch.motions.push(BoneMotion::new(
+                &self.example_frames[j as usize],
+                &input_frames,
+            ));
         }
         let t = self.skeleton.skinning_transforms(&canon);
         let lbs = LbsMatrices::new(&t);
         scratch.body_pos.resize(db.body.positions.len(), Vec3::ZERO);
         scratch.body_nrm.resize(db.body.positions.len(), Vec3::ZERO);
-        lbs_into(&db.body.positions, &db.body.skin, &lbs, &mut scratch.body_pos);
+        lbs_into(
+            &db.body.positions,
+            &db.body.skin,
+            &lbs,
+            &mut scratch.body_pos,
+        );
         skin_normals(&self.body_normals, &db.body.skin, &t, &mut scratch.body_nrm);
         // per vertex: blend of SOR-skinned examples, then penetration re-projection
         let eps_p = self.params.penetration_margin;
@@ -209,7 +260,10 @@ impl<'db> Synthesizer<'db> {
         for (v, o) in out.iter_mut().enumerate() {
             let mut slots = [(0u32, 0.0f32); 48];
             let mut ns = 0;
-            let (a, b) = (self.region_offsets[v] as usize, self.region_offsets[v + 1] as usize);
+            let (a, b) = (
+                self.region_offsets[v] as usize,
+                self.region_offsets[v + 1] as usize,
+            );
             for &(r, rw) in &self.region_list[a..b] {
                 for &(j, w) in &scratch.top[r as usize * k..(r as usize + 1) * k] {
                     let s = scratch.slot_of[j as usize];
@@ -229,7 +283,11 @@ impl<'db> Synthesizer<'db> {
             }
             let total: f32 = slots[..ns].iter().map(|e| e.1).sum();
             if ns == 0 || total <= 0.0 {
-                *o = db.examples.first().map(|e| e.positions[v]).unwrap_or(db.garment.rest[v]);
+                *o = db
+                    .examples
+                    .first()
+                    .map(|e| e.positions[v])
+                    .unwrap_or(db.garment.rest[v]);
                 continue;
             }
             let (joints, weights) = (skin.joints[v], skin.weights[v]);
@@ -257,6 +315,10 @@ impl<'db> Synthesizer<'db> {
                 y += m.rot[joints[0] as usize] * Vec3A::from(tau * Vec3::from(tbar));
                 y_in += y * (w / total);
             }
+            if !self.params.resolve_penetration {
+                *o = Vec3::from(y_in);
+                continue;
+            }
             // SOR Eq. 11–13: per example, push out along the associated body vertex's normal
             let mut y_out = Vec3A::ZERO;
             for &(s, w) in &slots[..ns] {
@@ -269,14 +331,27 @@ impl<'db> Synthesizer<'db> {
             }
             *o = Vec3::from(y_out);
         }
-        SynthFrame { root, examples_used: scratch.used.len() }
+        SynthFrame {
+            root,
+            examples_used: scratch.used.len(),
+        }
     }
 }
 
 /// Rotates rest normals by each vertex's blended bone rotation (LBS), renormalised.
-fn skin_normals(rest: &[Vec3], skin: &crate::body::SkinWeights, t: &[Rigid; JOINT_COUNT], out: &mut [Vec3]) {
+fn skin_normals(
+    rest: &[Vec3],
+    skin: &crate::body::SkinWeights,
+    t: &[Rigid; JOINT_COUNT],
+    out: &mut [Vec3],
+) {
     let rots: [Mat3A; JOINT_COUNT] = t.map(|r| Mat3A::from_quat(r.rot));
-    for (((n, j), w), o) in rest.iter().zip(&skin.joints).zip(&skin.weights).zip(out.iter_mut()) {
+    for (((n, j), w), o) in rest
+        .iter()
+        .zip(&skin.joints)
+        .zip(&skin.weights)
+        .zip(out.iter_mut())
+    {
         let n = Vec3A::from(*n);
         let mut acc = Vec3A::ZERO;
         for k in 0..4 {

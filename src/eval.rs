@@ -1,0 +1,255 @@
+//! Evaluation of synthesis against simulated ground truth (DESIGN §6): for poses of a
+//! clip the bake did not use, the garment is carried quasi-statically along the clip by
+//! the simulator, and compared per frame with SOR synthesis, plain LBS of the draped
+//! rest garment, and skinning of the nearest example. Reported: mean and max vertex
+//! error (cm), penetrating vertices (> 2 mm inside the body), and jitter (mean vertex
+//! acceleration, m/s², SOR Fig. 14).
+
+use glam::{DVec3, Vec3};
+
+use crate::body::{LbsMatrices, SelfContactGuard, lbs_into};
+use crate::mesh::MeshQuery;
+use crate::mesh::TriMesh;
+use crate::sim::{Equilibrium, SimParams, Simulator};
+use crate::skeleton::{Pose, Rigid, canonicalize, theta};
+use crate::sor::{AvatarState, Database, Scratch, SynthParams, Synthesizer};
+
+/// The methods compared.
+pub const METHODS: [&str; 3] = ["SOR", "LBS", "nearest"];
+
+/// Penetration depth that counts, metres (DESIGN §6: 2 mm).
+pub const PENETRATION_DEPTH: f32 = 0.002;
+
+/// One frame's figures for one method.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct FrameError {
+    /// Mean vertex distance to the ground truth, metres.
+    pub mean: f32,
+    /// Largest vertex distance, metres.
+    pub max: f32,
+    /// Vertices more than [`PENETRATION_DEPTH`] inside the body.
+    pub penetrating: usize,
+}
+
+/// Per-frame results.
+#[derive(Clone, Debug)]
+pub struct FrameResult {
+    /// Index of the frame in the clip.
+    pub frame: usize,
+    /// Time in the clip, seconds.
+    pub time: f32,
+    /// Whether the simulator reached its tolerance at this frame.
+    pub converged: bool,
+    /// Ground truth's own penetrating vertices.
+    pub truth_penetrating: usize,
+    /// One entry per method of [`METHODS`].
+    pub errors: [FrameError; 3],
+}
+
+/// Summary of one method over all frames.
+#[derive(Clone, Debug, Default)]
+pub struct MethodSummary {
+    /// Method name.
+    pub name: &'static str,
+    /// Mean of per-frame mean errors, metres.
+    pub mean: f32,
+    /// Largest per-frame max error, metres.
+    pub max: f32,
+    /// Mean penetrating vertices per frame.
+    pub penetrating: f32,
+    /// Mean vertex acceleration, m/s².
+    pub jitter: f32,
+}
+
+/// A whole evaluation.
+#[derive(Clone, Debug)]
+pub struct Evaluation {
+    /// Per frame.
+    pub frames: Vec<FrameResult>,
+    /// Per method, in the order of [`METHODS`].
+    pub summary: Vec<MethodSummary>,
+    /// Jitter of the ground truth itself, m/s².
+    pub truth_jitter: f32,
+    /// Frames skipped because the simulator found no equilibrium there.
+    pub skipped: usize,
+}
+
+/// Why an evaluation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EvalError {
+    /// The simulator failed before any frame.
+    #[error("ground truth: {0}")]
+    Sim(#[from] crate::sim::SolveError),
+    /// No frame to evaluate.
+    #[error("no frames to evaluate")]
+    NoFrames,
+    /// Bad mesh data in the database.
+    #[error(transparent)]
+    Mesh(#[from] crate::mesh::MeshError),
+}
+
+/// Evaluates `db` on `poses` (world-frame clip poses, `dt` seconds apart; `frames`
+/// their indices in the clip). `progress(done, total)` is called per frame.
+pub fn evaluate(
+    db: &Database,
+    poses: &[Pose],
+    frames: &[usize],
+    dt: f32,
+    progress: &dyn Fn(usize, usize),
+) -> Result<Evaluation, EvalError> {
+    if poses.is_empty() {
+        return Err(EvalError::NoFrames);
+    }
+    let body = db.body.to_body();
+    let garment = db.garment.to_garment();
+    let guard = SelfContactGuard::new(&body, crate::bake::GUARD_CLEARANCE);
+    let params = SimParams::default();
+    let mut sim = Simulator::new(&body, &garment, &params)?;
+    let synth = Synthesizer::new(db, SynthParams::default());
+    let n = garment.vertex_count();
+    let rest = sim.drape_rest()?;
+    let rest_shape: Vec<Vec3> = rest.positions_f32();
+    let mut state = AvatarState::new();
+    let mut scratch = Scratch::default();
+    let mut sor_out = vec![Vec3::ZERO; n];
+    let mut lbs_out = vec![Vec3::ZERO; n];
+    let mut near_out = vec![Vec3::ZERO; n];
+    let mut body_pos = vec![Vec3::ZERO; body.mesh.vertex_count()];
+    let mut query = MeshQuery::build(&body.mesh)?;
+    let mut current: Equilibrium = rest;
+    let mut results = Vec::new();
+    let mut history: [Vec<Vec<Vec3>>; 4] = Default::default();
+    let mut skipped = 0;
+    for (k, (pose, &frame)) in poses.iter().zip(frames).enumerate() {
+        progress(k, poses.len());
+        let canonical = canonicalize(&guard.apply(pose), &body.skeleton).0;
+        // ground truth: carried from the previous frame
+        let truth = match sim.carry(&current, &canonical) {
+            Ok(eq) => eq,
+            Err(e) => {
+                tracing::warn!(frame, error = %e, "no equilibrium; frame skipped");
+                skipped += 1;
+                continue;
+            }
+        };
+        let converged = truth.report.converged() && truth.report.unconverged_steps == 0;
+        current = truth.clone();
+        let truth32 = truth.positions_f32();
+        // SOR (damped across frames), LBS of the draped rest shape, nearest example
+        synth.synthesize(&mut state, &mut scratch, &canonical, dt, &mut sor_out);
+        let t = body.skeleton.skinning_transforms(&canonical);
+        lbs_into(
+            &rest_shape,
+            &garment.skin,
+            &LbsMatrices::new(&t),
+            &mut lbs_out,
+        );
+        let nearest = db
+            .examples
+            .iter()
+            .enumerate()
+            .min_by(|a, b| {
+                let d = |e: &crate::sor::Example| -> f32 {
+                    let th = theta(&e.pose, &canonical);
+                    (0..db.region_count())
+                        .map(|g| {
+                            e.distance_weights[g * 66..(g + 1) * 66]
+                                .iter()
+                                .zip(&th)
+                                .map(|(u, t)| u * t * t)
+                                .sum::<f32>()
+                        })
+                        .sum()
+                };
+                d(a.1).total_cmp(&d(b.1))
+            })
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        let ex = &db.examples[nearest];
+        let te = body.skeleton.skinning_transforms(&ex.pose);
+        let rel: [Rigid; 22] = std::array::from_fn(|b| t[b].compose(&te[b].inverse()));
+        lbs_into(
+            &ex.positions,
+            &garment.skin,
+            &LbsMatrices::new(&rel),
+            &mut near_out,
+        );
+        // penetration against the body posed at this frame
+        body.pose_into(&canonical, params.body_skinning, &mut body_pos);
+        query.update(&body_pos);
+        let count_inside = |ys: &[Vec3]| {
+            ys.iter()
+                .filter(|p| query.signed_distance(**p) < -PENETRATION_DEPTH)
+                .count()
+        };
+        let error_of = |ys: &[Vec3]| {
+            let d: Vec<f32> = ys
+                .iter()
+                .zip(&truth32)
+                .map(|(a, b)| (*a - *b).length())
+                .collect();
+            FrameError {
+                mean: d.iter().sum::<f32>() / d.len() as f32,
+                max: d.iter().copied().fold(0.0, f32::max),
+                penetrating: count_inside(ys),
+            }
+        };
+        let errors = [error_of(&sor_out), error_of(&lbs_out), error_of(&near_out)];
+        results.push(FrameResult {
+            frame,
+            time: k as f32 * dt,
+            converged,
+            truth_penetrating: count_inside(&truth32),
+            errors,
+        });
+        for (h, ys) in history
+            .iter_mut()
+            .zip([&sor_out, &lbs_out, &near_out, &truth32])
+        {
+            h.push(ys.clone());
+        }
+    }
+    progress(poses.len(), poses.len());
+    if results.is_empty() {
+        return Err(EvalError::NoFrames);
+    }
+    let jitter = |seq: &[Vec<Vec3>]| -> f32 {
+        if seq.len() < 3 {
+            return 0.0;
+        }
+        let mut total = 0.0f64;
+        let mut count = 0usize;
+        for w in seq.windows(3) {
+            for v in 0..w[0].len() {
+                let a = (w[2][v] - 2.0 * w[1][v] + w[0][v]) / (dt * dt);
+                total += a.length() as f64;
+                count += 1;
+            }
+        }
+        (total / count.max(1) as f64) as f32
+    };
+    let summary = METHODS
+        .iter()
+        .enumerate()
+        .map(|(m, name)| MethodSummary {
+            name,
+            mean: results.iter().map(|r| r.errors[m].mean).sum::<f32>() / results.len() as f32,
+            max: results.iter().map(|r| r.errors[m].max).fold(0.0, f32::max),
+            penetrating: results
+                .iter()
+                .map(|r| r.errors[m].penetrating as f32)
+                .sum::<f32>()
+                / results.len() as f32,
+            jitter: jitter(&history[m]),
+        })
+        .collect();
+    let _ = DVec3::ZERO;
+    let _ = TriMesh::default();
+    Ok(Evaluation {
+        frames: results,
+        summary,
+        truth_jitter: jitter(&history[3]),
+        skipped,
+    })
+}

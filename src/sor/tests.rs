@@ -1,0 +1,298 @@
+//! SOR rig, database and runtime tests on a small real bake.
+
+use std::sync::OnceLock;
+
+use glam::{DVec3, Vec3};
+
+use super::*;
+use crate::bake::{BakeConfig, Baker, Rng, Shard};
+use crate::body::{Body, BodyOptions, BodyShape, SkinningMethod};
+use crate::garment::{Garment, GarmentConfig};
+use crate::mesh::TriMesh;
+use crate::sim::{SimParams, Simulator};
+use crate::skeleton::{DOF_COUNT, JointId, Pose, quat_exp};
+
+struct Fixture {
+    body: Body,
+    garment: Garment,
+    db: Database,
+}
+
+fn fixture() -> &'static Fixture {
+    static F: OnceLock<Fixture> = OnceLock::new();
+    F.get_or_init(|| {
+        let body = Body::generate(
+            &BodyShape::default(),
+            &BodyOptions {
+                target_vertices: 2000,
+            },
+        )
+        .expect("body");
+        let mut cfg = GarmentConfig::builtin("tshirt").expect("cfg");
+        cfg.target_vertices = 900;
+        let garment = Garment::generate(&body, &cfg).expect("garment");
+        let baker = Baker::new(
+            &body,
+            &garment,
+            BakeConfig {
+                examples: 4,
+                limit_samples: 60,
+                ..BakeConfig::default()
+            },
+        )
+        .expect("baker");
+        let clip =
+            crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &body.skeleton)
+                .expect("clip");
+        let db = baker
+            .bake_kmeans(&[clip.every(20)], None, Shard::ALL, &|_, _| {})
+            .expect("bake");
+        Fixture { body, garment, db }
+    })
+}
+
+#[test]
+fn optimised_remote_bones_fit_the_sensitivities_better() {
+    let f = fixture();
+    let mut sim = Simulator::new(&f.body, &f.garment, &SimParams::default()).expect("sim");
+    let mut pose = Pose::rest();
+    pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -0.6)));
+    pose.set_rotation(JointId::SPINE2, quat_exp(Vec3::new(0.15, 0.2, 0.0)));
+    let eq = sim.drape(&pose).expect("drape");
+    let sens = sim.sensitivity(&eq).expect("sensitivity");
+    let body_pos = f.body.posed_positions(&pose, SkinningMethod::Lbs);
+    let body_nrm = TriMesh::new(body_pos.clone(), f.body.mesh.triangles.clone()).vertex_normals();
+    let input = GarmentRigInput {
+        skin: &f.garment.skin,
+        region_weights: &f.garment.region_weights,
+        regions: f.garment.regions.len(),
+    };
+    let (ex, report) = fit_example(
+        &f.body.skeleton,
+        &pose,
+        &eq.positions_f32(),
+        &sens.values,
+        &input,
+        PosedBody {
+            positions: &body_pos,
+            normals: &body_nrm,
+        },
+        &RigParams::default(),
+    )
+    .expect("rig");
+    let n = f.garment.vertex_count();
+    // ρ with the optimised remote bone and α never exceeds ρ with α = 0 …
+    assert!(
+        report
+            .rho_optimised
+            .iter()
+            .zip(&report.rho_naive)
+            .all(|(o, n)| *o <= *n * (1.0 + 1e-9))
+    );
+    // … and is strictly smaller (by more than 1 %) on a large share of the vertices
+    let better = report
+        .rho_optimised
+        .iter()
+        .zip(&report.rho_naive)
+        .filter(|(o, n)| **o < 0.99 * **n)
+        .count();
+    eprintln!(
+        "ρ improved by > 1 % on {better} of {n} vertices; total {:.3e} → {:.3e}",
+        report.rho_naive.iter().sum::<f64>(),
+        report.rho_optimised.iter().sum::<f64>()
+    );
+    assert!(better * 2 > n, "only {better} of {n} vertices improved");
+    // translation weights reduce the prediction residual on held-out perturbations:
+    // random joint-angle directions (not the 66 unit ones they were fitted on)
+    let d = PoseDerivatives::new(&f.body.skeleton, &pose);
+    let mut rng = Rng::new(5);
+    let (mut with, mut without) = (0.0f64, 0.0f64);
+    for _ in 0..20 {
+        let dir: Vec<f32> = (0..DOF_COUNT).map(|_| rng.normal()).collect();
+        for v in 0..n {
+            let y = ex.positions[v];
+            let (joints, weights) = (f.garment.skin.joints[v], f.garment.skin.weights[v]);
+            let (mut truth, mut rot, mut tr) = (Vec3::ZERO, Vec3::ZERO, Vec3::ZERO);
+            for m in 0..DOF_COUNT {
+                truth += sens.values[m][v].as_vec3() * dir[m];
+                let mut a = Vec3::ZERO;
+                let mut t = Vec3::ZERO;
+                for k in 0..4 {
+                    if weights[k] > 0.0 {
+                        a += d.point_velocity(joints[k] as usize, m, y) * weights[k];
+                        t += d.joint_velocity(joints[k] as usize, m) * weights[k];
+                    }
+                }
+                let al = ex.alpha[v];
+                rot += (a * (1.0 - al) + d.point_velocity(ex.remote_bone[v] as usize, m, y) * al)
+                    * dir[m];
+                tr += t * dir[m];
+            }
+            without += (truth - rot).length_squared() as f64;
+            with += (truth - rot - tau_matrix(&ex.translation[v]) * tr).length_squared() as f64;
+        }
+    }
+    eprintln!("held-out residual without τ {without:.4e}, with τ {with:.4e}");
+    assert!(
+        with < 0.95 * without,
+        "translation weights did not help: {with} vs {without}"
+    );
+    let _ = DVec3::ZERO;
+}
+
+#[test]
+fn synthesis_reproduces_each_example_at_its_own_pose() {
+    let f = fixture();
+    let synth = Synthesizer::new(
+        &f.db,
+        SynthParams {
+            resolve_penetration: false,
+            ..SynthParams::default()
+        },
+    );
+    let mut out = vec![Vec3::ZERO; f.db.vertex_count()];
+    for ex in &f.db.examples {
+        let mut state = AvatarState::new();
+        let mut scratch = Scratch::default();
+        synth.synthesize(&mut state, &mut scratch, &ex.pose, 1.0 / 30.0, &mut out);
+        let worst = out
+            .iter()
+            .zip(&ex.positions)
+            .map(|(a, b)| (*a - *b).length())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-4, "example reproduced within {worst} m");
+    }
+}
+
+#[test]
+fn serial_and_parallel_synthesis_agree_and_damping_converges() {
+    let f = fixture();
+    let synth = Synthesizer::new(&f.db, SynthParams::default());
+    let n = f.db.vertex_count();
+    let mut rng = Rng::new(9);
+    let poses: Vec<Pose> = (0..8)
+        .map(|_| crate::skeleton::sample_pose(|| rng.uniform(), 0.3))
+        .collect();
+    // serial
+    let mut serial = vec![vec![Vec3::ZERO; n]; poses.len()];
+    let mut states: Vec<AvatarState> = (0..poses.len()).map(|_| AvatarState::new()).collect();
+    let mut scratch = Scratch::default();
+    for ((p, o), s) in poses.iter().zip(serial.iter_mut()).zip(states.iter_mut()) {
+        synth.synthesize(s, &mut scratch, p, 1.0 / 30.0, o);
+    }
+    // parallel
+    let mut parallel = vec![vec![Vec3::ZERO; n]; poses.len()];
+    let mut pstates: Vec<AvatarState> = (0..poses.len()).map(|_| AvatarState::new()).collect();
+    let mut jobs: Vec<AvatarJob<'_>> = pstates
+        .iter_mut()
+        .zip(parallel.iter_mut())
+        .zip(&poses)
+        .map(|((s, o), p)| AvatarJob {
+            state: s,
+            pose: *p,
+            dt: 1.0 / 30.0,
+            out: o,
+            frame: None,
+        })
+        .collect();
+    synthesize_all(&synth, &mut jobs);
+    drop(jobs);
+    assert_eq!(serial, parallel, "rayon and serial synthesis differ");
+    // damping: a pose held still converges to the undamped result
+    let mut still = AvatarState::new();
+    let mut out = vec![Vec3::ZERO; n];
+    synth.synthesize(&mut still, &mut scratch, &poses[0], 1.0 / 30.0, &mut out);
+    for _ in 0..60 {
+        synth.synthesize(&mut still, &mut scratch, &poses[1], 1.0 / 30.0, &mut out);
+    }
+    let mut fresh = AvatarState::new();
+    let mut undamped = vec![Vec3::ZERO; n];
+    synth.synthesize(
+        &mut fresh,
+        &mut scratch,
+        &poses[1],
+        1.0 / 30.0,
+        &mut undamped,
+    );
+    let diff = out
+        .iter()
+        .zip(&undamped)
+        .map(|(a, b)| (*a - *b).length())
+        .fold(0.0f32, f32::max);
+    assert!(
+        diff < 1e-4,
+        "damped result {diff} m away from the undamped one after 2 s"
+    );
+    // and right after a pose change the damped result lies between the two
+    let mut jump = AvatarState::new();
+    synth.synthesize(&mut jump, &mut scratch, &poses[0], 1.0 / 30.0, &mut out);
+    let mut first = vec![Vec3::ZERO; n];
+    synth.synthesize(&mut jump, &mut scratch, &poses[1], 1.0 / 30.0, &mut first);
+    let d_first = first
+        .iter()
+        .zip(&undamped)
+        .map(|(a, b)| (*a - *b).length())
+        .fold(0.0f32, f32::max);
+    assert!(d_first > diff, "damping had no effect");
+}
+
+#[test]
+fn database_round_trips_and_refuses_bad_files() {
+    let f = fixture();
+    let bytes = f.db.to_bytes();
+    let back = Database::from_bytes(&bytes).expect("read back");
+    assert!(back == f.db, "database differs after a round trip");
+    // every truncated prefix is refused with a named error
+    for cut in [0, 4, 8, 20, 31, 40, 200, bytes.len() / 2, bytes.len() - 1] {
+        let e = Database::from_bytes(&bytes[..cut]).expect_err("truncated");
+        assert!(
+            matches!(
+                e,
+                DbError::Truncated { .. } | DbError::BadMagic | DbError::Corrupt(_)
+            ),
+            "{cut}: {e:?}"
+        );
+    }
+    // a flipped byte in an array is caught by its checksum
+    let mut bad = bytes.clone();
+    let at = bad.len() - 100;
+    bad[at] ^= 0x40;
+    assert!(matches!(
+        Database::from_bytes(&bad),
+        Err(DbError::Checksum(_))
+    ));
+    // another format version, another magic
+    let mut v2 = bytes.clone();
+    v2[8] = 2;
+    assert_eq!(
+        Database::from_bytes(&v2).err(),
+        Some(DbError::Version {
+            found: 2,
+            supported: DB_VERSION
+        })
+    );
+    let mut magic = bytes.clone();
+    magic[0] = b'X';
+    assert_eq!(Database::from_bytes(&magic).err(), Some(DbError::BadMagic));
+    // built for another garment / body
+    let mut other = GarmentData::from_garment(&f.garment);
+    other.rest[0].x += 0.001;
+    assert!(matches!(
+        f.db.check_built_for(&other, &BodyData::from_body(&f.body)),
+        Err(DbError::Mismatch {
+            what: "garment",
+            ..
+        })
+    ));
+    f.db.check_built_for(
+        &GarmentData::from_garment(&f.garment),
+        &BodyData::from_body(&f.body),
+    )
+    .expect("same garment");
+    // part files (resumable bakes) round-trip and refuse corruption
+    let part = encode_example(&f.db.examples[1]);
+    assert_eq!(decode_example(&part).expect("part"), f.db.examples[1]);
+    let mut broken = part.clone();
+    broken[100] ^= 1;
+    assert!(decode_example(&broken).is_err());
+}
