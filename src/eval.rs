@@ -5,11 +5,10 @@
 //! error (cm), penetrating vertices (> 2 mm inside the body), and jitter (mean vertex
 //! acceleration, m/s², SOR Fig. 14).
 
-use glam::{DVec3, Vec3};
+use glam::Vec3;
 
 use crate::body::{LbsMatrices, SelfContactGuard, lbs_into};
 use crate::mesh::MeshQuery;
-use crate::mesh::TriMesh;
 use crate::sim::{Equilibrium, SimParams, Simulator};
 use crate::skeleton::{Pose, Rigid, canonicalize, theta};
 use crate::sor::{AvatarState, Database, Scratch, SynthParams, Synthesizer};
@@ -110,6 +109,7 @@ pub fn evaluate(
     let n = garment.vertex_count();
     let rest = sim.drape_rest()?;
     let rest_shape: Vec<Vec3> = rest.positions_f32();
+    let rest_eq = rest.clone();
     let mut state = AvatarState::new();
     let mut scratch = Scratch::default();
     let mut sor_out = vec![Vec3::ZERO; n];
@@ -125,7 +125,13 @@ pub fn evaluate(
         progress(k, poses.len());
         let canonical = canonicalize(&guard.apply(pose), &body.skeleton).0;
         // ground truth: carried from the previous frame
-        let truth = match sim.carry(&current, &canonical) {
+        // carried from the previous frame; where that fails (cloth pinched between
+        // moving limbs), carried afresh from the rest drape so one failure does not
+        // strand every later frame
+        let truth = match sim.carry(&current, &canonical).or_else(|e| {
+            tracing::debug!(frame, error = %e, "carry from the previous frame failed; carrying from rest");
+            sim.carry(&rest_eq, &canonical)
+        }) {
             Ok(eq) => eq,
             Err(e) => {
                 tracing::warn!(frame, error = %e, "no equilibrium; frame skipped");
@@ -244,8 +250,6 @@ pub fn evaluate(
             jitter: jitter(&history[m]),
         })
         .collect();
-    let _ = DVec3::ZERO;
-    let _ = TriMesh::default();
     Ok(Evaluation {
         frames: results,
         summary,

@@ -6,6 +6,7 @@
 pub mod bake;
 pub mod body;
 pub mod cli;
+pub mod codec;
 pub mod eval;
 pub mod garment;
 pub mod mesh;

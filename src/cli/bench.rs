@@ -21,6 +21,10 @@ pub(crate) struct BenchArgs {
 enum BenchWhat {
     /// Cloth statics: DOF, Newton iterations, factorisation, equilibrium and sensitivity times.
     Sim(SimBench),
+    /// Garment stream codec: bits per vertex per frame, error, encode/decode time, next to
+    /// raw floats, quantised + zstd and meshoptimizer + zstd (those two need the
+    /// `codec-peers` build feature).
+    Codec(super::bench_codec::CodecBench),
 }
 
 #[derive(Args, Debug)]
@@ -33,6 +37,7 @@ struct SimBench {
 pub(crate) fn run(a: BenchArgs) -> anyhow::Result<()> {
     match a.what {
         BenchWhat::Sim(b) => bench_sim(b),
+        BenchWhat::Codec(b) => super::bench_codec::run(b),
     }
 }
 

@@ -4,8 +4,10 @@
 mod assets;
 mod bake;
 mod bench;
+mod bench_codec;
 mod common;
 mod drape;
+mod eval;
 mod render;
 mod retarget;
 
@@ -39,6 +41,8 @@ pub(crate) enum Command {
     Merge(bake::MergeArgs),
     /// Summarise a database file.
     Inspect(bake::InspectArgs),
+    /// Compare SOR, LBS and nearest-example skinning with the simulated ground truth on a clip.
+    Eval(eval::EvalArgs),
 }
 
 /// Runs the command line.
@@ -53,5 +57,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Bake(a) => bake::run(a),
         Command::Merge(a) => bake::run_merge(a),
         Command::Inspect(a) => bake::run_inspect(a),
+        Command::Eval(a) => eval::run(a),
     }
 }

@@ -1,0 +1,502 @@
+//! `clothcast bench codec`: bits per vertex per frame, error and speed of the garment
+//! stream codec next to raw floats, quantised + zstd, and meshoptimizer + zstd, all on
+//! the same quantised frames of recorded SOR garment sequences. Also writes the golden
+//! streams (`--golden DIR`).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use glam::Vec3;
+
+use super::common::write_file;
+use crate::bake::{DEFAULT_CLIP, default_database};
+use crate::body::Body;
+use crate::codec::{BoneTransform, CodecConfig, Decoder, Encoder, GarmentSetup, format::word_hash};
+use crate::garment::{Garment, GarmentConfig};
+use crate::mesh::{MeshQuery, TriMesh};
+use crate::mocap::Clip;
+use crate::skeleton::{Pose, Skeleton, canonicalize};
+use crate::sor::{AvatarState, Database, Scratch, SynthParams, Synthesizer};
+
+/// Arguments of `clothcast bench codec`.
+#[derive(Args, Debug)]
+pub(crate) struct CodecBench {
+    /// Example database driving the garment (default: the default database).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Seconds of each motion.
+    #[arg(long, default_value_t = 6.0)]
+    seconds: f32,
+    /// Vertex count of the large garment (its motion is the SOR garment's, carried by
+    /// barycentric binding to the default-resolution garment).
+    #[arg(long, default_value_t = 12500)]
+    large: usize,
+    /// Seconds between keyframes.
+    #[arg(long, default_value_t = 2.0)]
+    keyframe_interval: f32,
+    /// Write the golden streams (tests/fixtures/codec/v1) into this folder and stop.
+    #[arg(long)]
+    golden: Option<PathBuf>,
+}
+
+/// A recorded garment sequence.
+struct Sequence {
+    name: String,
+    fps: u32,
+    positions: Vec<Vec<f32>>,
+    bones: Vec<Vec<BoneTransform>>,
+}
+
+fn bones_of(skeleton: &Skeleton, canonical: &Pose) -> Vec<BoneTransform> {
+    skeleton
+        .skinning_transforms(canonical)
+        .iter()
+        .map(|t| BoneTransform {
+            rotation: t.rot.to_array(),
+            translation: t.trans.to_array(),
+        })
+        .collect()
+}
+
+/// Binding of a finer garment onto the database's garment: triangle, barycentric
+/// coordinates and normal offset per fine vertex (at rest).
+struct Binding {
+    tri: Vec<[u32; 3]>,
+    bary: Vec<Vec3>,
+    offset: Vec<f32>,
+}
+
+impl Binding {
+    fn new(coarse: &TriMesh, fine: &[Vec3]) -> anyhow::Result<Self> {
+        let q = MeshQuery::build(coarse)?;
+        let (mut tri, mut bary, mut offset) = (Vec::new(), Vec::new(), Vec::new());
+        for p in fine {
+            let h = q.closest(*p);
+            let t = coarse.triangles[h.triangle as usize];
+            let n = tri_normal(&coarse.positions, t);
+            tri.push(t);
+            bary.push(h.bary);
+            offset.push((*p - h.point).dot(n));
+        }
+        Ok(Self { tri, bary, offset })
+    }
+
+    fn apply(&self, coarse: &[Vec3], out: &mut Vec<f32>) {
+        out.clear();
+        for ((t, b), d) in self.tri.iter().zip(&self.bary).zip(&self.offset) {
+            let p = coarse[t[0] as usize] * b.x
+                + coarse[t[1] as usize] * b.y
+                + coarse[t[2] as usize] * b.z
+                + *d * tri_normal(coarse, *t);
+            out.extend_from_slice(&p.to_array());
+        }
+    }
+}
+
+fn tri_normal(p: &[Vec3], t: [u32; 3]) -> Vec3 {
+    (p[t[1] as usize] - p[t[0] as usize])
+        .cross(p[t[2] as usize] - p[t[0] as usize])
+        .normalize_or_zero()
+}
+
+/// The motions: frames of the built-in CMU 131_01 clip (120 fps).
+fn motions(seconds: f32) -> [(&'static str, usize, usize, usize); 3] {
+    let n = (seconds * 120.0) as usize;
+    // (name, first frame, frame count at 120 fps, speed-up; 0: hold the first frame and
+    // breathe — a kiosk user standing still)
+    [("idle", 0, n, 0), ("walk", 240, n, 1), ("fast", 0, n, 4)]
+}
+
+pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
+    let db = match &b.db {
+        Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
+        None => default_database(&super::bake::progress_bar("baking the default database"))?.0,
+    };
+    let body = db.body.to_body();
+    let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)?;
+    let synth = Synthesizer::new(&db, SynthParams::default());
+    let coarse = TriMesh::new(db.garment.rest.clone(), db.garment.triangles.clone());
+    let small_setup = setup_of(&db.garment.triangles, &db.garment.skin)?;
+    if let Some(dir) = &b.golden {
+        return write_golden(dir, &synth, &clip, &small_setup);
+    }
+    let default_body = Body::default_body()?;
+    let mut cfg = GarmentConfig::builtin("tshirt")?;
+    cfg.target_vertices = b.large;
+    let large = Garment::generate(&default_body, &cfg)?;
+    let binding = Binding::new(&coarse, &large.mesh.positions)?;
+    let large_setup = setup_of(&large.mesh.triangles, &large.skin)?;
+    println!(
+        "garment stream codec, one thread; max error 1 mm; the lossless peers code exactly the frames clothcast reconstructs;"
+    );
+    println!(
+        "bits per vertex per frame count every byte of the message, keyframes every {:.0} s included\n",
+        b.keyframe_interval
+    );
+    println!(
+        "{:<26} {:<18} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9}",
+        "sequence", "method", "mean", "p95", "max", "max mm", "rms mm", "enc µs", "dec µs"
+    );
+    for (setup, bind) in [(&small_setup, None), (&large_setup, Some(&binding))] {
+        for fps in [30u32, 60] {
+            for (name, first, count, speed) in motions(b.seconds) {
+                let seq = record(&synth, &clip, first, count, speed, fps, bind, name)?;
+                let label = format!("{} {}v {}fps", seq.name, setup.vertex_count(), seq.fps);
+                let key_every = ((b.keyframe_interval * fps as f32) as usize).max(1);
+                for r in run_methods(setup, &seq, key_every)? {
+                    println!(
+                        "{:<26} {:<18} {:>7.2} {:>7.2} {:>7.1} {:>8.3} {:>8.3} {:>9.0} {:>9.0}",
+                        label,
+                        r.method,
+                        r.mean,
+                        r.p95,
+                        r.max,
+                        r.max_err_mm,
+                        r.rms_err_mm,
+                        r.enc_us,
+                        r.dec_us
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn setup_of(
+    triangles: &[[u32; 3]],
+    skin: &crate::body::SkinWeights,
+) -> anyhow::Result<Arc<GarmentSetup>> {
+    let joints: Vec<[u8; 4]> = skin
+        .joints
+        .iter()
+        .map(|j| j.map(|b| b.min(255) as u8))
+        .collect();
+    Ok(Arc::new(GarmentSetup::new(
+        triangles,
+        &joints,
+        &skin.weights,
+        crate::skeleton::JOINT_COUNT as u32,
+        &CodecConfig::default(),
+    )?))
+}
+
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; the motion's parameters"
+)]
+fn record(
+    synth: &Synthesizer<'_>,
+    clip: &Clip,
+    first: usize,
+    count: usize,
+    speed: usize,
+    fps: u32,
+    bind: Option<&Binding>,
+    name: &str,
+) -> anyhow::Result<Sequence> {
+    let per_frame = ((1.0 / (fps as f32 * clip.frame_time)).round() as usize).max(1);
+    let step = per_frame * speed;
+    let dt = 1.0 / fps as f32;
+    let n = synth.database().vertex_count();
+    let (mut state, mut scratch, mut out) =
+        (AvatarState::new(), Scratch::default(), vec![Vec3::ZERO; n]);
+    let mut seq = Sequence {
+        name: name.to_string(),
+        fps,
+        positions: Vec::new(),
+        bones: Vec::new(),
+    };
+    let frames = (count / per_frame).max(2);
+    for k in 0..frames {
+        let f = (first + k * step) % clip.poses.len();
+        let mut pose = clip.poses[f];
+        if speed == 0 {
+            breathe(&mut pose, k as f32 * dt);
+        }
+        let canonical = canonicalize(&pose, synth.skeleton()).0;
+        synth.synthesize(&mut state, &mut scratch, &canonical, dt, &mut out);
+        let mut p = Vec::with_capacity(3 * n);
+        match bind {
+            Some(b) => b.apply(&out, &mut p),
+            None => out.iter().for_each(|v| p.extend_from_slice(&v.to_array())),
+        }
+        seq.positions.push(p);
+        seq.bones.push(bones_of(synth.skeleton(), &canonical));
+    }
+    Ok(seq)
+}
+
+/// Idle sway on top of a held pose: breathing in the spine (±1° at 0.25 Hz), the arms
+/// settling (±1.5° at 0.3 Hz) and the head turning slowly (±3° at 0.1 Hz).
+fn breathe(pose: &mut Pose, t: f32) {
+    use crate::skeleton::{JointId, quat_exp};
+    let wave = |deg: f32, hz: f32, phase: f32| {
+        deg.to_radians() * (std::f32::consts::TAU * hz * t + phase).sin()
+    };
+    let mut turn = |j: JointId, axis: Vec3| {
+        pose.set_rotation(j, (pose.rotation(j) * quat_exp(axis)).normalize())
+    };
+    for j in [JointId::SPINE1, JointId::SPINE2, JointId::SPINE3] {
+        turn(j, Vec3::X * wave(1.0, 0.25, 0.0));
+    }
+    turn(JointId::LEFT_SHOULDER, Vec3::Z * wave(1.5, 0.3, 1.0));
+    turn(JointId::RIGHT_SHOULDER, Vec3::Z * -wave(1.5, 0.3, 1.0));
+    turn(JointId::NECK, Vec3::Y * wave(3.0, 0.1, 0.0));
+}
+
+struct MethodResult {
+    method: &'static str,
+    mean: f64,
+    p95: f64,
+    max: f64,
+    max_err_mm: f64,
+    rms_err_mm: f64,
+    enc_us: f64,
+    dec_us: f64,
+}
+
+fn summarise(
+    method: &'static str,
+    sizes: &[usize],
+    n: usize,
+    original: &[Vec<f32>],
+    decoded: &[Vec<f32>],
+    enc: f64,
+    dec: f64,
+) -> MethodResult {
+    let mut bpvf: Vec<f64> = sizes.iter().map(|&s| s as f64 * 8.0 / n as f64).collect();
+    bpvf.sort_by(f64::total_cmp);
+    let (mut max_e, mut sum_sq, mut count) = (0f64, 0f64, 0usize);
+    for (o, d) in original.iter().zip(decoded) {
+        for (a, b) in o.chunks_exact(3).zip(d.chunks_exact(3)) {
+            let e = (0..3).map(|k| f64::from(a[k] - b[k]).powi(2)).sum::<f64>();
+            max_e = max_e.max(e.sqrt());
+            sum_sq += e;
+            count += 1;
+        }
+    }
+    let frames = sizes.len().max(1) as f64;
+    MethodResult {
+        method,
+        mean: bpvf.iter().sum::<f64>() / frames,
+        p95: bpvf[((bpvf.len() as f64 * 0.95) as usize).min(bpvf.len() - 1)],
+        max: bpvf.last().copied().unwrap_or(0.0),
+        max_err_mm: max_e * 1000.0,
+        rms_err_mm: (sum_sq / count.max(1) as f64).sqrt() * 1000.0,
+        enc_us: enc / frames * 1e6,
+        dec_us: dec / frames * 1e6,
+    }
+}
+
+fn run_methods(
+    setup: &Arc<GarmentSetup>,
+    seq: &Sequence,
+    key_every: usize,
+) -> anyhow::Result<Vec<MethodResult>> {
+    let n = setup.vertex_count();
+    let mut results = Vec::new();
+    // raw f32
+    {
+        let t = Instant::now();
+        let bytes: Vec<Vec<u8>> = seq
+            .positions
+            .iter()
+            .map(|p| bytemuck::cast_slice::<f32, u8>(p).to_vec())
+            .collect();
+        let enc = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let dec: Vec<Vec<f32>> = bytes
+            .iter()
+            .map(|b| bytemuck::pod_collect_to_vec::<u8, f32>(b))
+            .collect();
+        let dt = t.elapsed().as_secs_f64();
+        results.push(summarise(
+            "raw f32",
+            &bytes.iter().map(Vec::len).collect::<Vec<_>>(),
+            n,
+            &seq.positions,
+            &dec,
+            enc,
+            dt,
+        ));
+    }
+    // ours; its reconstruction is the quantised sequence every other method then codes
+    let mut encoder = Encoder::new(Arc::clone(setup), 1);
+    let mut frames = Vec::with_capacity(seq.positions.len());
+    let mut buf = Vec::new();
+    let t = Instant::now();
+    for (i, (p, b)) in seq.positions.iter().zip(&seq.bones).enumerate() {
+        encoder.encode(p, b, i % key_every == 0, &mut buf)?;
+        frames.push(buf.clone());
+    }
+    let enc = t.elapsed().as_secs_f64();
+    let mut decoder = Decoder::new(Arc::clone(setup));
+    let mut decoded = vec![vec![0f32; 3 * n]; frames.len()];
+    let t = Instant::now();
+    for (f, out) in frames.iter().zip(decoded.iter_mut()) {
+        decoder.decode(f, out)?;
+    }
+    let dec = t.elapsed().as_secs_f64();
+    let ours = summarise(
+        "clothcast v1",
+        &frames.iter().map(Vec::len).collect::<Vec<_>>(),
+        n,
+        &seq.positions,
+        &decoded,
+        enc,
+        dec,
+    );
+    let inv = 1.0 / f64::from(setup.step);
+    let lattice: Vec<Vec<i32>> = decoded
+        .iter()
+        .map(|p| {
+            p.iter()
+                .map(|x| (f64::from(*x) * inv).round() as i32)
+                .collect()
+        })
+        .collect();
+    #[cfg(feature = "codec-peers")]
+    peers::run(&lattice, setup.step, n, seq, key_every, &mut results)?;
+    #[cfg(not(feature = "codec-peers"))]
+    let _ = &lattice;
+    results.push(ours);
+    Ok(results)
+}
+
+#[cfg(feature = "codec-peers")]
+mod peers {
+    //! The comparison codecs (built with `--features codec-peers`).
+    use super::{MethodResult, Sequence, summarise};
+    use std::time::Instant;
+
+    fn deltas(lattice: &[Vec<i32>], i: usize, key: bool) -> Vec<i32> {
+        if key {
+            lattice[i].clone()
+        } else {
+            lattice[i]
+                .iter()
+                .zip(&lattice[i - 1])
+                .map(|(a, b)| a - b)
+                .collect()
+        }
+    }
+
+    fn undelta(acc: &mut [i32], d: &[i32], key: bool, step: f32) -> Vec<f32> {
+        for (a, x) in acc.iter_mut().zip(d) {
+            *a = if key { *x } else { *a + *x };
+        }
+        acc.iter().map(|q| *q as f32 * step).collect()
+    }
+
+    pub(super) fn run(
+        lattice: &[Vec<i32>],
+        step: f32,
+        n: usize,
+        seq: &Sequence,
+        key_every: usize,
+        out: &mut Vec<MethodResult>,
+    ) -> anyhow::Result<()> {
+        for (name, meshopt) in [("quantised+zstd", false), ("meshopt v1+zstd", true)] {
+            let t = Instant::now();
+            let mut frames = Vec::new();
+            for i in 0..lattice.len() {
+                let d = deltas(lattice, i, i % key_every == 0);
+                let bytes = if meshopt {
+                    let v: Vec<[i32; 3]> = d.chunks_exact(3).map(|c| [c[0], c[1], c[2]]).collect();
+                    meshopt::encode_vertex_buffer_level(&v, 2, Some(1))?
+                } else {
+                    bytemuck::cast_slice::<i32, u8>(&d).to_vec()
+                };
+                frames.push(zstd::bulk::compress(&bytes, 3)?);
+            }
+            let enc = t.elapsed().as_secs_f64();
+            let t = Instant::now();
+            let mut acc = vec![0i32; 3 * n];
+            let mut decoded = Vec::new();
+            for (i, f) in frames.iter().enumerate() {
+                let raw = zstd::bulk::decompress(f, 16 * 3 * n + 1024)?;
+                let d: Vec<i32> = if meshopt {
+                    meshopt::decode_vertex_buffer::<[i32; 3]>(&raw, n)?
+                        .into_iter()
+                        .flatten()
+                        .collect()
+                } else {
+                    bytemuck::pod_collect_to_vec(&raw)
+                };
+                decoded.push(undelta(&mut acc, &d, i % key_every == 0, step));
+            }
+            let dec = t.elapsed().as_secs_f64();
+            out.push(summarise(
+                name,
+                &frames.iter().map(Vec::len).collect::<Vec<_>>(),
+                n,
+                &seq.positions,
+                &decoded,
+                enc,
+                dec,
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Writes `setup.bin`, `stream.bin` (frames, each preceded by its length as u32 LE) and
+/// `frames.json` (per frame: kind, number, and FNV-1a of the decoded floats' bits) for
+/// one second of the default garment walking at 30 fps, with a resync keyframe
+/// repeated mid-stream and a still frame.
+fn write_golden(
+    dir: &std::path::Path,
+    synth: &Synthesizer<'_>,
+    clip: &Clip,
+    setup: &Arc<GarmentSetup>,
+) -> anyhow::Result<()> {
+    let seq = record(synth, clip, 240, 120, 1, 30, None, "walk")?;
+    let n = setup.vertex_count();
+    let mut enc = Encoder::new(Arc::clone(setup), 42);
+    let mut stream = Vec::new();
+    let mut json = Vec::new();
+    let mut buf = Vec::new();
+    let mut rec = vec![0f32; 3 * n];
+    let mut push = |buf: &[u8], h: crate::codec::FrameHeader, rec: &[f32]| {
+        stream.extend_from_slice(&(buf.len() as u32).to_le_bytes());
+        stream.extend_from_slice(buf);
+        let hash = word_hash(rec.iter().map(|x| x.to_bits()));
+        json.push(serde_json::json!({"kind": if h.kind == crate::codec::FrameKind::Key { "key" } else { "delta" }, "frame": h.frame, "reference": h.reference, "bytes": buf.len(), "hash": hash}));
+    };
+    let mut frames: Vec<usize> = (0..seq.positions.len()).collect();
+    frames.push(seq.positions.len() - 1); // a still frame
+    for (i, &f) in frames.iter().enumerate() {
+        let h = enc.encode(&seq.positions[f], &seq.bones[f], false, &mut buf)?;
+        enc.reconstruction(&mut rec)?;
+        push(&buf, h, &rec);
+        if i == 15 {
+            let h = enc.keyframe(&mut buf)?;
+            push(&buf, h, &rec);
+        }
+    }
+    std::fs::create_dir_all(dir)?;
+    write_file(&dir.join("setup.bin"), |w| w.write_all(&setup.to_bytes()))?;
+    write_file(&dir.join("stream.bin"), |w| w.write_all(&stream))?;
+    write_file(&dir.join("frames.json"), |w| {
+        w.write_all(
+            serde_json::to_string_pretty(&json)
+                .unwrap_or_default()
+                .as_bytes(),
+        )
+    })?;
+    write_file(&dir.join("last.f32"), |w| {
+        w.write_all(bytemuck::cast_slice(&rec))
+    })?;
+    println!(
+        "wrote golden stream of {} records ({} bytes) for {n} vertices to {}",
+        json.len(),
+        stream.len(),
+        dir.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,306 @@
+//! `clothcast eval`: SOR, plain LBS and nearest-example skinning against the simulated
+//! ground truth on a clip the bake did not use; prints a summary table and writes a CSV
+//! and a PNG plot of error over time.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::Args;
+
+use super::bake::progress_bar;
+use super::common::{load_clip, write_file};
+use crate::bake::default_database;
+use crate::eval::{Evaluation, METHODS, evaluate};
+use crate::sor::Database;
+
+/// Arguments of `clothcast eval`.
+#[derive(Args, Debug)]
+pub(crate) struct EvalArgs {
+    /// Example database; the default database (baked and cached when missing) if omitted.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Motion clip (BVH) the bake did not use, e.g. tests/fixtures/mocap/cmu_131_03.bvh.
+    #[arg(long)]
+    bvh: PathBuf,
+    /// Skeleton profile of the clip (detected from joint names when omitted).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Frames of the clip: `A..B` or `A..B:STEP` (B exclusive; default: the whole clip
+    /// every 4th frame, i.e. 30 fps for a 120 fps CMU clip).
+    #[arg(long, value_parser = parse_frames)]
+    frames: Option<FrameRange>,
+    /// Output folder for eval.csv, eval.png and summary.md.
+    #[arg(long, default_value = "eval-out")]
+    out: PathBuf,
+}
+
+/// A half-open frame range with a step.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FrameRange {
+    start: usize,
+    end: Option<usize>,
+    step: usize,
+}
+
+fn parse_frames(s: &str) -> Result<FrameRange, String> {
+    let (range, step) = match s.split_once(':') {
+        Some((r, st)) => (
+            r,
+            st.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("bad step {st:?}"))?,
+        ),
+        None => (s, 1),
+    };
+    if step == 0 {
+        return Err("step must be at least 1".into());
+    }
+    let (a, b) = range
+        .split_once("..")
+        .ok_or("frames must look like A..B or A..B:STEP")?;
+    let start = if a.trim().is_empty() {
+        0
+    } else {
+        a.trim()
+            .parse()
+            .map_err(|_| format!("bad start frame {a:?}"))?
+    };
+    let end = if b.trim().is_empty() {
+        None
+    } else {
+        Some(
+            b.trim()
+                .parse()
+                .map_err(|_| format!("bad end frame {b:?}"))?,
+        )
+    };
+    if end.is_some_and(|e| e <= start) {
+        return Err(format!("empty frame range {s}"));
+    }
+    Ok(FrameRange { start, end, step })
+}
+
+pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
+    let db = match &args.db {
+        Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
+        None => {
+            let (db, path) = default_database(&progress_bar("baking the default database"))
+                .context("baking the default database")?;
+            eprintln!("default database: {}", path.display());
+            db
+        }
+    };
+    let body = db.body.to_body();
+    let clip = load_clip(&args.bvh, args.profile.as_deref(), &body.skeleton)?;
+    let range = args.frames.unwrap_or(FrameRange {
+        start: 0,
+        end: None,
+        step: 4,
+    });
+    let end = range.end.unwrap_or(clip.poses.len()).min(clip.poses.len());
+    if range.start >= end {
+        bail!(
+            "the clip has {} frames; range {}..{end} is empty",
+            clip.poses.len(),
+            range.start
+        );
+    }
+    let frames: Vec<usize> = (range.start..end).step_by(range.step).collect();
+    let poses: Vec<_> = frames.iter().map(|&f| clip.poses[f]).collect();
+    let dt = clip.frame_time * range.step as f32;
+    let bar = indicatif::ProgressBar::new(frames.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "ground truth [{bar:30}] {pos}/{len} frames, ETA {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    let eval = evaluate(&db, &poses, &frames, dt, &|done, _| {
+        bar.set_position(done as u64)
+    })
+    .context("evaluating")?;
+    bar.finish_and_clear();
+    let table = summary_table(&eval);
+    println!("{table}");
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    write_file(&args.out.join("summary.md"), |w| {
+        w.write_all(table.as_bytes())
+    })?;
+    write_file(&args.out.join("eval.csv"), |w| write_csv(w, &eval))?;
+    plot(&args.out.join("eval.png"), &eval)?;
+    println!(
+        "wrote {}/{{summary.md,eval.csv,eval.png}}",
+        args.out.display()
+    );
+    Ok(())
+}
+
+/// The summary as a Markdown table: one row per method, name then mean error (cm).
+pub(crate) fn summary_table(eval: &Evaluation) -> String {
+    let mut s = String::from(
+        "| method | mean error (cm) | max error (cm) | penetrating vertices / frame | jitter (m/s²) |\n|---|---|---|---|---|\n",
+    );
+    for m in &eval.summary {
+        s += &format!(
+            "| {} | {:.2} | {:.2} | {:.1} | {:.3} |\n",
+            m.name,
+            m.mean * 100.0,
+            m.max * 100.0,
+            m.penetrating,
+            m.jitter
+        );
+    }
+    let unconverged = eval.frames.iter().filter(|f| !f.converged).count();
+    s += &format!(
+        "\n{} frames; ground truth jitter {:.3} m/s²; {} frames skipped (no equilibrium), {} reached with loosened tolerance; ground truth itself has {:.1} penetrating vertices / frame\n",
+        eval.frames.len(),
+        eval.truth_jitter,
+        eval.skipped,
+        unconverged,
+        eval.frames
+            .iter()
+            .map(|f| f.truth_penetrating as f32)
+            .sum::<f32>()
+            / eval.frames.len().max(1) as f32,
+    );
+    s
+}
+
+fn write_csv(w: &mut impl Write, eval: &Evaluation) -> std::io::Result<()> {
+    write!(w, "frame,time_s,converged,truth_penetrating")?;
+    for m in METHODS {
+        write!(w, ",{m}_mean_cm,{m}_max_cm,{m}_penetrating")?;
+    }
+    writeln!(w)?;
+    for f in &eval.frames {
+        write!(
+            w,
+            "{},{:.4},{},{}",
+            f.frame, f.time, f.converged, f.truth_penetrating
+        )?;
+        for e in &f.errors {
+            write!(
+                w,
+                ",{:.4},{:.4},{}",
+                e.mean * 100.0,
+                e.max * 100.0,
+                e.penetrating
+            )?;
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+/// Registers a system sans-serif TrueType font for the plot's text, if one is installed
+/// (nothing is downloaded; without one the plot is drawn without text).
+fn register_system_font() -> bool {
+    static DONE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DONE.get_or_init(|| {
+        const CANDIDATES: [&str; 4] = [
+            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+            "/usr/share/fonts/TTF/DejaVuSans.ttf",
+            "/Library/Fonts/Arial.ttf",
+        ];
+        CANDIDATES.iter().any(|p| {
+            std::fs::read(p).is_ok_and(|bytes| {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                plotters::style::register_font(
+                    "sans-serif",
+                    plotters::style::FontStyle::Normal,
+                    bytes,
+                )
+                .is_ok()
+            })
+        })
+    })
+}
+
+fn plot(path: &Path, eval: &Evaluation) -> anyhow::Result<()> {
+    use plotters::prelude::*;
+    let text = register_system_font();
+    if !text {
+        tracing::warn!("no system TrueType font found; the plot has no labels");
+    }
+    let tmp = path.with_extension("partial.png");
+    {
+        let root = BitMapBackend::new(&tmp, (1000, 500)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let t_end = eval.frames.last().map_or(1.0, |f| f.time).max(1e-3);
+        let y_max = eval
+            .frames
+            .iter()
+            .flat_map(|f| f.errors.iter().map(|e| e.mean * 100.0))
+            .fold(0.5f32, f32::max)
+            * 1.1;
+        let mut builder = ChartBuilder::on(&root);
+        builder.margin(15);
+        if text {
+            builder
+                .caption(
+                    "mean vertex error against the simulated ground truth",
+                    ("sans-serif", 22),
+                )
+                .x_label_area_size(40)
+                .y_label_area_size(55);
+        }
+        let mut chart = builder.build_cartesian_2d(0f32..t_end, 0f32..y_max)?;
+        let mut mesh = chart.configure_mesh();
+        if text {
+            mesh.x_desc("time (s)").y_desc("error (cm)");
+        } else {
+            mesh.disable_x_axis().disable_y_axis();
+        }
+        mesh.draw()?;
+        let colours = [
+            RGBColor(200, 30, 30),
+            RGBColor(40, 90, 200),
+            RGBColor(40, 150, 60),
+        ];
+        for (m, name) in METHODS.iter().enumerate() {
+            let c = colours[m];
+            let series = chart.draw_series(LineSeries::new(
+                eval.frames
+                    .iter()
+                    .map(|f| (f.time, f.errors[m].mean * 100.0)),
+                c.stroke_width(2),
+            ))?;
+            if text {
+                series.label(*name).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))
+                });
+            }
+        }
+        if text {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()?;
+        }
+        root.present()?;
+    }
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_frames;
+
+    #[test]
+    fn frame_ranges_parse_and_bad_ones_are_named() {
+        let r = parse_frames("10..50:5").expect("valid");
+        assert_eq!((r.start, r.end, r.step), (10, Some(50), 5));
+        let r = parse_frames("..").expect("valid");
+        assert_eq!((r.start, r.end, r.step), (0, None, 1));
+        assert!(parse_frames("5..5").unwrap_err().contains("empty"));
+        assert!(parse_frames("1..9:0").unwrap_err().contains("step"));
+        assert!(parse_frames("x..9").unwrap_err().contains("start"));
+        assert!(parse_frames("12").unwrap_err().contains("A..B"));
+    }
+}

@@ -1,0 +1,268 @@
+//! The garment stream format, version 1: every constant of the format, the frame
+//! header, the setup (static data) layout, the checksum, and the worst-case size bound.
+//!
+//! A **frame** is a fixed 40-byte little-endian header followed by one range-coded
+//! payload:
+//!
+//! | offset | size | field |
+//! |---|---|---|
+//! | 0 | 4 | magic `CCGF` |
+//! | 4 | 1 | format version ([`FORMAT_VERSION`]) |
+//! | 5 | 1 | kind: 0 keyframe (intra), 1 delta (predicted) |
+//! | 6 | 2 | reserved, must be 0 |
+//! | 8 | 4 | setup id (FNV-1a of the setup bytes, [`word_hash`]) |
+//! | 12 | 4 | stream id |
+//! | 16 | 4 | frame number |
+//! | 20 | 4 | reference frame number (= frame number for keyframes) |
+//! | 24 | 4 | vertex count |
+//! | 28 | 4 | bone count |
+//! | 32 | 4 | checksum of the reconstructed lattice positions ([`word_hash`]) |
+//! | 36 | 4 | payload length in bytes |
+//!
+//! The payload codes, in order: the bones (7 integers each: quaternion x, y, z, w in
+//! units of 2^-[`ROT_BITS`], translation in lattice steps; deltas against the reference
+//! frame's), then for a delta frame one mode per patch of [`PATCH_SIZE`] vertices in
+//! traversal order (a skip bit; then the base bit and the spatial predictor as two bits)
+//! followed by that patch's residuals, or for a keyframe the residuals
+//! of every vertex (x, y, z interleaved) in traversal order.
+//!
+//! A **setup** (sent once per garment, content-addressed by its id) is:
+//! magic `CCGS`, version (u8), 3 reserved zero bytes, lattice step (f32, metres),
+//! vertex count, triangle count, bone count (u32 each), triangles (3 × u32 each),
+//! skin (per vertex 4 bone indices u8 then 4 weights u8 summing to [`WEIGHT_ONE`]),
+//! traversal order (u32 per vertex: the vertex decoded at each position), predictor
+//! (per traversal position 3 × u32 positions of earlier vertices a, b, c in the
+//! traversal, [`NO_REF`] where absent: a, b, c → parallelogram a + b − c; a, b → the
+//! rounded-down mean; a → a; none → 0).
+
+/// Frame magic.
+pub const FRAME_MAGIC: [u8; 4] = *b"CCGF";
+/// Setup magic.
+pub const SETUP_MAGIC: [u8; 4] = *b"CCGS";
+/// Format version of frames and setups.
+pub const FORMAT_VERSION: u8 = 1;
+/// Frame kind byte of a keyframe.
+pub const KIND_KEY: u8 = 0;
+/// Frame kind byte of a delta frame.
+pub const KIND_DELTA: u8 = 1;
+/// Frame header length, bytes.
+pub const FRAME_HEADER_LEN: usize = 40;
+/// Setup header length (magic to bone count), bytes.
+pub const SETUP_HEADER_LEN: usize = 24;
+/// Absent predictor reference.
+pub const NO_REF: u32 = u32::MAX;
+/// Lattice coordinates lie in (−LATTICE_LIMIT, LATTICE_LIMIT) steps.
+pub const LATTICE_LIMIT: i32 = 1 << 21;
+/// Largest vertex count a setup or frame may declare.
+pub const MAX_VERTICES: u32 = 1 << 22;
+/// Largest bone count (bone indices are one byte).
+pub const MAX_BONES: u32 = 256;
+/// Skin weights of a vertex sum to this.
+pub const WEIGHT_ONE: i64 = 255;
+/// Fixed-point bits of quaternion components and rotation matrix entries.
+pub const ROT_BITS: u32 = 14;
+/// Vertices per patch of a delta frame (one predictor mode each).
+pub const PATCH_SIZE: usize = 64;
+/// Patch mode: every vertex equals the reference frame's. Other modes are
+/// `1 + 3 · base + spatial`, base one of `BASE_*`, spatial one of `SPATIAL_*`.
+pub const MODE_SKIP: u32 = 0;
+/// Base prediction: the reference frame's position.
+pub const BASE_PREVIOUS: u32 = 0;
+/// Base prediction: the reference position moved by the blended bone motion between
+/// the reference frame and this one (skinning motion compensation).
+pub const BASE_SKINNED: u32 = 1;
+/// Spatial prediction: none (the base alone).
+pub const SPATIAL_NONE: u32 = 0;
+/// Spatial prediction: the rounded-down mean of the first two references' offsets
+/// from their bases (or the first's alone).
+pub const SPATIAL_MEAN: u32 = 1;
+/// Spatial prediction: parallelogram a + b − c of the references' offsets (falling back
+/// to the mean, the copy, or none where references are missing).
+pub const SPATIAL_PARALLELOGRAM: u32 = 2;
+/// Number of patch modes.
+pub const MODES: u32 = 7;
+
+/// Probability precision of the range coder, bits.
+pub const PROB_BITS: u32 = 11;
+/// Initial probability (½).
+pub const PROB_INIT: u16 = 1 << (PROB_BITS - 1);
+/// Adaptation rate (shift) of the probabilities.
+pub const PROB_SHIFT: u32 = 5;
+/// Range renormalisation threshold.
+pub const RANGE_TOP: u32 = 1 << 24;
+/// Zero-flag contexts: the previous value's magnitude (0, 1, ≥ 2) of the same stream,
+/// times whether the vertex's earlier axes (for x: the previous vertex) had a non-zero
+/// residual.
+pub const ZERO_CONTEXTS: usize = 6;
+/// Longest Elias-gamma prefix: coded integers satisfy |v| < 2^(MAX_PREFIX + 1).
+pub const MAX_PREFIX: usize = 26;
+
+/// FNV-1a (32-bit) over 32-bit little-endian words: the setup id and the frame
+/// checksum (one `Math.imul` per word in JavaScript).
+pub fn word_hash(words: impl IntoIterator<Item = u32>) -> u32 {
+    let mut h: u32 = 0x811C_9DC5;
+    for w in words {
+        h = (h ^ w).wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// Largest possible encoded frame for `vertices` vertices and `bones` bones, in bytes
+/// (header included). An encoder never produces more; a decoder can use it to refuse
+/// a declared payload length before reading it.
+///
+/// Each adaptive binary decision costs at most log2(2^11 / 31) < 6.1 bits (the
+/// probabilities stay within [31, 2017]); a coded integer takes at most 2 + 27 such
+/// decisions and 26 raw bits; we count 7 bits per decision.
+pub fn max_frame_bytes(vertices: usize, bones: usize) -> usize {
+    let ints = 3 * vertices + 7 * bones;
+    let bits_per_int = 7 * (2 + MAX_PREFIX + 1) + MAX_PREFIX;
+    let patches = vertices.div_ceil(PATCH_SIZE);
+    let bits = ints * bits_per_int + patches * 4 * 7;
+    FRAME_HEADER_LEN + 5 + bits.div_ceil(8) + 8
+}
+
+/// Frame kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameKind {
+    /// Intra-coded: decodable alone.
+    Key,
+    /// Predicted from the frame named by `reference`.
+    Delta,
+}
+
+/// The fixed header of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// Keyframe or delta.
+    pub kind: FrameKind,
+    /// Id of the setup the frame was coded with.
+    pub setup_id: u32,
+    /// Stream (avatar garment) id.
+    pub stream_id: u32,
+    /// This frame's number.
+    pub frame: u32,
+    /// Frame number of the reference (equal to `frame` for keyframes).
+    pub reference: u32,
+    /// Vertex count.
+    pub vertices: u32,
+    /// Bone count.
+    pub bones: u32,
+    /// Checksum of the reconstructed lattice coordinates.
+    pub checksum: u32,
+    /// Payload length, bytes.
+    pub payload_len: u32,
+}
+
+impl FrameHeader {
+    /// Writes the header.
+    pub(crate) fn write(&self, out: &mut [u8; FRAME_HEADER_LEN]) {
+        out[0..4].copy_from_slice(&FRAME_MAGIC);
+        out[4] = FORMAT_VERSION;
+        out[5] = match self.kind {
+            FrameKind::Key => KIND_KEY,
+            FrameKind::Delta => KIND_DELTA,
+        };
+        out[6] = 0;
+        out[7] = 0;
+        for (i, v) in [
+            self.setup_id,
+            self.stream_id,
+            self.frame,
+            self.reference,
+            self.vertices,
+            self.bones,
+            self.checksum,
+            self.payload_len,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            out[8 + 4 * i..12 + 4 * i].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    /// Parses and validates a frame header: magic, version, kind, reserved bytes,
+    /// sizes within the format's limits, a keyframe referring to itself, and the
+    /// payload length equal to what follows the header (so extra or missing bytes are
+    /// refused here).
+    pub fn parse(bytes: &[u8]) -> Result<Self, super::CodecError> {
+        use super::CodecError as E;
+        if bytes.is_empty() {
+            return Err(E::Empty);
+        }
+        if bytes.len() < FRAME_HEADER_LEN {
+            return Err(E::Truncated {
+                what: "frame header",
+            });
+        }
+        if bytes[0..4] != FRAME_MAGIC {
+            return Err(E::BadMagic);
+        }
+        if bytes[4] != FORMAT_VERSION {
+            return Err(E::UnsupportedVersion {
+                found: bytes[4],
+                supported: FORMAT_VERSION,
+            });
+        }
+        let kind = match bytes[5] {
+            KIND_KEY => FrameKind::Key,
+            KIND_DELTA => FrameKind::Delta,
+            k => return Err(E::BadKind(k)),
+        };
+        if bytes[6] != 0 || bytes[7] != 0 {
+            return Err(E::Corrupt {
+                what: "reserved header bytes",
+            });
+        }
+        let word = |i: usize| {
+            u32::from_le_bytes([
+                bytes[8 + 4 * i],
+                bytes[9 + 4 * i],
+                bytes[10 + 4 * i],
+                bytes[11 + 4 * i],
+            ])
+        };
+        let h = FrameHeader {
+            kind,
+            setup_id: word(0),
+            stream_id: word(1),
+            frame: word(2),
+            reference: word(3),
+            vertices: word(4),
+            bones: word(5),
+            checksum: word(6),
+            payload_len: word(7),
+        };
+        if h.vertices > MAX_VERTICES || h.bones > MAX_BONES {
+            return Err(E::TooLarge {
+                what: "frame",
+                count: u64::from(h.vertices.max(h.bones)),
+            });
+        }
+        if h.kind == FrameKind::Key && h.reference != h.frame {
+            return Err(E::Corrupt {
+                what: "keyframe reference",
+            });
+        }
+        let rest = bytes.len() - FRAME_HEADER_LEN;
+        let declared = h.payload_len as usize;
+        if declared > max_frame_bytes(h.vertices as usize, h.bones as usize) {
+            return Err(E::TooLarge {
+                what: "payload",
+                count: u64::from(h.payload_len),
+            });
+        }
+        if rest < declared {
+            return Err(E::Truncated {
+                what: "frame payload",
+            });
+        }
+        if rest > declared {
+            return Err(E::TrailingBytes {
+                extra: rest - declared,
+            });
+        }
+        Ok(h)
+    }
+}

@@ -1,0 +1,428 @@
+//! The static data of one garment stream: topology, quantised skin weights, lattice
+//! step, and the fixed traversal with its spatial predictors (built once by the
+//! encoder's side, carried in the setup so decoders need not rebuild it).
+
+use std::collections::HashMap;
+
+use super::CodecError;
+use super::format::{
+    FORMAT_VERSION, MAX_BONES, MAX_VERTICES, NO_REF, SETUP_HEADER_LEN, SETUP_MAGIC, WEIGHT_ONE,
+    word_hash,
+};
+
+/// Largest triangle count a setup may declare.
+const MAX_TRIANGLES: u32 = 1 << 23;
+
+/// Encoder settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CodecConfig {
+    /// Lattice step, metres. Rounding to the lattice moves a vertex by at most
+    /// step·√3/2; the default 1 mm gives ≤ 0.87 mm.
+    pub step: f32,
+}
+
+impl Default for CodecConfig {
+    fn default() -> Self {
+        Self { step: 0.001 }
+    }
+}
+
+/// Static data of a garment stream; see the module docs of `format` for its bytes.
+///
+/// Invariants (checked by [`GarmentSetup::new`] and [`GarmentSetup::from_bytes`]):
+/// triangle and skin indices are in range, each vertex's weights sum to
+/// [`WEIGHT_ONE`], `order` is a permutation, and every predictor refers only to
+/// vertices earlier in `order`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GarmentSetup {
+    /// Lattice step, metres (finite, > 0).
+    pub step: f32,
+    /// Number of bones the skin refers to.
+    pub bones: u32,
+    /// Triangles (vertex indices).
+    pub triangles: Vec<[u32; 3]>,
+    /// Per vertex: 4 bone indices.
+    pub joints: Vec<[u8; 4]>,
+    /// Per vertex: 4 weights summing to [`WEIGHT_ONE`].
+    pub weights: Vec<[u8; 4]>,
+    /// Traversal: the vertex coded at each position.
+    pub order: Vec<u32>,
+    /// Per vertex: predictor references (vertex ids), [`NO_REF`] where absent.
+    pub predictor: Vec<[u32; 3]>,
+    id: u32,
+}
+
+impl GarmentSetup {
+    /// Builds the setup of a garment: `triangles` over `joints.len()` vertices, skin
+    /// weights (any non-negative values; normalised and quantised to sum
+    /// [`WEIGHT_ONE`]) on `bones` bones.
+    pub fn new(
+        triangles: &[[u32; 3]],
+        joints: &[[u8; 4]],
+        weights: &[[f32; 4]],
+        bones: u32,
+        config: &CodecConfig,
+    ) -> Result<Self, CodecError> {
+        let n = joints.len();
+        if weights.len() != n {
+            return Err(CodecError::Mismatch {
+                what: "skin weights per vertex",
+                expected: n as u64,
+                found: weights.len() as u64,
+            });
+        }
+        if n == 0 || n as u64 > u64::from(MAX_VERTICES) {
+            return Err(CodecError::TooLarge {
+                what: "vertex count",
+                count: n as u64,
+            });
+        }
+        if bones == 0 || bones > MAX_BONES {
+            return Err(CodecError::TooLarge {
+                what: "bone count",
+                count: u64::from(bones),
+            });
+        }
+        if !(config.step.is_finite() && config.step > 1e-6) {
+            return Err(CodecError::Invalid {
+                what: "lattice step",
+            });
+        }
+        let mut qj = Vec::with_capacity(n);
+        let mut qw = Vec::with_capacity(n);
+        for (j, w) in joints.iter().zip(weights) {
+            let (j, w) = quantize_weights(j, w, bones)?;
+            qj.push(j);
+            qw.push(w);
+        }
+        let (order, predictor) = traversal(n, triangles)?;
+        let mut s = Self {
+            step: config.step,
+            bones,
+            triangles: triangles.to_vec(),
+            joints: qj,
+            weights: qw,
+            order,
+            predictor,
+            id: 0,
+        };
+        s.id = word_hash(words(&s.to_bytes()));
+        Ok(s)
+    }
+
+    /// Number of vertices.
+    pub fn vertex_count(&self) -> usize {
+        self.joints.len()
+    }
+
+    /// The setup id: FNV-1a of [`GarmentSetup::to_bytes`]; frames carry it.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The setup's wire form.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let n = self.vertex_count();
+        let mut b = Vec::with_capacity(SETUP_HEADER_LEN + 12 * self.triangles.len() + 24 * n);
+        b.extend_from_slice(&SETUP_MAGIC);
+        b.extend_from_slice(&[FORMAT_VERSION, 0, 0, 0]);
+        b.extend_from_slice(&self.step.to_le_bytes());
+        for v in [n as u32, self.triangles.len() as u32, self.bones] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        for t in &self.triangles {
+            t.iter().for_each(|i| b.extend_from_slice(&i.to_le_bytes()));
+        }
+        for (j, w) in self.joints.iter().zip(&self.weights) {
+            b.extend_from_slice(j);
+            b.extend_from_slice(w);
+        }
+        self.order
+            .iter()
+            .for_each(|i| b.extend_from_slice(&i.to_le_bytes()));
+        for p in &self.predictor {
+            p.iter().for_each(|i| b.extend_from_slice(&i.to_le_bytes()));
+        }
+        b
+    }
+
+    /// Parses and validates a setup (untrusted input: every count is checked against
+    /// the length of `bytes` before anything is allocated, every index and invariant is
+    /// checked).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, CodecError> {
+        use CodecError as E;
+        if bytes.is_empty() {
+            return Err(E::Empty);
+        }
+        if bytes.len() < SETUP_HEADER_LEN {
+            return Err(E::Truncated {
+                what: "setup header",
+            });
+        }
+        if bytes[0..4] != SETUP_MAGIC {
+            return Err(E::BadMagic);
+        }
+        if bytes[4] != FORMAT_VERSION {
+            return Err(E::UnsupportedVersion {
+                found: bytes[4],
+                supported: FORMAT_VERSION,
+            });
+        }
+        if bytes[5..8] != [0, 0, 0] {
+            return Err(E::Corrupt {
+                what: "reserved setup bytes",
+            });
+        }
+        let u32_at =
+            |o: usize| u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]]);
+        let step = f32::from_bits(u32_at(8));
+        let (n, t, bones) = (u32_at(12), u32_at(16), u32_at(20));
+        if !(step.is_finite() && step > 1e-6) {
+            return Err(E::Invalid {
+                what: "lattice step",
+            });
+        }
+        if n == 0 || n > MAX_VERTICES {
+            return Err(E::TooLarge {
+                what: "vertex count",
+                count: u64::from(n),
+            });
+        }
+        if t > MAX_TRIANGLES {
+            return Err(E::TooLarge {
+                what: "triangle count",
+                count: u64::from(t),
+            });
+        }
+        if bones == 0 || bones > MAX_BONES {
+            return Err(E::TooLarge {
+                what: "bone count",
+                count: u64::from(bones),
+            });
+        }
+        let (n, t) = (n as usize, t as usize);
+        let expected = SETUP_HEADER_LEN + 12 * t + 8 * n + 4 * n + 12 * n;
+        if bytes.len() < expected {
+            return Err(E::Truncated { what: "setup" });
+        }
+        if bytes.len() > expected {
+            return Err(E::TrailingBytes {
+                extra: bytes.len() - expected,
+            });
+        }
+        let mut o = SETUP_HEADER_LEN;
+        let mut triangles = Vec::with_capacity(t);
+        for _ in 0..t {
+            let tri = [u32_at(o), u32_at(o + 4), u32_at(o + 8)];
+            if tri.iter().any(|&i| i as usize >= n) {
+                return Err(E::Invalid {
+                    what: "triangle vertex index",
+                });
+            }
+            triangles.push(tri);
+            o += 12;
+        }
+        let (mut joints, mut weights) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        for _ in 0..n {
+            let j = [bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]];
+            let w = [bytes[o + 4], bytes[o + 5], bytes[o + 6], bytes[o + 7]];
+            if w.iter().map(|&x| i64::from(x)).sum::<i64>() != WEIGHT_ONE {
+                return Err(E::Invalid {
+                    what: "skin weights (must sum to 255)",
+                });
+            }
+            if j.iter().any(|&b| u32::from(b) >= bones) {
+                return Err(E::Invalid {
+                    what: "skin bone index",
+                });
+            }
+            joints.push(j);
+            weights.push(w);
+            o += 8;
+        }
+        let mut order = Vec::with_capacity(n);
+        let mut position = vec![u32::MAX; n];
+        for k in 0..n {
+            let v = u32_at(o);
+            o += 4;
+            if v as usize >= n || position[v as usize] != u32::MAX {
+                return Err(E::Invalid {
+                    what: "traversal order (not a permutation)",
+                });
+            }
+            position[v as usize] = k as u32;
+            order.push(v);
+        }
+        let mut predictor = Vec::with_capacity(n);
+        for v in 0..n {
+            let p = [u32_at(o), u32_at(o + 4), u32_at(o + 8)];
+            o += 12;
+            let present = p.iter().take_while(|&&r| r != NO_REF).count();
+            if p[present..].iter().any(|&r| r != NO_REF) {
+                return Err(E::Invalid {
+                    what: "predictor (gap in references)",
+                });
+            }
+            if p[..present]
+                .iter()
+                .any(|&r| r as usize >= n || position[r as usize] >= position[v])
+            {
+                return Err(E::Invalid {
+                    what: "predictor (refers to a later vertex)",
+                });
+            }
+            predictor.push(p);
+        }
+        Ok(Self {
+            step,
+            bones,
+            triangles,
+            joints,
+            weights,
+            order,
+            predictor,
+            id: word_hash(words(bytes)),
+        })
+    }
+}
+
+/// Little-endian 32-bit words of a byte string (zero-padded).
+pub(crate) fn words(bytes: &[u8]) -> impl Iterator<Item = u32> + '_ {
+    bytes.chunks(4).map(|c| {
+        let mut w = [0u8; 4];
+        w[..c.len()].copy_from_slice(c);
+        u32::from_le_bytes(w)
+    })
+}
+
+fn quantize_weights(
+    j: &[u8; 4],
+    w: &[f32; 4],
+    bones: u32,
+) -> Result<([u8; 4], [u8; 4]), CodecError> {
+    if w.iter().any(|x| !x.is_finite() || *x < 0.0) {
+        return Err(CodecError::Invalid {
+            what: "skin weight (negative or not finite)",
+        });
+    }
+    let sum: f32 = w.iter().sum();
+    if sum <= 0.0 {
+        return Err(CodecError::Invalid {
+            what: "skin weights (all zero)",
+        });
+    }
+    let mut q = [0u8; 4];
+    let mut joints = [0u8; 4];
+    for i in 0..4 {
+        q[i] = (w[i] / sum * WEIGHT_ONE as f32).round().clamp(0.0, 255.0) as u8;
+        if q[i] > 0 {
+            if u32::from(j[i]) >= bones {
+                return Err(CodecError::Invalid {
+                    what: "skin bone index",
+                });
+            }
+            joints[i] = j[i];
+        }
+    }
+    let total: i64 = q.iter().map(|&x| i64::from(x)).sum();
+    let mut largest = 0;
+    for i in 1..4 {
+        if q[i] > q[largest] {
+            largest = i;
+        }
+    }
+    if w[largest] > 0.0 && u32::from(j[largest]) < bones {
+        joints[largest] = j[largest];
+    }
+    q[largest] = (i64::from(q[largest]) + WEIGHT_ONE - total).clamp(0, 255) as u8;
+    Ok((joints, q))
+}
+
+/// Breadth-first traversal over vertex adjacency (neighbours in index order, components
+/// in order of their lowest vertex) and, per vertex, the best predictor available from
+/// vertices already traversed: a parallelogram across an edge of a traversed triangle,
+/// else up to two traversed neighbours.
+fn traversal(n: usize, triangles: &[[u32; 3]]) -> Result<(Vec<u32>, Vec<[u32; 3]>), CodecError> {
+    let mut incident: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut opposite: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
+    let mut neighbours: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (ti, t) in triangles.iter().enumerate() {
+        if t.iter().any(|&i| i as usize >= n) {
+            return Err(CodecError::Invalid {
+                what: "triangle vertex index",
+            });
+        }
+        for k in 0..3 {
+            let (a, b, c) = (t[k], t[(k + 1) % 3], t[(k + 2) % 3]);
+            incident[a as usize].push(ti as u32);
+            neighbours[a as usize].extend([b, c]);
+            opposite.entry((b.min(c), b.max(c))).or_default().push(a);
+        }
+    }
+    for l in &mut neighbours {
+        l.sort_unstable();
+        l.dedup();
+    }
+    let mut done = vec![false; n];
+    let mut queued = vec![false; n];
+    let mut order = Vec::with_capacity(n);
+    let mut predictor = vec![[super::format::NO_REF; 3]; n];
+    let mut queue = std::collections::VecDeque::new();
+    for start in 0..n {
+        if queued[start] {
+            continue;
+        }
+        queued[start] = true;
+        queue.push_back(start as u32);
+        while let Some(v) = queue.pop_front() {
+            let vi = v as usize;
+            predictor[vi] = choose_predictor(
+                v,
+                &incident[vi],
+                triangles,
+                &opposite,
+                &neighbours[vi],
+                &done,
+            );
+            done[vi] = true;
+            order.push(v);
+            for &u in &neighbours[vi] {
+                if !queued[u as usize] {
+                    queued[u as usize] = true;
+                    queue.push_back(u);
+                }
+            }
+        }
+    }
+    Ok((order, predictor))
+}
+
+fn choose_predictor(
+    v: u32,
+    incident: &[u32],
+    triangles: &[[u32; 3]],
+    opposite: &HashMap<(u32, u32), Vec<u32>>,
+    neighbours: &[u32],
+    done: &[bool],
+) -> [u32; 3] {
+    for &t in incident {
+        let tri = triangles[t as usize];
+        let k = tri.iter().position(|&x| x == v).unwrap_or(0);
+        let (a, b) = (tri[(k + 1) % 3], tri[(k + 2) % 3]);
+        if !(done[a as usize] && done[b as usize]) {
+            continue;
+        }
+        if let Some(&c) = opposite
+            .get(&(a.min(b), a.max(b)))
+            .and_then(|cs| cs.iter().find(|&&c| c != v && done[c as usize]))
+        {
+            return [a, b, c];
+        }
+    }
+    let mut refs = neighbours.iter().copied().filter(|&u| done[u as usize]);
+    match (refs.next(), refs.next()) {
+        (Some(a), Some(b)) => [a, b, NO_REF],
+        (Some(a), None) => [a, NO_REF, NO_REF],
+        _ => [NO_REF; 3],
+    }
+}
