@@ -1,5 +1,6 @@
 //! The `clothcast` command-line tool; see `clothcast --help`.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -9,6 +10,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     match clothcast::cli::run() {
         Ok(()) => ExitCode::SUCCESS,

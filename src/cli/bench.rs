@@ -25,6 +25,8 @@ enum BenchWhat {
     /// raw floats, quantised + zstd and meshoptimizer + zstd (those two need the
     /// `codec-peers` build feature).
     Codec(super::bench_codec::CodecBench),
+    /// SOR synthesis throughput (avatar-frames/s) with 1 and 2 threads, next to plain LBS.
+    Synth(super::bench_synth::SynthBench),
 }
 
 #[derive(Args, Debug)]
@@ -38,6 +40,7 @@ pub(crate) fn run(a: BenchArgs) -> anyhow::Result<()> {
     match a.what {
         BenchWhat::Sim(b) => bench_sim(b),
         BenchWhat::Codec(b) => super::bench_codec::run(b),
+        BenchWhat::Synth(b) => super::bench_synth::run(b),
     }
 }
 

@@ -296,3 +296,106 @@ fn database_round_trips_and_refuses_bad_files() {
     broken[100] ^= 1;
     assert!(decode_example(&broken).is_err());
 }
+
+/// The frozen v1 database (`tests/fixtures/db/v1/small.ccdb`: this file's fixture bake,
+/// 4 examples of a 900-vertex T-shirt on a 2000-vertex body) still reads, and
+/// synthesis reproduces its examples. Rewritten only with CLOTHCAST_WRITE_GOLDEN=1 (and
+/// never for the same format version once committed).
+#[test]
+fn golden_v1_database_reads_and_synthesizes() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    if std::env::var_os("CLOTHCAST_WRITE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
+        fixture().db.write(&path).expect("write golden");
+    }
+    let db = Database::read(&path).expect("golden database reads");
+    assert_eq!(db.examples.len(), 4);
+    assert_eq!(db.region_count(), 7);
+    let synth = Synthesizer::new(&db, SynthParams { resolve_penetration: false, ..SynthParams::default() });
+    let mut out = vec![Vec3::ZERO; db.vertex_count()];
+    for ex in &db.examples {
+        synth.synthesize(&mut AvatarState::new(), &mut Scratch::default(), &ex.pose, 1.0 / 30.0, &mut out);
+        let worst = out.iter().zip(&ex.positions).map(|(a, b)| (*a - *b).length()).fold(0.0f32, f32::max);
+        assert!(worst < 1e-4, "golden example reproduced within {worst} m");
+    }
+    // the same bytes with the version bumped are refused by name
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[8] = DB_VERSION as u8 + 1;
+    assert!(matches!(Database::from_bytes(&bytes), Err(DbError::Version { .. })));
+}
+
+mod allocations {
+    //! Counts heap allocations made by the current thread while enabled.
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    pub(super) static COUNT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        pub(super) static ON: Cell<bool> = const { Cell::new(false) };
+    }
+
+    struct Counting;
+
+    fn note() {
+        if ON.try_with(Cell::get).unwrap_or(false) {
+            COUNT.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    // SAFETY: forwards to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            note();
+            // SAFETY: same contract as the caller's.
+            unsafe { System.alloc(layout) }
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            // SAFETY: same contract as the caller's.
+            unsafe { System.dealloc(ptr, layout) }
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            note();
+            // SAFETY: same contract as the caller's.
+            unsafe { System.realloc(ptr, layout, new_size) }
+        }
+    }
+
+    #[global_allocator]
+    static ALLOCATOR: Counting = Counting;
+}
+
+#[test]
+fn synthesis_does_not_allocate_in_steady_state() {
+    use std::sync::atomic::Ordering;
+    let f = fixture();
+    let synth = Synthesizer::new(&f.db, SynthParams::default());
+    let (mut state, mut scratch) = (AvatarState::new(), Scratch::default());
+    let mut out = vec![Vec3::ZERO; f.db.vertex_count()];
+    let poses: Vec<Pose> = (0..24)
+        .map(|i| {
+            let mut p = Pose::rest();
+            let a = i as f32 * 0.1;
+            p.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.3 * a.sin(), -0.6 - 0.3 * a.cos())));
+            p.set_rotation(JointId::SPINE2, quat_exp(Vec3::new(0.1 * a.sin(), 0.2 * a.cos(), 0.0)));
+            p
+        })
+        .collect();
+    for p in &poses[..4] {
+        synth.synthesize(&mut state, &mut scratch, p, 1.0 / 30.0, &mut out);
+    }
+    // the counter sees this thread's allocations …
+    allocations::COUNT.store(0, Ordering::Relaxed);
+    allocations::ON.with(|c| c.set(true));
+    drop(std::hint::black_box(Vec::<u64>::with_capacity(8)));
+    allocations::ON.with(|c| c.set(false));
+    assert_eq!(allocations::COUNT.load(Ordering::Relaxed), 1);
+    // … and synthesis makes none
+    allocations::COUNT.store(0, Ordering::Relaxed);
+    allocations::ON.with(|c| c.set(true));
+    for p in &poses[4..] {
+        synth.synthesize(&mut state, &mut scratch, p, 1.0 / 30.0, &mut out);
+    }
+    allocations::ON.with(|c| c.set(false));
+    assert_eq!(allocations::COUNT.load(Ordering::Relaxed), 0, "synthesis allocated in steady state");
+}

@@ -1,0 +1,418 @@
+// clothcast garment stream decoder, format v1: the JavaScript twin of the Rust `codec`
+// module (src/codec/). Dependency-free ES module. Every operation is integer arithmetic
+// below 2^53, so this decoder reproduces the Rust encoder's reconstruction bit for bit.
+//
+//   import { GarmentSetup, GarmentDecoder } from "./codec.js";
+//   const setup = GarmentSetup.parse(setupBytes);          // once per garment
+//   const dec = new GarmentDecoder(setup);
+//   const positions = new Float32Array(3 * setup.vertexCount);
+//   dec.decode(frameBytes, positions);                      // in place, every frame
+//
+// Every error is a CodecError with a `code` naming the problem ("truncated",
+// "missing-reference", "checksum", ...); a refused frame changes nothing.
+
+export const FORMAT_VERSION = 1;
+export const FRAME_HEADER_LEN = 40;
+const SETUP_HEADER_LEN = 24;
+const NO_REF = 0xffffffff;
+const LATTICE_LIMIT = 1 << 21;
+const MAX_VERTICES = 1 << 22;
+const MAX_BONES = 256;
+const MAX_TRIANGLES = 1 << 23;
+const WEIGHT_ONE = 255;
+const ONE = 1 << 14;
+const HALF = 1 << 13;
+const PATCH_SIZE = 64;
+const MODE_SKIP = 0;
+const SPATIAL_NONE = 0;
+const SPATIAL_MEAN = 1;
+const SPATIAL_PARALLELOGRAM = 2;
+const BASE_SKINNED = 1;
+const PROB_BITS = 11;
+const PROB_INIT = 1 << (PROB_BITS - 1);
+const PROB_SHIFT = 5;
+const RANGE_TOP = 1 << 24;
+const ZERO_CONTEXTS = 6;
+const MAX_PREFIX = 26;
+const FRAME_MAGIC = [0x43, 0x43, 0x47, 0x46]; // "CCGF"
+const SETUP_MAGIC = [0x43, 0x43, 0x47, 0x53]; // "CCGS"
+
+/** A refused setup or frame. `code` names the problem. */
+export class CodecError extends Error {
+  constructor(code, message) {
+    super(`${code}: ${message}`);
+    this.name = "CodecError";
+    this.code = code;
+  }
+}
+
+/** FNV-1a (32-bit) over 32-bit words. */
+export function wordHash(words) {
+  let h = 0x811c9dc5;
+  for (const w of words) h = Math.imul((h ^ w) >>> 0, 0x01000193) >>> 0;
+  return h >>> 0;
+}
+
+function* bytesAsWords(bytes) {
+  const n = bytes.length;
+  for (let i = 0; i < n; i += 4) {
+    yield (bytes[i] | ((i + 1 < n ? bytes[i + 1] : 0) << 8) | ((i + 2 < n ? bytes[i + 2] : 0) << 16) | ((i + 3 < n ? bytes[i + 3] : 0) << 24)) >>> 0;
+  }
+}
+
+function u32(bytes, o) {
+  return (bytes[o] | (bytes[o + 1] << 8) | (bytes[o + 2] << 16) | (bytes[o + 3] << 24)) >>> 0;
+}
+
+function asBytes(data) {
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  throw new CodecError("invalid", "expected bytes (Uint8Array or ArrayBuffer)");
+}
+
+/** Static data of one garment stream (see src/codec/format.rs for the layout). */
+export class GarmentSetup {
+  /** Parses and validates a setup; throws CodecError. */
+  static parse(data) {
+    const b = asBytes(data);
+    if (b.length === 0) throw new CodecError("empty", "empty setup");
+    if (b.length < SETUP_HEADER_LEN) throw new CodecError("truncated", "setup header");
+    for (let i = 0; i < 4; i++) if (b[i] !== SETUP_MAGIC[i]) throw new CodecError("bad-magic", "not a clothcast garment setup");
+    if (b[4] !== FORMAT_VERSION) throw new CodecError("unsupported-version", `setup version ${b[4]}, this decoder reads ${FORMAT_VERSION}`);
+    if (b[5] || b[6] || b[7]) throw new CodecError("corrupt", "reserved setup bytes");
+    const step = new DataView(b.buffer, b.byteOffset, b.byteLength).getFloat32(8, true);
+    const n = u32(b, 12), t = u32(b, 16), bones = u32(b, 20);
+    if (!(Number.isFinite(step) && step > 1e-6)) throw new CodecError("invalid", "lattice step");
+    if (n === 0 || n > MAX_VERTICES) throw new CodecError("too-large", `vertex count ${n}`);
+    if (t > MAX_TRIANGLES) throw new CodecError("too-large", `triangle count ${t}`);
+    if (bones === 0 || bones > MAX_BONES) throw new CodecError("too-large", `bone count ${bones}`);
+    const expected = SETUP_HEADER_LEN + 12 * t + 24 * n;
+    if (b.length < expected) throw new CodecError("truncated", "setup");
+    if (b.length > expected) throw new CodecError("trailing-bytes", `${b.length - expected} extra bytes`);
+    const s = new GarmentSetup();
+    s.step = step;
+    s.vertexCount = n;
+    s.bones = bones;
+    let o = SETUP_HEADER_LEN;
+    s.triangles = new Uint32Array(3 * t);
+    for (let i = 0; i < 3 * t; i++, o += 4) {
+      const v = u32(b, o);
+      if (v >= n) throw new CodecError("invalid", "triangle vertex index");
+      s.triangles[i] = v;
+    }
+    s.joints = new Uint8Array(4 * n);
+    s.weights = new Uint8Array(4 * n);
+    for (let v = 0; v < n; v++, o += 8) {
+      let sum = 0;
+      for (let k = 0; k < 4; k++) {
+        s.joints[4 * v + k] = b[o + k];
+        s.weights[4 * v + k] = b[o + 4 + k];
+        sum += b[o + 4 + k];
+        if (b[o + k] >= bones) throw new CodecError("invalid", "skin bone index");
+      }
+      if (sum !== WEIGHT_ONE) throw new CodecError("invalid", "skin weights (must sum to 255)");
+    }
+    s.order = new Uint32Array(n);
+    const position = new Uint32Array(n).fill(NO_REF);
+    for (let k = 0; k < n; k++, o += 4) {
+      const v = u32(b, o);
+      if (v >= n || position[v] !== NO_REF) throw new CodecError("invalid", "traversal order (not a permutation)");
+      position[v] = k;
+      s.order[k] = v;
+    }
+    s.predictor = new Uint32Array(3 * n);
+    for (let v = 0; v < n; v++, o += 12) {
+      let gap = false;
+      for (let k = 0; k < 3; k++) {
+        const r = u32(b, o + 4 * k);
+        s.predictor[3 * v + k] = r;
+        if (r === NO_REF) { gap = true; continue; }
+        if (gap) throw new CodecError("invalid", "predictor (gap in references)");
+        if (r >= n || position[r] >= position[v]) throw new CodecError("invalid", "predictor (refers to a later vertex)");
+      }
+    }
+    s.id = wordHash(bytesAsWords(b));
+    return s;
+  }
+}
+
+/** Parses and validates a frame header (and that the payload length matches). */
+export function parseFrameHeader(data) {
+  const b = asBytes(data);
+  if (b.length === 0) throw new CodecError("empty", "empty frame");
+  if (b.length < FRAME_HEADER_LEN) throw new CodecError("truncated", "frame header");
+  for (let i = 0; i < 4; i++) if (b[i] !== FRAME_MAGIC[i]) throw new CodecError("bad-magic", "not a clothcast garment frame");
+  if (b[4] !== FORMAT_VERSION) throw new CodecError("unsupported-version", `frame version ${b[4]}, this decoder reads ${FORMAT_VERSION}`);
+  if (b[5] > 1) throw new CodecError("bad-kind", `frame kind ${b[5]}`);
+  if (b[6] || b[7]) throw new CodecError("corrupt", "reserved header bytes");
+  const h = {
+    kind: b[5] === 0 ? "key" : "delta",
+    setupId: u32(b, 8), streamId: u32(b, 12), frame: u32(b, 16), reference: u32(b, 20),
+    vertices: u32(b, 24), bones: u32(b, 28), checksum: u32(b, 32), payloadLen: u32(b, 36),
+  };
+  if (h.vertices > MAX_VERTICES || h.bones > MAX_BONES) throw new CodecError("too-large", "frame counts");
+  if (h.kind === "key" && h.reference !== h.frame) throw new CodecError("corrupt", "keyframe reference");
+  if (h.payloadLen > maxFrameBytes(h.vertices, h.bones)) throw new CodecError("too-large", `payload of ${h.payloadLen} bytes`);
+  const rest = b.length - FRAME_HEADER_LEN;
+  if (rest < h.payloadLen) throw new CodecError("truncated", "frame payload");
+  if (rest > h.payloadLen) throw new CodecError("trailing-bytes", `${rest - h.payloadLen} extra bytes`);
+  return h;
+}
+
+/** Largest possible frame for these counts, bytes (as the Rust `max_frame_bytes`). */
+export function maxFrameBytes(vertices, bones) {
+  const ints = 3 * vertices + 7 * bones;
+  const bitsPerInt = 7 * (2 + MAX_PREFIX + 1) + MAX_PREFIX;
+  const patches = Math.ceil(vertices / PATCH_SIZE);
+  const bits = ints * bitsPerInt + patches * 4 * 7;
+  return FRAME_HEADER_LEN + 5 + Math.ceil(bits / 8) + 8;
+}
+
+class RangeDecoder {
+  constructor(b, start) {
+    if (b.length - start < 5) throw new CodecError("truncated", "range-coded payload");
+    if (b[start] !== 0) throw new CodecError("corrupt", "range coder start byte");
+    this.b = b;
+    this.pos = start + 5;
+    this.range = 0xffffffff;
+    this.code = b[start + 1] * 16777216 + b[start + 2] * 65536 + b[start + 3] * 256 + b[start + 4];
+  }
+  normalize() {
+    while (this.range < RANGE_TOP) {
+      if (this.pos >= this.b.length) throw new CodecError("truncated", "range-coded payload");
+      this.range *= 256;
+      this.code = this.code * 256 + this.b[this.pos++];
+    }
+  }
+  bit(probs, i) {
+    const p = probs[i];
+    const bound = (this.range >>> PROB_BITS) * p;
+    let bit;
+    if (this.code < bound) {
+      this.range = bound;
+      probs[i] = p + (((1 << PROB_BITS) - p) >> PROB_SHIFT);
+      bit = 0;
+    } else {
+      this.code -= bound;
+      this.range -= bound;
+      probs[i] = p - (p >> PROB_SHIFT);
+      bit = 1;
+    }
+    this.normalize();
+    return bit;
+  }
+  direct(count) {
+    let v = 0;
+    for (let i = 0; i < count; i++) {
+      this.range = Math.floor(this.range / 2);
+      let bit = 0;
+      if (this.code >= this.range) { this.code -= this.range; bit = 1; }
+      v = v * 2 + bit;
+      this.normalize();
+    }
+    return v;
+  }
+  /** A signed integer with model m (zero flags, sign, Elias-gamma prefix). */
+  int(m, ctx) {
+    if (!this.bit(m.zero, ctx)) return 0;
+    const negative = this.bit(m.sign, 0);
+    let k = 0;
+    while (k < MAX_PREFIX && this.bit(m.prefix, k)) k++;
+    const mag = Math.pow(2, k) + this.direct(k);
+    return negative ? -mag : mag;
+  }
+  finish() {
+    if (this.pos !== this.b.length) throw new CodecError("trailing-bytes", `${this.b.length - this.pos} unused payload bytes`);
+  }
+}
+
+function intModel() {
+  return { zero: new Uint16Array(ZERO_CONTEXTS).fill(PROB_INIT), sign: new Uint16Array(1).fill(PROB_INIT), prefix: new Uint16Array(MAX_PREFIX + 1).fill(PROB_INIT) };
+}
+
+function zeroContext(prev) {
+  return Math.min(Math.abs(prev), 2);
+}
+
+function coordContext(prev, cur, k) {
+  const busy = k === 0 ? (prev[0] !== 0 || prev[1] !== 0 || prev[2] !== 0) : (cur[0] !== 0 || (k === 2 && cur[1] !== 0));
+  return zeroContext(prev[k]) + (busy ? ZERO_CONTEXTS / 2 : 0);
+}
+
+const roundShift = (v) => Math.floor((v + HALF) / ONE);
+
+function rotation(q, o) {
+  const x = q[o], y = q[o + 1], z = q[o + 2], w = q[o + 3];
+  const one = ONE * ONE;
+  return [
+    one - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+    2 * (x * y + w * z), one - 2 * (x * x + z * z), 2 * (y * z - w * x),
+    2 * (x * z - w * y), 2 * (y * z + w * x), one - 2 * (x * x + y * y),
+  ].map(roundShift);
+}
+
+/** Decodes one garment stream in place into a caller's Float32Array. */
+export class GarmentDecoder {
+  constructor(setup) {
+    const n = setup.vertexCount, nb = setup.bones;
+    this.setup = setup;
+    this.frame = null;
+    this.streamId = null;
+    this.q = new Int32Array(3 * n);
+    this.qNew = new Int32Array(3 * n);
+    this.bonesQ = new Int32Array(7 * nb);
+    this.bonesNew = new Int32Array(7 * nb);
+    this.mc = new Int32Array(3 * n);
+    this.relA = new Float64Array(9 * nb);
+    this.relC = new Float64Array(3 * nb);
+    this.cur = [0, 0, 0];
+    this.prev = [0, 0, 0];
+    this.pred = [0, 0, 0];
+  }
+
+  /** Forgets the stream; the next frame must be a keyframe. */
+  reset() {
+    this.frame = null;
+    this.streamId = null;
+  }
+
+  /**
+   * Decodes `data` into `out` (3 floats per vertex, metres). Throws CodecError; code
+   * "missing-reference" means: ask the server for a keyframe. Returns the header.
+   */
+  decode(data, out) {
+    const b = asBytes(data);
+    const h = parseFrameHeader(b);
+    const s = this.setup;
+    if (h.setupId !== s.id) throw new CodecError("wrong-setup", `frame of setup ${h.setupId.toString(16)}, decoder has ${s.id.toString(16)}`);
+    if (h.vertices !== s.vertexCount || h.bones !== s.bones) throw new CodecError("mismatch", "vertex/bone count of frame");
+    if (!(out instanceof Float32Array) || out.length !== 3 * s.vertexCount) throw new CodecError("mismatch", "output must be a Float32Array of 3 × vertices");
+    if (h.kind === "delta" && (this.frame !== h.reference || this.streamId !== h.streamId)) {
+      throw new CodecError("missing-reference", `delta needs frame ${h.reference}, decoder holds ${this.frame}`);
+    }
+    const dec = new RangeDecoder(b, FRAME_HEADER_LEN);
+    const m = { coords: [intModel(), intModel(), intModel()], rotation: intModel(), translation: intModel(),
+      skip: new Uint16Array(2).fill(PROB_INIT), skinned: new Uint16Array(2).fill(PROB_INIT),
+      spatial: new Uint16Array(3).fill(PROB_INIT), parallelogram: new Uint16Array(3).fill(PROB_INIT) };
+    const delta = h.kind === "delta";
+    this.decodeBones(dec, m, delta);
+    this.prev[0] = this.prev[1] = this.prev[2] = 0;
+    const order = s.order;
+    if (!delta) {
+      for (let i = 0; i < order.length; i++) this.vertex(dec, m, null, SPATIAL_PARALLELOGRAM, order[i]);
+    } else {
+      this.compensate();
+      let last = MODE_SKIP;
+      for (let start = 0; start < order.length; start += PATCH_SIZE) {
+        const end = Math.min(start + PATCH_SIZE, order.length);
+        const mode = this.decodeMode(dec, m, last);
+        if (mode === MODE_SKIP) {
+          for (let i = start; i < end; i++) {
+            const v = 3 * order[i];
+            this.qNew[v] = this.q[v]; this.qNew[v + 1] = this.q[v + 1]; this.qNew[v + 2] = this.q[v + 2];
+          }
+        } else {
+          const base = Math.floor((mode - 1) / 3) === BASE_SKINNED ? this.mc : this.q;
+          const sp = (mode - 1) % 3;
+          for (let i = start; i < end; i++) this.vertex(dec, m, base, sp, order[i]);
+        }
+        last = mode;
+      }
+    }
+    dec.finish();
+    const sum = wordHash(new Uint32Array(this.qNew.buffer, this.qNew.byteOffset, this.qNew.length));
+    if (sum !== h.checksum) throw new CodecError("checksum", `expected ${h.checksum.toString(16)}, decoded ${sum.toString(16)}`);
+    const step = s.step;
+    for (let i = 0; i < out.length; i++) out[i] = this.qNew[i] * step;
+    [this.q, this.qNew] = [this.qNew, this.q];
+    [this.bonesQ, this.bonesNew] = [this.bonesNew, this.bonesQ];
+    this.frame = h.frame;
+    this.streamId = h.streamId;
+    return h;
+  }
+
+  decodeBones(dec, m, delta) {
+    const prev = [0, 0];
+    for (let i = 0; i < this.bonesNew.length; i++) {
+      const k = i % 7;
+      const rot = k < 4;
+      const e = dec.int(rot ? m.rotation : m.translation, zeroContext(prev[rot ? 0 : 1]));
+      prev[rot ? 0 : 1] = e;
+      const v = (delta ? this.bonesQ[i] : 0) + e;
+      if (rot ? Math.abs(v) > ONE : Math.abs(v) >= LATTICE_LIMIT) throw new CodecError("corrupt", "bone value out of range");
+      this.bonesNew[i] = v;
+    }
+    if (!delta) return;
+    for (let bi = 0; bi < this.setup.bones; bi++) {
+      const p = this.bonesQ, c = this.bonesNew, o = 7 * bi;
+      const rp = rotation(p, o), rc = rotation(c, o);
+      const a = this.relA;
+      for (let i = 0; i < 3; i++) {
+        for (let j = 0; j < 3; j++) {
+          a[9 * bi + 3 * i + j] = roundShift(rc[3 * i] * rp[3 * j] + rc[3 * i + 1] * rp[3 * j + 1] + rc[3 * i + 2] * rp[3 * j + 2]);
+        }
+      }
+      for (let i = 0; i < 3; i++) {
+        this.relC[3 * bi + i] = c[o + 4 + i] * ONE - (a[9 * bi + 3 * i] * p[o + 4] + a[9 * bi + 3 * i + 1] * p[o + 5] + a[9 * bi + 3 * i + 2] * p[o + 6]);
+      }
+    }
+  }
+
+  compensate() {
+    const s = this.setup, D = WEIGHT_ONE * ONE, limit = 2 * LATTICE_LIMIT;
+    const M = new Float64Array(9), C = new Float64Array(3);
+    for (let v = 0; v < s.vertexCount; v++) {
+      M.fill(0); C.fill(0);
+      for (let k = 0; k < 4; k++) {
+        const w = s.weights[4 * v + k];
+        if (w === 0) continue;
+        const bi = s.joints[4 * v + k];
+        for (let e = 0; e < 9; e++) M[e] += w * this.relA[9 * bi + e];
+        for (let e = 0; e < 3; e++) C[e] += w * this.relC[3 * bi + e];
+      }
+      const qx = this.q[3 * v], qy = this.q[3 * v + 1], qz = this.q[3 * v + 2];
+      for (let i = 0; i < 3; i++) {
+        const x = M[3 * i] * qx + M[3 * i + 1] * qy + M[3 * i + 2] * qz + C[i];
+        this.mc[3 * v + i] = Math.min(limit, Math.max(-limit, Math.floor((x + D / 2) / D)));
+      }
+    }
+  }
+
+  decodeMode(dec, m, last) {
+    if (!dec.bit(m.skip, last === MODE_SKIP ? 1 : 0)) return MODE_SKIP;
+    const lb = last === MODE_SKIP ? 0 : Math.floor((last - 1) / 3);
+    const ls = last === MODE_SKIP ? SPATIAL_PARALLELOGRAM : (last - 1) % 3;
+    const b = dec.bit(m.skinned, lb);
+    let sp;
+    if (!dec.bit(m.spatial, ls)) sp = SPATIAL_NONE;
+    else sp = dec.bit(m.parallelogram, ls) ? SPATIAL_PARALLELOGRAM : SPATIAL_MEAN;
+    return 1 + 3 * b + sp;
+  }
+
+  vertex(dec, m, base, spatial, v) {
+    const s = this.setup, cur = this.cur, prev = this.prev, q = this.qNew;
+    let a = s.predictor[3 * v], b = s.predictor[3 * v + 1], c = s.predictor[3 * v + 2];
+    if (spatial === SPATIAL_NONE) a = b = c = NO_REF;
+    else if (spatial === SPATIAL_MEAN) c = NO_REF;
+    const off = (u, k) => q[3 * u + k] - (base ? base[3 * u + k] : 0);
+    for (let k = 0; k < 3; k++) {
+      let sp = 0;
+      if (a !== NO_REF) {
+        if (b === NO_REF) sp = off(a, k);
+        else if (c === NO_REF) sp = Math.floor((off(a, k) + off(b, k)) / 2);
+        else sp = off(a, k) + off(b, k) - off(c, k);
+      }
+      this.pred[k] = (base ? base[3 * v + k] : 0) + sp;
+    }
+    cur[0] = cur[1] = cur[2] = 0;
+    for (let k = 0; k < 3; k++) {
+      const e = dec.int(m.coords[k], coordContext(prev, cur, k));
+      cur[k] = e;
+      const x = this.pred[k] + e;
+      if (Math.abs(x) >= LATTICE_LIMIT) throw new CodecError("corrupt", "position outside the lattice");
+      q[3 * v + k] = x;
+    }
+    prev[0] = cur[0]; prev[1] = cur[1]; prev[2] = cur[2];
+  }
+}

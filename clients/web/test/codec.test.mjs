@@ -1,0 +1,82 @@
+// The JavaScript decoder against the Rust encoder's frozen golden streams
+// (tests/fixtures/codec/v1, written by `clothcast bench codec --golden`), and hostile
+// input. Run: node --test clients/web/test/
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { GarmentSetup, GarmentDecoder, CodecError, wordHash } from "../codec.js";
+
+const dir = fileURLToPath(new URL("../../../tests/fixtures/codec/v1/", import.meta.url));
+const setupBytes = new Uint8Array(readFileSync(dir + "setup.bin"));
+const stream = new Uint8Array(readFileSync(dir + "stream.bin"));
+const expected = JSON.parse(readFileSync(dir + "frames.json", "utf8"));
+const last = new Uint8Array(readFileSync(dir + "last.f32"));
+
+function records() {
+  const out = [];
+  for (let at = 0; at < stream.length;) {
+    const len = stream[at] | (stream[at + 1] << 8) | (stream[at + 2] << 16) | (stream[at + 3] << 24);
+    out.push(stream.subarray(at + 4, at + 4 + len));
+    at += 4 + len;
+  }
+  return out;
+}
+
+test("golden v1 stream decodes bit-exactly", () => {
+  const setup = GarmentSetup.parse(setupBytes);
+  const dec = new GarmentDecoder(setup);
+  const out = new Float32Array(3 * setup.vertexCount);
+  const recs = records();
+  assert.equal(recs.length, expected.length);
+  recs.forEach((r, i) => {
+    const h = dec.decode(r, out);
+    assert.equal(h.kind, expected[i].kind, `record ${i}`);
+    assert.equal(h.frame, expected[i].frame, `record ${i}`);
+    const bits = new Uint32Array(out.buffer);
+    assert.equal(wordHash(bits), expected[i].hash, `record ${i}: decoded floats differ from Rust`);
+  });
+  assert.deepEqual(new Uint8Array(out.buffer), last);
+});
+
+test("hostile frames are refused with named errors and lose nothing", () => {
+  const setup = GarmentSetup.parse(setupBytes);
+  const recs = records();
+  const dec = new GarmentDecoder(setup);
+  const out = new Float32Array(3 * setup.vertexCount);
+  const code = (f) => { try { f(); } catch (e) { assert.ok(e instanceof CodecError, String(e)); return e.code; } return "accepted"; };
+  assert.equal(code(() => dec.decode(recs[1], out)), "missing-reference");
+  assert.equal(code(() => dec.decode(new Uint8Array(0), out)), "empty");
+  const key = recs[0];
+  for (const cut of [1, 10, 39, 40, 41, key.length >> 1, key.length - 1]) {
+    assert.equal(code(() => dec.decode(key.subarray(0, cut), out)), "truncated", `prefix ${cut}`);
+  }
+  const longer = new Uint8Array(key.length + 1); longer.set(key);
+  assert.equal(code(() => dec.decode(longer, out)), "trailing-bytes");
+  const bad = key.slice(); bad[4] = 2;
+  assert.equal(code(() => dec.decode(bad, out)), "unsupported-version");
+  const magic = key.slice(); magic[0] = 0x58;
+  assert.equal(code(() => dec.decode(magic, out)), "bad-magic");
+  const huge = key.slice(); huge.set([0xff, 0xff, 0xff, 0xff], 36);
+  assert.equal(code(() => dec.decode(huge, out)), "too-large");
+  let refused = 0;
+  const good = new Float32Array(out.length);
+  new GarmentDecoder(setup).decode(key, good);
+  for (let i = 40; i < key.length; i += 7) {
+    const flip = key.slice(); flip[i] ^= 0x10;
+    const probe = new GarmentDecoder(setup);
+    const c = code(() => probe.decode(flip, out));
+    if (c === "accepted") assert.deepEqual(out, good, `flip at ${i} decoded to wrong positions`);
+    else refused++;
+    assert.ok(out.every(Number.isFinite));
+  }
+  assert.ok(refused > 0);
+  for (let t = 0; t < 200; t++) {
+    const garbage = new Uint8Array(1 + (t * 37) % 300).map((_, i) => (i * 131 + t * 17) & 255);
+    if (t % 2) garbage.set([0x43, 0x43, 0x47, 0x46, 1, t & 1, 0, 0].slice(0, garbage.length));
+    assert.notEqual(code(() => dec.decode(garbage, out)), "accepted");
+  }
+  // after all that the real stream still decodes
+  recs.slice(0, 3).forEach((r) => dec.decode(r, out));
+  assert.equal(code(() => GarmentSetup.parse(setupBytes.subarray(0, 100))), "truncated");
+});

@@ -1,0 +1,146 @@
+//! `clothcast bench synth`: avatar-frames per second of SOR synthesis (many avatars
+//! sharing one database, rayon over avatars) with 1 and 2 threads, next to plain LBS of
+//! the same mesh in the same run.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+use glam::Vec3;
+
+use crate::bake::{DEFAULT_CLIP, default_database};
+use crate::body::{Body, LbsMatrices, lbs_into};
+use crate::garment::{Garment, GarmentConfig};
+use crate::mesh::{MeshQuery, TriMesh};
+use crate::mocap::Clip;
+use crate::skeleton::{Pose, canonicalize};
+use crate::sor::{AvatarJob, AvatarState, Database, Example, GarmentData, SynthParams, Synthesizer, synthesize_all};
+
+/// Arguments of `clothcast bench synth`.
+#[derive(Args, Debug)]
+pub(crate) struct SynthBench {
+    /// Example database (default: the default database).
+    #[arg(long)]
+    db: Option<std::path::PathBuf>,
+    /// Number of avatars.
+    #[arg(long, default_value_t = 64)]
+    avatars: usize,
+    /// Seconds to measure each figure for.
+    #[arg(long, default_value_t = 2.0)]
+    seconds: f32,
+    /// Vertex count of the large garment.
+    #[arg(long, default_value_t = 12500)]
+    large: usize,
+    /// Examples used per region (K).
+    #[arg(long, default_value_t = 5)]
+    top_k: usize,
+}
+
+/// The database's examples carried to a finer mesh of the same garment: positions by
+/// barycentric binding to the coarse rest shape (plus the normal offset), per-vertex
+/// rig data from the coarse triangle's dominant vertex. Same poses, example count and
+/// regions, so synthesis costs what a database baked at that resolution would.
+fn refine(db: &Database, fine: &Garment) -> anyhow::Result<Database> {
+    let coarse = TriMesh::new(db.garment.rest.clone(), db.garment.triangles.clone());
+    let query = MeshQuery::build(&coarse)?;
+    let normal = |p: &[Vec3], t: [u32; 3]| (p[t[1] as usize] - p[t[0] as usize]).cross(p[t[2] as usize] - p[t[0] as usize]).normalize_or_zero();
+    let bind: Vec<([u32; 3], Vec3, f32, usize)> = fine
+        .mesh
+        .positions
+        .iter()
+        .map(|p| {
+            let h = query.closest(*p);
+            let t = coarse.triangles[h.triangle as usize];
+            let dominant = if h.bary.x >= h.bary.y && h.bary.x >= h.bary.z { 0 } else if h.bary.y >= h.bary.z { 1 } else { 2 };
+            (t, h.bary, (*p - h.point).dot(normal(&coarse.positions, t)), t[dominant] as usize)
+        })
+        .collect();
+    let examples = db
+        .examples
+        .iter()
+        .map(|e| Example {
+            pose: e.pose,
+            positions: bind.iter().map(|(t, b, d, _)| e.positions[t[0] as usize] * b.x + e.positions[t[1] as usize] * b.y + e.positions[t[2] as usize] * b.z + *d * normal(&e.positions, *t)).collect(),
+            remote_bone: bind.iter().map(|x| e.remote_bone[x.3]).collect(),
+            alpha: bind.iter().map(|x| e.alpha[x.3]).collect(),
+            translation: bind.iter().map(|x| e.translation[x.3]).collect(),
+            body_vertex: bind.iter().map(|x| e.body_vertex[x.3]).collect(),
+            clearance: bind.iter().map(|x| e.clearance[x.3]).collect(),
+            distance_weights: e.distance_weights.clone(),
+        })
+        .collect();
+    Ok(Database { garment: GarmentData::from_garment(fine), body: db.body.clone(), examples, bake: db.bake.clone() })
+}
+
+pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
+    let db = match &b.db {
+        Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
+        None => default_database(&super::bake::progress_bar("baking the default database"))?.0,
+    };
+    let body = db.body.to_body();
+    let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)?;
+    let poses: Vec<Pose> = clip.poses.iter().step_by(4).map(|p| canonicalize(p, &body.skeleton).0).collect();
+    let mut cfg = GarmentConfig::builtin("tshirt")?;
+    cfg.target_vertices = b.large;
+    let large = refine(&db, &Garment::generate(&Body::default_body()?, &cfg)?)?;
+    println!("SOR synthesis: {} avatars sharing one database, {} examples, K = {}, walking poses (CMU 131_01)", b.avatars, db.examples.len(), b.top_k);
+    println!("{:>8} {:>7} | {:>14} {:>14} | {:>9}", "vertices", "threads", "SOR avatar-fps", "LBS avatar-fps", "SOR / LBS");
+    for d in [&db, &large] {
+        let params = SynthParams { top_k: b.top_k, ..SynthParams::default() };
+        let synth = Synthesizer::new(d, params);
+        for threads in [1usize, 2] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+            let sor = pool.install(|| measure_sor(&synth, &poses, b.avatars, b.seconds));
+            let lbs = pool.install(|| measure_lbs(d, &body, &poses, b.avatars, b.seconds));
+            println!("{:>8} {:>7} | {:>14.0} {:>14.0} | {:>8.2}×", d.vertex_count(), threads, sor, lbs, lbs / sor);
+        }
+    }
+    Ok(())
+}
+
+/// Avatar-frames per second of SOR synthesis (after one warm-up frame per avatar).
+fn measure_sor(synth: &Synthesizer<'_>, poses: &[Pose], avatars: usize, seconds: f32) -> f64 {
+    let n = synth.database().vertex_count();
+    let mut states: Vec<AvatarState> = (0..avatars).map(|_| AvatarState::new()).collect();
+    let mut outs: Vec<Vec<Vec3>> = (0..avatars).map(|_| vec![Vec3::ZERO; n]).collect();
+    let mut frame = 0usize;
+    let step = |frame: usize, states: &mut [AvatarState], outs: &mut [Vec<Vec3>]| {
+        let mut jobs: Vec<AvatarJob<'_>> = states
+            .iter_mut()
+            .zip(outs.iter_mut())
+            .enumerate()
+            .map(|(a, (state, out))| AvatarJob { state, pose: poses[(frame + 7 * a) % poses.len()], dt: 1.0 / 30.0, out, frame: None })
+            .collect();
+        synthesize_all(synth, &mut jobs);
+    };
+    step(frame, &mut states, &mut outs);
+    let t = Instant::now();
+    let mut done = 0usize;
+    while t.elapsed().as_secs_f32() < seconds {
+        frame += 1;
+        step(frame, &mut states, &mut outs);
+        done += avatars;
+    }
+    done as f64 / t.elapsed().as_secs_f64()
+}
+
+/// Avatar-frames per second of plain LBS of the draped rest garment (the first
+/// example), same avatars, poses and thread pool.
+fn measure_lbs(db: &Database, body: &Body, poses: &[Pose], avatars: usize, seconds: f32) -> f64 {
+    use rayon::prelude::*;
+    let rest = &db.examples[0].positions;
+    let skin = &db.garment.skin;
+    let mut outs: Vec<Vec<Vec3>> = (0..avatars).map(|_| vec![Vec3::ZERO; rest.len()]).collect();
+    let t = Instant::now();
+    let mut done = 0usize;
+    let mut frame = 0usize;
+    while t.elapsed().as_secs_f32() < seconds {
+        outs.par_iter_mut().enumerate().for_each(|(a, out)| {
+            let m = LbsMatrices::new(&body.skeleton.skinning_transforms(&poses[(frame + 7 * a) % poses.len()]));
+            lbs_into(rest, skin, &m, out);
+        });
+        frame += 1;
+        done += avatars;
+    }
+    done as f64 / t.elapsed().as_secs_f64()
+}
