@@ -6,11 +6,15 @@
 pub mod bake;
 pub mod body;
 pub mod cli;
+pub mod client;
 pub mod codec;
+pub mod engine;
 pub mod eval;
 pub mod garment;
 pub mod mesh;
 pub mod mocap;
+pub mod net;
+pub mod protocol;
 pub mod sim;
 pub mod skeleton;
 pub mod sor;

@@ -1,3 +1,4 @@
 //! Integration tests: one test binary, one module per area.
 
 mod cli;
+mod server;

@@ -14,7 +14,10 @@ use crate::garment::{Garment, GarmentConfig};
 use crate::mesh::{MeshQuery, TriMesh};
 use crate::mocap::Clip;
 use crate::skeleton::{Pose, canonicalize};
-use crate::sor::{AvatarJob, AvatarState, Database, Example, GarmentData, SynthParams, Synthesizer, synthesize_all};
+use crate::sor::{
+    AvatarJob, AvatarState, Database, Example, GarmentData, SynthParams, Synthesizer,
+    synthesize_all,
+};
 
 /// Arguments of `clothcast bench synth`.
 #[derive(Args, Debug)]
@@ -43,7 +46,11 @@ pub(crate) struct SynthBench {
 fn refine(db: &Database, fine: &Garment) -> anyhow::Result<Database> {
     let coarse = TriMesh::new(db.garment.rest.clone(), db.garment.triangles.clone());
     let query = MeshQuery::build(&coarse)?;
-    let normal = |p: &[Vec3], t: [u32; 3]| (p[t[1] as usize] - p[t[0] as usize]).cross(p[t[2] as usize] - p[t[0] as usize]).normalize_or_zero();
+    let normal = |p: &[Vec3], t: [u32; 3]| {
+        (p[t[1] as usize] - p[t[0] as usize])
+            .cross(p[t[2] as usize] - p[t[0] as usize])
+            .normalize_or_zero()
+    };
     let bind: Vec<([u32; 3], Vec3, f32, usize)> = fine
         .mesh
         .positions
@@ -51,8 +58,19 @@ fn refine(db: &Database, fine: &Garment) -> anyhow::Result<Database> {
         .map(|p| {
             let h = query.closest(*p);
             let t = coarse.triangles[h.triangle as usize];
-            let dominant = if h.bary.x >= h.bary.y && h.bary.x >= h.bary.z { 0 } else if h.bary.y >= h.bary.z { 1 } else { 2 };
-            (t, h.bary, (*p - h.point).dot(normal(&coarse.positions, t)), t[dominant] as usize)
+            let dominant = if h.bary.x >= h.bary.y && h.bary.x >= h.bary.z {
+                0
+            } else if h.bary.y >= h.bary.z {
+                1
+            } else {
+                2
+            };
+            (
+                t,
+                h.bary,
+                (*p - h.point).dot(normal(&coarse.positions, t)),
+                t[dominant] as usize,
+            )
         })
         .collect();
     let examples = db
@@ -60,7 +78,15 @@ fn refine(db: &Database, fine: &Garment) -> anyhow::Result<Database> {
         .iter()
         .map(|e| Example {
             pose: e.pose,
-            positions: bind.iter().map(|(t, b, d, _)| e.positions[t[0] as usize] * b.x + e.positions[t[1] as usize] * b.y + e.positions[t[2] as usize] * b.z + *d * normal(&e.positions, *t)).collect(),
+            positions: bind
+                .iter()
+                .map(|(t, b, d, _)| {
+                    e.positions[t[0] as usize] * b.x
+                        + e.positions[t[1] as usize] * b.y
+                        + e.positions[t[2] as usize] * b.z
+                        + *d * normal(&e.positions, *t)
+                })
+                .collect(),
             remote_bone: bind.iter().map(|x| e.remote_bone[x.3]).collect(),
             alpha: bind.iter().map(|x| e.alpha[x.3]).collect(),
             translation: bind.iter().map(|x| e.translation[x.3]).collect(),
@@ -69,7 +95,12 @@ fn refine(db: &Database, fine: &Garment) -> anyhow::Result<Database> {
             distance_weights: e.distance_weights.clone(),
         })
         .collect();
-    Ok(Database { garment: GarmentData::from_garment(fine), body: db.body.clone(), examples, bake: db.bake.clone() })
+    Ok(Database {
+        garment: GarmentData::from_garment(fine),
+        body: db.body.clone(),
+        examples,
+        bake: db.bake.clone(),
+    })
 }
 
 pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
@@ -79,20 +110,45 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
     };
     let body = db.body.to_body();
     let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)?;
-    let poses: Vec<Pose> = clip.poses.iter().step_by(4).map(|p| canonicalize(p, &body.skeleton).0).collect();
+    let poses: Vec<Pose> = clip
+        .poses
+        .iter()
+        .step_by(4)
+        .map(|p| canonicalize(p, &body.skeleton).0)
+        .collect();
     let mut cfg = GarmentConfig::builtin("tshirt")?;
     cfg.target_vertices = b.large;
     let large = refine(&db, &Garment::generate(&Body::default_body()?, &cfg)?)?;
-    println!("SOR synthesis: {} avatars sharing one database, {} examples, K = {}, walking poses (CMU 131_01)", b.avatars, db.examples.len(), b.top_k);
-    println!("{:>8} {:>7} | {:>14} {:>14} | {:>9}", "vertices", "threads", "SOR avatar-fps", "LBS avatar-fps", "SOR / LBS");
+    println!(
+        "SOR synthesis: {} avatars sharing one database, {} examples, K = {}, walking poses (CMU 131_01)",
+        b.avatars,
+        db.examples.len(),
+        b.top_k
+    );
+    println!(
+        "{:>8} {:>7} | {:>14} {:>14} | {:>9}",
+        "vertices", "threads", "SOR avatar-fps", "LBS avatar-fps", "SOR / LBS"
+    );
     for d in [&db, &large] {
-        let params = SynthParams { top_k: b.top_k, ..SynthParams::default() };
+        let params = SynthParams {
+            top_k: b.top_k,
+            ..SynthParams::default()
+        };
         let synth = Synthesizer::new(d, params);
         for threads in [1usize, 2] {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()?;
             let sor = pool.install(|| measure_sor(&synth, &poses, b.avatars, b.seconds));
             let lbs = pool.install(|| measure_lbs(d, &body, &poses, b.avatars, b.seconds));
-            println!("{:>8} {:>7} | {:>14.0} {:>14.0} | {:>8.2}×", d.vertex_count(), threads, sor, lbs, lbs / sor);
+            println!(
+                "{:>8} {:>7} | {:>14.0} {:>14.0} | {:>8.2}×",
+                d.vertex_count(),
+                threads,
+                sor,
+                lbs,
+                lbs / sor
+            );
         }
     }
     Ok(())
@@ -109,7 +165,13 @@ fn measure_sor(synth: &Synthesizer<'_>, poses: &[Pose], avatars: usize, seconds:
             .iter_mut()
             .zip(outs.iter_mut())
             .enumerate()
-            .map(|(a, (state, out))| AvatarJob { state, pose: poses[(frame + 7 * a) % poses.len()], dt: 1.0 / 30.0, out, frame: None })
+            .map(|(a, (state, out))| AvatarJob {
+                state,
+                pose: poses[(frame + 7 * a) % poses.len()],
+                dt: 1.0 / 30.0,
+                out,
+                frame: None,
+            })
             .collect();
         synthesize_all(synth, &mut jobs);
     };
@@ -136,7 +198,11 @@ fn measure_lbs(db: &Database, body: &Body, poses: &[Pose], avatars: usize, secon
     let mut frame = 0usize;
     while t.elapsed().as_secs_f32() < seconds {
         outs.par_iter_mut().enumerate().for_each(|(a, out)| {
-            let m = LbsMatrices::new(&body.skeleton.skinning_transforms(&poses[(frame + 7 * a) % poses.len()]));
+            let m = LbsMatrices::new(
+                &body
+                    .skeleton
+                    .skinning_transforms(&poses[(frame + 7 * a) % poses.len()]),
+            );
             lbs_into(rest, skin, &m, out);
         });
         frame += 1;

@@ -11,6 +11,7 @@ mod drape;
 mod eval;
 mod render;
 mod retarget;
+mod serve;
 
 use clap::{Parser, Subcommand};
 
@@ -42,6 +43,12 @@ pub(crate) enum Command {
     Merge(bake::MergeArgs),
     /// Summarise a database file.
     Inspect(bake::InspectArgs),
+    /// Run the streaming server (WebSocket publishers and viewers).
+    Serve(serve::ServeArgs),
+    /// Replay a BVH clip to a server as one or more performers.
+    Play(serve::PlayArgs),
+    /// Watch a server's garment streams in the terminal (decodes them).
+    Watch(serve::WatchArgs),
     /// Compare SOR, LBS and nearest-example skinning with the simulated ground truth on a clip.
     Eval(eval::EvalArgs),
 }
@@ -59,5 +66,8 @@ pub fn run() -> anyhow::Result<()> {
         Command::Merge(a) => bake::run_merge(a),
         Command::Inspect(a) => bake::run_inspect(a),
         Command::Eval(a) => eval::run(a),
+        Command::Serve(a) => serve::run_serve(a),
+        Command::Play(a) => serve::run_play(a),
+        Command::Watch(a) => serve::run_watch(a),
     }
 }

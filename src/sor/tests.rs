@@ -303,7 +303,8 @@ fn database_round_trips_and_refuses_bad_files() {
 /// never for the same format version once committed).
 #[test]
 fn golden_v1_database_reads_and_synthesizes() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
     if std::env::var_os("CLOTHCAST_WRITE_GOLDEN").is_some() {
         std::fs::create_dir_all(path.parent().expect("dir")).expect("mkdir");
         fixture().db.write(&path).expect("write golden");
@@ -311,17 +312,36 @@ fn golden_v1_database_reads_and_synthesizes() {
     let db = Database::read(&path).expect("golden database reads");
     assert_eq!(db.examples.len(), 4);
     assert_eq!(db.region_count(), 7);
-    let synth = Synthesizer::new(&db, SynthParams { resolve_penetration: false, ..SynthParams::default() });
+    let synth = Synthesizer::new(
+        &db,
+        SynthParams {
+            resolve_penetration: false,
+            ..SynthParams::default()
+        },
+    );
     let mut out = vec![Vec3::ZERO; db.vertex_count()];
     for ex in &db.examples {
-        synth.synthesize(&mut AvatarState::new(), &mut Scratch::default(), &ex.pose, 1.0 / 30.0, &mut out);
-        let worst = out.iter().zip(&ex.positions).map(|(a, b)| (*a - *b).length()).fold(0.0f32, f32::max);
+        synth.synthesize(
+            &mut AvatarState::new(),
+            &mut Scratch::default(),
+            &ex.pose,
+            1.0 / 30.0,
+            &mut out,
+        );
+        let worst = out
+            .iter()
+            .zip(&ex.positions)
+            .map(|(a, b)| (*a - *b).length())
+            .fold(0.0f32, f32::max);
         assert!(worst < 1e-4, "golden example reproduced within {worst} m");
     }
     // the same bytes with the version bumped are refused by name
     let mut bytes = std::fs::read(&path).expect("read");
     bytes[8] = DB_VERSION as u8 + 1;
-    assert!(matches!(Database::from_bytes(&bytes), Err(DbError::Version { .. })));
+    assert!(matches!(
+        Database::from_bytes(&bytes),
+        Err(DbError::Version { .. })
+    ));
 }
 
 mod allocations {
@@ -376,8 +396,14 @@ fn synthesis_does_not_allocate_in_steady_state() {
         .map(|i| {
             let mut p = Pose::rest();
             let a = i as f32 * 0.1;
-            p.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.3 * a.sin(), -0.6 - 0.3 * a.cos())));
-            p.set_rotation(JointId::SPINE2, quat_exp(Vec3::new(0.1 * a.sin(), 0.2 * a.cos(), 0.0)));
+            p.set_rotation(
+                JointId::LEFT_SHOULDER,
+                quat_exp(Vec3::new(0.0, 0.3 * a.sin(), -0.6 - 0.3 * a.cos())),
+            );
+            p.set_rotation(
+                JointId::SPINE2,
+                quat_exp(Vec3::new(0.1 * a.sin(), 0.2 * a.cos(), 0.0)),
+            );
             p
         })
         .collect();
@@ -397,5 +423,9 @@ fn synthesis_does_not_allocate_in_steady_state() {
         synth.synthesize(&mut state, &mut scratch, p, 1.0 / 30.0, &mut out);
     }
     allocations::ON.with(|c| c.set(false));
-    assert_eq!(allocations::COUNT.load(Ordering::Relaxed), 0, "synthesis allocated in steady state");
+    assert_eq!(
+        allocations::COUNT.load(Ordering::Relaxed),
+        0,
+        "synthesis allocated in steady state"
+    );
 }

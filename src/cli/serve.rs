@@ -1,0 +1,240 @@
+//! `clothcast serve`, `clothcast play`, `clothcast watch`: the server, a BVH replay
+//! publisher, and a terminal viewer.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+
+use super::common::load_clip;
+use crate::bake::default_database;
+use crate::client::{Client, Viewer};
+use crate::net::{ServerConfig, start};
+use crate::protocol::{ClientMessage, JointSample, PoseMessage, Role};
+use crate::skeleton::{JointId, Skeleton};
+use crate::sor::Database;
+
+/// Arguments of `clothcast serve`.
+#[derive(Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// Server config (TOML; see configs/server.toml). Flags override it.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Example database (default: the default database, baked if missing).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Address to listen on.
+    #[arg(long)]
+    bind: Option<std::net::SocketAddr>,
+    /// Admit connections without tokens (logged at start).
+    #[arg(long)]
+    open: bool,
+}
+
+pub(crate) fn load_db(path: Option<&PathBuf>) -> anyhow::Result<Arc<Database>> {
+    Ok(Arc::new(match path {
+        Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
+        None => {
+            let (db, path) =
+                default_database(&super::bake::progress_bar("baking the default database"))
+                    .context("baking the default database")?;
+            tracing::info!(path = %path.display(), "default database");
+            db
+        }
+    }))
+}
+
+pub(crate) fn load_config(path: Option<&PathBuf>) -> anyhow::Result<ServerConfig> {
+    match path {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+        }
+        None => Ok(ServerConfig::default()),
+    }
+}
+
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
+    let mut config = load_config(a.config.as_ref())?;
+    if let Some(b) = a.bind {
+        config.bind = b;
+    }
+    config.open |= a.open;
+    let db = load_db(a.db.as_ref())?;
+    runtime()?.block_on(async move {
+        let server = start(db, config).await?;
+        println!(
+            "clothcast serving on ws://{}/ws (metrics: http://{}/metrics)",
+            server.addr, server.addr
+        );
+        tokio::signal::ctrl_c().await?;
+        println!("shutting down");
+        server.shutdown().await;
+        anyhow::Ok(())
+    })
+}
+
+/// Arguments of `clothcast play`.
+#[derive(Args, Debug)]
+pub(crate) struct PlayArgs {
+    /// Motion clip (BVH).
+    bvh: PathBuf,
+    /// Server URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
+    url: String,
+    /// Number of avatars (each starts at a different point of the clip).
+    #[arg(long, default_value_t = 1)]
+    avatars: usize,
+    /// Skeleton profile of the clip (detected when omitted).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Publisher token.
+    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN")]
+    token: Option<String>,
+    /// Poses per second sent per avatar.
+    #[arg(long, default_value_t = 30.0)]
+    rate: f32,
+    /// Stop after this many seconds (default: loop forever).
+    #[arg(long)]
+    seconds: Option<f32>,
+    /// Avatar id prefix.
+    #[arg(long, default_value = "performer")]
+    prefix: String,
+}
+
+/// A pose message of the canonical profile for `pose`.
+pub(crate) fn pose_message(avatar: &str, pose: &crate::skeleton::Pose, t: f64) -> ClientMessage {
+    ClientMessage::Pose(PoseMessage {
+        avatar: avatar.to_string(),
+        profile: "canonical".into(),
+        timestamp: t,
+        root: Some(pose.translation.to_array()),
+        joints: JointId::all()
+            .map(|j| JointSample {
+                name: j.name().to_string(),
+                rotation: Some(pose.rotation(j).to_array()),
+                position: None,
+                confidence: None,
+            })
+            .collect(),
+    })
+}
+
+pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
+    let skeleton = Skeleton::from_proportions(&crate::body::BodyShape::default().proportions());
+    let clip = load_clip(&a.bvh, a.profile.as_deref(), &skeleton)?;
+    anyhow::ensure!(!clip.poses.is_empty(), "the clip has no frames");
+    anyhow::ensure!(
+        a.rate.is_finite() && a.rate > 0.0,
+        "--rate must be positive"
+    );
+    runtime()?.block_on(async move {
+        let mut client = Client::connect(&a.url, Role::Publisher, a.token.clone())
+            .await
+            .with_context(|| format!("connecting to {}", a.url))?;
+        let start = Instant::now();
+        let period = Duration::from_secs_f32(1.0 / a.rate);
+        let mut next = tokio::time::Instant::now();
+        let mut sent = 0u64;
+        loop {
+            let t = start.elapsed().as_secs_f64();
+            if a.seconds.is_some_and(|s| t >= f64::from(s)) {
+                break;
+            }
+            let frame = (t / f64::from(clip.frame_time)) as usize;
+            for k in 0..a.avatars {
+                let f = (frame + k * clip.poses.len() / a.avatars.max(1)) % clip.poses.len();
+                client
+                    .send(&pose_message(
+                        &format!("{}-{k}", a.prefix),
+                        &clip.poses[f],
+                        t,
+                    ))
+                    .await?;
+                sent += 1;
+            }
+            next += period;
+            tokio::time::sleep_until(next).await;
+        }
+        println!(
+            "sent {sent} poses for {} avatars in {:.1} s",
+            a.avatars,
+            start.elapsed().as_secs_f32()
+        );
+        anyhow::Ok(())
+    })
+}
+
+/// Arguments of `clothcast watch`.
+#[derive(Args, Debug)]
+pub(crate) struct WatchArgs {
+    /// Server URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
+    url: String,
+    /// Viewer token.
+    #[arg(long, env = "CLOTHCAST_VIEWER_TOKEN")]
+    token: Option<String>,
+    /// Avatars to watch (default: all).
+    #[arg(long = "avatar")]
+    avatars: Vec<String>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    seconds: Option<f32>,
+}
+
+pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(async move {
+        let mut client = Client::connect(&a.url, Role::Viewer, a.token.clone())
+            .await
+            .with_context(|| format!("connecting to {}", a.url))?;
+        client
+            .send(&ClientMessage::Subscribe {
+                avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
+            })
+            .await?;
+        let mut viewer = Viewer::default();
+        let start = Instant::now();
+        let mut last_report = Instant::now();
+        let mut last_counts: std::collections::HashMap<String, (u64, u64)> = Default::default();
+        loop {
+            if a.seconds
+                .is_some_and(|s| start.elapsed().as_secs_f32() >= s)
+            {
+                break;
+            }
+            let m = tokio::time::timeout(Duration::from_secs(1), client.next()).await;
+            if let Ok(m) = m {
+                viewer.apply(m?)?;
+            }
+            if last_report.elapsed() >= Duration::from_secs(1) {
+                let dt = last_report.elapsed().as_secs_f64();
+                last_report = Instant::now();
+                let mut ids: Vec<_> = viewer.avatars.keys().cloned().collect();
+                ids.sort();
+                for id in ids {
+                    let v = &viewer.avatars[&id];
+                    let (f0, b0) = last_counts.get(&id).copied().unwrap_or((0, 0));
+                    println!(
+                        "{id:>16}: {:5.1} fps  {:7.1} kbit/s  {} vertices  frame {}",
+                        (v.frames - f0) as f64 / dt,
+                        (v.bytes - b0) as f64 * 8.0 / 1000.0 / dt,
+                        v.positions.len() / 3,
+                        v.last.as_ref().map_or(0, |f| f.seq)
+                    );
+                    last_counts.insert(id, (v.frames, v.bytes));
+                }
+            }
+        }
+        anyhow::Ok(())
+    })
+}

@@ -1,0 +1,427 @@
+//! The avatar engine: the latest pose of every live avatar, SOR synthesis for all of
+//! them each tick (rayon), and each avatar's garment encoded **once** per tick into
+//! ready-to-send protocol messages that every viewer shares. Pure compute: time comes in
+//! as arguments (seconds), so tests run on a virtual clock.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use glam::{Quat, Vec3};
+use rayon::prelude::*;
+use serde_bytes::ByteBuf;
+
+use crate::codec::{BoneTransform, CodecConfig, CodecError, Encoder, GarmentSetup};
+use crate::protocol::{AssetMessage, FrameMessage, PoseMessage, ServerMessage};
+use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton, canonicalize};
+use crate::sor::{AvatarJob, AvatarState, Database, SynthParams, Synthesizer, synthesize_all};
+
+/// Engine settings.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Tick rate, Hz.
+    pub tick_hz: f32,
+    /// Seconds without a pose after which an avatar stops streaming (idle).
+    pub idle_timeout: f64,
+    /// Seconds without a pose after which an avatar is removed.
+    pub remove_after: f64,
+    /// Most avatars at once.
+    pub max_avatars: usize,
+    /// SOR runtime parameters.
+    pub synth: SynthParams,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        Self {
+            tick_hz: 30.0,
+            idle_timeout: 2.0,
+            remove_after: 30.0,
+            max_avatars: 256,
+            synth: SynthParams::default(),
+        }
+    }
+}
+
+/// A refused pose or engine failure.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The source profile is not known.
+    #[error("unknown profile {0:?} (this server reads: canonical)")]
+    UnknownProfile(String),
+    /// A joint name the profile does not have.
+    #[error("unknown joint {0:?}")]
+    UnknownJoint(String),
+    /// NaN, infinite, or not a rotation.
+    #[error("bad value: {0}")]
+    BadValue(String),
+    /// Bad avatar id.
+    #[error("avatar id must be 1–64 characters")]
+    BadAvatarId,
+    /// Too many avatars.
+    #[error("avatar limit of {0} reached")]
+    TooManyAvatars(usize),
+    /// Codec failure (a bug or a garment outside the lattice).
+    #[error(transparent)]
+    Codec(#[from] CodecError),
+}
+
+/// Reads a pose message of the `canonical` profile (local rotations of the canonical
+/// joints, pelvis displacement) on top of `previous` (joints not listed keep theirs).
+pub fn pose_from_message(msg: &PoseMessage, previous: &Pose) -> Result<Pose, EngineError> {
+    if msg.avatar.is_empty() || msg.avatar.chars().count() > 64 {
+        return Err(EngineError::BadAvatarId);
+    }
+    if msg.profile != "canonical" {
+        return Err(EngineError::UnknownProfile(msg.profile.clone()));
+    }
+    if !msg.timestamp.is_finite() {
+        return Err(EngineError::BadValue("timestamp".into()));
+    }
+    let mut pose = *previous;
+    if let Some(r) = msg.root {
+        if r.iter().any(|x| !x.is_finite() || x.abs() > 1e4) {
+            return Err(EngineError::BadValue("root".into()));
+        }
+        pose.translation = Vec3::from(r);
+    }
+    for j in &msg.joints {
+        let id =
+            JointId::from_name(&j.name).ok_or_else(|| EngineError::UnknownJoint(j.name.clone()))?;
+        if let Some(q) = j.rotation {
+            let q = Quat::from_array(q);
+            if !q.is_finite() || (q.length() - 1.0).abs() > 0.01 {
+                return Err(EngineError::BadValue(format!("rotation of {}", j.name)));
+            }
+            pose.set_rotation(id, q.normalize());
+        }
+    }
+    pose.validate()
+        .map_err(|e| EngineError::BadValue(e.to_string()))?;
+    Ok(pose)
+}
+
+struct Avatar {
+    pose: Pose,
+    pose_timestamp: f64,
+    received_at: f64,
+    state: AvatarState,
+    encoder: Encoder,
+    out: Vec<Vec3>,
+    flat: Vec<f32>,
+    bones: Vec<BoneTransform>,
+    delta: Vec<u8>,
+    key: Vec<u8>,
+    want_key: bool,
+    world: [f32; 7],
+}
+
+/// One avatar's output of one tick: the same bytes go to every viewer.
+#[derive(Clone, Debug)]
+pub struct AvatarFrame {
+    /// Avatar id.
+    pub avatar: String,
+    /// Codec frame number.
+    pub frame: u32,
+    /// The `frame` message with a delta (for viewers in step); `None` on the avatar's
+    /// first frame.
+    pub delta: Option<Bytes>,
+    /// The `frame` message with a keyframe of the same frame (first frame, or when a
+    /// viewer asked for one).
+    pub key: Option<Bytes>,
+}
+
+/// What one tick produced.
+#[derive(Clone, Debug, Default)]
+pub struct TickOutput {
+    /// Tick counter.
+    pub tick: u64,
+    /// Server time of the tick, seconds.
+    pub time: f64,
+    /// Frames of the streaming avatars.
+    pub frames: Vec<AvatarFrame>,
+    /// Avatars removed this tick.
+    pub gone: Vec<String>,
+}
+
+/// The engine. Owned by the tick thread; others talk to it through the server's inbox.
+pub struct Engine {
+    db: Arc<Database>,
+    config: EngineConfig,
+    skeleton: Skeleton,
+    setup: Arc<GarmentSetup>,
+    asset_hash: String,
+    asset: Bytes,
+    avatars: BTreeMap<String, Avatar>,
+    tick: u64,
+    last_time: Option<f64>,
+}
+
+impl Engine {
+    /// An engine streaming the garment of `db`.
+    pub fn new(db: Arc<Database>, config: EngineConfig) -> Result<Self, EngineError> {
+        let g = &db.garment;
+        let joints: Vec<[u8; 4]> = g
+            .skin
+            .joints
+            .iter()
+            .map(|j| j.map(|b| b.min(255) as u8))
+            .collect();
+        let setup = Arc::new(GarmentSetup::new(
+            &g.triangles,
+            &joints,
+            &g.skin.weights,
+            JOINT_COUNT as u32,
+            &CodecConfig::default(),
+        )?);
+        let body = db.body.to_body();
+        let skeleton = body.skeleton.clone();
+        let asset_hash = format!("{:08x}{:016x}", setup.id(), crate::sor::body_hash(&db.body));
+        let f32s = |v: &mut Vec<u8>, x: &[f32]| {
+            x.iter().for_each(|f| v.extend_from_slice(&f.to_le_bytes()))
+        };
+        let (mut pos, mut tri, mut bj, mut bw, mut sk) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        db.body
+            .positions
+            .iter()
+            .for_each(|p| f32s(&mut pos, &p.to_array()));
+        db.body
+            .triangles
+            .iter()
+            .flatten()
+            .for_each(|i| tri.extend_from_slice(&i.to_le_bytes()));
+        db.body
+            .skin
+            .joints
+            .iter()
+            .for_each(|j| bj.extend(j.map(|b| b.min(255) as u8)));
+        db.body.skin.weights.iter().for_each(|w| f32s(&mut bw, w));
+        db.body
+            .skeleton
+            .iter()
+            .for_each(|p| f32s(&mut sk, &p.to_array()));
+        let asset = ServerMessage::Asset(AssetMessage {
+            hash: asset_hash.clone(),
+            setup: ByteBuf::from(setup.to_bytes()),
+            body_positions: ByteBuf::from(pos),
+            body_triangles: ByteBuf::from(tri),
+            body_joints: ByteBuf::from(bj),
+            body_weights: ByteBuf::from(bw),
+            skeleton: ByteBuf::from(sk),
+            parents: JointId::all()
+                .map(|j| j.parent().map_or(-1, |p| p.index() as i32))
+                .collect(),
+        });
+        Ok(Self {
+            db,
+            config,
+            skeleton,
+            setup,
+            asset_hash,
+            asset: Bytes::from(asset.to_msgpack()),
+            avatars: BTreeMap::new(),
+            tick: 0,
+            last_time: None,
+        })
+    }
+
+    /// The `asset` message (MessagePack), sent once to each viewer.
+    pub fn asset(&self) -> Bytes {
+        self.asset.clone()
+    }
+
+    /// The database the engine streams.
+    pub fn database(&self) -> &Arc<Database> {
+        &self.db
+    }
+
+    /// The garment's codec setup.
+    pub fn setup(&self) -> &Arc<GarmentSetup> {
+        &self.setup
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Number of avatars (streaming or idle).
+    pub fn avatar_count(&self) -> usize {
+        self.avatars.len()
+    }
+
+    /// Sets an avatar's latest pose (world frame), received at `now`; latest wins.
+    pub fn set_pose(
+        &mut self,
+        avatar: &str,
+        pose: Pose,
+        pose_timestamp: f64,
+        now: f64,
+    ) -> Result<(), EngineError> {
+        if let Some(a) = self.avatars.get_mut(avatar) {
+            a.pose = pose;
+            a.pose_timestamp = pose_timestamp;
+            a.received_at = now;
+            return Ok(());
+        }
+        if self.avatars.len() >= self.config.max_avatars {
+            return Err(EngineError::TooManyAvatars(self.config.max_avatars));
+        }
+        let n = self.db.vertex_count();
+        self.avatars.insert(
+            avatar.to_string(),
+            Avatar {
+                pose,
+                pose_timestamp,
+                received_at: now,
+                state: AvatarState::new(),
+                encoder: Encoder::new(
+                    Arc::clone(&self.setup),
+                    crate::codec::format::word_hash(avatar.bytes().map(u32::from)),
+                ),
+                out: vec![Vec3::ZERO; n],
+                flat: vec![0.0; 3 * n],
+                bones: vec![BoneTransform::IDENTITY; JOINT_COUNT],
+                delta: Vec::new(),
+                key: Vec::new(),
+                want_key: true,
+                world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+            },
+        );
+        Ok(())
+    }
+
+    /// Asks for a keyframe of `avatar` in the next tick (a viewer joined or fell behind).
+    pub fn request_keyframe(&mut self, avatar: &str) {
+        if let Some(a) = self.avatars.get_mut(avatar) {
+            a.want_key = true;
+        }
+    }
+
+    /// A synthesizer for this engine's database (made once by the tick loop and passed
+    /// to every [`Engine::tick`]).
+    pub fn synthesizer<'a>(db: &'a Database, config: &EngineConfig) -> Synthesizer<'a> {
+        Synthesizer::new(db, config.synth.clone())
+    }
+
+    /// Runs one tick at server time `now` (seconds): removes long-silent avatars,
+    /// synthesises (with `synth`, made by [`Engine::synthesizer`] from this engine's
+    /// database) and encodes every streaming one.
+    pub fn tick(&mut self, synth: &Synthesizer<'_>, now: f64) -> Result<TickOutput, EngineError> {
+        let dt = self
+            .last_time
+            .map_or(1.0 / f64::from(self.config.tick_hz), |t| (now - t).max(0.0))
+            as f32;
+        self.last_time = Some(now);
+        self.tick += 1;
+        let mut out = TickOutput {
+            tick: self.tick,
+            time: now,
+            ..TickOutput::default()
+        };
+        let remove_after = self.config.remove_after;
+        self.avatars.retain(|id, a| {
+            let keep = now - a.received_at <= remove_after;
+            if !keep {
+                out.gone.push(id.clone());
+            }
+            keep
+        });
+        let idle = self.config.idle_timeout;
+        let mut live: Vec<(&String, &mut Avatar)> = self
+            .avatars
+            .iter_mut()
+            .filter(|(_, a)| now - a.received_at <= idle)
+            .collect();
+        let skeleton = &self.skeleton;
+        let mut jobs: Vec<AvatarJob<'_>> = live
+            .iter_mut()
+            .map(|(_, a)| AvatarJob {
+                state: &mut a.state,
+                pose: a.pose,
+                dt,
+                out: &mut a.out,
+                frame: None,
+            })
+            .collect();
+        synthesize_all(synth, &mut jobs);
+        drop(jobs);
+        let asset = &self.asset_hash;
+        let results: Vec<Result<AvatarFrame, EngineError>> = live
+            .par_iter_mut()
+            .map(|(id, a)| {
+                let (canonical, root) = canonicalize(&a.pose, skeleton);
+                for (f, v) in a.flat.chunks_exact_mut(3).zip(&a.out) {
+                    f.copy_from_slice(&v.to_array());
+                }
+                for (b, t) in a
+                    .bones
+                    .iter_mut()
+                    .zip(skeleton.skinning_transforms(&canonical))
+                {
+                    *b = BoneTransform {
+                        rotation: t.rot.to_array(),
+                        translation: t.trans.to_array(),
+                    };
+                }
+                let w = root.to_world();
+                a.world = [
+                    w.rot.x, w.rot.y, w.rot.z, w.rot.w, w.trans.x, w.trans.y, w.trans.z,
+                ];
+                let first = a.encoder.last_frame().is_none();
+                let h = a.encoder.encode(&a.flat, &a.bones, false, &mut a.delta)?;
+                let message = |garment: &[u8]| {
+                    let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
+                    a.pose
+                        .translation
+                        .to_array()
+                        .iter()
+                        .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
+                    a.pose
+                        .rotations
+                        .iter()
+                        .flat_map(|q| q.to_array())
+                        .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
+                    Bytes::from(
+                        ServerMessage::Frame(FrameMessage {
+                            avatar: (*id).clone(),
+                            seq: h.frame,
+                            timestamp: now,
+                            pose_timestamp: a.pose_timestamp,
+                            asset: asset.clone(),
+                            pose: ByteBuf::from(pose),
+                            world: a.world,
+                            garment: ByteBuf::from(garment.to_vec()),
+                        })
+                        .to_msgpack(),
+                    )
+                };
+                let (delta, key) = if first {
+                    (None, Some(message(&a.delta)))
+                } else if a.want_key {
+                    a.encoder.keyframe(&mut a.key)?;
+                    (Some(message(&a.delta)), Some(message(&a.key)))
+                } else {
+                    (Some(message(&a.delta)), None)
+                };
+                a.want_key = false;
+                Ok(AvatarFrame {
+                    avatar: (*id).clone(),
+                    frame: h.frame,
+                    delta,
+                    key,
+                })
+            })
+            .collect();
+        for r in results {
+            out.frames.push(r?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,176 @@
+//! Engine tests on a virtual clock (no sleeps), with the frozen small database.
+
+use std::sync::Arc;
+
+use glam::Vec3;
+
+use super::*;
+use crate::codec::Decoder;
+use crate::protocol::{JointSample, ServerMessage};
+use crate::skeleton::quat_exp;
+
+fn db() -> Arc<Database> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    Arc::new(Database::read(&path).expect("golden database"))
+}
+
+fn arm(angle: f32) -> Pose {
+    let mut p = Pose::rest();
+    p.set_rotation(
+        JointId::LEFT_SHOULDER,
+        quat_exp(Vec3::new(0.0, 0.0, -angle)),
+    );
+    p
+}
+
+fn garment_of(frame: &Bytes) -> (u32, Vec<u8>) {
+    match ServerMessage::from_msgpack(frame).expect("frame message") {
+        ServerMessage::Frame(f) => (f.seq, f.garment.into_vec()),
+        other => panic!("expected a frame, got {other:?}"),
+    }
+}
+
+#[test]
+fn latest_pose_wins_and_frames_match_direct_synthesis() {
+    let db = db();
+    let cfg = EngineConfig::default();
+    let mut engine = Engine::new(Arc::clone(&db), cfg.clone()).expect("engine");
+    let synth = Engine::synthesizer(&db, &cfg);
+    let mut decoder = Decoder::new(Arc::clone(engine.setup()));
+    let n = db.vertex_count();
+    let mut out = vec![0f32; 3 * n];
+    // two poses arrive before the tick: only the second counts
+    engine.set_pose("a", arm(0.3), 0.0, 0.0).expect("pose");
+    engine.set_pose("a", arm(0.9), 0.01, 0.01).expect("pose");
+    let mut t = 0.0;
+    for i in 0..12 {
+        t += 1.0 / 30.0;
+        engine.set_pose("a", arm(0.9), t, t).expect("pose");
+        let tick = engine.tick(&synth, t).expect("tick");
+        assert_eq!(tick.frames.len(), 1);
+        let f = &tick.frames[0];
+        let bytes = if i == 0 {
+            f.key.as_ref().expect("first frame is a keyframe")
+        } else {
+            f.delta.as_ref().expect("delta")
+        };
+        decoder
+            .decode(&garment_of(bytes).1, &mut out)
+            .expect("decodes");
+    }
+    // damping has converged: the stream equals undamped synthesis of the last pose
+    let mut direct = vec![Vec3::ZERO; n];
+    synth.synthesize(
+        &mut AvatarState::new(),
+        &mut crate::sor::Scratch::default(),
+        &canonicalize(&arm(0.9), &db.body.to_body().skeleton).0,
+        1.0 / 30.0,
+        &mut direct,
+    );
+    let worst = out
+        .chunks_exact(3)
+        .zip(&direct)
+        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
+        .fold(0.0f32, f32::max);
+    assert!(
+        worst < 0.0011,
+        "stream differs from direct synthesis by {worst} m"
+    );
+}
+
+#[test]
+fn keyframes_on_request_and_idle_then_removal() {
+    let db = db();
+    let cfg = EngineConfig {
+        idle_timeout: 1.0,
+        remove_after: 3.0,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(Arc::clone(&db), cfg.clone()).expect("engine");
+    let synth = Engine::synthesizer(&db, &cfg);
+    engine.set_pose("a", arm(0.5), 0.0, 0.0).expect("pose");
+    engine.set_pose("b", arm(0.2), 0.0, 0.0).expect("pose");
+    let first = engine.tick(&synth, 0.1).expect("tick");
+    assert!(
+        first
+            .frames
+            .iter()
+            .all(|f| f.key.is_some() && f.delta.is_none())
+    );
+    let second = engine.tick(&synth, 0.2).expect("tick");
+    assert!(
+        second
+            .frames
+            .iter()
+            .all(|f| f.key.is_none() && f.delta.is_some())
+    );
+    engine.request_keyframe("b");
+    let third = engine.tick(&synth, 0.3).expect("tick");
+    let b = third.frames.iter().find(|f| f.avatar == "b").expect("b");
+    let (seq_key, _) = garment_of(b.key.as_ref().expect("requested keyframe"));
+    let (seq_delta, _) = garment_of(b.delta.as_ref().expect("delta too"));
+    assert_eq!(
+        seq_key, seq_delta,
+        "keyframe and delta describe the same frame"
+    );
+    // "a" keeps publishing, "b" goes silent: idle after 1 s, removed after 3 s
+    engine.set_pose("a", arm(0.5), 1.5, 1.5).expect("pose");
+    let idle = engine.tick(&synth, 1.6).expect("tick");
+    assert_eq!(
+        idle.frames
+            .iter()
+            .map(|f| f.avatar.as_str())
+            .collect::<Vec<_>>(),
+        ["a"]
+    );
+    assert_eq!(engine.avatar_count(), 2);
+    let gone = engine.tick(&synth, 3.5).expect("tick");
+    assert_eq!(gone.gone, ["b"]);
+    assert_eq!(engine.avatar_count(), 1);
+}
+
+#[test]
+fn bad_poses_are_refused_by_name() {
+    let msg = |profile: &str, name: &str, q: [f32; 4]| PoseMessage {
+        avatar: "x".into(),
+        profile: profile.into(),
+        timestamp: 0.0,
+        root: None,
+        joints: vec![JointSample {
+            name: name.into(),
+            rotation: Some(q),
+            position: None,
+            confidence: None,
+        }],
+    };
+    let rest = Pose::rest();
+    assert!(
+        pose_from_message(&msg("canonical", "left_elbow", [0.0, 0.0, 0.0, 1.0]), &rest).is_ok()
+    );
+    assert!(matches!(
+        pose_from_message(&msg("kinect_v9", "left_elbow", [0.0, 0.0, 0.0, 1.0]), &rest),
+        Err(EngineError::UnknownProfile(_))
+    ));
+    assert!(matches!(
+        pose_from_message(&msg("canonical", "tail", [0.0, 0.0, 0.0, 1.0]), &rest),
+        Err(EngineError::UnknownJoint(_))
+    ));
+    assert!(matches!(
+        pose_from_message(
+            &msg("canonical", "left_elbow", [f32::NAN, 0.0, 0.0, 1.0]),
+            &rest
+        ),
+        Err(EngineError::BadValue(_))
+    ));
+    assert!(matches!(
+        pose_from_message(&msg("canonical", "left_elbow", [0.0, 0.0, 0.0, 3.0]), &rest),
+        Err(EngineError::BadValue(_))
+    ));
+    let mut long = msg("canonical", "left_elbow", [0.0, 0.0, 0.0, 1.0]);
+    long.avatar = "x".repeat(65);
+    assert!(matches!(
+        pose_from_message(&long, &rest),
+        Err(EngineError::BadAvatarId)
+    ));
+}

@@ -1,0 +1,491 @@
+//! The server: HTTP + WebSocket (axum) in front of the engine's tick thread.
+//!
+//! Poses from publishers go into an inbox (latest per avatar wins); the tick thread
+//! drains it, runs [`Engine::tick`] at a fixed rate and broadcasts each tick's
+//! ready-made messages. Every viewer reads the broadcast through its own bounded window
+//! ([`ServerConfig::viewer_queue`] ticks): a viewer that falls behind loses frames, is
+//! resynchronised with keyframes, and never slows anyone else (the broadcast never
+//! waits for a reader).
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::broadcast;
+
+use crate::engine::{Engine, EngineConfig, EngineError, TickOutput, pose_from_message};
+use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
+use crate::skeleton::Pose;
+use crate::sor::Database;
+
+/// Server settings.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address to listen on (`127.0.0.1:0` picks a free port).
+    pub bind: SocketAddr,
+    /// Engine settings (tick rate, timeouts, SOR parameters).
+    pub engine: EngineConfig,
+    /// Token publishers must present; `None` with `open = true` admits anyone.
+    pub publisher_token: Option<String>,
+    /// Token viewers must present.
+    pub viewer_token: Option<String>,
+    /// Admit connections without tokens. Must be set explicitly; the server logs a
+    /// warning at start when it is.
+    pub open: bool,
+    /// Largest WebSocket message accepted, bytes.
+    pub max_message_bytes: usize,
+    /// Ticks a viewer may fall behind before it loses frames and is resynchronised.
+    pub viewer_queue: usize,
+    /// Seconds a new connection has to send `hello`.
+    pub hello_timeout: f32,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([127, 0, 0, 1], 8470)),
+            engine: EngineConfig::default(),
+            publisher_token: None,
+            viewer_token: None,
+            open: false,
+            max_message_bytes: 64 * 1024,
+            viewer_queue: 8,
+            hello_timeout: 5.0,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// Binding or serving failed.
+    #[error("network: {0}")]
+    Io(#[from] std::io::Error),
+    /// The engine refused the database.
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    /// Neither tokens nor `open = true`.
+    #[error("no publisher/viewer tokens configured; set tokens or `open = true` explicitly")]
+    NoAuth,
+}
+
+#[derive(Default)]
+struct Inbox {
+    poses: HashMap<String, (Pose, f64, f64)>,
+    keyframes: HashSet<String>,
+}
+
+/// Counters exported at `/metrics`.
+#[derive(Default)]
+struct Metrics {
+    ticks: AtomicU64,
+    late_ticks: AtomicU64,
+    tick_micros_last: AtomicU64,
+    tick_micros_max: AtomicU64,
+    avatars: AtomicU64,
+    viewers: AtomicU64,
+    publishers: AtomicU64,
+    poses_in: AtomicU64,
+    bytes_out: AtomicU64,
+    frames_out: AtomicU64,
+    frames_dropped: AtomicU64,
+    bad_messages: AtomicU64,
+}
+
+struct Shared {
+    config: ServerConfig,
+    inbox: Mutex<Inbox>,
+    frames: broadcast::Sender<Arc<TickOutput>>,
+    asset: Bytes,
+    metrics: Metrics,
+    start: Instant,
+}
+
+/// A running server.
+pub struct ServerHandle {
+    /// The bound address.
+    pub addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    tick: Option<std::thread::JoinHandle<()>>,
+    serve: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl ServerHandle {
+    /// Stops accepting, closes connections, stops the tick thread, and waits.
+    pub async fn shutdown(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.serve.take() {
+            let _ = t.await;
+        }
+        if let Some(t) = self.tick.take() {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
+    }
+}
+
+/// Starts the server on `config.bind` streaming the garment of `db`.
+pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHandle, NetError> {
+    if !config.open && (config.publisher_token.is_none() || config.viewer_token.is_none()) {
+        return Err(NetError::NoAuth);
+    }
+    if config.open {
+        tracing::warn!("authentication is off (open = true): anyone can publish and view");
+    }
+    let engine = Engine::new(Arc::clone(&db), config.engine.clone())?;
+    let (tx, _) = broadcast::channel(config.viewer_queue.max(1));
+    let shared = Arc::new(Shared {
+        asset: engine.asset(),
+        config: config.clone(),
+        inbox: Mutex::new(Inbox::default()),
+        frames: tx,
+        metrics: Metrics::default(),
+        start: Instant::now(),
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let tick = {
+        let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));
+        std::thread::Builder::new()
+            .name("clothcast-tick".into())
+            .spawn(move || tick_loop(engine, db, shared, stop))?
+    };
+    let listener = tokio::net::TcpListener::bind(config.bind).await?;
+    let addr = listener.local_addr()?;
+    let app = axum::Router::new()
+        .route("/ws", get(ws_upgrade))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .with_state(Arc::clone(&shared));
+    let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+    let serve = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = shutdown_rx.await;
+            })
+            .await
+    });
+    tracing::info!(%addr, tick_hz = config.engine.tick_hz, "serving");
+    Ok(ServerHandle {
+        addr,
+        stop,
+        shutdown: Some(shutdown_tx),
+        tick: Some(tick),
+        serve: Some(serve),
+    })
+}
+
+fn tick_loop(mut engine: Engine, db: Arc<Database>, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
+    let synth = Engine::synthesizer(&db, engine.config());
+    let period =
+        Duration::from_secs_f64(1.0 / f64::from(engine.config().tick_hz.clamp(1.0, 240.0)));
+    let mut next = Instant::now();
+    let m = &shared.metrics;
+    while !stop.load(Ordering::SeqCst) {
+        next += period;
+        let now_i = Instant::now();
+        if next > now_i {
+            std::thread::sleep(next - now_i);
+        } else {
+            m.late_ticks.fetch_add(1, Ordering::Relaxed);
+            next = now_i;
+        }
+        let now = shared.start.elapsed().as_secs_f64();
+        let (poses, keys) = match shared.inbox.lock() {
+            Ok(mut inbox) => (
+                std::mem::take(&mut inbox.poses),
+                std::mem::take(&mut inbox.keyframes),
+            ),
+            Err(_) => break,
+        };
+        for (avatar, (pose, ts, received)) in poses {
+            if let Err(e) = engine.set_pose(&avatar, pose, ts, received) {
+                tracing::warn!(%avatar, error = %e, "pose refused");
+            }
+        }
+        for avatar in keys {
+            engine.request_keyframe(&avatar);
+        }
+        let t0 = Instant::now();
+        match engine.tick(&synth, now) {
+            Ok(out) => {
+                let us = t0.elapsed().as_micros() as u64;
+                m.ticks.fetch_add(1, Ordering::Relaxed);
+                m.tick_micros_last.store(us, Ordering::Relaxed);
+                m.tick_micros_max.fetch_max(us, Ordering::Relaxed);
+                m.avatars
+                    .store(engine.avatar_count() as u64, Ordering::Relaxed);
+                let _ = shared.frames.send(Arc::new(out));
+            }
+            Err(e) => tracing::error!(error = %e, "tick failed"),
+        }
+    }
+}
+
+async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+    let m = &s.metrics;
+    let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let text = format!(
+        "# TYPE clothcast_ticks_total counter\nclothcast_ticks_total {}\n\
+         # TYPE clothcast_late_ticks_total counter\nclothcast_late_ticks_total {}\n\
+         # TYPE clothcast_tick_seconds gauge\nclothcast_tick_seconds {}\n\
+         # TYPE clothcast_tick_seconds_max gauge\nclothcast_tick_seconds_max {}\n\
+         # TYPE clothcast_avatars gauge\nclothcast_avatars {}\n\
+         # TYPE clothcast_viewers gauge\nclothcast_viewers {}\n\
+         # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
+         # TYPE clothcast_poses_in_total counter\nclothcast_poses_in_total {}\n\
+         # TYPE clothcast_bytes_out_total counter\nclothcast_bytes_out_total {}\n\
+         # TYPE clothcast_frames_out_total counter\nclothcast_frames_out_total {}\n\
+         # TYPE clothcast_frames_dropped_total counter\nclothcast_frames_dropped_total {}\n\
+         # TYPE clothcast_bad_messages_total counter\nclothcast_bad_messages_total {}\n",
+        g(&m.ticks),
+        g(&m.late_ticks),
+        g(&m.tick_micros_last) as f64 * 1e-6,
+        g(&m.tick_micros_max) as f64 * 1e-6,
+        g(&m.avatars),
+        g(&m.viewers),
+        g(&m.publishers),
+        g(&m.poses_in),
+        g(&m.bytes_out),
+        g(&m.frames_out),
+        g(&m.frames_dropped),
+        g(&m.bad_messages),
+    );
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        text,
+    )
+}
+
+async fn ws_upgrade(ws: WebSocketUpgrade, State(s): State<Arc<Shared>>) -> impl IntoResponse {
+    let limit = s.config.max_message_bytes;
+    ws.max_message_size(limit)
+        .max_frame_size(limit)
+        .on_upgrade(move |socket| connection(socket, s))
+}
+
+/// Close codes (RFC 6455 application range).
+mod close {
+    pub(super) const PROTOCOL: u16 = 1002;
+    pub(super) const POLICY: u16 = 1008;
+    pub(super) const TOO_BIG: u16 = 1009;
+    pub(super) const UNAUTHORIZED: u16 = 4001;
+}
+
+fn parse(msg: &Message) -> Option<Result<ClientMessage, String>> {
+    match msg {
+        Message::Binary(b) => Some(ClientMessage::from_msgpack(b).map_err(|e| e.to_string())),
+        Message::Text(t) => Some(ClientMessage::from_json(t.as_str()).map_err(|e| e.to_string())),
+        _ => None,
+    }
+}
+
+async fn send(
+    socket: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    m: &ServerMessage,
+) -> bool {
+    socket
+        .send(Message::Binary(Bytes::from(m.to_msgpack())))
+        .await
+        .is_ok()
+}
+
+async fn close_with(
+    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    code: u16,
+    reason: &str,
+) {
+    let _ = send(&mut sink, &ServerMessage::error("closed", reason)).await;
+    let _ = sink
+        .send(Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })))
+        .await;
+}
+
+async fn connection(socket: WebSocket, s: Arc<Shared>) {
+    let (mut sink, mut stream) = socket.split();
+    let m = &s.metrics;
+    // hello first
+    let hello = tokio::time::timeout(
+        Duration::from_secs_f32(s.config.hello_timeout.max(0.1)),
+        stream.next(),
+    )
+    .await;
+    let role = match hello {
+        Ok(Some(Ok(msg))) => match parse(&msg) {
+            Some(Ok(ClientMessage::Hello {
+                version,
+                role,
+                token,
+            })) => {
+                if version != PROTOCOL_VERSION {
+                    return close_with(sink, close::PROTOCOL, &format!("protocol version {version} not supported (server speaks {PROTOCOL_VERSION})")).await;
+                }
+                let need = |t: &Option<String>| {
+                    s.config.open || (t.is_some() && token.as_ref() == t.as_ref())
+                };
+                let ok = match role {
+                    Role::Publisher => need(&s.config.publisher_token),
+                    Role::Viewer => need(&s.config.viewer_token),
+                    Role::Both => need(&s.config.publisher_token) && need(&s.config.viewer_token),
+                };
+                if !ok {
+                    return close_with(sink, close::UNAUTHORIZED, "wrong or missing token").await;
+                }
+                role
+            }
+            Some(Ok(_)) => {
+                return close_with(sink, close::PROTOCOL, "the first message must be hello").await;
+            }
+            Some(Err(e)) => {
+                m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                return close_with(sink, close::PROTOCOL, &format!("bad hello: {e}")).await;
+            }
+            None => {
+                return close_with(sink, close::PROTOCOL, "the first message must be hello").await;
+            }
+        },
+        Ok(Some(Err(e))) => {
+            let reason = e.to_string();
+            let code = if reason.contains("too long") || reason.contains("size") {
+                close::TOO_BIG
+            } else {
+                close::PROTOCOL
+            };
+            return close_with(sink, code, &reason).await;
+        }
+        Ok(None) => return,
+        Err(_) => return close_with(sink, close::POLICY, "no hello in time").await,
+    };
+    if !send(
+        &mut sink,
+        &ServerMessage::Welcome {
+            version: PROTOCOL_VERSION,
+            tick_hz: s.config.engine.tick_hz,
+        },
+    )
+    .await
+    {
+        return;
+    }
+    let publisher = matches!(role, Role::Publisher | Role::Both);
+    let viewer = matches!(role, Role::Viewer | Role::Both);
+    let counter = if viewer { &m.viewers } else { &m.publishers };
+    counter.fetch_add(1, Ordering::Relaxed);
+    let mut rx: Option<broadcast::Receiver<Arc<TickOutput>>> = None;
+    let mut subscription: Option<HashSet<String>> = None;
+    let mut synced: HashSet<String> = HashSet::new();
+    let mut last_pose: HashMap<String, Pose> = HashMap::new();
+    loop {
+        tokio::select! {
+            incoming = stream.next() => {
+                let msg = match incoming {
+                    Some(Ok(msg)) => msg,
+                    Some(Err(e)) => {
+                        let reason = e.to_string();
+                        let code = if reason.contains("too long") || reason.contains("size") { close::TOO_BIG } else { close::PROTOCOL };
+                        close_with(sink, code, &reason).await;
+                        break;
+                    }
+                    None => break,
+                };
+                if matches!(msg, Message::Close(_)) {
+                    break;
+                }
+                match parse(&msg) {
+                    None => {}
+                    Some(Err(e)) => {
+                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                        if !send(&mut sink, &ServerMessage::error("bad_message", e)).await { break; }
+                    }
+                    Some(Ok(ClientMessage::Pose(p))) if publisher => {
+                        let prev = last_pose.get(&p.avatar).copied().unwrap_or_default();
+                        match pose_from_message(&p, &prev) {
+                            Ok(pose) => {
+                                m.poses_in.fetch_add(1, Ordering::Relaxed);
+                                let now = s.start.elapsed().as_secs_f64();
+                                if let Ok(mut inbox) = s.inbox.lock() {
+                                    inbox.poses.insert(p.avatar.clone(), (pose, p.timestamp, now));
+                                }
+                                last_pose.insert(p.avatar, pose);
+                            }
+                            Err(e) => {
+                                m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                if !send(&mut sink, &ServerMessage::error("bad_pose", e.to_string())).await { break; }
+                            }
+                        }
+                    }
+                    Some(Ok(ClientMessage::Subscribe { avatars })) if viewer => {
+                        if rx.is_none() {
+                            if sink.send(Message::Binary(s.asset.clone())).await.is_err() { break; }
+                            rx = Some(s.frames.subscribe());
+                        }
+                        subscription = avatars.map(|a| a.into_iter().collect());
+                        synced.clear();
+                    }
+                    Some(Ok(other)) => {
+                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                        let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) => "pose from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection" };
+                        if !send(&mut sink, &ServerMessage::error("unexpected", what)).await { break; }
+                    }
+                }
+            }
+            tick = async { match rx.as_mut() { Some(r) => r.recv().await, None => std::future::pending().await } } => {
+                match tick {
+                    Ok(out) => {
+                        let wanted = |a: &str| subscription.as_ref().is_none_or(|set| set.contains(a));
+                        let mut failed = false;
+                        for f in out.frames.iter().filter(|f| wanted(&f.avatar)) {
+                            let bytes = if synced.contains(&f.avatar) {
+                                f.delta.clone()
+                            } else if let Some(k) = &f.key {
+                                synced.insert(f.avatar.clone());
+                                Some(k.clone())
+                            } else {
+                                if let Ok(mut inbox) = s.inbox.lock() { inbox.keyframes.insert(f.avatar.clone()); }
+                                None
+                            };
+                            if let Some(b) = bytes {
+                                m.bytes_out.fetch_add(b.len() as u64, Ordering::Relaxed);
+                                m.frames_out.fetch_add(1, Ordering::Relaxed);
+                                if sink.send(Message::Binary(b)).await.is_err() { failed = true; break; }
+                            }
+                        }
+                        for g in &out.gone {
+                            synced.remove(g);
+                            if wanted(g) && !send(&mut sink, &ServerMessage::Gone { avatar: g.clone() }).await { failed = true; }
+                        }
+                        if failed { break; }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        // fell behind: the missed deltas are gone; resync every avatar
+                        m.frames_dropped.fetch_add(n, Ordering::Relaxed);
+                        synced.clear();
+                    }
+                    Err(broadcast::error::RecvError::Closed) => {
+                        close_with(sink, 1001, "server shutting down").await;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    counter.fetch_sub(1, Ordering::Relaxed);
+}

@@ -1,0 +1,215 @@
+//! The server over real sockets on 127.0.0.1: publishers in, garment frames out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use clothcast::client::{Client, Viewer};
+use clothcast::net::{ServerConfig, start};
+use clothcast::protocol::{ClientMessage, JointSample, PoseMessage, Role, ServerMessage};
+use clothcast::skeleton::{JointId, Pose, canonicalize, quat_exp};
+use clothcast::sor::{AvatarState, Database, Scratch, Synthesizer};
+use glam::Vec3;
+use tokio_tungstenite::tungstenite::Message;
+
+fn db() -> Arc<Database> {
+    let p =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    Arc::new(Database::read(&p).expect("golden database"))
+}
+
+fn arm_pose(avatar: &str, angle: f32, t: f64) -> ClientMessage {
+    let q = quat_exp(Vec3::new(0.0, 0.0, -angle)).to_array();
+    ClientMessage::Pose(PoseMessage {
+        avatar: avatar.into(),
+        profile: "canonical".into(),
+        timestamp: t,
+        root: Some([0.0, 0.0, 0.0]),
+        joints: vec![JointSample {
+            name: "left_shoulder".into(),
+            rotation: Some(q),
+            position: None,
+            confidence: Some(1.0),
+        }],
+    })
+}
+
+fn config() -> ServerConfig {
+    ServerConfig {
+        bind: "127.0.0.1:0".parse().expect("addr"),
+        publisher_token: Some("pub".into()),
+        viewer_token: Some("view".into()),
+        ..ServerConfig::default()
+    }
+}
+
+/// Reads messages until `f` says stop (or 10 s pass).
+async fn until(
+    c: &mut Client,
+    viewer: &mut Viewer,
+    mut f: impl FnMut(&Viewer, Option<&str>) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = tokio::time::timeout_at(deadline, c.next())
+            .await
+            .expect("timed out waiting for frames")
+            .expect("message");
+        let id = viewer.apply(m).expect("applies");
+        if f(viewer, id.as_deref()) {
+            return;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
+    let db = db();
+    let server = start(Arc::clone(&db), config())
+        .await
+        .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher");
+    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer");
+    viewer
+        .send(&ClientMessage::Subscribe { avatars: None })
+        .await
+        .expect("subscribe");
+    for i in 0..3 {
+        publisher
+            .send(&arm_pose("alice", 0.8, f64::from(i) * 0.03))
+            .await
+            .expect("pose");
+        publisher
+            .send(&arm_pose("bob", 0.2, f64::from(i) * 0.03))
+            .await
+            .expect("pose");
+    }
+    let mut view = Viewer::default();
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get("alice").is_some_and(|a| a.frames >= 15)
+    })
+    .await;
+    // the decoded garment equals synthesis run directly on the same pose (damping has
+    // converged), within the codec's 1 mm
+    let synth = Synthesizer::new(&db, Default::default());
+    let mut pose = Pose::rest();
+    pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -0.8)));
+    let canonical = canonicalize(&pose, synth.skeleton()).0;
+    let mut direct = vec![Vec3::ZERO; db.vertex_count()];
+    synth.synthesize(
+        &mut AvatarState::new(),
+        &mut Scratch::default(),
+        &canonical,
+        1.0 / 30.0,
+        &mut direct,
+    );
+    let got = &view.avatars["alice"].positions;
+    let worst = got
+        .chunks_exact(3)
+        .zip(&direct)
+        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
+        .fold(0.0f32, f32::max);
+    assert!(
+        worst < 0.0011,
+        "streamed garment differs from direct synthesis by {worst} m"
+    );
+
+    // a late joiner gets a keyframe first and then decodes deltas
+    let mut late = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("late viewer");
+    late.send(&ClientMessage::Subscribe {
+        avatars: Some(vec!["bob".into()]),
+    })
+    .await
+    .expect("subscribe");
+    let mut late_view = Viewer::default();
+    until(&mut late, &mut late_view, |v, _| {
+        v.avatars.get("bob").is_some_and(|a| a.frames >= 3)
+    })
+    .await;
+    assert!(
+        !late_view.avatars.contains_key("alice"),
+        "subscription to bob only"
+    );
+
+    // hostile messages get error replies or close codes; the others keep streaming
+    let mut bad = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher 2");
+    bad.send_raw(Message::Binary(vec![0xc1, 0xff, 0x00].into()))
+        .await
+        .expect("send");
+    assert!(
+        matches!(bad.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "bad_message")
+    );
+    bad.send_raw(Message::Text("{\"type\":\"pose\",\"avatar\":\"x\"}".into()))
+        .await
+        .expect("send");
+    assert!(
+        matches!(bad.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "bad_message")
+    );
+    let mut nan = arm_pose("carol", 0.1, 0.0);
+    if let ClientMessage::Pose(p) = &mut nan {
+        p.joints[0].rotation = Some([f32::NAN, 0.0, 0.0, 1.0]);
+    }
+    bad.send(&nan).await.expect("send");
+    assert!(
+        matches!(bad.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "bad_pose")
+    );
+    let mut unknown = arm_pose("carol", 0.1, 0.0);
+    if let ClientMessage::Pose(p) = &mut unknown {
+        p.profile = "kinect_v9".into();
+    }
+    bad.send(&unknown).await.expect("send");
+    assert!(
+        matches!(bad.next().await, Ok(ServerMessage::Error { ref message, .. }) if message.contains("unknown profile"))
+    );
+    bad.send_raw(Message::Binary(vec![0u8; 200_000].into()))
+        .await
+        .expect("send");
+    assert!(
+        bad.next().await.is_err() || bad.next().await.is_err(),
+        "an oversized message closes the connection"
+    );
+    // wrong token, wrong version
+    assert!(
+        Client::connect(&url, Role::Publisher, Some("nope".into()))
+            .await
+            .is_err()
+    );
+    let before = view.avatars["alice"].frames;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars["alice"].frames >= before + 5
+    })
+    .await;
+
+    // a stalled viewer does not delay the others, and is resynced when it reads again
+    let mut stalled = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("stalled viewer");
+    stalled
+        .send(&ClientMessage::Subscribe { avatars: None })
+        .await
+        .expect("subscribe");
+    let t0 = tokio::time::Instant::now();
+    let before = view.avatars["alice"].frames;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars["alice"].frames >= before + 20
+    })
+    .await;
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "the active viewer was slowed down"
+    );
+    let mut stalled_view = Viewer::default();
+    until(&mut stalled, &mut stalled_view, |v, _| {
+        v.avatars.get("alice").is_some_and(|a| a.frames >= 5)
+    })
+    .await;
+    server.shutdown().await;
+}
