@@ -146,6 +146,43 @@ impl LbsMatrices {
             trans: t.map(|r| Vec3A::from(r.trans)),
         }
     }
+
+    /// LBS of one vertex: Σ w_b (R_b x + T_b).
+    #[inline]
+    pub fn apply(
+        &self,
+        x: Vec3,
+        joints: &[u16; MAX_INFLUENCES],
+        weights: &[f32; MAX_INFLUENCES],
+    ) -> Vec3 {
+        let x = Vec3A::from(x);
+        let mut acc = Vec3A::ZERO;
+        for k in 0..MAX_INFLUENCES {
+            if weights[k] != 0.0 {
+                let b = joints[k] as usize;
+                acc += weights[k] * (self.rot[b] * x + self.trans[b]);
+            }
+        }
+        Vec3::from(acc)
+    }
+
+    /// Blended rotation of one normal (LBS), renormalised.
+    #[inline]
+    pub fn rotate_normal(
+        &self,
+        n: Vec3,
+        joints: &[u16; MAX_INFLUENCES],
+        weights: &[f32; MAX_INFLUENCES],
+    ) -> Vec3 {
+        let n = Vec3A::from(n);
+        let mut acc = Vec3A::ZERO;
+        for k in 0..MAX_INFLUENCES {
+            if weights[k] != 0.0 {
+                acc += self.rot[joints[k] as usize] * n * weights[k];
+            }
+        }
+        Vec3::from(acc.normalize_or_zero())
+    }
 }
 
 /// Linear blend skinning of `rest` positions into `out` (same length): x' = Σ w_b (R_b x + T_b).

@@ -119,6 +119,7 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
     let mut cfg = GarmentConfig::builtin("tshirt")?;
     cfg.target_vertices = b.large;
     let large = refine(&db, &Garment::generate(&Body::default_body()?, &cfg)?)?;
+    accuracy_of_min_share(&db, &poses, b.top_k);
     println!(
         "SOR synthesis: {} avatars sharing one database, {} examples, K = {}, walking poses (CMU 131_01)",
         b.avatars,
@@ -152,6 +153,49 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Prints what skipping examples below `min_share` costs in accuracy, on the same poses.
+fn accuracy_of_min_share(db: &Database, poses: &[Pose], top_k: usize) {
+    let exact = Synthesizer::new(
+        db,
+        SynthParams {
+            top_k,
+            min_share: 0.0,
+            ..SynthParams::default()
+        },
+    );
+    let fast = Synthesizer::new(
+        db,
+        SynthParams {
+            top_k,
+            ..SynthParams::default()
+        },
+    );
+    let n = db.vertex_count();
+    let (mut a, mut c) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+    let (mut sa, mut sc) = (AvatarState::new(), AvatarState::new());
+    let (mut xa, mut xc) = (
+        crate::sor::Scratch::default(),
+        crate::sor::Scratch::default(),
+    );
+    let (mut worst, mut sum, mut count) = (0f32, 0f64, 0usize);
+    for p in poses.iter().take(200) {
+        exact.synthesize(&mut sa, &mut xa, p, 1.0 / 30.0, &mut a);
+        fast.synthesize(&mut sc, &mut xc, p, 1.0 / 30.0, &mut c);
+        for (x, y) in a.iter().zip(&c) {
+            let d = (*x - *y).length();
+            worst = worst.max(d);
+            sum += f64::from(d);
+            count += 1;
+        }
+    }
+    println!(
+        "min_share = {}: vertices move by {:.3} mm on average, {:.2} mm at most, against keeping every example (200 walking poses)",
+        SynthParams::default().min_share,
+        sum / count.max(1) as f64 * 1000.0,
+        worst * 1000.0
+    );
 }
 
 /// Avatar-frames per second of SOR synthesis (after one warm-up frame per avatar).

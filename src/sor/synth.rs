@@ -9,10 +9,10 @@
 //! (damped distances), each worker thread a [`Scratch`]: after the first frame nothing
 //! is allocated.
 
-use glam::{Mat3A, Vec3, Vec3A};
+use glam::{Vec3, Vec3A};
 use rayon::prelude::*;
 
-use crate::body::{LbsMatrices, lbs_into};
+use crate::body::LbsMatrices;
 use crate::skeleton::{
     DOF_COUNT, JOINT_COUNT, Pose, Rigid, RootFrame, Skeleton, canonicalize, theta_into,
 };
@@ -37,6 +37,9 @@ pub struct SynthParams {
     pub epsilon: f64,
     /// Re-project penetrating vertices (SOR Eq. 11–13); off only for diagnostics.
     pub resolve_penetration: bool,
+    /// Examples whose blended weight at a vertex is below this share of the total are
+    /// skipped there (a speed/accuracy knob of ours, not the paper's; 0 keeps all).
+    pub min_share: f32,
 }
 
 impl Default for SynthParams {
@@ -48,6 +51,7 @@ impl Default for SynthParams {
             penetration_margin: 0.005,
             epsilon: 1e-15,
             resolve_penetration: true,
+            min_share: 0.01,
         }
     }
 }
@@ -100,6 +104,9 @@ pub struct Synthesizer<'db> {
     region_offsets: Vec<u32>,
     region_list: Vec<(u8, f32)>,
     body_normals: Vec<Vec3>,
+    /// Body vertices some example associates a garment vertex with (the only ones
+    /// penetration handling reads), sorted.
+    body_used: Vec<u32>,
 }
 
 impl<'db> Synthesizer<'db> {
@@ -125,6 +132,14 @@ impl<'db> Synthesizer<'db> {
         }
         let body_mesh =
             crate::mesh::TriMesh::new(db.body.positions.clone(), db.body.triangles.clone());
+        let mut body_used: Vec<u32> = db
+            .examples
+            .iter()
+            .flat_map(|e| e.body_vertex.iter().copied())
+            .filter(|&b| (b as usize) < db.body.positions.len())
+            .collect();
+        body_used.sort_unstable();
+        body_used.dedup();
         Self {
             db,
             params,
@@ -133,6 +148,7 @@ impl<'db> Synthesizer<'db> {
             region_offsets,
             region_list,
             body_normals: body_mesh.vertex_normals(),
+            body_used,
         }
     }
 
@@ -247,13 +263,16 @@ impl<'db> Synthesizer<'db> {
         let lbs = LbsMatrices::new(&t);
         scratch.body_pos.resize(db.body.positions.len(), Vec3::ZERO);
         scratch.body_nrm.resize(db.body.positions.len(), Vec3::ZERO);
-        lbs_into(
-            &db.body.positions,
-            &db.body.skin,
-            &lbs,
-            &mut scratch.body_pos,
-        );
-        skin_normals(&self.body_normals, &db.body.skin, &t, &mut scratch.body_nrm);
+        if self.params.resolve_penetration {
+            let skin = &db.body.skin;
+            for &b in &self.body_used {
+                let b = b as usize;
+                scratch.body_pos[b] =
+                    lbs.apply(db.body.positions[b], &skin.joints[b], &skin.weights[b]);
+                scratch.body_nrm[b] =
+                    lbs.rotate_normal(self.body_normals[b], &skin.joints[b], &skin.weights[b]);
+            }
+        }
         // per vertex: blend of SOR-skinned examples, then penetration re-projection
         let eps_p = self.params.penetration_margin;
         let skin = &db.garment.skin;
@@ -290,6 +309,18 @@ impl<'db> Synthesizer<'db> {
                     .unwrap_or(db.garment.rest[v]);
                 continue;
             }
+            // examples whose share is negligible are skipped (renormalised); the
+            // threshold comes from config
+            let cut = total * self.params.min_share;
+            let mut kept = 0;
+            for i in 0..ns {
+                if slots[i].1 >= cut {
+                    slots[kept] = slots[i];
+                    kept += 1;
+                }
+            }
+            ns = kept;
+            let total: f32 = slots[..ns].iter().map(|e| e.1).sum();
             let (joints, weights) = (skin.joints[v], skin.weights[v]);
             let mut y_in = Vec3A::ZERO;
             for &(s, w) in &slots[..ns] {
@@ -335,31 +366,6 @@ impl<'db> Synthesizer<'db> {
             root,
             examples_used: scratch.used.len(),
         }
-    }
-}
-
-/// Rotates rest normals by each vertex's blended bone rotation (LBS), renormalised.
-fn skin_normals(
-    rest: &[Vec3],
-    skin: &crate::body::SkinWeights,
-    t: &[Rigid; JOINT_COUNT],
-    out: &mut [Vec3],
-) {
-    let rots: [Mat3A; JOINT_COUNT] = t.map(|r| Mat3A::from_quat(r.rot));
-    for (((n, j), w), o) in rest
-        .iter()
-        .zip(&skin.joints)
-        .zip(&skin.weights)
-        .zip(out.iter_mut())
-    {
-        let n = Vec3A::from(*n);
-        let mut acc = Vec3A::ZERO;
-        for k in 0..4 {
-            if w[k] > 0.0 {
-                acc += rots[j[k] as usize] * n * w[k];
-            }
-        }
-        *o = Vec3::from(acc.normalize_or_zero());
     }
 }
 
