@@ -43,6 +43,8 @@ pub(crate) enum Command {
     Merge(bake::MergeArgs),
     /// Summarise a database file.
     Inspect(bake::InspectArgs),
+    /// Start the server on localhost with built-in motion on several avatars.
+    Demo(serve::DemoArgs),
     /// Run the streaming server (WebSocket publishers and viewers).
     Serve(serve::ServeArgs),
     /// Replay a BVH clip to a server as one or more performers.
@@ -67,6 +69,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::Inspect(a) => bake::run_inspect(a),
         Command::Eval(a) => eval::run(a),
         Command::Serve(a) => serve::run_serve(a),
+        Command::Demo(a) => serve::run_demo(a),
         Command::Play(a) => serve::run_play(a),
         Command::Watch(a) => serve::run_watch(a),
     }

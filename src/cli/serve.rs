@@ -238,3 +238,60 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
         anyhow::Ok(())
     })
 }
+
+/// Arguments of `clothcast demo`.
+#[derive(Args, Debug)]
+pub(crate) struct DemoArgs {
+    /// Number of avatars walking (the built-in CMU 131_01 clip, staggered).
+    #[arg(long, default_value_t = 4)]
+    avatars: usize,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8470")]
+    bind: std::net::SocketAddr,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long)]
+    seconds: Option<f32>,
+}
+
+pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
+    let db = load_db(None)?;
+    let clip = crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &crate::skeleton::Skeleton::from_rest_positions(db.body.skeleton))?;
+    let config = ServerConfig { bind: a.bind, open: true, ..ServerConfig::default() };
+    runtime()?.block_on(async move {
+        let server = start(db, config).await?;
+        let url = format!("ws://{}/ws", server.addr);
+        println!("clothcast demo: {} avatars walking on {url}", a.avatars);
+        println!("watch them:      clothcast watch --url {url}");
+        println!("metrics:         http://{}/metrics", server.addr);
+        let mut client = Client::connect(&url, Role::Publisher, None).await?;
+        let start_t = Instant::now();
+        let mut next = tokio::time::Instant::now();
+        let period = Duration::from_secs_f32(1.0 / 30.0);
+        let stop = async {
+            match a.seconds {
+                Some(s) => tokio::time::sleep(Duration::from_secs_f32(s.max(0.0))).await,
+                None => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        };
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                _ = tokio::time::sleep_until(next) => {
+                    let t = start_t.elapsed().as_secs_f64();
+                    let frame = (t / f64::from(clip.frame_time)) as usize;
+                    for k in 0..a.avatars {
+                        let f = (frame + k * clip.poses.len() / a.avatars.max(1)) % clip.poses.len();
+                        client.send(&pose_message(&format!("walker-{k}"), &clip.poses[f], t)).await?;
+                    }
+                    next += period;
+                }
+            }
+        }
+        println!("shutting down");
+        server.shutdown().await;
+        anyhow::Ok(())
+    })
+}
