@@ -255,8 +255,16 @@ pub(crate) struct DemoArgs {
 
 pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
     let db = load_db(None)?;
-    let clip = crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &crate::skeleton::Skeleton::from_rest_positions(db.body.skeleton))?;
-    let config = ServerConfig { bind: a.bind, open: true, ..ServerConfig::default() };
+    let clip = crate::mocap::Clip::from_bvh_text(
+        crate::bake::DEFAULT_CLIP,
+        None,
+        &crate::skeleton::Skeleton::from_rest_positions(db.body.skeleton),
+    )?;
+    let config = ServerConfig {
+        bind: a.bind,
+        open: true,
+        ..ServerConfig::default()
+    };
     runtime()?.block_on(async move {
         let server = start(db, config).await?;
         let url = format!("ws://{}/ws", server.addr);

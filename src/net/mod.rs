@@ -168,6 +168,11 @@ pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHand
         .route("/ws", get(ws_upgrade))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
+        .route("/", get(|| async { web("index.html") }))
+        .route(
+            "/{file}",
+            get(|axum::extract::Path(file): axum::extract::Path<String>| async move { web(&file) }),
+        )
         .with_state(Arc::clone(&shared));
     let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
     let serve = tokio::spawn(async move {
@@ -231,6 +236,45 @@ fn tick_loop(mut engine: Engine, db: Arc<Database>, shared: Arc<Shared>, stop: A
             }
             Err(e) => tracing::error!(error = %e, "tick failed"),
         }
+    }
+}
+
+/// The browser viewer (clients/web), built into the binary so `serve` and `demo` need
+/// no files at run time.
+const WEB_FILES: [(&str, &str, &str); 5] = [
+    (
+        "index.html",
+        "text/html; charset=utf-8",
+        include_str!("../../clients/web/index.html"),
+    ),
+    (
+        "viewer.js",
+        "text/javascript",
+        include_str!("../../clients/web/viewer.js"),
+    ),
+    (
+        "clothcast.js",
+        "text/javascript",
+        include_str!("../../clients/web/clothcast.js"),
+    ),
+    (
+        "codec.js",
+        "text/javascript",
+        include_str!("../../clients/web/codec.js"),
+    ),
+    (
+        "msgpack.js",
+        "text/javascript",
+        include_str!("../../clients/web/msgpack.js"),
+    ),
+];
+
+fn web(file: &str) -> axum::response::Response {
+    match WEB_FILES.iter().find(|(name, _, _)| *name == file) {
+        Some((_, mime, body)) => {
+            ([(axum::http::header::CONTENT_TYPE, *mime)], *body).into_response()
+        }
+        None => (axum::http::StatusCode::NOT_FOUND, "not found\n").into_response(),
     }
 }
 

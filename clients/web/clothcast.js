@@ -1,0 +1,168 @@
+// clothcast viewer client: connects to a clothcast server, speaks the viewer protocol
+// (README "The server and its protocol"), and keeps per avatar the body mesh with skin
+// weights, the body pose of the last frame, and the garment positions decoded in place.
+// Dependency-free ES module.
+//
+//   import { ClothcastClient } from "./clothcast.js";
+//   const cc = new ClothcastClient("ws://127.0.0.1:8470/ws", { token: "…" });
+//   cc.addEventListener("frame", (e) => draw(e.detail));   // e.detail: the Avatar
+//   cc.connect();
+//
+// Avatar: { id, asset, garment: Float32Array (canonical frame, metres, decoded in place),
+//           pose: Float32Array (pelvis translation + 22 local quaternions x,y,z,w),
+//           world: Float32Array(7) (garment canonical → world: quaternion, translation),
+//           seq, frames, bytes, dropped, latencyMs }
+// Asset:  { hash, setup (GarmentSetup), bodyPositions, bodyTriangles, bodyJoints,
+//           bodyWeights, skeleton (22 rest joint positions), parents }
+
+import { decode } from "./msgpack.js";
+import { GarmentSetup, GarmentDecoder, CodecError } from "./codec.js";
+
+export const PROTOCOL_VERSION = 1;
+
+const f32 = (b) => new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+const u32 = (b) => new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+
+export class ClothcastClient extends EventTarget {
+  constructor(url, { token = null, avatars = null } = {}) {
+    super();
+    this.url = url;
+    this.token = token;
+    this.subscription = avatars;
+    this.assets = new Map();
+    this.avatars = new Map();
+    this.tickHz = 0;
+    this.ws = null;
+    this.clockOffset = Infinity; // min(receive time − server timestamp), ms
+  }
+
+  connect() {
+    const ws = new WebSocket(this.url);
+    ws.binaryType = "arraybuffer";
+    ws.onopen = () => {
+      ws.send(JSON.stringify({ type: "hello", version: PROTOCOL_VERSION, role: "viewer", token: this.token }));
+      ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription }));
+    };
+    ws.onmessage = (ev) => {
+      try {
+        this.handle(ev.data instanceof ArrayBuffer ? decode(ev.data) : JSON.parse(ev.data), ev.data.byteLength ?? 0);
+      } catch (e) {
+        this.dispatchEvent(new CustomEvent("error", { detail: e }));
+      }
+    };
+    ws.onclose = (ev) => this.dispatchEvent(new CustomEvent("close", { detail: { code: ev.code, reason: ev.reason } }));
+    this.ws = ws;
+    return this;
+  }
+
+  close() {
+    this.ws?.close(1000, "bye");
+  }
+
+  handle(m, size) {
+    switch (m.type) {
+      case "welcome":
+        this.tickHz = m.tick_hz;
+        this.dispatchEvent(new CustomEvent("welcome", { detail: m }));
+        break;
+      case "asset": {
+        const a = {
+          hash: m.hash,
+          setup: GarmentSetup.parse(m.setup),
+          bodyPositions: f32(m.body_positions),
+          bodyTriangles: u32(m.body_triangles),
+          bodyJoints: new Uint8Array(m.body_joints),
+          bodyWeights: f32(m.body_weights),
+          skeleton: f32(m.skeleton),
+          parents: m.parents,
+        };
+        this.assets.set(a.hash, a);
+        this.dispatchEvent(new CustomEvent("asset", { detail: a }));
+        break;
+      }
+      case "frame": {
+        const asset = this.assets.get(m.asset);
+        if (!asset) throw new Error(`frame for unknown asset ${m.asset}`);
+        let av = this.avatars.get(m.avatar);
+        if (!av || av.asset !== asset) {
+          av = { id: m.avatar, asset, decoder: new GarmentDecoder(asset.setup), garment: new Float32Array(3 * asset.setup.vertexCount),
+            pose: new Float32Array(3 + 4 * 22), world: new Float32Array(7), seq: -1, frames: 0, bytes: 0, dropped: 0, latencyMs: 0 };
+          this.avatars.set(m.avatar, av);
+          this.dispatchEvent(new CustomEvent("avatar", { detail: av }));
+        }
+        av.bytes += size;
+        try {
+          av.decoder.decode(m.garment, av.garment);
+        } catch (e) {
+          if (e instanceof CodecError && e.code === "missing-reference") { av.dropped++; return; }
+          throw e;
+        }
+        if (av.seq >= 0 && m.seq > av.seq + 1) av.dropped += m.seq - av.seq - 1;
+        av.seq = m.seq;
+        av.frames++;
+        const pv = new DataView(m.pose.buffer, m.pose.byteOffset, m.pose.byteLength);
+        for (let i = 0; i < av.pose.length && 4 * i + 4 <= m.pose.byteLength; i++) av.pose[i] = pv.getFloat32(4 * i, true);
+        for (let i = 0; i < 7; i++) av.world[i] = m.world[i];
+        // latency above the fastest frame seen (the clocks are not shared)
+        const now = performance.now() - m.timestamp * 1000;
+        this.clockOffset = Math.min(this.clockOffset, now);
+        av.latencyMs = now - this.clockOffset;
+        this.dispatchEvent(new CustomEvent("frame", { detail: av }));
+        break;
+      }
+      case "gone":
+        this.avatars.delete(m.avatar);
+        this.dispatchEvent(new CustomEvent("gone", { detail: m.avatar }));
+        break;
+      case "error":
+        this.dispatchEvent(new CustomEvent("error", { detail: new Error(`${m.code}: ${m.message}`) }));
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+// Skinning transforms of the canonical skeleton (the Rust `Skeleton::skinning_transforms`):
+// for pose p (pelvis translation + local quaternions) and rest joint positions, writes
+// 22 column-major 4×4 matrices into `out` (Float32Array(22 * 16)).
+export function skinningMatrices(pose, skeleton, parents, out) {
+  const n = parents.length;
+  const rot = new Float64Array(4 * n), pos = new Float64Array(3 * n);
+  const qmul = (a, ao, b, bo, o, oo) => {
+    const ax = a[ao], ay = a[ao + 1], az = a[ao + 2], aw = a[ao + 3];
+    const bx = b[bo], by = b[bo + 1], bz = b[bo + 2], bw = b[bo + 3];
+    o[oo] = aw * bx + ax * bw + ay * bz - az * by;
+    o[oo + 1] = aw * by - ax * bz + ay * bw + az * bx;
+    o[oo + 2] = aw * bz + ax * by - ay * bx + az * bw;
+    o[oo + 3] = aw * bw - ax * bx - ay * by - az * bz;
+  };
+  const rotate = (q, qo, x, y, z) => {
+    const qx = q[qo], qy = q[qo + 1], qz = q[qo + 2], qw = q[qo + 3];
+    const tx = 2 * (qy * z - qz * y), ty = 2 * (qz * x - qx * z), tz = 2 * (qx * y - qy * x);
+    return [x + qw * tx + (qy * tz - qz * ty), y + qw * ty + (qz * tx - qx * tz), z + qw * tz + (qx * ty - qy * tx)];
+  };
+  for (let j = 0; j < n; j++) {
+    const p = parents[j];
+    if (p < 0) {
+      for (let k = 0; k < 4; k++) rot[4 * j + k] = pose[3 + 4 * j + k];
+      for (let k = 0; k < 3; k++) pos[3 * j + k] = skeleton[3 * j + k] + pose[k];
+    } else {
+      qmul(rot, 4 * p, pose, 3 + 4 * j, rot, 4 * j);
+      const l = Math.hypot(rot[4 * j], rot[4 * j + 1], rot[4 * j + 2], rot[4 * j + 3]) || 1;
+      for (let k = 0; k < 4; k++) rot[4 * j + k] /= l;
+      const o = rotate(rot, 4 * p, skeleton[3 * j] - skeleton[3 * p], skeleton[3 * j + 1] - skeleton[3 * p + 1], skeleton[3 * j + 2] - skeleton[3 * p + 2]);
+      for (let k = 0; k < 3; k++) pos[3 * j + k] = pos[3 * p + k] + o[k];
+    }
+  }
+  for (let j = 0; j < n; j++) {
+    const [x, y, z, w] = [rot[4 * j], rot[4 * j + 1], rot[4 * j + 2], rot[4 * j + 3]];
+    const m = out.subarray(16 * j, 16 * j + 16);
+    m[0] = 1 - 2 * (y * y + z * z); m[1] = 2 * (x * y + w * z); m[2] = 2 * (x * z - w * y); m[3] = 0;
+    m[4] = 2 * (x * y - w * z); m[5] = 1 - 2 * (x * x + z * z); m[6] = 2 * (y * z + w * x); m[7] = 0;
+    m[8] = 2 * (x * z + w * y); m[9] = 2 * (y * z - w * x); m[10] = 1 - 2 * (x * x + y * y); m[11] = 0;
+    const r = rotate(rot, 4 * j, skeleton[3 * j], skeleton[3 * j + 1], skeleton[3 * j + 2]);
+    m[12] = pos[3 * j] - r[0]; m[13] = pos[3 * j + 1] - r[1]; m[14] = pos[3 * j + 2] - r[2]; m[15] = 1;
+  }
+  return out;
+}

@@ -1,0 +1,82 @@
+// End to end in a real browser: `clothcast serve` with a database, `clothcast play`
+// publishing a CMU clip on two avatars, and the built-in viewer page in headless
+// Chromium (WebGL2 through SwiftShader). The garment vertices change between frames,
+// the canvas is not blank, and the overlay's numbers are live.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { writeFileSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { chromium } from 'playwright-core';
+import { pngPixels } from './png.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const bin = process.env.CLOTHCAST_BIN ?? join(root, 'target', 'debug', 'clothcast');
+const shot = process.env.CLOTHCAST_SCREENSHOT ?? join(mkdtempSync(join(tmpdir(), 'clothcast-view-')), 'viewer.png');
+
+function startServer() {
+  const srv = spawn(bin, ['serve', '--db', join(root, 'tests/fixtures/db/v1/small.ccdb'), '--open', '--bind', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((ok, fail) => {
+    let out = '';
+    srv.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/ws:\/\/([0-9.:]+)\/ws/);
+      if (m) ok({ srv, addr: m[1] });
+    });
+    srv.on('exit', (c) => fail(new Error(`server exited ${c}`)));
+  });
+}
+
+test('the viewer page shows streamed avatars with live garments', { timeout: 120000 }, async () => {
+  const { srv, addr } = await startServer();
+  const play = spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '2', '--seconds', '60'], { stdio: 'ignore' });
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 800, height: 600 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(`http://${addr}/`);
+    await page.waitForFunction(() => window.__clothcast?.avatars?.length === 2 && window.__clothcast.avatars.every((a) => a.frames > 10), null, { timeout: 60000 });
+    const a = await page.evaluate(() => window.__clothcast);
+    await page.waitForTimeout(1500);
+    const b = await page.evaluate(() => window.__clothcast);
+    assert.deepEqual(errors, []);
+    for (const av of b.avatars) {
+      const before = a.avatars.find((x) => x.id === av.id);
+      assert.ok(av.frames > before.frames, `${av.id}: no new frames`);
+      assert.notDeepEqual(av.sample, before.sample, `${av.id}: garment vertices did not change`);
+      assert.ok(av.sample.every(Number.isFinite));
+    }
+    assert.ok(b.kbps > 0 && b.fps > 0, `overlay not live: ${JSON.stringify({ fps: b.fps, kbps: b.kbps })}`);
+    const overlay = await page.locator('#overlay').innerText();
+    assert.match(overlay, /performer-0/);
+    assert.match(overlay, /kbit\/s/);
+    const png = await page.screenshot({ path: shot });
+    const { w, h, bpp, px } = pngPixels(png);
+    // not blank: many pixels differ from the background, in many colours
+    let lit = 0;
+    const colours = new Set();
+    for (let i = 0; i < w * h; i++) {
+      const r = px[i * bpp], g = px[i * bpp + 1], bl = px[i * bpp + 2];
+      if (Math.abs(r - 29) + Math.abs(g - 33) + Math.abs(bl - 38) > 30) lit++;
+      colours.add((r >> 3) << 10 | (g >> 3) << 5 | (bl >> 3));
+    }
+    writeFileSync(shot.replace(/\.png$/, '.json'), JSON.stringify({ lit: lit / (w * h), colours: colours.size, overlay }, null, 1));
+    assert.ok(lit > 0.02 * w * h, `only ${lit} lit pixels`);
+    assert.ok(colours.size > 50, `only ${colours.size} colours`);
+    // mirror mode: one avatar, no UI chrome
+    await page.goto(`http://${addr}/?mirror=1&avatar=performer-1`);
+    await page.waitForFunction(() => window.__clothcast?.avatars?.length === 1 && window.__clothcast.avatars[0].frames > 5, null, { timeout: 60000 });
+    assert.equal(await page.locator('#overlay').isVisible(), false);
+    assert.equal((await page.evaluate(() => window.__clothcast)).avatars[0].id, 'performer-1');
+  } finally {
+    await browser.close();
+    play.kill();
+    srv.kill();
+  }
+});
