@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite: Rust unit and integration tests, the JavaScript decoder against the
 # Rust golden streams (Node's test runner), then the Node tests that check clothcast's
-# output with the Khronos glTF validator and render it in headless Chromium.
+# output with the Khronos glTF validator and render it in headless Chromium, and the
+# end-to-end streaming test (server, BVH publisher, the viewer page and the three.js
+# example in headless Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --bins
 cargo test --all-targets
 node --test clients/web/test/
 export CLOTHCAST_BIN="$PWD/target/debug/clothcast"
+(cd clients/web/examples/threejs && { [ -d node_modules ] || npm ci --no-audit --no-fund; })
 (cd tests/gltf && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm test)

@@ -5,9 +5,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { join, dirname } from 'node:path';
+import { join, dirname, normalize, extname } from 'node:path';
+import { createServer } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { writeFileSync, mkdtempSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { chromium } from 'playwright-core';
 import { pngPixels } from './png.mjs';
@@ -15,6 +16,19 @@ import { pngPixels } from './png.mjs';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const bin = process.env.CLOTHCAST_BIN ?? join(root, 'target', 'debug', 'clothcast');
 const shot = process.env.CLOTHCAST_SCREENSHOT ?? join(mkdtempSync(join(tmpdir(), 'clothcast-view-')), 'viewer.png');
+
+/** A static file server for a folder (the three.js example and its node_modules). */
+function serveDir(dir) {
+  const types = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json' };
+  const server = createServer((req, res) => {
+    const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname));
+    const file = join(dir, path);
+    if (!file.startsWith(dir) || !existsSync(file) || !statSync(file).isFile()) { res.writeHead(404); res.end(); return; }
+    res.writeHead(200, { 'content-type': types[extname(file)] ?? 'application/octet-stream' });
+    res.end(readFileSync(file));
+  });
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
+}
 
 function startServer() {
   const srv = spawn(bin, ['serve', '--db', join(root, 'tests/fixtures/db/v1/small.ccdb'), '--open', '--bind', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -74,6 +88,19 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     await page.waitForFunction(() => window.__clothcast?.avatars?.length === 1 && window.__clothcast.avatars[0].frames > 5, null, { timeout: 60000 });
     assert.equal(await page.locator('#overlay').isVisible(), false);
     assert.equal((await page.evaluate(() => window.__clothcast)).avatars[0].id, 'performer-1');
+    // the three.js integration example, served from clients/web with its own npm install
+    const web = await serveDir(join(root, 'clients/web'));
+    try {
+      await page.goto(`http://127.0.0.1:${web.address().port}/examples/threejs/index.html?url=ws://${addr}/ws`);
+      await page.waitForFunction(() => window.__example?.avatars === 2 && window.__example.frames > 5, null, { timeout: 60000 });
+      const ex = pngPixels(await page.screenshot());
+      let lit = 0;
+      for (let i = 0; i < ex.w * ex.h; i++) if (ex.px[i * ex.bpp + 2] > ex.px[i * ex.bpp] + 40) lit++;
+      assert.ok(lit > 500, `the three.js example shows no garment (${lit} blue pixels)`);
+      assert.deepEqual(errors, []);
+    } finally {
+      web.close();
+    }
   } finally {
     await browser.close();
     play.kill();
