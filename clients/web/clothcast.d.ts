@@ -1,0 +1,57 @@
+// TypeScript declarations for clothcast.js (the viewer client).
+import type { GarmentSetup } from "./codec.js";
+
+export declare const PROTOCOL_VERSION: 1;
+
+/** Static data of an avatar's assets (sent once per viewer). */
+export interface Asset {
+  hash: string;
+  setup: GarmentSetup;
+  /** Body rest positions, 3 floats per vertex, metres. */
+  bodyPositions: Float32Array;
+  bodyTriangles: Uint32Array;
+  /** 4 joint indices per body vertex. */
+  bodyJoints: Uint8Array;
+  /** 4 weights per body vertex. */
+  bodyWeights: Float32Array;
+  /** 22 rest joint positions, metres. */
+  skeleton: Float32Array;
+  /** Parent of each joint, -1 for the pelvis. */
+  parents: number[];
+}
+
+/** One avatar as the client sees it; its arrays are updated in place every frame. */
+export interface Avatar {
+  id: string;
+  asset: Asset;
+  /** Garment positions, 3 floats per vertex, canonical frame, metres (decoded in place). */
+  garment: Float32Array;
+  /** Body pose: pelvis translation (3) then 22 local quaternions (x, y, z, w). */
+  pose: Float32Array;
+  /** Garment canonical → world: quaternion (x, y, z, w) then translation. */
+  world: Float32Array;
+  seq: number;
+  frames: number;
+  bytes: number;
+  dropped: number;
+  latencyMs: number;
+}
+
+export interface ClothcastClientOptions {
+  token?: string | null;
+  /** Avatar ids to receive; null for all. */
+  avatars?: string[] | null;
+}
+
+/** Events: "welcome", "asset" (Asset), "avatar" (Avatar), "frame" (Avatar), "gone" (id), "error" (Error), "close" ({code, reason}). */
+export declare class ClothcastClient extends EventTarget {
+  constructor(url: string, options?: ClothcastClientOptions);
+  readonly avatars: Map<string, Avatar>;
+  readonly assets: Map<string, Asset>;
+  tickHz: number;
+  connect(): this;
+  close(): void;
+}
+
+/** Writes 22 column-major 4×4 skinning matrices (rest → posed) into `out` (length 352). */
+export declare function skinningMatrices(pose: Float32Array, skeleton: Float32Array, parents: number[], out: Float32Array): Float32Array;
