@@ -86,7 +86,7 @@ fn bench_sim(b: SimBench) -> anyhow::Result<()> {
         let t = Instant::now();
         let sens = sim.sensitivity(&eq)?;
         let sens_s = t.elapsed().as_secs_f64();
-        tracing::info!(rhs = ?sens.rhs_time, factor = ?sens.factor_time, solve = ?sens.solve_time, "sensitivity phases");
+        tracing::debug!(rhs = ?sens.rhs_time, factor = ?sens.factor_time, solve = ?sens.solve_time, "sensitivity phases");
         let factor_ms = 1000.0 * (rest.report.factor_time + eq.report.factor_time).as_secs_f64()
             / (rest.report.factorizations + eq.report.factorizations).max(1) as f64;
         println!(
