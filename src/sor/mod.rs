@@ -5,6 +5,7 @@
 mod db;
 mod motion;
 mod rig;
+mod stored;
 mod synth;
 
 pub use db::{
