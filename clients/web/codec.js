@@ -8,6 +8,9 @@
 //   const positions = new Float32Array(3 * setup.vertexCount);
 //   dec.decode(frameBytes, positions);                      // in place, every frame
 //
+// `decode` allocates nothing once the decoder exists (models, range decoder, header and
+// scratch are reused), given a Uint8Array; error paths allocate their CodecError.
+//
 // Every error is a CodecError with a `code` naming the problem ("truncated",
 // "missing-reference", "checksum", ...); a refused frame changes nothing.
 
@@ -137,8 +140,9 @@ export class GarmentSetup {
   }
 }
 
-/** Parses and validates a frame header (and that the payload length matches). */
-export function parseFrameHeader(data) {
+/** Parses and validates a frame header (and that the payload length matches); fills
+ * and returns `into` when given (no allocation). */
+export function parseFrameHeader(data, into = {}) {
   const b = asBytes(data);
   if (b.length === 0) throw new CodecError("empty", "empty frame");
   if (b.length < FRAME_HEADER_LEN) throw new CodecError("truncated", "frame header");
@@ -146,11 +150,10 @@ export function parseFrameHeader(data) {
   if (b[4] !== FORMAT_VERSION) throw new CodecError("unsupported-version", `frame version ${b[4]}, this decoder reads ${FORMAT_VERSION}`);
   if (b[5] > 1) throw new CodecError("bad-kind", `frame kind ${b[5]}`);
   if (b[6] || b[7]) throw new CodecError("corrupt", "reserved header bytes");
-  const h = {
-    kind: b[5] === 0 ? "key" : "delta",
-    setupId: u32(b, 8), streamId: u32(b, 12), frame: u32(b, 16), reference: u32(b, 20),
-    vertices: u32(b, 24), bones: u32(b, 28), checksum: u32(b, 32), payloadLen: u32(b, 36),
-  };
+  const h = into;
+  h.kind = b[5] === 0 ? "key" : "delta";
+  h.setupId = u32(b, 8); h.streamId = u32(b, 12); h.frame = u32(b, 16); h.reference = u32(b, 20);
+  h.vertices = u32(b, 24); h.bones = u32(b, 28); h.checksum = u32(b, 32); h.payloadLen = u32(b, 36);
   if (h.vertices > MAX_VERTICES || h.bones > MAX_BONES) throw new CodecError("too-large", "frame counts");
   if (h.kind === "key" && h.reference !== h.frame) throw new CodecError("corrupt", "keyframe reference");
   if (h.payloadLen > maxFrameBytes(h.vertices, h.bones)) throw new CodecError("too-large", `payload of ${h.payloadLen} bytes`);
@@ -170,13 +173,14 @@ export function maxFrameBytes(vertices, bones) {
 }
 
 class RangeDecoder {
-  constructor(b, start) {
+  reset(b, start) {
     if (b.length - start < 5) throw new CodecError("truncated", "range-coded payload");
     if (b[start] !== 0) throw new CodecError("corrupt", "range coder start byte");
     this.b = b;
     this.pos = start + 5;
     this.range = 0xffffffff;
     this.code = b[start + 1] * 16777216 + b[start + 2] * 65536 + b[start + 3] * 256 + b[start + 4];
+    return this;
   }
   normalize() {
     while (this.range < RANGE_TOP) {
@@ -228,8 +232,31 @@ class RangeDecoder {
 }
 
 function intModel() {
-  return { zero: new Uint16Array(ZERO_CONTEXTS).fill(PROB_INIT), sign: new Uint16Array(1).fill(PROB_INIT), prefix: new Uint16Array(MAX_PREFIX + 1).fill(PROB_INIT) };
+  return { zero: new Uint16Array(ZERO_CONTEXTS), sign: new Uint16Array(1), prefix: new Uint16Array(MAX_PREFIX + 1) };
 }
+
+function models() {
+  return { coords: [intModel(), intModel(), intModel()], rotation: intModel(), translation: intModel(),
+    skip: new Uint16Array(2), skinned: new Uint16Array(2), spatial: new Uint16Array(3), parallelogram: new Uint16Array(3) };
+}
+
+function resetInt(im) {
+  im.zero.fill(PROB_INIT); im.sign.fill(PROB_INIT); im.prefix.fill(PROB_INIT);
+}
+
+function resetModels(m) {
+  resetInt(m.coords[0]); resetInt(m.coords[1]); resetInt(m.coords[2]); resetInt(m.rotation); resetInt(m.translation);
+  m.skip.fill(PROB_INIT); m.skinned.fill(PROB_INIT); m.spatial.fill(PROB_INIT); m.parallelogram.fill(PROB_INIT);
+}
+
+/** FNV-1a over Int32 values as 32-bit words (the frame checksum), allocation-free. */
+function hashInt32(a) {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < a.length; i++) h = Math.imul((h ^ a[i]) >>> 0, 0x01000193) >>> 0;
+  return h >>> 0;
+}
+
+const offset = (q, base, u, k) => q[3 * u + k] - (base ? base[3 * u + k] : 0);
 
 function zeroContext(prev) {
   return Math.min(Math.abs(prev), 2);
@@ -242,14 +269,13 @@ function coordContext(prev, cur, k) {
 
 const roundShift = (v) => Math.floor((v + HALF) / ONE);
 
-function rotation(q, o) {
+function rotation(q, o, r) {
   const x = q[o], y = q[o + 1], z = q[o + 2], w = q[o + 3];
   const one = ONE * ONE;
-  return [
-    one - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-    2 * (x * y + w * z), one - 2 * (x * x + z * z), 2 * (y * z - w * x),
-    2 * (x * z - w * y), 2 * (y * z + w * x), one - 2 * (x * x + y * y),
-  ].map(roundShift);
+  r[0] = roundShift(one - 2 * (y * y + z * z)); r[1] = roundShift(2 * (x * y - w * z)); r[2] = roundShift(2 * (x * z + w * y));
+  r[3] = roundShift(2 * (x * y + w * z)); r[4] = roundShift(one - 2 * (x * x + z * z)); r[5] = roundShift(2 * (y * z - w * x));
+  r[6] = roundShift(2 * (x * z - w * y)); r[7] = roundShift(2 * (y * z + w * x)); r[8] = roundShift(one - 2 * (x * x + y * y));
+  return r;
 }
 
 /** Decodes one garment stream in place into a caller's Float32Array. */
@@ -269,6 +295,13 @@ export class GarmentDecoder {
     this.cur = [0, 0, 0];
     this.prev = [0, 0, 0];
     this.pred = [0, 0, 0];
+    this.header = {};
+    this.range = new RangeDecoder();
+    this.models = models();
+    this.rp = new Float64Array(9);
+    this.rc = new Float64Array(9);
+    this.M = new Float64Array(9);
+    this.C = new Float64Array(3);
   }
 
   /** Forgets the stream; the next frame must be a keyframe. */
@@ -283,7 +316,7 @@ export class GarmentDecoder {
    */
   decode(data, out) {
     const b = asBytes(data);
-    const h = parseFrameHeader(b);
+    const h = parseFrameHeader(b, this.header);
     const s = this.setup;
     if (h.setupId !== s.id) throw new CodecError("wrong-setup", `frame of setup ${h.setupId.toString(16)}, decoder has ${s.id.toString(16)}`);
     if (h.vertices !== s.vertexCount || h.bones !== s.bones) throw new CodecError("mismatch", "vertex/bone count of frame");
@@ -291,10 +324,9 @@ export class GarmentDecoder {
     if (h.kind === "delta" && (this.frame !== h.reference || this.streamId !== h.streamId)) {
       throw new CodecError("missing-reference", `delta needs frame ${h.reference}, decoder holds ${this.frame}`);
     }
-    const dec = new RangeDecoder(b, FRAME_HEADER_LEN);
-    const m = { coords: [intModel(), intModel(), intModel()], rotation: intModel(), translation: intModel(),
-      skip: new Uint16Array(2).fill(PROB_INIT), skinned: new Uint16Array(2).fill(PROB_INIT),
-      spatial: new Uint16Array(3).fill(PROB_INIT), parallelogram: new Uint16Array(3).fill(PROB_INIT) };
+    const dec = this.range.reset(b, FRAME_HEADER_LEN);
+    const m = this.models;
+    resetModels(m);
     const delta = h.kind === "delta";
     this.decodeBones(dec, m, delta);
     this.prev[0] = this.prev[1] = this.prev[2] = 0;
@@ -321,24 +353,24 @@ export class GarmentDecoder {
       }
     }
     dec.finish();
-    const sum = wordHash(new Uint32Array(this.qNew.buffer, this.qNew.byteOffset, this.qNew.length));
+    const sum = hashInt32(this.qNew);
     if (sum !== h.checksum) throw new CodecError("checksum", `expected ${h.checksum.toString(16)}, decoded ${sum.toString(16)}`);
     const step = s.step;
     for (let i = 0; i < out.length; i++) out[i] = this.qNew[i] * step;
-    [this.q, this.qNew] = [this.qNew, this.q];
-    [this.bonesQ, this.bonesNew] = [this.bonesNew, this.bonesQ];
+    const q = this.q; this.q = this.qNew; this.qNew = q;
+    const bq = this.bonesQ; this.bonesQ = this.bonesNew; this.bonesNew = bq;
     this.frame = h.frame;
     this.streamId = h.streamId;
     return h;
   }
 
   decodeBones(dec, m, delta) {
-    const prev = [0, 0];
+    let prevRot = 0, prevTrans = 0;
     for (let i = 0; i < this.bonesNew.length; i++) {
       const k = i % 7;
       const rot = k < 4;
-      const e = dec.int(rot ? m.rotation : m.translation, zeroContext(prev[rot ? 0 : 1]));
-      prev[rot ? 0 : 1] = e;
+      const e = dec.int(rot ? m.rotation : m.translation, zeroContext(rot ? prevRot : prevTrans));
+      if (rot) prevRot = e; else prevTrans = e;
       const v = (delta ? this.bonesQ[i] : 0) + e;
       if (rot ? Math.abs(v) > ONE : Math.abs(v) >= LATTICE_LIMIT) throw new CodecError("corrupt", "bone value out of range");
       this.bonesNew[i] = v;
@@ -346,7 +378,7 @@ export class GarmentDecoder {
     if (!delta) return;
     for (let bi = 0; bi < this.setup.bones; bi++) {
       const p = this.bonesQ, c = this.bonesNew, o = 7 * bi;
-      const rp = rotation(p, o), rc = rotation(c, o);
+      const rp = rotation(p, o, this.rp), rc = rotation(c, o, this.rc);
       const a = this.relA;
       for (let i = 0; i < 3; i++) {
         for (let j = 0; j < 3; j++) {
@@ -361,7 +393,7 @@ export class GarmentDecoder {
 
   compensate() {
     const s = this.setup, D = WEIGHT_ONE * ONE, limit = 2 * LATTICE_LIMIT;
-    const M = new Float64Array(9), C = new Float64Array(3);
+    const M = this.M, C = this.C;
     for (let v = 0; v < s.vertexCount; v++) {
       M.fill(0); C.fill(0);
       for (let k = 0; k < 4; k++) {
@@ -395,13 +427,12 @@ export class GarmentDecoder {
     let a = s.predictor[3 * v], b = s.predictor[3 * v + 1], c = s.predictor[3 * v + 2];
     if (spatial === SPATIAL_NONE) a = b = c = NO_REF;
     else if (spatial === SPATIAL_MEAN) c = NO_REF;
-    const off = (u, k) => q[3 * u + k] - (base ? base[3 * u + k] : 0);
     for (let k = 0; k < 3; k++) {
       let sp = 0;
       if (a !== NO_REF) {
-        if (b === NO_REF) sp = off(a, k);
-        else if (c === NO_REF) sp = Math.floor((off(a, k) + off(b, k)) / 2);
-        else sp = off(a, k) + off(b, k) - off(c, k);
+        if (b === NO_REF) sp = offset(q, base, a, k);
+        else if (c === NO_REF) sp = Math.floor((offset(q, base, a, k) + offset(q, base, b, k)) / 2);
+        else sp = offset(q, base, a, k) + offset(q, base, b, k) - offset(q, base, c, k);
       }
       this.pred[k] = (base ? base[3 * v + k] : 0) + sp;
     }
