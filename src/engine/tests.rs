@@ -174,3 +174,64 @@ fn bad_poses_are_refused_by_name() {
         Err(EngineError::BadAvatarId)
     ));
 }
+
+#[test]
+fn damping_blends_example_weights_smoothly_across_a_pose_jump() {
+    let db = db();
+    let cfg = EngineConfig::default();
+    let mut engine = Engine::new(Arc::clone(&db), cfg.clone()).expect("engine");
+    let synth = Engine::synthesizer(&db, &cfg);
+    let mut decoder = Decoder::new(Arc::clone(engine.setup()));
+    let n = db.vertex_count();
+    let mut out = vec![0f32; 3 * n];
+    let mut t = 0.0;
+    let mut run =
+        |engine: &mut Engine, pose: Pose, ticks: usize, out: &mut Vec<f32>| -> Vec<Vec<f32>> {
+            let mut frames = Vec::new();
+            for _ in 0..ticks {
+                t += 1.0 / 30.0;
+                engine.set_pose("a", pose, t, t).expect("pose");
+                let tick = engine.tick(&synth, t).expect("tick");
+                let f = &tick.frames[0];
+                let bytes = f.delta.as_ref().or(f.key.as_ref()).expect("frame");
+                decoder.decode(&garment_of(bytes).1, out).expect("decodes");
+                frames.push(out.clone());
+            }
+            frames
+        };
+    let before = run(&mut engine, arm(0.2), 15, &mut out)
+        .pop()
+        .expect("frames");
+    let after = run(&mut engine, arm(1.0), 15, &mut out);
+    // damping acts on the example weights (SOR §5, t_mix): right after the jump the
+    // garment still blends the old pose's examples, then converges to undamped synthesis
+    let mut direct = vec![Vec3::ZERO; n];
+    synth.synthesize(
+        &mut AvatarState::new(),
+        &mut crate::sor::Scratch::default(),
+        &canonicalize(&arm(1.0), &db.body.to_body().skeleton).0,
+        1.0 / 30.0,
+        &mut direct,
+    );
+    let off = |a: &[f32]| {
+        a.chunks_exact(3)
+            .zip(&direct)
+            .map(|(p, d)| (Vec3::new(p[0], p[1], p[2]) - *d).length())
+            .fold(0.0f32, f32::max)
+    };
+    let _ = &before;
+    let (first, settled) = (off(&after[0]), off(&after[14]));
+    assert!(
+        first > 0.002,
+        "no damping: the first frame after the jump is already undamped ({first} m)"
+    );
+    assert!(
+        settled < 0.0011,
+        "not converged after 15 ticks ({settled} m)"
+    );
+    let steps: Vec<f32> = after.iter().map(|f| off(f)).collect();
+    assert!(
+        steps.windows(2).all(|w| w[1] <= w[0] + 0.0011),
+        "the approach is not monotone: {steps:?}"
+    );
+}
