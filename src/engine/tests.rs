@@ -219,7 +219,6 @@ fn damping_blends_example_weights_smoothly_across_a_pose_jump() {
             .map(|(p, d)| (Vec3::new(p[0], p[1], p[2]) - *d).length())
             .fold(0.0f32, f32::max)
     };
-    let _ = &before;
     let (first, settled) = (off(&after[0]), off(&after[14]));
     assert!(
         first > 0.002,
