@@ -27,6 +27,8 @@ enum BenchWhat {
     Codec(super::bench_codec::CodecBench),
     /// SOR synthesis throughput (avatar-frames/s) with 1 and 2 threads, next to plain LBS.
     Synth(super::bench_synth::SynthBench),
+    /// The server on loopback: sustained avatars at 30 Hz, latency, bandwidth.
+    Serve(super::bench_serve::ServeBench),
 }
 
 #[derive(Args, Debug)]
@@ -41,6 +43,7 @@ pub(crate) fn run(a: BenchArgs) -> anyhow::Result<()> {
         BenchWhat::Sim(b) => bench_sim(b),
         BenchWhat::Codec(b) => super::bench_codec::run(b),
         BenchWhat::Synth(b) => super::bench_synth::run(b),
+        BenchWhat::Serve(b) => super::bench_serve::run(b),
     }
 }
 

@@ -5,6 +5,7 @@ mod assets;
 mod bake;
 mod bench;
 mod bench_codec;
+mod bench_serve;
 mod bench_synth;
 mod common;
 mod drape;

@@ -191,6 +191,9 @@ fn trial(
     bits
 }
 
+/// Vertices of a patch on which the encoder compares prediction modes.
+const MODE_PROBE: usize = 16;
+
 /// Encodes one garment stream. Owns the reconstruction (the last coded frame), so a
 /// delta is always predicted from exactly what every in-step decoder holds.
 pub struct Encoder {
@@ -426,20 +429,22 @@ impl Encoder {
                 }
                 continue;
             }
+            // every mode is tried on the patch's first MODE_PROBE vertices (their
+            // references lie before them, so the trial is exact there); the winner then
+            // codes the whole patch
+            let probe = &patch[..patch.len().min(MODE_PROBE)];
             let mut best = (u32::MAX, MODE_SKIP);
             for mode in 1..MODES {
                 let (b, sp) = split_mode(mode);
                 let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
-                let c = trial(s, patch, Some(base), sp, &self.target, r, &mut self.q_new);
+                let c = trial(s, probe, Some(base), sp, &self.target, r, &mut self.q_new);
                 if c < best.0 {
                     best = (c, mode);
                 }
             }
-            if best.1 != MODES - 1 {
-                let (b, sp) = split_mode(best.1);
-                let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
-                trial(s, patch, Some(base), sp, &self.target, r, &mut self.q_new);
-            }
+            let (b, sp) = split_mode(best.1);
+            let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
+            trial(s, patch, Some(base), sp, &self.target, r, &mut self.q_new);
             self.modes[pi] = best.1;
         }
         out.clear();

@@ -1,0 +1,143 @@
+//! `clothcast bench serve`: the server on loopback with publishers and viewers in the
+//! same run: sustained avatars at the tick rate, pose-in → frame-out latency (p50, p99,
+//! measured at the viewers on the publisher's clock, so it includes the wait for the
+//! next tick), and bytes per second out.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::serve::{load_db, pose_message, runtime};
+use crate::bake::DEFAULT_CLIP;
+use crate::client::Client;
+use crate::mocap::Clip;
+use crate::net::{ServerConfig, start};
+use crate::protocol::{ClientMessage, Role, ServerMessage};
+use crate::skeleton::Skeleton;
+
+/// Arguments of `clothcast bench serve`.
+#[derive(Args, Debug)]
+pub(crate) struct ServeBench {
+    /// Avatar counts to try.
+    #[arg(long, value_delimiter = ',', default_values_t = [10usize, 25, 50, 100, 200])]
+    avatars: Vec<usize>,
+    /// Viewers, each subscribed to every avatar.
+    #[arg(long, default_value_t = 2)]
+    viewers: usize,
+    /// Seconds measured per avatar count (after one second of warm-up).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f32,
+    /// Example database (default: the default database).
+    #[arg(long)]
+    db: Option<std::path::PathBuf>,
+}
+
+pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
+    let db = load_db(b.db.as_ref())?;
+    let clip = Clip::from_bvh_text(
+        DEFAULT_CLIP,
+        None,
+        &Skeleton::from_rest_positions(db.body.skeleton),
+    )?;
+    let clip = Arc::new(clip);
+    println!(
+        "clothcast server on loopback, {} garment vertices, {} viewers subscribed to all avatars, 30 Hz tick, this machine",
+        db.vertex_count(),
+        b.viewers
+    );
+    println!(
+        "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11}",
+        "avatars", "frames/s/vw", "sustained", "p50 ms", "p99 ms", "Mbit/s out"
+    );
+    runtime()?.block_on(async move {
+        for &n in &b.avatars {
+            let config = ServerConfig {
+                bind: "127.0.0.1:0".parse()?,
+                open: true,
+                viewer_queue: 16,
+                ..ServerConfig::default()
+            };
+            let server = start(Arc::clone(&db), config).await?;
+            let url = format!("ws://{}/ws", server.addr);
+            let t0 = Instant::now();
+            // publisher: every avatar at 30 Hz, timestamps on our clock
+            let publisher = {
+                let (url, clip) = (url.clone(), Arc::clone(&clip));
+                tokio::spawn(async move {
+                    let mut c = Client::connect(&url, Role::Publisher, None).await?;
+                    let mut next = tokio::time::Instant::now();
+                    loop {
+                        let t = t0.elapsed().as_secs_f64();
+                        let frame = (t / f64::from(clip.frame_time)) as usize;
+                        for k in 0..n {
+                            let f = (frame + k * 97) % clip.poses.len();
+                            c.send(&pose_message(&format!("bench-{k}"), &clip.poses[f], t))
+                                .await?;
+                        }
+                        next += Duration::from_secs_f64(1.0 / 30.0);
+                        tokio::time::sleep_until(next).await;
+                    }
+                    #[allow(unreachable_code, reason = "the task is aborted")]
+                    anyhow::Ok(())
+                })
+            };
+            let warm = Duration::from_secs(1);
+            let measure = Duration::from_secs_f32(b.seconds);
+            let mut viewers = Vec::new();
+            for _ in 0..b.viewers {
+                let url = url.clone();
+                viewers.push(tokio::spawn(async move {
+                    let mut c = Client::connect(&url, Role::Viewer, None).await?;
+                    c.send(&ClientMessage::Subscribe { avatars: None }).await?;
+                    let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());
+                    let start = Instant::now();
+                    while start.elapsed() < warm + measure {
+                        let m = match tokio::time::timeout(Duration::from_millis(500), c.next())
+                            .await
+                        {
+                            Ok(m) => m?,
+                            Err(_) => continue,
+                        };
+                        if let ServerMessage::Frame(f) = m {
+                            if start.elapsed() >= warm {
+                                frames += 1;
+                                bytes += f.garment.len() as u64 + f.pose.len() as u64 + 64;
+                                lat.push(t0.elapsed().as_secs_f64() - f.pose_timestamp);
+                            }
+                        }
+                    }
+                    anyhow::Ok((frames, bytes, lat))
+                }));
+            }
+            let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());
+            for v in viewers {
+                let (f, by, l) = v.await??;
+                frames += f;
+                bytes += by;
+                lat.extend(l);
+            }
+            publisher.abort();
+            server.shutdown().await;
+            lat.sort_by(f64::total_cmp);
+            let pct = |p: f64| {
+                lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+                    .copied()
+                    .unwrap_or(f64::NAN)
+                    * 1000.0
+            };
+            let secs = f64::from(b.seconds);
+            let per_viewer = frames as f64 / b.viewers.max(1) as f64 / secs;
+            println!(
+                "{:>8} | {:>12.0} {:>8.0}% | {:>9.1} {:>9.1} | {:>11.2}",
+                n,
+                per_viewer,
+                per_viewer / (30.0 * n as f64) * 100.0,
+                pct(0.5),
+                pct(0.99),
+                bytes as f64 * 8.0 / secs / 1e6
+            );
+        }
+        anyhow::Ok(())
+    })
+}
