@@ -99,12 +99,12 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                             Ok(m) => m?,
                             Err(_) => continue,
                         };
-                        if let ServerMessage::Frame(f) = m {
-                            if start.elapsed() >= warm {
-                                frames += 1;
-                                bytes += f.garment.len() as u64 + f.pose.len() as u64 + 64;
-                                lat.push(t0.elapsed().as_secs_f64() - f.pose_timestamp);
-                            }
+                        if let ServerMessage::Frame(f) = m
+                            && start.elapsed() >= warm
+                        {
+                            frames += 1;
+                            bytes += f.garment.len() as u64 + f.pose.len() as u64 + 64;
+                            lat.push(t0.elapsed().as_secs_f64() - f.pose_timestamp);
                         }
                     }
                     anyhow::Ok((frames, bytes, lat))
