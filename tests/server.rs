@@ -213,3 +213,93 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
     .await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_close_or_refuse_the_offender_only() {
+    let config = ServerConfig {
+        max_messages_per_second: 50.0,
+        max_avatars_per_publisher: 2,
+        max_viewers: 1,
+        ..config()
+    };
+    let server = start(db(), config).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer");
+    viewer
+        .send(&ClientMessage::Subscribe { avatars: None })
+        .await
+        .expect("subscribe");
+    // a second viewer is over the limit
+    let second = Client::connect(&url, Role::Viewer, Some("view".into())).await;
+    assert!(second.is_err(), "the viewer limit was not applied");
+    // a third avatar from one publisher is refused, the first two stream on
+    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher");
+    for a in ["a", "b", "c"] {
+        publisher.send(&arm_pose(a, 0.3, 0.0)).await.expect("pose");
+    }
+    assert!(
+        matches!(publisher.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "too_many_avatars")
+    );
+    let mut view = Viewer::default();
+    until(&mut viewer, &mut view, |v, _| {
+        ["a", "b"]
+            .iter()
+            .all(|a| v.avatars.get(*a).is_some_and(|x| x.frames >= 2))
+    })
+    .await;
+    assert!(!view.avatars.contains_key("c"));
+    // a flooding publisher is closed; the viewer keeps getting frames of the others
+    let mut flood = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("flooder");
+    let mut closed = false;
+    for i in 0..400 {
+        if flood
+            .send(&arm_pose("flood", 0.1, f64::from(i)))
+            .await
+            .is_err()
+        {
+            closed = true;
+            break;
+        }
+    }
+    if !closed {
+        closed = loop {
+            match tokio::time::timeout(Duration::from_secs(5), flood.next()).await {
+                Ok(Ok(ServerMessage::Error { code, .. })) if code == "closed" => continue,
+                Ok(Ok(_)) => continue,
+                Ok(Err(_)) => break true,
+                Err(_) => break false,
+            }
+        };
+    }
+    assert!(closed, "the flooding connection was not closed");
+    for _ in 0..3 {
+        publisher
+            .send(&arm_pose("a", 0.4, 1.0))
+            .await
+            .expect("the other publisher is unaffected");
+    }
+    let before = view.avatars["a"].frames;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars["a"].frames >= before + 5
+    })
+    .await;
+    // shutdown closes every connection with a reason
+    server.shutdown().await;
+    let mut reason = None;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(2), viewer.next()).await {
+            Ok(Ok(ServerMessage::Error { code, message })) if code == "closed" => {
+                reason = Some(message)
+            }
+            Ok(Ok(_)) => continue,
+            _ => break,
+        }
+    }
+    assert_eq!(reason.as_deref(), Some("server shutting down"));
+}

@@ -47,6 +47,13 @@ pub struct ServerConfig {
     pub viewer_queue: usize,
     /// Seconds a new connection has to send `hello`.
     pub hello_timeout: f32,
+    /// Messages per second one connection may send (averaged over one second, burst of
+    /// the same size); a connection over it is closed with code 1008.
+    pub max_messages_per_second: f32,
+    /// Distinct avatars one publisher connection may drive.
+    pub max_avatars_per_publisher: usize,
+    /// Viewers connected at once; more are closed with code 1013 (try again later).
+    pub max_viewers: usize,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +67,9 @@ impl Default for ServerConfig {
             max_message_bytes: 64 * 1024,
             viewer_queue: 8,
             hello_timeout: 5.0,
+            max_messages_per_second: 2000.0,
+            max_avatars_per_publisher: 64,
+            max_viewers: 256,
         }
     }
 }
@@ -109,12 +119,15 @@ struct Shared {
     asset: Bytes,
     metrics: Metrics,
     start: Instant,
+    /// Set on shutdown: every connection closes with 1001 and a reason.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 /// A running server.
 pub struct ServerHandle {
     /// The bound address.
     pub addr: SocketAddr,
+    shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     tick: Option<std::thread::JoinHandle<()>>,
@@ -125,6 +138,15 @@ impl ServerHandle {
     /// Stops accepting, closes connections, stops the tick thread, and waits.
     pub async fn shutdown(mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        // close every connection with a reason, and give them a moment to flush
+        self.shared.closing.send_replace(true);
+        let m = &self.shared.metrics;
+        for _ in 0..50 {
+            if m.viewers.load(Ordering::Relaxed) + m.publishers.load(Ordering::Relaxed) == 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         if let Some(s) = self.shutdown.take() {
             let _ = s.send(());
         }
@@ -154,6 +176,7 @@ pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHand
         frames: tx,
         metrics: Metrics::default(),
         start: Instant::now(),
+        closing: tokio::sync::watch::channel(false).0,
     });
     let stop = Arc::new(AtomicBool::new(false));
     let tick = {
@@ -185,6 +208,7 @@ pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHand
     tracing::info!(%addr, tick_hz = config.engine.tick_hz, "serving");
     Ok(ServerHandle {
         addr,
+        shared,
         stop,
         shutdown: Some(shutdown_tx),
         tick: Some(tick),
@@ -329,6 +353,7 @@ mod close {
     pub(super) const POLICY: u16 = 1008;
     pub(super) const TOO_BIG: u16 = 1009;
     pub(super) const UNAUTHORIZED: u16 = 4001;
+    pub(super) const TRY_LATER: u16 = 1013;
 }
 
 fn parse(msg: &Message) -> Option<Result<ClientMessage, String>> {
@@ -418,6 +443,15 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
         Ok(None) => return,
         Err(_) => return close_with(sink, close::POLICY, "no hello in time").await,
     };
+    let publisher = matches!(role, Role::Publisher | Role::Both);
+    let viewer = matches!(role, Role::Viewer | Role::Both);
+    let counter = if viewer { &m.viewers } else { &m.publishers };
+    if viewer && counter.fetch_add(1, Ordering::Relaxed) as usize >= s.config.max_viewers {
+        counter.fetch_sub(1, Ordering::Relaxed);
+        return close_with(sink, close::TRY_LATER, "viewer limit reached").await;
+    } else if !viewer {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
     if !send(
         &mut sink,
         &ServerMessage::Welcome {
@@ -427,18 +461,24 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
     )
     .await
     {
+        counter.fetch_sub(1, Ordering::Relaxed);
         return;
     }
-    let publisher = matches!(role, Role::Publisher | Role::Both);
-    let viewer = matches!(role, Role::Viewer | Role::Both);
-    let counter = if viewer { &m.viewers } else { &m.publishers };
-    counter.fetch_add(1, Ordering::Relaxed);
+    // token bucket of the message rate limit
+    let rate = f64::from(s.config.max_messages_per_second.max(1.0));
+    let mut tokens = rate;
+    let mut refilled = Instant::now();
+    let mut closing = s.closing.subscribe();
     let mut rx: Option<broadcast::Receiver<Arc<TickOutput>>> = None;
     let mut subscription: Option<HashSet<String>> = None;
     let mut synced: HashSet<String> = HashSet::new();
     let mut last_pose: HashMap<String, Pose> = HashMap::new();
     loop {
         tokio::select! {
+            _ = closing.changed() => {
+                close_with(sink, 1001, "server shutting down").await;
+                break;
+            }
             incoming = stream.next() => {
                 let msg = match incoming {
                     Some(Ok(msg)) => msg,
@@ -453,6 +493,14 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                 if matches!(msg, Message::Close(_)) {
                     break;
                 }
+                tokens = (tokens + refilled.elapsed().as_secs_f64() * rate).min(rate);
+                refilled = Instant::now();
+                tokens -= 1.0;
+                if tokens < 0.0 {
+                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                    close_with(sink, close::POLICY, "message rate limit exceeded").await;
+                    break;
+                }
                 match parse(&msg) {
                     None => {}
                     Some(Err(e)) => {
@@ -460,6 +508,11 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         if !send(&mut sink, &ServerMessage::error("bad_message", e)).await { break; }
                     }
                     Some(Ok(ClientMessage::Pose(p))) if publisher => {
+                        if !last_pose.contains_key(&p.avatar) && last_pose.len() >= s.config.max_avatars_per_publisher {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !send(&mut sink, &ServerMessage::error("too_many_avatars", format!("a publisher may drive {} avatars", s.config.max_avatars_per_publisher))).await { break; }
+                            continue;
+                        }
                         let prev = last_pose.get(&p.avatar).copied().unwrap_or_default();
                         match pose_from_message(&p, &prev) {
                             Ok(pose) => {
