@@ -38,6 +38,7 @@ fn config() -> ServerConfig {
         bind: "127.0.0.1:0".parse().expect("addr"),
         publisher_token: Some("pub".into()),
         viewer_token: Some("view".into()),
+        vmc_bind: None,
         ..ServerConfig::default()
     }
 }
@@ -302,4 +303,123 @@ async fn limits_close_or_refuse_the_offender_only() {
         }
     }
     assert_eq!(reason.as_deref(), Some("server shutting down"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vmc_over_udp_moves_an_avatar() {
+    use rosc::{OscBundle, OscMessage, OscPacket, OscTime, OscType};
+    let config = ServerConfig {
+        vmc_bind: Some("127.0.0.1:0".parse().expect("addr")),
+        vmc_avatar: Some("vtuber".into()),
+        ..config()
+    };
+    let server = start(db(), config).await.expect("server starts");
+    let vmc = server.vmc_addr.expect("VMC listener");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer");
+    viewer
+        .send(&ClientMessage::Subscribe {
+            avatars: Some(vec!["vtuber".into()]),
+        })
+        .await
+        .expect("subscribe");
+    let sender = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("udp");
+    let bone = |name: &str, q: [f32; 4]| {
+        OscPacket::Message(OscMessage {
+            addr: "/VMC/Ext/Bone/Pos".into(),
+            args: vec![
+                OscType::String(name.into()),
+                0.0.into(),
+                0.0.into(),
+                0.0.into(),
+                q[0].into(),
+                q[1].into(),
+                q[2].into(),
+                q[3].into(),
+            ],
+        })
+    };
+    let packet = |down: f32| {
+        let (s, c) = ((down / 2.0).sin(), (down / 2.0).cos());
+        rosc::encoder::encode(&OscPacket::Bundle(OscBundle {
+            timetag: OscTime {
+                seconds: 0,
+                fractional: 1,
+            },
+            content: vec![
+                OscPacket::Message(OscMessage {
+                    addr: "/VMC/Ext/Root/Pos".into(),
+                    args: vec![
+                        OscType::String("root".into()),
+                        0.0.into(),
+                        0.0.into(),
+                        0.0.into(),
+                        0.0.into(),
+                        0.0.into(),
+                        0.0.into(),
+                        1.0.into(),
+                    ],
+                }),
+                OscPacket::Bundle(OscBundle {
+                    timetag: OscTime {
+                        seconds: 0,
+                        fractional: 1,
+                    },
+                    content: vec![
+                        bone("Hips", [0.0, 0.0, 0.0, 1.0]),
+                        bone("LeftUpperArm", [0.0, 0.0, s, c]),
+                    ],
+                }),
+            ],
+        }))
+        .expect("encodes")
+    };
+    // arm straight out, then lowered 70° (Unity's +Z rotation lowers the left arm)
+    let mut view = Viewer::default();
+    let mut sample = |angle: f32| {
+        let bytes = packet(angle);
+        let sender = &sender;
+        async move {
+            for _ in 0..5 {
+                sender.send_to(&bytes, vmc).await.expect("send");
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+        }
+    };
+    sample(0.0).await;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get("vtuber").is_some_and(|a| a.frames >= 3)
+    })
+    .await;
+    let out: Vec<f32> = view.avatars["vtuber"].positions.clone();
+    sample(70f32.to_radians()).await;
+    let before = view.avatars["vtuber"].frames;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars["vtuber"].frames >= before + 10
+    })
+    .await;
+    let down = &view.avatars["vtuber"].positions;
+    // the left sleeve (vertices beyond x = 0.3 m with the arm out) went down
+    let sleeve: Vec<usize> = (0..out.len() / 3).filter(|&v| out[3 * v] > 0.3).collect();
+    assert!(!sleeve.is_empty());
+    let mean_y =
+        |p: &[f32]| sleeve.iter().map(|&v| p[3 * v + 1]).sum::<f32>() / sleeve.len() as f32;
+    assert!(
+        mean_y(down) < mean_y(&out) - 0.1,
+        "sleeve did not follow the VMC arm: {} → {}",
+        mean_y(&out),
+        mean_y(down)
+    );
+    // garbage datagrams are ignored; the avatar keeps streaming
+    sender.send_to(b"garbage", vmc).await.expect("send");
+    let before = view.avatars["vtuber"].frames;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars["vtuber"].frames >= before + 3
+    })
+    .await;
+    server.shutdown().await;
 }

@@ -8,8 +8,10 @@ mod bvh;
 mod clip;
 mod profile;
 mod retarget;
+mod vmc;
 
 pub use bvh::{Bvh, BvhError, BvhJoint, Channel, MAX_FRAMES, MAX_JOINTS};
 pub use clip::{Clip, ClipError};
 pub use profile::{BUILTIN_PROFILES, Profile, ProfileError, normalize_name};
 pub use retarget::{RetargetError, Retargeter, SourceSkeleton};
+pub use vmc::{VmcError, VmcPerformer};

@@ -54,6 +54,12 @@ pub struct ServerConfig {
     pub max_avatars_per_publisher: usize,
     /// Viewers connected at once; more are closed with code 1013 (try again later).
     pub max_viewers: usize,
+    /// UDP address of the VMC (OSC) listener; `None` turns it off. UDP carries no token:
+    /// anyone who can reach this address can drive avatars.
+    pub vmc_bind: Option<SocketAddr>,
+    /// Avatar id for VMC input; by default each UDP source is its own performer
+    /// (`vmc-<address:port>`).
+    pub vmc_avatar: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +76,8 @@ impl Default for ServerConfig {
             max_messages_per_second: 2000.0,
             max_avatars_per_publisher: 64,
             max_viewers: 256,
+            vmc_bind: Some(SocketAddr::from(([127, 0, 0, 1], 39539))),
+            vmc_avatar: None,
         }
     }
 }
@@ -127,6 +135,8 @@ struct Shared {
 pub struct ServerHandle {
     /// The bound address.
     pub addr: SocketAddr,
+    /// The VMC listener's address, when it runs.
+    pub vmc_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -205,15 +215,68 @@ pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHand
             })
             .await
     });
+    let vmc_addr = match config.vmc_bind {
+        Some(b) => match tokio::net::UdpSocket::bind(b).await {
+            Ok(sock) => {
+                let a = sock.local_addr()?;
+                tokio::spawn(vmc_loop(sock, Arc::clone(&shared)));
+                tracing::info!(addr = %a, "VMC (OSC/UDP) listener");
+                Some(a)
+            }
+            Err(e) => {
+                tracing::error!(addr = %b, error = %e, "VMC listener not started");
+                None
+            }
+        },
+        None => None,
+    };
     tracing::info!(%addr, tick_hz = config.engine.tick_hz, "serving");
     Ok(ServerHandle {
         addr,
+        vmc_addr,
         shared,
         stop,
         shutdown: Some(shutdown_tx),
         tick: Some(tick),
         serve: Some(serve),
     })
+}
+
+/// VMC over UDP: one performer per source address (or one configured avatar); poses go
+/// into the same inbox as WebSocket publishers'.
+async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
+    let m = &s.metrics;
+    let mut performers: HashMap<SocketAddr, crate::mocap::VmcPerformer> = HashMap::new();
+    let mut buf = vec![0u8; 65536];
+    let mut closing = s.closing.subscribe();
+    loop {
+        tokio::select! {
+            _ = closing.changed() => break,
+            r = sock.recv_from(&mut buf) => {
+                let Ok((n, from)) = r else { continue };
+                if !performers.contains_key(&from) && performers.len() >= s.config.engine.max_avatars {
+                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                let p = performers.entry(from).or_default();
+                match p.feed(&buf[..n]) {
+                    Ok(0) => {}
+                    Ok(_) => {
+                        m.poses_in.fetch_add(1, Ordering::Relaxed);
+                        let avatar = s.config.vmc_avatar.clone().unwrap_or_else(|| format!("vmc-{from}"));
+                        let now = s.start.elapsed().as_secs_f64();
+                        if let Ok(mut inbox) = s.inbox.lock() {
+                            inbox.poses.insert(avatar, (p.pose, p.time.unwrap_or(now), now));
+                        }
+                    }
+                    Err(e) => {
+                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%from, error = %e, "VMC packet refused");
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn tick_loop(mut engine: Engine, db: Arc<Database>, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
