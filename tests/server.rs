@@ -380,7 +380,7 @@ async fn vmc_over_udp_moves_an_avatar() {
     };
     // arm straight out, then lowered 70° (Unity's +Z rotation lowers the left arm)
     let mut view = Viewer::default();
-    let mut sample = |angle: f32| {
+    let sample = |angle: f32| {
         let bytes = packet(angle);
         let sender = &sender;
         async move {
