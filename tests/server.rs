@@ -423,3 +423,119 @@ async fn vmc_over_udp_moves_an_avatar() {
     .await;
     server.shutdown().await;
 }
+
+/// A Kinect bridge's body frame (v2 or Azure shape) for a canonical pose.
+fn body_frame(
+    azure: bool,
+    id: &str,
+    pose: &Pose,
+    skeleton: &clothcast::skeleton::Skeleton,
+) -> String {
+    let p = skeleton.joint_positions(pose);
+    let names: [(&str, &str, JointId); 13] = [
+        ("SpineBase", "PELVIS", JointId::PELVIS),
+        ("SpineMid", "SPINE_NAVEL", JointId::SPINE2),
+        ("SpineShoulder", "SPINE_CHEST", JointId::SPINE3),
+        ("Neck", "NECK", JointId::NECK),
+        ("Head", "HEAD", JointId::HEAD),
+        ("ShoulderLeft", "SHOULDER_LEFT", JointId::LEFT_SHOULDER),
+        ("ShoulderRight", "SHOULDER_RIGHT", JointId::RIGHT_SHOULDER),
+        ("ElbowLeft", "ELBOW_LEFT", JointId::LEFT_ELBOW),
+        ("ElbowRight", "ELBOW_RIGHT", JointId::RIGHT_ELBOW),
+        ("WristLeft", "WRIST_LEFT", JointId::LEFT_WRIST),
+        ("WristRight", "WRIST_RIGHT", JointId::RIGHT_WRIST),
+        ("HipLeft", "HIP_LEFT", JointId::LEFT_HIP),
+        ("HipRight", "HIP_RIGHT", JointId::RIGHT_HIP),
+    ];
+    let joints: Vec<serde_json::Value> = names
+        .iter()
+        .map(|(v2, az, j)| {
+            // the performer stands 2 m in front of the sensor
+            let w = p[j.index()] - Vec3::new(0.0, 0.0, 2.0);
+            if azure {
+                serde_json::json!({"name": az, "position": [w.x * 1000.0, -w.y * 1000.0, -w.z * 1000.0], "confidence": 2})
+            } else {
+                serde_json::json!({"jointType": v2, "cameraX": -w.x, "cameraY": w.y, "cameraZ": -w.z, "trackingState": 2})
+            }
+        })
+        .collect();
+    let key = if azure { "body_id" } else { "trackingId" };
+    serde_json::json!({"bodies": [{key: id, "joints": joints}]}).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinect_v2_and_azure_body_frames_move_avatars() {
+    let db = db();
+    let skeleton = clothcast::skeleton::Skeleton::from_rest_positions(db.body.skeleton);
+    let server = start(Arc::clone(&db), config())
+        .await
+        .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher");
+    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer");
+    viewer
+        .send(&ClientMessage::Subscribe { avatars: None })
+        .await
+        .expect("subscribe");
+    let mut view = Viewer::default();
+    let mut down = Pose::rest();
+    down.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -1.2)));
+    for (azure, id) in [(false, "7"), (true, "azure1")] {
+        let avatar = format!("kinect-{id}");
+        for _ in 0..3 {
+            publisher
+                .send_raw(Message::Text(
+                    body_frame(azure, id, &Pose::rest(), &skeleton).into(),
+                ))
+                .await
+                .expect("send");
+        }
+        until(&mut viewer, &mut view, |v, _| {
+            v.avatars.get(&avatar).is_some_and(|a| a.frames >= 5)
+        })
+        .await;
+        let out = view.avatars[&avatar].positions.clone();
+        for _ in 0..3 {
+            publisher
+                .send_raw(Message::Text(
+                    body_frame(azure, id, &down, &skeleton).into(),
+                ))
+                .await
+                .expect("send");
+        }
+        let before = view.avatars[&avatar].frames;
+        until(&mut viewer, &mut view, |v, _| {
+            v.avatars[&avatar].frames >= before + 10
+        })
+        .await;
+        let lowered = &view.avatars[&avatar].positions;
+        let sleeve: Vec<usize> = (0..out.len() / 3).filter(|&v| out[3 * v] > 0.3).collect();
+        let mean_y = |p: &[f32]| {
+            sleeve.iter().map(|&v| p[3 * v + 1]).sum::<f32>() / sleeve.len().max(1) as f32
+        };
+        assert!(
+            !sleeve.is_empty() && mean_y(lowered) < mean_y(&out) - 0.1,
+            "{avatar}: sleeve {} → {}",
+            mean_y(&out),
+            mean_y(lowered)
+        );
+    }
+    // a malformed body frame gets an error reply; the avatars keep streaming
+    publisher
+        .send_raw(Message::Text("{\"bodies\": 3}".into()))
+        .await
+        .expect("send");
+    assert!(
+        matches!(publisher.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "bad_body_frame")
+    );
+    let before = view.avatars["kinect-7"].frames;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars["kinect-7"].frames >= before + 3
+    })
+    .await;
+    server.shutdown().await;
+}

@@ -12,6 +12,7 @@ use rayon::prelude::*;
 use serde_bytes::ByteBuf;
 
 use crate::codec::{BoneTransform, CodecConfig, CodecError, Encoder, GarmentSetup};
+use crate::mocap::{KinectJoints, KinectKind, PositionRetargeter};
 use crate::protocol::{AssetMessage, FrameMessage, PoseMessage, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton, canonicalize};
 use crate::sor::{AvatarJob, AvatarState, Database, SynthParams, Synthesizer, synthesize_all};
@@ -49,7 +50,7 @@ impl Default for EngineConfig {
 #[non_exhaustive]
 pub enum EngineError {
     /// The source profile is not known.
-    #[error("unknown profile {0:?} (this server reads: canonical)")]
+    #[error("unknown profile {0:?} (this server reads: canonical, kinect_v2, azure_kinect)")]
     UnknownProfile(String),
     /// A joint name the profile does not have.
     #[error("unknown joint {0:?}")]
@@ -100,6 +101,77 @@ pub fn pose_from_message(msg: &PoseMessage, previous: &Pose) -> Result<Pose, Eng
     }
     pose.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
+    Ok(pose)
+}
+
+/// What the server remembers of one input avatar between its messages.
+#[derive(Clone, Debug, Default)]
+pub struct InputState {
+    /// The last accepted pose (joints a message leaves out keep their rotation).
+    pub pose: Pose,
+    /// Position sources: the observed pelvis position that maps to the avatar's rest
+    /// pelvis (captured on the first frame, or by `calibrate`).
+    pub origin: Option<Vec3>,
+}
+
+/// Applies a pose message of any supported profile (`canonical`, `kinect_v2`,
+/// `azure_kinect`) to an avatar's input state; on error the state is unchanged.
+/// Kinect joints carry `position` in the SDK's camera coordinates and units, and
+/// `confidence` in [0, 1] (below 0.25: not tracked).
+pub fn apply_pose_message(
+    msg: &PoseMessage,
+    state: &mut InputState,
+    retargeter: &PositionRetargeter,
+) -> Result<Pose, EngineError> {
+    let pose = match KinectKind::from_profile(&msg.profile) {
+        None => pose_from_message(msg, &state.pose)?,
+        Some(kind) => {
+            if msg.avatar.is_empty() || msg.avatar.chars().count() > 64 {
+                return Err(EngineError::BadAvatarId);
+            }
+            let mut joints = KinectJoints::default();
+            for j in &msg.joints {
+                if let Some(p) = j.position {
+                    if p.iter().any(|x| !x.is_finite()) {
+                        return Err(EngineError::BadValue(format!("position of {}", j.name)));
+                    }
+                    if j.confidence.is_none_or(|c| c >= 0.25)
+                        && !joints.set(kind, &j.name, kind.to_world(p))
+                    {
+                        return Err(EngineError::UnknownJoint(j.name.clone()));
+                    }
+                }
+            }
+            apply_joints(&joints, state, retargeter)?
+        }
+    };
+    state.pose = pose;
+    Ok(pose)
+}
+
+/// Applies observed Kinect joints (a body of a bridge's body frame) to an input state.
+pub fn apply_joints(
+    joints: &KinectJoints,
+    state: &mut InputState,
+    retargeter: &PositionRetargeter,
+) -> Result<Pose, EngineError> {
+    if joints.count() < 3 {
+        return Err(EngineError::BadValue("fewer than 3 tracked joints".into()));
+    }
+    let origin = match (state.origin, joints.pelvis()) {
+        (Some(o), _) => o,
+        (None, Some(p)) => p,
+        (None, None) => {
+            return Err(EngineError::BadValue(
+                "the first frame has no pelvis".into(),
+            ));
+        }
+    };
+    let mut pose = retargeter.retarget(joints, &state.pose, origin);
+    pose.validate()
+        .map_err(|e| EngineError::BadValue(e.to_string()))?;
+    state.origin = Some(origin);
+    state.pose = pose;
     Ok(pose)
 }
 

@@ -6,12 +6,16 @@
 
 mod bvh;
 mod clip;
+mod kinect;
 mod profile;
 mod retarget;
 mod vmc;
 
 pub use bvh::{Bvh, BvhError, BvhJoint, Channel, MAX_FRAMES, MAX_JOINTS};
 pub use clip::{Clip, ClipError};
+pub use kinect::{
+    KinectBody, KinectError, KinectJoints, KinectKind, PositionRetargeter, parse_body_frame,
+};
 pub use profile::{BUILTIN_PROFILES, Profile, ProfileError, normalize_name};
 pub use retarget::{RetargetError, Retargeter, SourceSkeleton};
 pub use vmc::{VmcError, VmcPerformer};

@@ -21,7 +21,10 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::broadcast;
 
-use crate::engine::{Engine, EngineConfig, EngineError, TickOutput, pose_from_message};
+use crate::engine::{
+    Engine, EngineConfig, EngineError, InputState, TickOutput, apply_joints, apply_pose_message,
+};
+use crate::mocap::{PositionRetargeter, parse_body_frame};
 use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
 use crate::skeleton::Pose;
 use crate::sor::Database;
@@ -129,6 +132,8 @@ struct Shared {
     start: Instant,
     /// Set on shutdown: every connection closes with 1001 and a reason.
     closing: tokio::sync::watch::Sender<bool>,
+    /// Position sources (Kinect) → canonical poses, for the database's skeleton.
+    retargeter: PositionRetargeter,
 }
 
 /// A running server.
@@ -187,6 +192,9 @@ pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHand
         metrics: Metrics::default(),
         start: Instant::now(),
         closing: tokio::sync::watch::channel(false).0,
+        retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
+            db.body.skeleton,
+        )),
     });
     let stop = Arc::new(AtomicBool::new(false));
     let tick = {
@@ -535,7 +543,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
     let mut rx: Option<broadcast::Receiver<Arc<TickOutput>>> = None;
     let mut subscription: Option<HashSet<String>> = None;
     let mut synced: HashSet<String> = HashSet::new();
-    let mut last_pose: HashMap<String, Pose> = HashMap::new();
+    let mut inputs: HashMap<String, InputState> = HashMap::new();
     loop {
         tokio::select! {
             _ = closing.changed() => {
@@ -564,6 +572,38 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     close_with(sink, close::POLICY, "message rate limit exceeded").await;
                     break;
                 }
+                // Kinect bridges' body frames: {"bodies": [...]} as JSON text, no `type`
+                if let Message::Text(t) = &msg
+                    && publisher
+                    && !t.contains("\"type\"")
+                    && t.contains("\"bodies\"")
+                {
+                    let frame = serde_json::from_str::<serde_json::Value>(t.as_str()).map_err(|e| e.to_string()).and_then(|v| parse_body_frame(&v, None).map_err(|e| e.to_string()));
+                    match frame {
+                        Ok(bodies) => {
+                            let now = s.start.elapsed().as_secs_f64();
+                            for b in bodies {
+                                let avatar = format!("kinect-{}", b.id);
+                                if !inputs.contains_key(&avatar) && inputs.len() >= s.config.max_avatars_per_publisher {
+                                    continue;
+                                }
+                                let mut state = inputs.get(&avatar).cloned().unwrap_or_default();
+                                if let Ok(pose) = apply_joints(&b.joints, &mut state, &s.retargeter) {
+                                    m.poses_in.fetch_add(1, Ordering::Relaxed);
+                                    if let Ok(mut inbox) = s.inbox.lock() {
+                                        inbox.poses.insert(avatar.clone(), (pose, now, now));
+                                    }
+                                    inputs.insert(avatar, state);
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !send(&mut sink, &ServerMessage::error("bad_body_frame", e)).await { break; }
+                        }
+                    }
+                    continue;
+                }
                 match parse(&msg) {
                     None => {}
                     Some(Err(e)) => {
@@ -571,20 +611,20 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         if !send(&mut sink, &ServerMessage::error("bad_message", e)).await { break; }
                     }
                     Some(Ok(ClientMessage::Pose(p))) if publisher => {
-                        if !last_pose.contains_key(&p.avatar) && last_pose.len() >= s.config.max_avatars_per_publisher {
+                        if !inputs.contains_key(&p.avatar) && inputs.len() >= s.config.max_avatars_per_publisher {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !send(&mut sink, &ServerMessage::error("too_many_avatars", format!("a publisher may drive {} avatars", s.config.max_avatars_per_publisher))).await { break; }
                             continue;
                         }
-                        let prev = last_pose.get(&p.avatar).copied().unwrap_or_default();
-                        match pose_from_message(&p, &prev) {
+                        let mut state = inputs.get(&p.avatar).cloned().unwrap_or_default();
+                        match apply_pose_message(&p, &mut state, &s.retargeter) {
                             Ok(pose) => {
                                 m.poses_in.fetch_add(1, Ordering::Relaxed);
                                 let now = s.start.elapsed().as_secs_f64();
                                 if let Ok(mut inbox) = s.inbox.lock() {
                                     inbox.poses.insert(p.avatar.clone(), (pose, p.timestamp, now));
                                 }
-                                last_pose.insert(p.avatar, pose);
+                                inputs.insert(p.avatar, state);
                             }
                             Err(e) => {
                                 m.bad_messages.fetch_add(1, Ordering::Relaxed);
