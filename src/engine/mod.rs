@@ -12,7 +12,7 @@ use rayon::prelude::*;
 use serde_bytes::ByteBuf;
 
 use crate::codec::{BoneTransform, CodecConfig, CodecError, Encoder, GarmentSetup};
-use crate::mocap::{KinectJoints, KinectKind, PositionRetargeter};
+use crate::mocap::{FilterConfig, KinectJoints, KinectKind, PoseFilter, PositionRetargeter};
 use crate::protocol::{AssetMessage, FrameMessage, PoseMessage, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton, canonicalize};
 use crate::sor::{AvatarJob, AvatarState, Database, SynthParams, Synthesizer, synthesize_all};
@@ -31,6 +31,8 @@ pub struct EngineConfig {
     pub max_avatars: usize,
     /// SOR runtime parameters.
     pub synth: SynthParams,
+    /// One Euro filtering of position sources (Kinect); `None` turns it off.
+    pub filter: Option<FilterConfig>,
 }
 
 impl Default for EngineConfig {
@@ -41,6 +43,7 @@ impl Default for EngineConfig {
             remove_after: 30.0,
             max_avatars: 256,
             synth: SynthParams::default(),
+            filter: Some(FilterConfig::default()),
         }
     }
 }
@@ -110,8 +113,10 @@ pub struct InputState {
     /// The last accepted pose (joints a message leaves out keep their rotation).
     pub pose: Pose,
     /// Position sources: the observed pelvis position that maps to the avatar's rest
-    /// pelvis (captured on the first frame, or by `calibrate`).
+    /// pelvis (captured on the first frame).
     pub origin: Option<Vec3>,
+    /// Position sources: the One Euro filter of the stream.
+    pub filter: Option<PoseFilter>,
 }
 
 /// Applies a pose message of any supported profile (`canonical`, `kinect_v2`,
@@ -122,9 +127,14 @@ pub fn apply_pose_message(
     msg: &PoseMessage,
     state: &mut InputState,
     retargeter: &PositionRetargeter,
+    filter: Option<&FilterConfig>,
 ) -> Result<Pose, EngineError> {
     let pose = match KinectKind::from_profile(&msg.profile) {
-        None => pose_from_message(msg, &state.pose)?,
+        None => {
+            let pose = pose_from_message(msg, &state.pose)?;
+            state.pose = pose;
+            pose
+        }
         Some(kind) => {
             if msg.avatar.is_empty() || msg.avatar.chars().count() > 64 {
                 return Err(EngineError::BadAvatarId);
@@ -142,18 +152,20 @@ pub fn apply_pose_message(
                     }
                 }
             }
-            apply_joints(&joints, state, retargeter)?
+            apply_joints(&joints, state, retargeter, filter, msg.timestamp)?
         }
     };
-    state.pose = pose;
     Ok(pose)
 }
 
-/// Applies observed Kinect joints (a body of a bridge's body frame) to an input state.
+/// Applies observed Kinect joints (a body of a bridge's body frame) seen at time `t`
+/// (seconds) to an input state, One-Euro-filtered with `filter` when given.
 pub fn apply_joints(
     joints: &KinectJoints,
     state: &mut InputState,
     retargeter: &PositionRetargeter,
+    filter: Option<&FilterConfig>,
+    t: f64,
 ) -> Result<Pose, EngineError> {
     if joints.count() < 3 {
         return Err(EngineError::BadValue("fewer than 3 tracked joints".into()));
@@ -167,11 +179,23 @@ pub fn apply_joints(
             ));
         }
     };
-    let mut pose = retargeter.retarget(joints, &state.pose, origin);
+    let mut raw = retargeter.retarget(joints, &state.pose, origin);
+    raw.validate()
+        .map_err(|e| EngineError::BadValue(e.to_string()))?;
+    // the retargeter continues from the unfiltered pose; the avatar gets the filtered one
+    let mut f = state
+        .filter
+        .clone()
+        .or_else(|| filter.map(|c| PoseFilter::new(c.clone())));
+    let mut pose = match f.as_mut() {
+        Some(f) => f.apply(&raw, t, &[1.0; JOINT_COUNT]),
+        None => raw,
+    };
     pose.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
     state.origin = Some(origin);
-    state.pose = pose;
+    state.pose = raw;
+    state.filter = f;
     Ok(pose)
 }
 

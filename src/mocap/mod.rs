@@ -6,6 +6,7 @@
 
 mod bvh;
 mod clip;
+mod filter;
 mod kinect;
 mod profile;
 mod retarget;
@@ -13,6 +14,7 @@ mod vmc;
 
 pub use bvh::{Bvh, BvhError, BvhJoint, Channel, MAX_FRAMES, MAX_JOINTS};
 pub use clip::{Clip, ClipError};
+pub use filter::{FilterConfig, PoseFilter};
 pub use kinect::{
     KinectBody, KinectError, KinectJoints, KinectKind, PositionRetargeter, parse_body_frame,
 };

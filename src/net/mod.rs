@@ -588,7 +588,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                     continue;
                                 }
                                 let mut state = inputs.get(&avatar).cloned().unwrap_or_default();
-                                if let Ok(pose) = apply_joints(&b.joints, &mut state, &s.retargeter) {
+                                if let Ok(pose) = apply_joints(&b.joints, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
                                     m.poses_in.fetch_add(1, Ordering::Relaxed);
                                     if let Ok(mut inbox) = s.inbox.lock() {
                                         inbox.poses.insert(avatar.clone(), (pose, now, now));
@@ -617,7 +617,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             continue;
                         }
                         let mut state = inputs.get(&p.avatar).cloned().unwrap_or_default();
-                        match apply_pose_message(&p, &mut state, &s.retargeter) {
+                        match apply_pose_message(&p, &mut state, &s.retargeter, s.config.engine.filter.as_ref()) {
                             Ok(pose) => {
                                 m.poses_in.fetch_add(1, Ordering::Relaxed);
                                 let now = s.start.elapsed().as_secs_f64();
