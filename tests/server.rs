@@ -539,3 +539,68 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
     .await;
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calibrate_from_another_connection_maps_the_held_pose_to_rest() {
+    let db = db();
+    let server = start(Arc::clone(&db), config())
+        .await
+        .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher");
+    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer");
+    viewer
+        .send(&ClientMessage::Subscribe { avatars: None })
+        .await
+        .expect("subscribe");
+    // the suit reads 0.8 rad at the left shoulder while the performer holds a T-pose
+    publisher
+        .send(&arm_pose("suit", 0.8, 0.0))
+        .await
+        .expect("pose");
+    let mut operator = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("operator");
+    operator
+        .send(&ClientMessage::Calibrate {
+            avatar: "suit".into(),
+        })
+        .await
+        .expect("calibrate");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    for i in 1..4 {
+        publisher
+            .send(&arm_pose("suit", 0.8, f64::from(i) * 0.03))
+            .await
+            .expect("pose");
+    }
+    let mut view = Viewer::default();
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get("suit").is_some_and(|a| a.frames >= 15)
+    })
+    .await;
+    let synth = Synthesizer::new(&db, Default::default());
+    let mut rest = vec![Vec3::ZERO; db.vertex_count()];
+    synth.synthesize(
+        &mut AvatarState::new(),
+        &mut Scratch::default(),
+        &Pose::rest(),
+        1.0 / 30.0,
+        &mut rest,
+    );
+    let got = &view.avatars["suit"].positions;
+    let worst = got
+        .chunks_exact(3)
+        .zip(&rest)
+        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
+        .fold(0.0f32, f32::max);
+    assert!(
+        worst < 0.0011,
+        "calibrated stream differs from the rest garment by {worst} m"
+    );
+    server.shutdown().await;
+}

@@ -50,6 +50,8 @@ pub(crate) enum Command {
     Serve(serve::ServeArgs),
     /// Replay a BVH clip to a server as one or more performers.
     Play(serve::PlayArgs),
+    /// Capture a performer's rest pose and facing (they hold a T-pose facing forward).
+    Calibrate(serve::CalibrateArgs),
     /// Watch a server's garment streams in the terminal (decodes them).
     Watch(serve::WatchArgs),
     /// Compare SOR, LBS and nearest-example skinning with the simulated ground truth on a clip.
@@ -73,5 +75,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Demo(a) => serve::run_demo(a),
         Command::Play(a) => serve::run_play(a),
         Command::Watch(a) => serve::run_watch(a),
+        Command::Calibrate(a) => serve::run_calibrate(a),
     }
 }

@@ -303,3 +303,40 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         anyhow::Ok(())
     })
 }
+
+/// Arguments of `clothcast calibrate`.
+#[derive(Args, Debug)]
+pub(crate) struct CalibrateArgs {
+    /// The avatar whose performer now holds the rest pose (T-pose, facing forward).
+    avatar: String,
+    /// Server URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
+    url: String,
+    /// Publisher token.
+    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN")]
+    token: Option<String>,
+}
+
+pub(crate) fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(async move {
+        let mut client = Client::connect(&a.url, Role::Publisher, a.token.clone())
+            .await
+            .with_context(|| format!("connecting to {}", a.url))?;
+        client
+            .send(&ClientMessage::Calibrate {
+                avatar: a.avatar.clone(),
+            })
+            .await?;
+        // an error reply would arrive at once; silence means accepted
+        match tokio::time::timeout(Duration::from_millis(300), client.next()).await {
+            Ok(Ok(crate::protocol::ServerMessage::Error { code, message })) => {
+                anyhow::bail!("{code}: {message}")
+            }
+            _ => println!(
+                "calibration of {} requested: applied on its next pose",
+                a.avatar
+            ),
+        }
+        anyhow::Ok(())
+    })
+}

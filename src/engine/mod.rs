@@ -117,6 +117,31 @@ pub struct InputState {
     pub origin: Option<Vec3>,
     /// Position sources: the One Euro filter of the stream.
     pub filter: Option<PoseFilter>,
+    /// Calibration: the raw pose the performer held when calibrated (their rest pose
+    /// and facing); outputs are taken relative to it.
+    pub rest: Option<Pose>,
+}
+
+impl InputState {
+    /// Captures the current raw pose as the performer's rest pose and facing: from now
+    /// on, holding it gives the avatar's T-pose at the rest position.
+    pub fn calibrate(&mut self) {
+        self.rest = Some(self.pose);
+    }
+
+    /// `raw` relative to the calibration: each joint's rotation is taken relative to its
+    /// calibrated one (local rotations: raw · rest⁻¹), and the pelvis displacement to the
+    /// calibrated position (turned by the calibrated facing).
+    pub fn calibrated(&self, raw: &Pose) -> Pose {
+        let Some(rest) = &self.rest else { return *raw };
+        let mut out = *raw;
+        for j in 0..JOINT_COUNT {
+            out.rotations[j] = (raw.rotations[j] * rest.rotations[j].inverse()).normalize();
+        }
+        let facing = Quat::from_rotation_y(crate::skeleton::heading_of(rest.rotations[0]));
+        out.translation = facing.inverse() * (raw.translation - rest.translation);
+        out
+    }
 }
 
 /// Applies a pose message of any supported profile (`canonical`, `kinect_v2`,
@@ -131,8 +156,10 @@ pub fn apply_pose_message(
 ) -> Result<Pose, EngineError> {
     let pose = match KinectKind::from_profile(&msg.profile) {
         None => {
-            let pose = pose_from_message(msg, &state.pose)?;
-            state.pose = pose;
+            let raw = pose_from_message(msg, &state.pose)?;
+            let pose = state.calibrated(&raw);
+            pose.validate_copy()?;
+            state.pose = raw;
             pose
         }
         Some(kind) => {
@@ -187,9 +214,10 @@ pub fn apply_joints(
         .filter
         .clone()
         .or_else(|| filter.map(|c| PoseFilter::new(c.clone())));
+    let calibrated = state.calibrated(&raw);
     let mut pose = match f.as_mut() {
-        Some(f) => f.apply(&raw, t, &[1.0; JOINT_COUNT]),
-        None => raw,
+        Some(f) => f.apply(&calibrated, t, &[1.0; JOINT_COUNT]),
+        None => calibrated,
     };
     pose.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
@@ -197,6 +225,18 @@ pub fn apply_joints(
     state.pose = raw;
     state.filter = f;
     Ok(pose)
+}
+
+trait ValidateCopy {
+    fn validate_copy(&self) -> Result<(), EngineError>;
+}
+
+impl ValidateCopy for Pose {
+    fn validate_copy(&self) -> Result<(), EngineError> {
+        let mut p = *self;
+        p.validate()
+            .map_err(|e| EngineError::BadValue(e.to_string()))
+    }
 }
 
 struct Avatar {

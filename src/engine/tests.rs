@@ -6,8 +6,10 @@ use glam::Vec3;
 
 use super::*;
 use crate::codec::Decoder;
+use crate::mocap::PositionRetargeter;
 use crate::protocol::{JointSample, ServerMessage};
 use crate::skeleton::quat_exp;
+use glam::Quat;
 
 fn db() -> Arc<Database> {
     let path =
@@ -230,5 +232,85 @@ fn damping_blends_example_weights_smoothly_across_a_pose_jump() {
     assert!(
         steps.windows(2).all(|w| w[1] <= w[0] + 0.0011),
         "the approach is not monotone: {steps:?}"
+    );
+}
+
+#[test]
+fn calibration_maps_the_performers_rest_pose_and_facing_to_the_t_pose() {
+    let retargeter = PositionRetargeter::new(&db().body.to_body().skeleton);
+    let mut state = InputState::default();
+    let facing = Quat::from_rotation_y(0.5);
+    let msg = |shoulder: f32, elbow: f32, root: Vec3| PoseMessage {
+        avatar: "suit".into(),
+        profile: "canonical".into(),
+        timestamp: 0.0,
+        root: Some(root.to_array()),
+        joints: vec![
+            JointSample {
+                name: "pelvis".into(),
+                rotation: Some(facing.to_array()),
+                position: None,
+                confidence: None,
+            },
+            JointSample {
+                name: "left_shoulder".into(),
+                rotation: Some(Quat::from_rotation_z(shoulder).to_array()),
+                position: None,
+                confidence: None,
+            },
+            JointSample {
+                name: "left_elbow".into(),
+                rotation: Some(Quat::from_rotation_y(elbow).to_array()),
+                position: None,
+                confidence: None,
+            },
+        ],
+    };
+    let start = Vec3::new(0.2, 0.0, 0.1);
+    // an uncalibrated suit reports a 0.3 rad shoulder offset and a 0.5 rad facing
+    let raw =
+        apply_pose_message(&msg(0.3, 0.0, start), &mut state, &retargeter, None).expect("pose");
+    assert!(
+        raw.rotation(JointId::LEFT_SHOULDER)
+            .angle_between(Quat::IDENTITY)
+            > 0.29
+    );
+    state.calibrate();
+    let rest =
+        apply_pose_message(&msg(0.3, 0.0, start), &mut state, &retargeter, None).expect("pose");
+    for j in JointId::all() {
+        assert!(
+            rest.rotation(j).angle_between(Quat::IDENTITY) < 1e-5,
+            "{} not at rest",
+            j.name()
+        );
+    }
+    assert!(rest.translation.length() < 1e-6);
+    // bending the elbow and stepping 1 m forward (in the performer's facing)
+    let moved = apply_pose_message(
+        &msg(0.3, 0.7, start + facing * Vec3::Z),
+        &mut state,
+        &retargeter,
+        None,
+    )
+    .expect("pose");
+    assert!(
+        (moved
+            .rotation(JointId::LEFT_ELBOW)
+            .angle_between(Quat::IDENTITY)
+            - 0.7)
+            .abs()
+            < 1e-4
+    );
+    assert!(
+        moved
+            .rotation(JointId::LEFT_SHOULDER)
+            .angle_between(Quat::IDENTITY)
+            < 1e-5
+    );
+    assert!(
+        (moved.translation - Vec3::Z).length() < 1e-5,
+        "{:?}",
+        moved.translation
     );
 }

@@ -134,6 +134,9 @@ struct Shared {
     closing: tokio::sync::watch::Sender<bool>,
     /// Position sources (Kinect) → canonical poses, for the database's skeleton.
     retargeter: PositionRetargeter,
+    /// Calibrations asked for avatars another connection publishes; the owning
+    /// connection applies them on the avatar's next pose.
+    calibrate: Mutex<HashSet<String>>,
 }
 
 /// A running server.
@@ -192,6 +195,7 @@ pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHand
         metrics: Metrics::default(),
         start: Instant::now(),
         closing: tokio::sync::watch::channel(false).0,
+        calibrate: Mutex::new(HashSet::new()),
         retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
             db.body.skeleton,
         )),
@@ -618,7 +622,11 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         }
                         let mut state = inputs.get(&p.avatar).cloned().unwrap_or_default();
                         match apply_pose_message(&p, &mut state, &s.retargeter, s.config.engine.filter.as_ref()) {
-                            Ok(pose) => {
+                            Ok(mut pose) => {
+                                if s.calibrate.lock().is_ok_and(|mut c| c.remove(&p.avatar)) {
+                                    state.calibrate();
+                                    pose = state.calibrated(&state.pose);
+                                }
                                 m.poses_in.fetch_add(1, Ordering::Relaxed);
                                 let now = s.start.elapsed().as_secs_f64();
                                 if let Ok(mut inbox) = s.inbox.lock() {
@@ -632,6 +640,19 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             }
                         }
                     }
+                    Some(Ok(ClientMessage::Calibrate { avatar })) if publisher => {
+                        match inputs.get_mut(&avatar) {
+                            Some(state) => state.calibrate(),
+                            None if avatar.chars().count() <= 64 => {
+                                // published elsewhere: its connection applies it next pose
+                                if let Ok(mut c) = s.calibrate.lock() { if c.len() < 1024 { c.insert(avatar); } }
+                            }
+                            None => {
+                                m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                if !send(&mut sink, &ServerMessage::error("bad_message", "avatar id too long")).await { break; }
+                            }
+                        }
+                    }
                     Some(Ok(ClientMessage::Subscribe { avatars })) if viewer => {
                         if rx.is_none() {
                             if sink.send(Message::Binary(s.asset.clone())).await.is_err() { break; }
@@ -642,7 +663,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     }
                     Some(Ok(other)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) => "pose from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection" };
+                        let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate { .. } => "pose or calibrate from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection" };
                         if !send(&mut sink, &ServerMessage::error("unexpected", what)).await { break; }
                     }
                 }

@@ -76,6 +76,12 @@ pub enum ClientMessage {
     },
     /// A pose for an avatar (publishers).
     Pose(PoseMessage),
+    /// The performer of `avatar` holds their rest pose (T-pose, facing where "forward"
+    /// should be): capture it (publishers).
+    Calibrate {
+        /// Avatar id.
+        avatar: String,
+    },
     /// Which avatars to receive (viewers); `None`: all.
     Subscribe {
         /// Avatar ids.
