@@ -645,7 +645,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             Some(state) => state.calibrate(),
                             None if avatar.chars().count() <= 64 => {
                                 // published elsewhere: its connection applies it next pose
-                                if let Ok(mut c) = s.calibrate.lock() { if c.len() < 1024 { c.insert(avatar); } }
+                                if let Ok(mut c) = s.calibrate.lock() && c.len() < 1024 { c.insert(avatar); }
                             }
                             None => {
                                 m.bad_messages.fetch_add(1, Ordering::Relaxed);
