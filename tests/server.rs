@@ -604,3 +604,168 @@ async fn calibrate_from_another_connection_maps_the_held_pose_to_rest() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
+    use futures_util::{SinkExt, StreamExt};
+    let config = ServerConfig {
+        viewer_queue: 2,
+        send_buffer_bytes: 16 * 1024,
+        ..config()
+    };
+    let server = start(db(), config).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher");
+    let mut active = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer");
+    active
+        .send(&ClientMessage::Subscribe { avatars: None })
+        .await
+        .expect("subscribe");
+    // a viewer with a tiny receive window, so the server's writes to it block
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.set_recv_buffer_size(2048).expect("rcvbuf");
+    let stream = sock.connect(server.addr).await.expect("connect");
+    let (mut stalled, _) = tokio_tungstenite::client_async(url.as_str(), stream)
+        .await
+        .expect("handshake");
+    let hello = ClientMessage::Hello {
+        version: clothcast::protocol::PROTOCOL_VERSION,
+        role: Role::Viewer,
+        token: Some("view".into()),
+    };
+    stalled
+        .send(Message::Binary(hello.to_msgpack().into()))
+        .await
+        .expect("hello");
+    stalled
+        .send(Message::Binary(
+            ClientMessage::Subscribe { avatars: None }
+                .to_msgpack()
+                .into(),
+        ))
+        .await
+        .expect("subscribe");
+    // 24 avatars; the slow viewer first takes the asset and some frames, then reads
+    // nothing for 3 s
+    let names: Vec<String> = (0..24).map(|i| format!("crowd-{i}")).collect();
+    let mut view = Viewer::default();
+    let mut stalled_view = Viewer::default();
+    let mut last_seq: std::collections::HashMap<String, u32> = Default::default();
+    let mut gaps = 0;
+    let mut tick = 0.0;
+    let mut note = |m: &ServerMessage, last_seq: &mut std::collections::HashMap<String, u32>| {
+        if let ServerMessage::Frame(f) = m
+            && let Some(prev) = last_seq.insert(f.avatar.clone(), f.seq)
+        {
+            gaps += usize::from(f.seq > prev + 1);
+        }
+    };
+    while stalled_view.avatars.len() < names.len() {
+        for (i, n) in names.iter().enumerate() {
+            publisher
+                .send(&arm_pose(n, 0.3 + 0.02 * i as f32, tick))
+                .await
+                .expect("pose");
+        }
+        tick += 0.05;
+        let until_t = tokio::time::Instant::now() + Duration::from_millis(30);
+        while let Ok(Some(Ok(Message::Binary(b)))) =
+            tokio::time::timeout_at(until_t, stalled.next()).await
+        {
+            let m = ServerMessage::from_msgpack(&b).expect("message");
+            note(&m, &mut last_seq);
+            stalled_view.apply(m).expect("decodes");
+        }
+        while let Ok(Ok(m)) = tokio::time::timeout(Duration::from_millis(1), active.next()).await {
+            view.apply(m).expect("active viewer decodes");
+        }
+    }
+    let t0 = tokio::time::Instant::now();
+    let before: u64 = view.avatars.values().map(|a| a.frames).sum();
+    while t0.elapsed() < Duration::from_secs(3) {
+        for (i, n) in names.iter().enumerate() {
+            publisher
+                .send(&arm_pose(
+                    n,
+                    0.3 + 0.02 * i as f32 + 0.1 * (tick as f32).sin(),
+                    tick,
+                ))
+                .await
+                .expect("pose");
+        }
+        tick += 0.05;
+        // the active viewer keeps up meanwhile
+        while let Ok(Ok(m)) = tokio::time::timeout(Duration::from_millis(5), active.next()).await {
+            view.apply(m).expect("active viewer decodes");
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    let active_frames: u64 = view.avatars.values().map(|a| a.frames).sum::<u64>() - before;
+    // the active viewer kept receiving at the tick rate all along (24 avatars × 30 Hz)
+    let rate = active_frames as f64 / t0.elapsed().as_secs_f64();
+    assert!(
+        rate > 24.0 * 30.0 * 0.7,
+        "the active viewer was slowed: {rate:.0} frames/s"
+    );
+    // the stalled viewer now reads: it lost frames, and decodes again after keyframes
+    let decoded_before: std::collections::HashMap<String, u64> = stalled_view
+        .avatars
+        .iter()
+        .map(|(k, v)| (k.clone(), v.frames))
+        .collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut last_send = tokio::time::Instant::now();
+    loop {
+        if last_send.elapsed() > Duration::from_millis(30) {
+            last_send = tokio::time::Instant::now();
+            for (i, n) in names.iter().enumerate() {
+                publisher
+                    .send(&arm_pose(n, 0.3 + 0.02 * i as f32, tick))
+                    .await
+                    .expect("pose");
+            }
+        }
+        let m = match tokio::time::timeout_at(deadline, stalled.next()).await {
+            Ok(Some(Ok(Message::Binary(b)))) => ServerMessage::from_msgpack(&b).expect("message"),
+            Ok(Some(Ok(_))) => continue,
+            other => panic!("stalled viewer: {other:?}"),
+        };
+        note(&m, &mut last_seq);
+        stalled_view.apply(m).expect("stalled viewer decodes");
+        if stalled_view
+            .avatars
+            .iter()
+            .all(|(k, a)| a.frames >= decoded_before[k] + 10)
+        {
+            break;
+        }
+    }
+    let metrics = http_get(server.addr, "/metrics").await;
+    assert!(
+        gaps > 0,
+        "the stalled viewer never lost a frame: the test did not stall it"
+    );
+    let dropped: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("clothcast_frames_dropped_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(dropped > 0, "/metrics does not count the dropped frames");
+    server.shutdown().await;
+}
+
+/// A plain HTTP/1.1 GET on loopback (no client library needed for one request).
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .expect("request");
+    let mut body = String::new();
+    s.read_to_string(&mut body).await.expect("response");
+    body
+}

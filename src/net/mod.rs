@@ -48,6 +48,9 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// Ticks a viewer may fall behind before it loses frames and is resynchronised.
     pub viewer_queue: usize,
+    /// Kernel send buffer per connection, bytes: with `viewer_queue` it bounds what a
+    /// slow viewer can have queued before it starts losing frames.
+    pub send_buffer_bytes: usize,
     /// Seconds a new connection has to send `hello`.
     pub hello_timeout: f32,
     /// Messages per second one connection may send (averaged over one second, burst of
@@ -75,6 +78,7 @@ impl Default for ServerConfig {
             open: false,
             max_message_bytes: 64 * 1024,
             viewer_queue: 8,
+            send_buffer_bytes: 256 * 1024,
             hello_timeout: 5.0,
             max_messages_per_second: 2000.0,
             max_avatars_per_publisher: 64,
@@ -209,6 +213,13 @@ pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHand
     };
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     let addr = listener.local_addr()?;
+    let send_buffer = config.send_buffer_bytes.max(4096);
+    let listener =
+        axum::serve::ListenerExt::tap_io(listener, move |tcp: &mut tokio::net::TcpStream| {
+            if let Err(e) = socket2::SockRef::from(&*tcp).set_send_buffer_size(send_buffer) {
+                tracing::debug!(error = %e, "could not set the send buffer size");
+            }
+        });
     let app = axum::Router::new()
         .route("/ws", get(ws_upgrade))
         .route("/healthz", get(|| async { "ok\n" }))
