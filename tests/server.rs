@@ -62,14 +62,18 @@ async fn until(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
-    let db = db();
-    let server = start(Arc::clone(&db), config())
-        .await
-        .expect("server starts");
+/// A running server with a publisher and a viewer subscribed to every avatar.
+struct Rig {
+    server: clothcast::net::ServerHandle,
+    url: String,
+    publisher: Client,
+    viewer: Client,
+}
+
+async fn rig(config: ServerConfig) -> Rig {
+    let server = start(db(), config).await.expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+    let publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
         .await
         .expect("publisher");
     let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
@@ -79,6 +83,23 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
         .send(&ClientMessage::Subscribe { avatars: None })
         .await
         .expect("subscribe");
+    Rig {
+        server,
+        url,
+        publisher,
+        viewer,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
+    let db = db();
+    let Rig {
+        server,
+        url,
+        mut publisher,
+        mut viewer,
+    } = rig(config()).await;
     for i in 0..3 {
         publisher
             .send(&arm_pose("alice", 0.8, f64::from(i) * 0.03))
@@ -467,20 +488,12 @@ fn body_frame(
 async fn kinect_v2_and_azure_body_frames_move_avatars() {
     let db = db();
     let skeleton = clothcast::skeleton::Skeleton::from_rest_positions(db.body.skeleton);
-    let server = start(Arc::clone(&db), config())
-        .await
-        .expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("publisher");
-    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer");
-    viewer
-        .send(&ClientMessage::Subscribe { avatars: None })
-        .await
-        .expect("subscribe");
+    let Rig {
+        server,
+        mut publisher,
+        mut viewer,
+        ..
+    } = rig(config()).await;
     let mut view = Viewer::default();
     let mut down = Pose::rest();
     down.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -1.2)));
@@ -543,20 +556,12 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calibrate_from_another_connection_maps_the_held_pose_to_rest() {
     let db = db();
-    let server = start(Arc::clone(&db), config())
-        .await
-        .expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("publisher");
-    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer");
-    viewer
-        .send(&ClientMessage::Subscribe { avatars: None })
-        .await
-        .expect("subscribe");
+    let Rig {
+        server,
+        url,
+        mut publisher,
+        mut viewer,
+    } = rig(config()).await;
     // the suit reads 0.8 rad at the left shoulder while the performer holds a T-pose
     publisher
         .send(&arm_pose("suit", 0.8, 0.0))

@@ -8,19 +8,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context;
 use clap::Args;
 use glam::Vec3;
 
 use super::common::write_file;
-use crate::bake::{DEFAULT_CLIP, default_database};
+use crate::bake::DEFAULT_CLIP;
 use crate::body::Body;
 use crate::codec::{BoneTransform, CodecConfig, Decoder, Encoder, GarmentSetup, format::word_hash};
 use crate::garment::{Garment, GarmentConfig};
 use crate::mesh::{MeshQuery, TriMesh};
 use crate::mocap::Clip;
 use crate::skeleton::{Pose, Skeleton, canonicalize};
-use crate::sor::{AvatarState, Database, Scratch, SynthParams, Synthesizer};
+use crate::sor::{AvatarState, Scratch, SynthParams, Synthesizer};
 
 /// Arguments of `clothcast bench codec`.
 #[derive(Args, Debug)]
@@ -112,10 +111,7 @@ fn motions(seconds: f32) -> [(&'static str, usize, usize, usize); 3] {
 }
 
 pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
-    let db = match &b.db {
-        Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
-        None => default_database(&super::bake::progress_bar("baking the default database"))?.0,
-    };
+    let db = super::serve::load_db(b.db.as_ref())?;
     let body = db.body.to_body();
     let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)?;
     let synth = Synthesizer::new(&db, SynthParams::default());

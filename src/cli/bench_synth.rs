@@ -4,11 +4,10 @@
 
 use std::time::Instant;
 
-use anyhow::Context;
 use clap::Args;
 use glam::Vec3;
 
-use crate::bake::{DEFAULT_CLIP, default_database};
+use crate::bake::DEFAULT_CLIP;
 use crate::body::{Body, LbsMatrices, lbs_into};
 use crate::garment::{Garment, GarmentConfig};
 use crate::mesh::{MeshQuery, TriMesh};
@@ -104,10 +103,7 @@ fn refine(db: &Database, fine: &Garment) -> anyhow::Result<Database> {
 }
 
 pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
-    let db = match &b.db {
-        Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
-        None => default_database(&super::bake::progress_bar("baking the default database"))?.0,
-    };
+    let db = super::serve::load_db(b.db.as_ref())?;
     let body = db.body.to_body();
     let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)?;
     let poses: Vec<Pose> = clip
