@@ -70,6 +70,13 @@ layout(location=0) in vec3 pos; uniform mat4 viewProj;
 void main() { gl_Position = viewProj * vec4(pos, 1.0); }`, `#version 300 es
 precision highp float; out vec4 o; void main() { o = vec4(0.42, 0.45, 0.5, 1.0); }`);
 
+// uniform locations, looked up once
+const U = {
+  grid: { viewProj: gl.getUniformLocation(gridProg, "viewProj") },
+  body: { viewProj: gl.getUniformLocation(bodyProg, "viewProj"), bones: gl.getUniformLocation(bodyProg, "bones"), color: gl.getUniformLocation(bodyProg, "color") },
+  garment: { viewProj: gl.getUniformLocation(garmentProg, "viewProj"), model: gl.getUniformLocation(garmentProg, "model"), color: gl.getUniformLocation(garmentProg, "color") },
+};
+
 function normals(pos, tri, out) {
   out.fill(0);
   for (let t = 0; t < tri.length; t += 3) {
@@ -200,7 +207,7 @@ function clear() {
 function drawScene(viewProj) {
   gl.enable(gl.DEPTH_TEST);
   gl.useProgram(gridProg);
-  gl.uniformMatrix4fv(gl.getUniformLocation(gridProg, "viewProj"), false, viewProj);
+  gl.uniformMatrix4fv(U.grid.viewProj, false, viewProj);
   gl.bindVertexArray(gridVao);
   gl.drawArrays(gl.LINES, 0, gridLines.length / 3);
   for (const [id, g] of gpuAvatars) {
@@ -208,15 +215,15 @@ function drawScene(viewProj) {
     if (!av || av.frames === 0) continue;
     const m = gpuAsset(av.asset);
     gl.useProgram(bodyProg);
-    gl.uniformMatrix4fv(gl.getUniformLocation(bodyProg, "viewProj"), false, viewProj);
-    gl.uniformMatrix4fv(gl.getUniformLocation(bodyProg, "bones"), false, g.bones);
-    gl.uniform3f(gl.getUniformLocation(bodyProg, "color"), 0.78, 0.66, 0.58);
+    gl.uniformMatrix4fv(U.body.viewProj, false, viewProj);
+    gl.uniformMatrix4fv(U.body.bones, false, g.bones);
+    gl.uniform3f(U.body.color, 0.78, 0.66, 0.58);
     gl.bindVertexArray(m.body);
     gl.drawElements(gl.TRIANGLES, m.bodyCount, gl.UNSIGNED_INT, 0);
     gl.useProgram(garmentProg);
-    gl.uniformMatrix4fv(gl.getUniformLocation(garmentProg, "viewProj"), false, viewProj);
-    gl.uniformMatrix4fv(gl.getUniformLocation(garmentProg, "model"), false, g.model);
-    gl.uniform3fv(gl.getUniformLocation(garmentProg, "color"), hsl(g.hue));
+    gl.uniformMatrix4fv(U.garment.viewProj, false, viewProj);
+    gl.uniformMatrix4fv(U.garment.model, false, g.model);
+    gl.uniform3fv(U.garment.color, hsl(g.hue));
     gl.bindVertexArray(g.vao);
     gl.drawElements(gl.TRIANGLES, m.garmentTris.length, gl.UNSIGNED_INT, 0);
   }

@@ -325,14 +325,7 @@ impl<'a> Baker<'a> {
             examples.push(r?);
         }
         examples.sort_by_key(|(i, _)| *i);
-        let sources = clips
-            .iter()
-            .map(|c| format!("clip ({} frames, profile {})", c.poses.len(), c.profile))
-            .chain(std::iter::once(format!(
-                "{} joint-limit samples",
-                self.cfg.limit_samples
-            )))
-            .collect();
+        let sources = self.pose_sources(clips);
         Ok(self.database(
             examples.into_iter().map(|(_, e)| e).collect(),
             "kmeans",
@@ -435,15 +428,20 @@ impl<'a> Baker<'a> {
             equilibria.push(eq);
             progress(examples.len(), self.cfg.examples);
         }
-        let sources = clips
+        let sources = self.pose_sources(clips);
+        Ok(self.database(examples, "mcmc", sources, start.elapsed().as_secs_f64()))
+    }
+
+    /// Where candidate poses came from, for the database's bake record.
+    fn pose_sources(&self, clips: &[Clip]) -> Vec<String> {
+        clips
             .iter()
             .map(|c| format!("clip ({} frames, profile {})", c.poses.len(), c.profile))
             .chain(std::iter::once(format!(
                 "{} joint-limit samples",
                 self.cfg.limit_samples
             )))
-            .collect();
-        Ok(self.database(examples, "mcmc", sources, start.elapsed().as_secs_f64()))
+            .collect()
     }
 
     /// A database of the given examples for this garment and body.

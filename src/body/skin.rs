@@ -201,17 +201,7 @@ pub fn lbs_into(rest: &[Vec3], skin: &SkinWeights, m: &LbsMatrices, out: &mut [V
         .zip(&skin.weights)
         .zip(out.iter_mut())
     {
-        let x = Vec3A::from(*x);
-        let mut acc = Vec3A::ZERO;
-        for k in 0..MAX_INFLUENCES {
-            let wk = w[k];
-            if wk == 0.0 {
-                continue;
-            }
-            let b = j[k] as usize;
-            acc += wk * (m.rot[b] * x + m.trans[b]);
-        }
-        *o = Vec3::from(acc);
+        *o = m.apply(*x, j, w);
     }
 }
 

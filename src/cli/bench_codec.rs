@@ -11,12 +11,13 @@ use std::time::Instant;
 use clap::Args;
 use glam::Vec3;
 
+use super::binding::Binding;
 use super::common::write_file;
 use crate::bake::DEFAULT_CLIP;
 use crate::body::Body;
-use crate::codec::{BoneTransform, CodecConfig, Decoder, Encoder, GarmentSetup, format::word_hash};
+use crate::codec::{BoneTransform, Decoder, Encoder, GarmentSetup, format::word_hash};
 use crate::garment::{Garment, GarmentConfig};
-use crate::mesh::{MeshQuery, TriMesh};
+use crate::mesh::TriMesh;
 use crate::mocap::Clip;
 use crate::skeleton::{Pose, Skeleton, canonicalize};
 use crate::sor::{AvatarState, Scratch, SynthParams, Synthesizer};
@@ -59,47 +60,6 @@ fn bones_of(skeleton: &Skeleton, canonical: &Pose) -> Vec<BoneTransform> {
             translation: t.trans.to_array(),
         })
         .collect()
-}
-
-/// Binding of a finer garment onto the database's garment: triangle, barycentric
-/// coordinates and normal offset per fine vertex (at rest).
-struct Binding {
-    tri: Vec<[u32; 3]>,
-    bary: Vec<Vec3>,
-    offset: Vec<f32>,
-}
-
-impl Binding {
-    fn new(coarse: &TriMesh, fine: &[Vec3]) -> anyhow::Result<Self> {
-        let q = MeshQuery::build(coarse)?;
-        let (mut tri, mut bary, mut offset) = (Vec::new(), Vec::new(), Vec::new());
-        for p in fine {
-            let h = q.closest(*p);
-            let t = coarse.triangles[h.triangle as usize];
-            let n = tri_normal(&coarse.positions, t);
-            tri.push(t);
-            bary.push(h.bary);
-            offset.push((*p - h.point).dot(n));
-        }
-        Ok(Self { tri, bary, offset })
-    }
-
-    fn apply(&self, coarse: &[Vec3], out: &mut Vec<f32>) {
-        out.clear();
-        for ((t, b), d) in self.tri.iter().zip(&self.bary).zip(&self.offset) {
-            let p = coarse[t[0] as usize] * b.x
-                + coarse[t[1] as usize] * b.y
-                + coarse[t[2] as usize] * b.z
-                + *d * tri_normal(coarse, *t);
-            out.extend_from_slice(&p.to_array());
-        }
-    }
-}
-
-fn tri_normal(p: &[Vec3], t: [u32; 3]) -> Vec3 {
-    (p[t[1] as usize] - p[t[0] as usize])
-        .cross(p[t[2] as usize] - p[t[0] as usize])
-        .normalize_or_zero()
 }
 
 /// The motions: frames of the built-in CMU 131_01 clip (120 fps).
@@ -167,18 +127,7 @@ fn setup_of(
     triangles: &[[u32; 3]],
     skin: &crate::body::SkinWeights,
 ) -> anyhow::Result<Arc<GarmentSetup>> {
-    let joints: Vec<[u8; 4]> = skin
-        .joints
-        .iter()
-        .map(|j| j.map(|b| b.min(255) as u8))
-        .collect();
-    Ok(Arc::new(GarmentSetup::new(
-        triangles,
-        &joints,
-        &skin.weights,
-        crate::skeleton::JOINT_COUNT as u32,
-        &CodecConfig::default(),
-    )?))
+    Ok(Arc::new(crate::engine::codec_setup(triangles, skin)?))
 }
 
 #[allow(

@@ -7,10 +7,11 @@ use std::time::Instant;
 use clap::Args;
 use glam::Vec3;
 
+use super::binding::Binding;
 use crate::bake::DEFAULT_CLIP;
 use crate::body::{Body, LbsMatrices, lbs_into};
 use crate::garment::{Garment, GarmentConfig};
-use crate::mesh::{MeshQuery, TriMesh};
+use crate::mesh::TriMesh;
 use crate::mocap::Clip;
 use crate::skeleton::{Pose, canonicalize};
 use crate::sor::{
@@ -44,53 +45,20 @@ pub(crate) struct SynthBench {
 /// regions, so synthesis costs what a database baked at that resolution would.
 fn refine(db: &Database, fine: &Garment) -> anyhow::Result<Database> {
     let coarse = TriMesh::new(db.garment.rest.clone(), db.garment.triangles.clone());
-    let query = MeshQuery::build(&coarse)?;
-    let normal = |p: &[Vec3], t: [u32; 3]| {
-        (p[t[1] as usize] - p[t[0] as usize])
-            .cross(p[t[2] as usize] - p[t[0] as usize])
-            .normalize_or_zero()
-    };
-    let bind: Vec<([u32; 3], Vec3, f32, usize)> = fine
-        .mesh
-        .positions
-        .iter()
-        .map(|p| {
-            let h = query.closest(*p);
-            let t = coarse.triangles[h.triangle as usize];
-            let dominant = if h.bary.x >= h.bary.y && h.bary.x >= h.bary.z {
-                0
-            } else if h.bary.y >= h.bary.z {
-                1
-            } else {
-                2
-            };
-            (
-                t,
-                h.bary,
-                (*p - h.point).dot(normal(&coarse.positions, t)),
-                t[dominant] as usize,
-            )
-        })
-        .collect();
+    let binding = Binding::new(&coarse, &fine.mesh.positions)?;
+    let dominant = binding.dominant();
+    let n = dominant.len();
     let examples = db
         .examples
         .iter()
         .map(|e| Example {
             pose: e.pose,
-            positions: bind
-                .iter()
-                .map(|(t, b, d, _)| {
-                    e.positions[t[0] as usize] * b.x
-                        + e.positions[t[1] as usize] * b.y
-                        + e.positions[t[2] as usize] * b.z
-                        + *d * normal(&e.positions, *t)
-                })
-                .collect(),
-            remote_bone: bind.iter().map(|x| e.remote_bone[x.3]).collect(),
-            alpha: bind.iter().map(|x| e.alpha[x.3]).collect(),
-            translation: bind.iter().map(|x| e.translation[x.3]).collect(),
-            body_vertex: bind.iter().map(|x| e.body_vertex[x.3]).collect(),
-            clearance: bind.iter().map(|x| e.clearance[x.3]).collect(),
+            positions: (0..n).map(|v| binding.point(&e.positions, v)).collect(),
+            remote_bone: dominant.iter().map(|&c| e.remote_bone[c]).collect(),
+            alpha: dominant.iter().map(|&c| e.alpha[c]).collect(),
+            translation: dominant.iter().map(|&c| e.translation[c]).collect(),
+            body_vertex: dominant.iter().map(|&c| e.body_vertex[c]).collect(),
+            clearance: dominant.iter().map(|&c| e.clearance[c]).collect(),
             distance_weights: e.distance_weights.clone(),
         })
         .collect();

@@ -7,6 +7,7 @@ mod bench;
 mod bench_codec;
 mod bench_serve;
 mod bench_synth;
+mod binding;
 mod common;
 mod drape;
 mod eval;

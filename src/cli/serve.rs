@@ -112,6 +112,18 @@ pub(crate) struct PlayArgs {
     prefix: String,
 }
 
+/// The pose of avatar `k` of `n` at `t` seconds into a looping clip, the avatars
+/// spread evenly over it. The clip must have frames.
+pub(crate) fn staggered(
+    clip: &crate::mocap::Clip,
+    t: f64,
+    k: usize,
+    n: usize,
+) -> &crate::skeleton::Pose {
+    let frame = (t / f64::from(clip.frame_time)) as usize;
+    &clip.poses[(frame + k * clip.poses.len() / n.max(1)) % clip.poses.len()]
+}
+
 /// A pose message of the canonical profile for `pose`.
 pub(crate) fn pose_message(avatar: &str, pose: &crate::skeleton::Pose, t: f64) -> ClientMessage {
     ClientMessage::Pose(PoseMessage {
@@ -151,13 +163,11 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
             if a.seconds.is_some_and(|s| t >= f64::from(s)) {
                 break;
             }
-            let frame = (t / f64::from(clip.frame_time)) as usize;
             for k in 0..a.avatars {
-                let f = (frame + k * clip.poses.len() / a.avatars.max(1)) % clip.poses.len();
                 client
                     .send(&pose_message(
                         &format!("{}-{k}", a.prefix),
-                        &clip.poses[f],
+                        staggered(&clip, t, k, a.avatars),
                         t,
                     ))
                     .await?;
@@ -260,6 +270,7 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         None,
         &crate::skeleton::Skeleton::from_rest_positions(db.body.skeleton),
     )?;
+    anyhow::ensure!(!clip.poses.is_empty(), "the built-in clip has no frames");
     let config = ServerConfig {
         bind: a.bind,
         open: true,
@@ -289,10 +300,8 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
                 _ = &mut stop => break,
                 _ = tokio::time::sleep_until(next) => {
                     let t = start_t.elapsed().as_secs_f64();
-                    let frame = (t / f64::from(clip.frame_time)) as usize;
                     for k in 0..a.avatars {
-                        let f = (frame + k * clip.poses.len() / a.avatars.max(1)) % clip.poses.len();
-                        client.send(&pose_message(&format!("walker-{k}"), &clip.poses[f], t)).await?;
+                        client.send(&pose_message(&format!("walker-{k}"), staggered(&clip, t, k, a.avatars), t)).await?;
                     }
                     next += period;
                 }

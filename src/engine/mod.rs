@@ -158,7 +158,7 @@ pub fn apply_pose_message(
         None => {
             let raw = pose_from_message(msg, &state.pose)?;
             let pose = state.calibrated(&raw);
-            pose.validate_copy()?;
+            check(&pose)?;
             state.pose = raw;
             pose
         }
@@ -227,16 +227,30 @@ pub fn apply_joints(
     Ok(pose)
 }
 
-trait ValidateCopy {
-    fn validate_copy(&self) -> Result<(), EngineError>;
+/// Refuses a pose with non-finite values or non-unit rotations.
+fn check(pose: &Pose) -> Result<(), EngineError> {
+    let mut p = *pose;
+    p.validate()
+        .map_err(|e| EngineError::BadValue(e.to_string()))
 }
 
-impl ValidateCopy for Pose {
-    fn validate_copy(&self) -> Result<(), EngineError> {
-        let mut p = *self;
-        p.validate()
-            .map_err(|e| EngineError::BadValue(e.to_string()))
-    }
+/// The codec setup of a garment skinned to the canonical skeleton (default lattice).
+pub fn codec_setup(
+    triangles: &[[u32; 3]],
+    skin: &crate::body::SkinWeights,
+) -> Result<GarmentSetup, CodecError> {
+    let joints: Vec<[u8; 4]> = skin
+        .joints
+        .iter()
+        .map(|j| j.map(|b| b.min(255) as u8))
+        .collect();
+    GarmentSetup::new(
+        triangles,
+        &joints,
+        &skin.weights,
+        JOINT_COUNT as u32,
+        &CodecConfig::default(),
+    )
 }
 
 struct Avatar {
@@ -299,19 +313,7 @@ impl Engine {
     /// An engine streaming the garment of `db`.
     pub fn new(db: Arc<Database>, config: EngineConfig) -> Result<Self, EngineError> {
         let g = &db.garment;
-        let joints: Vec<[u8; 4]> = g
-            .skin
-            .joints
-            .iter()
-            .map(|j| j.map(|b| b.min(255) as u8))
-            .collect();
-        let setup = Arc::new(GarmentSetup::new(
-            &g.triangles,
-            &joints,
-            &g.skin.weights,
-            JOINT_COUNT as u32,
-            &CodecConfig::default(),
-        )?);
+        let setup = Arc::new(codec_setup(&g.triangles, &g.skin)?);
         let body = db.body.to_body();
         let skeleton = body.skeleton.clone();
         let asset_hash = format!("{:08x}{:016x}", setup.id(), crate::sor::body_hash(&db.body));
@@ -509,18 +511,15 @@ impl Engine {
                 ];
                 let first = a.encoder.last_frame().is_none();
                 let h = a.encoder.encode(&a.flat, &a.bones, false, &mut a.delta)?;
+                // the body pose bytes, shared by the delta and keyframe messages
+                let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
+                a.pose
+                    .translation
+                    .to_array()
+                    .iter()
+                    .chain(a.pose.rotations.iter().flat_map(|q| q.as_ref()))
+                    .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
                 let message = |garment: &[u8]| {
-                    let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
-                    a.pose
-                        .translation
-                        .to_array()
-                        .iter()
-                        .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
-                    a.pose
-                        .rotations
-                        .iter()
-                        .flat_map(|q| q.to_array())
-                        .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
                     Bytes::from(
                         ServerMessage::Frame(FrameMessage {
                             avatar: (*id).clone(),
@@ -528,7 +527,7 @@ impl Engine {
                             timestamp: now,
                             pose_timestamp: a.pose_timestamp,
                             asset: asset.clone(),
-                            pose: ByteBuf::from(pose),
+                            pose: ByteBuf::from(pose.clone()),
                             world: a.world,
                             garment: ByteBuf::from(garment.to_vec()),
                         })

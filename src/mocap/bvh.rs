@@ -123,7 +123,7 @@ impl<'a> Tokens<'a> {
         })
     }
 
-    fn expect(&mut self, word: &str) -> Result<(), BvhError> {
+    fn keyword(&mut self, word: &str) -> Result<(), BvhError> {
         let t = self.expect_any(word)?;
         if t.eq_ignore_ascii_case(word) {
             Ok(())
@@ -156,7 +156,7 @@ impl Bvh {
     /// Parses a whole BVH file.
     pub fn parse(text: &str) -> Result<Bvh, BvhError> {
         let mut t = Tokens::new(text);
-        t.expect("HIERARCHY")?;
+        t.keyword("HIERARCHY")?;
         let mut joints: Vec<BvhJoint> = Vec::new();
         let mut channel_count = 0usize;
         let first = t.expect_any("ROOT")?;
@@ -168,12 +168,12 @@ impl Bvh {
         let mut pending_name = Some(t.expect_any("joint name")?.to_string());
         loop {
             if let Some(name) = pending_name.take() {
-                t.expect("{")?;
+                t.keyword("{")?;
                 if joints.len() >= MAX_JOINTS {
                     return Err(t.err(format!("more than {MAX_JOINTS} joints")));
                 }
                 let parent = stack.iter().rev().flatten().next().copied();
-                t.expect("OFFSET")?;
+                t.keyword("OFFSET")?;
                 let offset = t.vec3("OFFSET")?;
                 joints.push(BvhJoint {
                     name,
@@ -229,9 +229,9 @@ impl Bvh {
                 }
                 pending_name = Some(t.expect_any("joint name")?.to_string());
             } else if tok.eq_ignore_ascii_case("End") {
-                t.expect("Site")?;
-                t.expect("{")?;
-                t.expect("OFFSET")?;
+                t.keyword("Site")?;
+                t.keyword("{")?;
+                t.keyword("OFFSET")?;
                 let off = t.vec3("End Site OFFSET")?;
                 let owner = stack
                     .last()
@@ -239,7 +239,7 @@ impl Bvh {
                     .flatten()
                     .ok_or_else(|| t.err("End Site inside an End Site"))?;
                 joints[owner].end_site = Some(off);
-                t.expect("}")?;
+                t.keyword("}")?;
             } else if tok == "}" {
                 stack.pop();
                 if stack.is_empty() {
@@ -249,8 +249,8 @@ impl Bvh {
                 return Err(t.err(format!("unexpected {tok:?} in the hierarchy")));
             }
         }
-        t.expect("MOTION")?;
-        t.expect("Frames:")?;
+        t.keyword("MOTION")?;
+        t.keyword("Frames:")?;
         let nt = t.expect_any("frame count")?;
         let frames: usize = nt
             .parse()
@@ -258,8 +258,8 @@ impl Bvh {
         if frames > MAX_FRAMES {
             return Err(t.err(format!("{frames} frames declared (at most {MAX_FRAMES})")));
         }
-        t.expect("Frame")?;
-        t.expect("Time:")?;
+        t.keyword("Frame")?;
+        t.keyword("Time:")?;
         let frame_time = t.number("Frame Time")?;
         if frame_time <= 0.0 {
             return Err(t.err(format!("Frame Time {frame_time} must be positive")));
