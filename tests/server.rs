@@ -62,6 +62,36 @@ async fn until(
     }
 }
 
+/// Largest distance, metres, between a streamed garment and synthesis run directly
+/// (undamped) on `pose`.
+fn off_direct(db: &Database, pose: &Pose, streamed: &[f32]) -> f32 {
+    let synth = Synthesizer::new(db, Default::default());
+    let canonical = canonicalize(pose, synth.skeleton()).0;
+    let mut direct = vec![Vec3::ZERO; db.vertex_count()];
+    synth.synthesize(
+        &mut AvatarState::new(),
+        &mut Scratch::default(),
+        &canonical,
+        1.0 / 30.0,
+        &mut direct,
+    );
+    streamed
+        .chunks_exact(3)
+        .zip(&direct)
+        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
+        .fold(0.0f32, f32::max)
+}
+
+/// Mean height, metres, of the left sleeve (vertices beyond x = 0.3 m with the arm out
+/// in `out`) in `out` and in `later`.
+fn sleeve_heights(out: &[f32], later: &[f32]) -> (f32, f32) {
+    let sleeve: Vec<usize> = (0..out.len() / 3).filter(|&v| out[3 * v] > 0.3).collect();
+    assert!(!sleeve.is_empty(), "no sleeve vertices beyond x = 0.3 m");
+    let mean_y =
+        |p: &[f32]| sleeve.iter().map(|&v| p[3 * v + 1]).sum::<f32>() / sleeve.len() as f32;
+    (mean_y(out), mean_y(later))
+}
+
 /// A running server with a publisher and a viewer subscribed to every avatar.
 struct Rig {
     server: clothcast::net::ServerHandle,
@@ -117,24 +147,9 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
     .await;
     // the decoded garment equals synthesis run directly on the same pose (damping has
     // converged), within the codec's 1 mm
-    let synth = Synthesizer::new(&db, Default::default());
     let mut pose = Pose::rest();
     pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -0.8)));
-    let canonical = canonicalize(&pose, synth.skeleton()).0;
-    let mut direct = vec![Vec3::ZERO; db.vertex_count()];
-    synth.synthesize(
-        &mut AvatarState::new(),
-        &mut Scratch::default(),
-        &canonical,
-        1.0 / 30.0,
-        &mut direct,
-    );
-    let got = &view.avatars["alice"].positions;
-    let worst = got
-        .chunks_exact(3)
-        .zip(&direct)
-        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
-        .fold(0.0f32, f32::max);
+    let worst = off_direct(&db, &pose, &view.avatars["alice"].positions);
     assert!(
         worst < 0.0011,
         "streamed garment differs from direct synthesis by {worst} m"
@@ -424,16 +439,10 @@ async fn vmc_over_udp_moves_an_avatar() {
     })
     .await;
     let down = &view.avatars["vtuber"].positions;
-    // the left sleeve (vertices beyond x = 0.3 m with the arm out) went down
-    let sleeve: Vec<usize> = (0..out.len() / 3).filter(|&v| out[3 * v] > 0.3).collect();
-    assert!(!sleeve.is_empty());
-    let mean_y =
-        |p: &[f32]| sleeve.iter().map(|&v| p[3 * v + 1]).sum::<f32>() / sleeve.len() as f32;
+    let (before_y, after_y) = sleeve_heights(&out, down);
     assert!(
-        mean_y(down) < mean_y(&out) - 0.1,
-        "sleeve did not follow the VMC arm: {} → {}",
-        mean_y(&out),
-        mean_y(down)
+        after_y < before_y - 0.1,
+        "sleeve did not follow the VMC arm: {before_y} → {after_y}"
     );
     // garbage datagrams are ignored; the avatar keeps streaming
     sender.send_to(b"garbage", vmc).await.expect("send");
@@ -526,15 +535,10 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
         })
         .await;
         let lowered = &view.avatars[&avatar].positions;
-        let sleeve: Vec<usize> = (0..out.len() / 3).filter(|&v| out[3 * v] > 0.3).collect();
-        let mean_y = |p: &[f32]| {
-            sleeve.iter().map(|&v| p[3 * v + 1]).sum::<f32>() / sleeve.len().max(1) as f32
-        };
+        let (before_y, after_y) = sleeve_heights(&out, lowered);
         assert!(
-            !sleeve.is_empty() && mean_y(lowered) < mean_y(&out) - 0.1,
-            "{avatar}: sleeve {} → {}",
-            mean_y(&out),
-            mean_y(lowered)
+            after_y < before_y - 0.1,
+            "{avatar}: sleeve {before_y} → {after_y}"
         );
     }
     // a malformed body frame gets an error reply; the avatars keep streaming
@@ -588,21 +592,7 @@ async fn calibrate_from_another_connection_maps_the_held_pose_to_rest() {
         v.avatars.get("suit").is_some_and(|a| a.frames >= 15)
     })
     .await;
-    let synth = Synthesizer::new(&db, Default::default());
-    let mut rest = vec![Vec3::ZERO; db.vertex_count()];
-    synth.synthesize(
-        &mut AvatarState::new(),
-        &mut Scratch::default(),
-        &Pose::rest(),
-        1.0 / 30.0,
-        &mut rest,
-    );
-    let got = &view.avatars["suit"].positions;
-    let worst = got
-        .chunks_exact(3)
-        .zip(&rest)
-        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
-        .fold(0.0f32, f32::max);
+    let worst = off_direct(&db, &Pose::rest(), &view.avatars["suit"].positions);
     assert!(
         worst < 0.0011,
         "calibrated stream differs from the rest garment by {worst} m"
