@@ -259,22 +259,16 @@ async fn limits_close_or_refuse_the_offender_only() {
         max_viewers: 1,
         ..config()
     };
-    let server = start(db(), config).await.expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
-    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer");
-    viewer
-        .send(&ClientMessage::Subscribe { avatars: None })
-        .await
-        .expect("subscribe");
+    let Rig {
+        server,
+        url,
+        mut publisher,
+        mut viewer,
+    } = rig(config).await;
     // a second viewer is over the limit
     let second = Client::connect(&url, Role::Viewer, Some("view".into())).await;
     assert!(second.is_err(), "the viewer limit was not applied");
     // a third avatar from one publisher is refused, the first two stream on
-    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("publisher");
     for a in ["a", "b", "c"] {
         publisher.send(&arm_pose(a, 0.3, 0.0)).await.expect("pose");
     }
@@ -608,18 +602,12 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
         send_buffer_bytes: 16 * 1024,
         ..config()
     };
-    let server = start(db(), config).await.expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("publisher");
-    let mut active = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer");
-    active
-        .send(&ClientMessage::Subscribe { avatars: None })
-        .await
-        .expect("subscribe");
+    let Rig {
+        server,
+        url,
+        mut publisher,
+        viewer: mut active,
+    } = rig(config).await;
     // a viewer with a tiny receive window, so the server's writes to it block
     let sock = tokio::net::TcpSocket::new_v4().expect("socket");
     sock.set_recv_buffer_size(2048).expect("rcvbuf");
