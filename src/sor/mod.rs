@@ -3,6 +3,7 @@
 //! ([`Synthesizer`], SOR §5).
 
 mod db;
+mod local;
 mod motion;
 mod rig;
 mod stored;
