@@ -166,6 +166,31 @@ impl LbsMatrices {
         Vec3::from(acc)
     }
 
+    /// [`Self::apply`] and [`Self::rotate_normal`] of one vertex at once, blending the
+    /// bone matrices first (one blend, two products).
+    #[inline]
+    pub fn apply_with_normal(
+        &self,
+        x: Vec3,
+        n: Vec3,
+        joints: &[u16; MAX_INFLUENCES],
+        weights: &[f32; MAX_INFLUENCES],
+    ) -> (Vec3, Vec3) {
+        let mut m = Mat3A::ZERO;
+        let mut t = Vec3A::ZERO;
+        for k in 0..MAX_INFLUENCES {
+            let w = weights[k];
+            if w != 0.0 {
+                let b = joints[k] as usize;
+                m += self.rot[b] * w;
+                t += self.trans[b] * w;
+            }
+        }
+        let p = m * Vec3A::from(x) + t;
+        let n = (m * Vec3A::from(n)).normalize_or_zero();
+        (Vec3::from(p), Vec3::from(n))
+    }
+
     /// Blended rotation of one normal (LBS), renormalised.
     #[inline]
     pub fn rotate_normal(
@@ -307,6 +332,26 @@ mod tests {
             (a[1] - b[1]).length() > 1e-3,
             "blended vertices differ between LBS and DQS"
         );
+    }
+
+    #[test]
+    fn fused_position_and_normal_match_separate_ones() {
+        let mut t = [Rigid::IDENTITY; JOINT_COUNT];
+        t[3] = Rigid::new(
+            quat_exp(Vec3::new(0.2, 1.1, -0.4)),
+            Vec3::new(0.1, -0.2, 0.3),
+        );
+        t[5] = Rigid::new(
+            quat_exp(Vec3::new(-0.9, 0.3, 0.5)),
+            Vec3::new(-0.3, 0.0, 0.2),
+        );
+        let m = LbsMatrices::new(&t);
+        let (x, n) = (Vec3::new(0.5, 1.2, -0.2), Vec3::new(0.0, 0.6, 0.8));
+        let (j, w) = ([3, 5, 0, 0], [0.6, 0.3, 0.1, 0.0]);
+        let (p, q) = m.apply_with_normal(x, n, &j, &w);
+        assert!((p - m.apply(x, &j, &w)).length() < 1e-6);
+        assert!((q - m.rotate_normal(n, &j, &w)).length() < 1e-6);
+        assert!((q.length() - 1.0).abs() < 1e-6);
     }
 
     #[test]

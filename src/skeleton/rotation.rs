@@ -15,6 +15,48 @@ pub fn quat_log(q: Quat) -> Vec3 {
     v * (angle / s)
 }
 
+/// [`quat_log`] with a polynomial arctangent instead of libm's (absolute angle error
+/// below 2·10⁻⁷ rad, several times faster): for the runtime's Θ, computed for every
+/// example every frame.
+#[inline]
+pub(crate) fn quat_log_fast(q: Quat) -> Vec3 {
+    let q = if q.w < 0.0 { -q } else { q };
+    let v = Vec3::new(q.x, q.y, q.z);
+    let s = v.length();
+    if s < 1e-12 {
+        return 2.0 * v;
+    }
+    // half angle = atan2(s, w) with s ≥ 0, w ≥ 0
+    let half = if s <= q.w {
+        atan_unit(s / q.w)
+    } else {
+        std::f32::consts::FRAC_PI_2 - atan_unit(q.w / s)
+    };
+    v * (2.0 * half / s)
+}
+
+/// arctan(x) for x in [0, 1]: x·P(x²), P a degree-7 least-squares fit on Chebyshev
+/// nodes (max error 9·10⁻⁸ rad in exact arithmetic).
+#[inline]
+fn atan_unit(x: f32) -> f32 {
+    const C: [f32; 8] = [
+        9.999_999_582e-1,
+        -3.333_230_283e-1,
+        1.997_368_031e-1,
+        -1.404_012_865e-1,
+        9.967_885_269e-2,
+        -6.021_844_773e-2,
+        2.475_620_657e-2,
+        -4.830_982_786e-3,
+    ];
+    let t = x * x;
+    let mut p = C[7];
+    for c in C[..7].iter().rev() {
+        p = p * t + c;
+    }
+    x * p
+}
+
 /// Unit quaternion of a rotation vector (axis × angle, radians); inverse of [`quat_log`]
 /// for angles below π.
 pub fn quat_exp(r: Vec3) -> Quat {
@@ -117,6 +159,23 @@ impl Rigid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_log_matches_log() {
+        let mut worst = 0f32;
+        for i in 0..20_000 {
+            let t = i as f32 * 0.618_034;
+            let axis = Vec3::new(t.sin(), (1.7 * t).cos(), (0.3 * t).sin() + 0.2).normalize();
+            // angles over the whole range, including near 0, π/2 (s = w) and π
+            let angle = (i as f32 / 20_000.0) * std::f32::consts::PI;
+            let q = Quat::from_axis_angle(axis, angle);
+            for q in [q, -q] {
+                worst = worst.max((quat_log_fast(q) - quat_log(q)).length());
+            }
+        }
+        assert!(worst < 1e-6, "fast log differs by {worst} rad");
+        assert_eq!(quat_log_fast(Quat::IDENTITY), Vec3::ZERO);
+    }
 
     #[test]
     fn log_exp_round_trip() {

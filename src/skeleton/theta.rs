@@ -4,7 +4,7 @@ use glam::Vec3;
 
 use super::joint::{DOF_COUNT, JOINT_COUNT};
 use super::pose::Pose;
-use super::rotation::{quat_exp, quat_log};
+use super::rotation::{quat_exp, quat_log_fast};
 
 /// Θ(a, b): per joint the rotation vector (log map, radians) of the local rotation
 /// difference `a_j⁻¹ · b_j`, concatenated as 66 numbers, index `m = 3·joint + axis`.
@@ -20,7 +20,7 @@ pub fn theta(a: &Pose, b: &Pose) -> [f32; DOF_COUNT] {
 /// [`theta`] writing into a caller's buffer (no allocation, for the runtime).
 pub fn theta_into(a: &Pose, b: &Pose, out: &mut [f32; DOF_COUNT]) {
     for j in 0..JOINT_COUNT {
-        let d = quat_log(a.rotations[j].conjugate() * b.rotations[j]);
+        let d = quat_log_fast(a.rotations[j].conjugate() * b.rotations[j]);
         out[3 * j] = d.x;
         out[3 * j + 1] = d.y;
         out[3 * j + 2] = d.z;

@@ -299,10 +299,12 @@ impl<'db> Synthesizer<'db> {
             let skin = &db.body.skin;
             for &b in &self.body_used {
                 let b = b as usize;
-                scratch.body_pos[b] =
-                    lbs.apply(db.body.positions[b], &skin.joints[b], &skin.weights[b]);
-                scratch.body_nrm[b] =
-                    lbs.rotate_normal(self.body_normals[b], &skin.joints[b], &skin.weights[b]);
+                (scratch.body_pos[b], scratch.body_nrm[b]) = lbs.apply_with_normal(
+                    db.body.positions[b],
+                    self.body_normals[b],
+                    &skin.joints[b],
+                    &skin.weights[b],
+                );
             }
         }
         self.cut_regions(scratch, k);
