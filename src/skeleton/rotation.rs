@@ -39,7 +39,10 @@ pub(crate) fn quat_log_fast(q: Quat) -> Vec3 {
 /// nodes (max error 9·10⁻⁸ rad in exact arithmetic).
 #[inline]
 fn atan_unit(x: f32) -> f32 {
-    #[allow(clippy::excessive_precision)] // the fit's digits, rounded by the compiler
+    #[allow(
+        clippy::excessive_precision,
+        reason = "the fit's digits, rounded by the compiler"
+    )]
     const C: [f32; 8] = [
         9.999_999_582e-1,
         -3.333_230_283e-1,
