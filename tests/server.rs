@@ -191,10 +191,21 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
         matches!(bad.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "bad_message")
     );
     let mut nan = arm_pose("carol", 0.1, 0.0);
+    let mut joint_name = String::new();
     if let ClientMessage::Pose(p) = &mut nan {
         p.joints[0].rotation = Some([f32::NAN, 0.0, 0.0, 1.0]);
+        joint_name = p.joints[0].name.clone();
     }
     bad.send(&nan).await.expect("send");
+    // the NaN joint is held (and named), the rest of the pose applies
+    assert!(
+        matches!(bad.next().await, Ok(ServerMessage::Error { ref code, ref message }) if code == "joints_held" && message.contains(&joint_name))
+    );
+    let mut late = arm_pose("carol", 0.1, 0.0);
+    if let ClientMessage::Pose(p) = &mut late {
+        p.timestamp = f64::NAN;
+    }
+    bad.send(&late).await.expect("send");
     assert!(
         matches!(bad.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "bad_pose")
     );

@@ -74,7 +74,14 @@ pub enum EngineError {
 
 /// Reads a pose message of the `canonical` profile (local rotations of the canonical
 /// joints, pelvis displacement) on top of `previous` (joints not listed keep theirs).
-pub fn pose_from_message(msg: &PoseMessage, previous: &Pose) -> Result<Pose, EngineError> {
+/// A joint whose rotation is unusable (NaN, infinite, not unit within 1 %) and a
+/// non-finite or absurd root (beyond 10 km) are held at their previous values and
+/// named in the second result; unknown joints, profiles and a bad timestamp refuse
+/// the whole message.
+pub fn pose_from_message(
+    msg: &PoseMessage,
+    previous: &Pose,
+) -> Result<(Pose, Vec<String>), EngineError> {
     if msg.avatar.is_empty() || msg.avatar.chars().count() > 64 {
         return Err(EngineError::BadAvatarId);
     }
@@ -85,11 +92,13 @@ pub fn pose_from_message(msg: &PoseMessage, previous: &Pose) -> Result<Pose, Eng
         return Err(EngineError::BadValue("timestamp".into()));
     }
     let mut pose = *previous;
+    let mut held = Vec::new();
     if let Some(r) = msg.root {
         if r.iter().any(|x| !x.is_finite() || x.abs() > 1e4) {
-            return Err(EngineError::BadValue("root".into()));
+            held.push("root".to_string());
+        } else {
+            pose.translation = Vec3::from(r);
         }
-        pose.translation = Vec3::from(r);
     }
     for j in &msg.joints {
         let id =
@@ -97,14 +106,26 @@ pub fn pose_from_message(msg: &PoseMessage, previous: &Pose) -> Result<Pose, Eng
         if let Some(q) = j.rotation {
             let q = Quat::from_array(q);
             if !q.is_finite() || (q.length() - 1.0).abs() > 0.01 {
-                return Err(EngineError::BadValue(format!("rotation of {}", j.name)));
+                held.push(j.name.clone());
+            } else {
+                pose.set_rotation(id, q.normalize());
             }
-            pose.set_rotation(id, q.normalize());
         }
     }
     pose.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
-    Ok(pose)
+    Ok((pose, held))
+}
+
+/// A pose message applied to an avatar: the pose it gets, and the joints of the
+/// message that could not be used and were held at their last values (a sensor that
+/// lost a joint for a moment, a NaN from a solver). The publisher is told about them.
+#[derive(Clone, Debug)]
+pub struct Applied {
+    /// The avatar's pose (calibrated and filtered).
+    pub pose: Pose,
+    /// Names of the joints (or `root`) held, in message order; empty when all were used.
+    pub held: Vec<String>,
 }
 
 /// What the server remembers of one input avatar between its messages.
@@ -147,16 +168,19 @@ impl InputState {
 /// Applies a pose message of any supported profile (`canonical`, `kinect_v2`,
 /// `azure_kinect`) to an avatar's input state; on error the state is unchanged.
 /// Kinect joints carry `position` in the SDK's camera coordinates and units, and
-/// `confidence` in [0, 1] (below 0.25: not tracked).
+/// `confidence` in [0, 1] (below 0.25: not tracked); a joint whose position is not
+/// finite is treated as not tracked (held) and named in [`Applied::held`].
 pub fn apply_pose_message(
     msg: &PoseMessage,
     state: &mut InputState,
     retargeter: &PositionRetargeter,
     filter: Option<&FilterConfig>,
-) -> Result<Pose, EngineError> {
+) -> Result<Applied, EngineError> {
+    let mut held = Vec::new();
     let pose = match KinectKind::from_profile(&msg.profile) {
         None => {
-            let raw = pose_from_message(msg, &state.pose)?;
+            let (raw, h) = pose_from_message(msg, &state.pose)?;
+            held = h;
             let pose = state.calibrated(&raw);
             check(&pose)?;
             state.pose = raw;
@@ -169,20 +193,22 @@ pub fn apply_pose_message(
             let mut joints = KinectJoints::default();
             for j in &msg.joints {
                 if let Some(p) = j.position {
-                    if p.iter().any(|x| !x.is_finite()) {
-                        return Err(EngineError::BadValue(format!("position of {}", j.name)));
-                    }
-                    if j.confidence.is_none_or(|c| c >= 0.25)
-                        && !joints.set(kind, &j.name, kind.to_world(p))
-                    {
+                    if !kind.knows(&j.name) {
                         return Err(EngineError::UnknownJoint(j.name.clone()));
+                    }
+                    let world = kind.to_world(p);
+                    // NaN, infinite or beyond 100 m: lost for this frame, held
+                    if !world.is_finite() || world.length() >= 100.0 {
+                        held.push(j.name.clone());
+                    } else if j.confidence.is_none_or(|c| c >= 0.25) {
+                        joints.set(kind, &j.name, world);
                     }
                 }
             }
             apply_joints(&joints, state, retargeter, filter, msg.timestamp)?
         }
     };
-    Ok(pose)
+    Ok(Applied { pose, held })
 }
 
 /// Applies observed Kinect joints (a body of a bridge's body frame) seen at time `t`

@@ -158,15 +158,39 @@ fn bad_poses_are_refused_by_name() {
         pose_from_message(&msg("canonical", "tail", [0.0, 0.0, 0.0, 1.0]), &rest),
         Err(EngineError::UnknownJoint(_))
     ));
+    // an unusable rotation holds that joint (and says so); the others still apply
+    let mut before = rest;
+    before.set_rotation(JointId::LEFT_ELBOW, quat_exp(Vec3::new(0.0, 0.0, 0.4)));
+    for bad in [
+        [f32::NAN, 0.0, 0.0, 1.0],
+        [0.0, 0.0, 0.0, 3.0],
+        [f32::INFINITY, 0.0, 0.0, 0.0],
+    ] {
+        let mut m = msg("canonical", "left_elbow", bad);
+        m.joints.push(JointSample {
+            name: "right_elbow".into(),
+            rotation: Some(quat_exp(Vec3::new(0.0, 0.0, -0.5)).to_array()),
+            position: None,
+            confidence: None,
+        });
+        m.root = Some([f32::NAN, 1.0, 0.0]);
+        let (pose, held) = pose_from_message(&m, &before).expect("partly usable message");
+        assert_eq!(held, ["root", "left_elbow"]);
+        assert_eq!(
+            pose.rotations[JointId::LEFT_ELBOW.index()],
+            before.rotations[JointId::LEFT_ELBOW.index()]
+        );
+        assert_eq!(pose.translation, before.translation);
+        assert!(
+            pose.rotations[JointId::RIGHT_ELBOW.index()]
+                .angle_between(quat_exp(Vec3::new(0.0, 0.0, -0.5)))
+                < 1e-5
+        );
+    }
+    let mut late = msg("canonical", "left_elbow", [0.0, 0.0, 0.0, 1.0]);
+    late.timestamp = f64::NAN;
     assert!(matches!(
-        pose_from_message(
-            &msg("canonical", "left_elbow", [f32::NAN, 0.0, 0.0, 1.0]),
-            &rest
-        ),
-        Err(EngineError::BadValue(_))
-    ));
-    assert!(matches!(
-        pose_from_message(&msg("canonical", "left_elbow", [0.0, 0.0, 0.0, 3.0]), &rest),
+        pose_from_message(&late, &rest),
         Err(EngineError::BadValue(_))
     ));
     let mut long = msg("canonical", "left_elbow", [0.0, 0.0, 0.0, 1.0]);
@@ -268,16 +292,18 @@ fn calibration_maps_the_performers_rest_pose_and_facing_to_the_t_pose() {
     };
     let start = Vec3::new(0.2, 0.0, 0.1);
     // an uncalibrated suit reports a 0.3 rad shoulder offset and a 0.5 rad facing
-    let raw =
-        apply_pose_message(&msg(0.3, 0.0, start), &mut state, &retargeter, None).expect("pose");
+    let raw = apply_pose_message(&msg(0.3, 0.0, start), &mut state, &retargeter, None)
+        .expect("pose")
+        .pose;
     assert!(
         raw.rotation(JointId::LEFT_SHOULDER)
             .angle_between(Quat::IDENTITY)
             > 0.29
     );
     state.calibrate();
-    let rest =
-        apply_pose_message(&msg(0.3, 0.0, start), &mut state, &retargeter, None).expect("pose");
+    let rest = apply_pose_message(&msg(0.3, 0.0, start), &mut state, &retargeter, None)
+        .expect("pose")
+        .pose;
     for j in JointId::all() {
         assert!(
             rest.rotation(j).angle_between(Quat::IDENTITY) < 1e-5,
@@ -293,7 +319,8 @@ fn calibration_maps_the_performers_rest_pose_and_facing_to_the_t_pose() {
         &retargeter,
         None,
     )
-    .expect("pose");
+    .expect("pose")
+    .pose;
     assert!(
         (moved
             .rotation(JointId::LEFT_ELBOW)

@@ -71,6 +71,11 @@ impl KinectKind {
         })
     }
 
+    /// Whether `name` is one of this sensor's joint names.
+    pub fn knows(self, name: &str) -> bool {
+        self.source(name).is_some()
+    }
+
     fn source(self, name: &str) -> Option<Src> {
         use Src::*;
         Some(match (self, name) {

@@ -22,7 +22,8 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::broadcast;
 
 use crate::engine::{
-    Engine, EngineConfig, EngineError, InputState, TickOutput, apply_joints, apply_pose_message,
+    Applied, Engine, EngineConfig, EngineError, InputState, TickOutput, apply_joints,
+    apply_pose_message,
 };
 use crate::mocap::{PositionRetargeter, parse_body_frame};
 use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
@@ -633,7 +634,12 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         }
                         let mut state = inputs.get(&p.avatar).cloned().unwrap_or_default();
                         match apply_pose_message(&p, &mut state, &s.retargeter, s.config.engine.filter.as_ref()) {
-                            Ok(mut pose) => {
+                            Ok(Applied { mut pose, held }) => {
+                                if !held.is_empty() {
+                                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                    let what = format!("held at their last values (NaN, infinite, out of range or not a rotation): {}", held.join(", "));
+                                    if !send(&mut sink, &ServerMessage::error("joints_held", what)).await { break; }
+                                }
                                 if s.calibrate.lock().is_ok_and(|mut c| c.remove(&p.avatar)) {
                                     state.calibrate();
                                     pose = state.calibrated(&state.pose);
