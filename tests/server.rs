@@ -449,6 +449,28 @@ async fn vmc_over_udp_moves_an_avatar() {
         after_y < before_y - 0.1,
         "sleeve did not follow the VMC arm: {before_y} → {after_y}"
     );
+    // calibrating on the lowered arm makes it the rest pose: the sleeve goes back up
+    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher");
+    publisher
+        .send(&ClientMessage::Calibrate {
+            avatar: "vtuber".into(),
+        })
+        .await
+        .expect("calibrate");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    sample(70f32.to_radians()).await;
+    let before = view.avatars["vtuber"].frames;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars["vtuber"].frames >= before + 10
+    })
+    .await;
+    let (_, calibrated_y) = sleeve_heights(&out, &view.avatars["vtuber"].positions);
+    assert!(
+        (calibrated_y - before_y).abs() < 0.03,
+        "calibrated VMC arm should be at rest: {before_y} vs {calibrated_y} (lowered {after_y})"
+    );
     // garbage datagrams are ignored; the avatar keeps streaming
     sender.send_to(b"garbage", vmc).await.expect("send");
     let before = view.avatars["vtuber"].frames;

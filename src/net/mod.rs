@@ -267,10 +267,12 @@ pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHand
 }
 
 /// VMC over UDP: one performer per source address (or one configured avatar); poses go
-/// into the same inbox as WebSocket publishers'.
+/// into the same inbox as WebSocket publishers'. A `calibrate` message for a VMC avatar
+/// (from any publisher connection) captures its next pose as rest pose and facing.
 async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
     let m = &s.metrics;
-    let mut performers: HashMap<SocketAddr, crate::mocap::VmcPerformer> = HashMap::new();
+    let mut performers: HashMap<SocketAddr, (crate::mocap::VmcPerformer, InputState)> =
+        HashMap::new();
     let mut buf = vec![0u8; 65536];
     let mut closing = s.closing.subscribe();
     loop {
@@ -282,15 +284,21 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                let p = performers.entry(from).or_default();
+                let (p, state) = performers.entry(from).or_default();
                 match p.feed(&buf[..n]) {
                     Ok(0) => {}
                     Ok(_) => {
                         m.poses_in.fetch_add(1, Ordering::Relaxed);
                         let avatar = s.config.vmc_avatar.clone().unwrap_or_else(|| format!("vmc-{from}"));
+                        state.pose = p.pose;
+                        if s.calibrate.lock().is_ok_and(|mut c| c.remove(&avatar)) {
+                            state.calibrate();
+                            tracing::info!(%avatar, "VMC performer calibrated");
+                        }
+                        let pose = state.calibrated(&p.pose);
                         let now = s.start.elapsed().as_secs_f64();
                         if let Ok(mut inbox) = s.inbox.lock() {
-                            inbox.poses.insert(avatar, (p.pose, p.time.unwrap_or(now), now));
+                            inbox.poses.insert(avatar, (pose, p.time.unwrap_or(now), now));
                         }
                     }
                     Err(e) => {
