@@ -159,13 +159,22 @@ fn snap(p: [i64; 3], x: [f64; 3], r: f64) -> [i32; 3] {
     let len = len2.sqrt();
     if len > 0.0 {
         let t = r / len;
-        let q: [f64; 3] = std::array::from_fn(|k| (x[k] + d[k] * t).round());
+        let q: [f64; 3] = std::array::from_fn(|k| round(x[k] + d[k] * t));
         let e2: f64 = (0..3).map(|k| (q[k] - x[k]).powi(2)).sum();
         if e2 <= r * r && inside(q) {
             return q.map(|c| c as i32);
         }
     }
-    x.map(|c| c.round() as i32)
+    x.map(|c| round(c) as i32)
+}
+
+/// Nearest integer (ties to even) of a lattice coordinate (|x| < 2^22 here), without
+/// the libm call `f64::round` compiles to on baseline x86-64; encoder-only (which
+/// nearby lattice point is coded is the encoder's choice, not part of the format).
+#[inline]
+fn round(x: f64) -> f64 {
+    const MAGIC: f64 = 6_755_399_441_055_744.0; // 1.5 · 2^52
+    (x + MAGIC) - MAGIC
 }
 
 /// Chooses and stores the coded lattice points of `vertices` (in traversal order) for
@@ -179,14 +188,17 @@ fn trial(
     target: &[[f64; 3]],
     r: f64,
     q_new: &mut [[i32; 3]],
+    residual: &mut [[i32; 3]],
 ) -> u32 {
     let mut bits = 0;
     for &v in vertices {
         let v = v as usize;
         let p = predict(v, &setup.predictor[v], base, q_new, spatial);
         let q = snap(p, target[v], r);
-        bits += (0..3).map(|k| cost(i64::from(q[k]) - p[k])).sum::<u32>();
+        let e: [i64; 3] = std::array::from_fn(|k| i64::from(q[k]) - p[k]);
+        bits += e.iter().map(|&e| cost(e)).sum::<u32>();
         q_new[v] = q;
+        residual[v] = e.map(|e| e as i32);
     }
     bits
 }
@@ -208,6 +220,8 @@ pub struct Encoder {
     q_new: Lattice,
     bones_new: Vec<QBone>,
     mc: Lattice,
+    /// Per vertex, the residual the last trial coded (what the range coder writes).
+    residual: Lattice,
     motions: Vec<RelMotion>,
     modes: Vec<u32>,
 }
@@ -230,6 +244,7 @@ impl Encoder {
             q_new: vec![[0; 3]; n],
             bones_new: vec![[0; 7]; nb],
             mc: vec![[0; 3]; n],
+            residual: vec![[0; 3]; n],
             motions: vec![RelMotion::default(); nb],
             modes: vec![0; n.div_ceil(PATCH_SIZE)],
             setup,
@@ -380,6 +395,7 @@ impl Encoder {
             &self.target,
             r,
             &mut self.q_new,
+            &mut self.residual,
         );
         out.clear();
         out.resize(FRAME_HEADER_LEN, 0);
@@ -388,11 +404,8 @@ impl Encoder {
         code_bones(&mut enc, &mut m, &self.bones_new, None);
         let mut prev = [0i32; 3];
         for &v in &s.order {
-            let v = v as usize;
-            let p = predict(v, &s.predictor[v], None, &self.q_new, SPATIAL_PARALLELOGRAM);
-            let mut cur = [0i32; 3];
+            let cur = self.residual[v as usize];
             for k in 0..3 {
-                cur[k] = (i64::from(self.q_new[v][k]) - p[k]) as i32;
                 enc.int(&mut m.coords[k], coord_context(&prev, &cur, k), cur[k]);
             }
             prev = cur;
@@ -433,18 +446,46 @@ impl Encoder {
             // references lie before them, so the trial is exact there); the winner then
             // codes the whole patch
             let probe = &patch[..patch.len().min(MODE_PROBE)];
+            // the patch's mode of the previous frame first; a probe coded with zero
+            // residuals everywhere cannot be beaten, so the search stops there
+            let floor = 3 * probe.len() as u32;
+            let previous = self.modes[pi];
             let mut best = (u32::MAX, MODE_SKIP);
-            for mode in 1..MODES {
+            let candidates = std::iter::once(previous)
+                .filter(|&m| m != MODE_SKIP)
+                .chain((1..MODES).filter(|&m| m != previous));
+            for mode in candidates {
                 let (b, sp) = split_mode(mode);
                 let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
-                let c = trial(s, probe, Some(base), sp, &self.target, r, &mut self.q_new);
+                let c = trial(
+                    s,
+                    probe,
+                    Some(base),
+                    sp,
+                    &self.target,
+                    r,
+                    &mut self.q_new,
+                    &mut self.residual,
+                );
                 if c < best.0 {
                     best = (c, mode);
+                }
+                if c <= floor {
+                    break;
                 }
             }
             let (b, sp) = split_mode(best.1);
             let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
-            trial(s, patch, Some(base), sp, &self.target, r, &mut self.q_new);
+            trial(
+                s,
+                patch,
+                Some(base),
+                sp,
+                &self.target,
+                r,
+                &mut self.q_new,
+                &mut self.residual,
+            );
             self.modes[pi] = best.1;
         }
         out.clear();
@@ -458,14 +499,9 @@ impl Encoder {
             let mode = self.modes[pi];
             m.encode_mode(&mut enc, last_mode, mode);
             if mode != MODE_SKIP {
-                let (b, sp) = split_mode(mode);
-                let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
                 for &v in patch {
-                    let v = v as usize;
-                    let p = predict(v, &s.predictor[v], Some(base), &self.q_new, sp);
-                    let mut cur = [0i32; 3];
+                    let cur = self.residual[v as usize];
                     for k in 0..3 {
-                        cur[k] = (i64::from(self.q_new[v][k]) - p[k]) as i32;
                         enc.int(&mut m.coords[k], coord_context(&prev, &cur, k), cur[k]);
                     }
                     prev = cur;
