@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clothcast::client::{Client, Viewer};
-use clothcast::net::{ServerConfig, start};
+use clothcast::net::{ServerConfig, start, start_with_garments};
 use clothcast::protocol::{ClientMessage, JointSample, PoseMessage, Role, ServerMessage};
 use clothcast::skeleton::{JointId, Pose, canonicalize, quat_exp};
 use clothcast::sor::{AvatarState, Database, Scratch, Synthesizer};
@@ -624,6 +624,88 @@ async fn calibrate_from_another_connection_maps_the_held_pose_to_rest() {
         worst < 0.0011,
         "calibrated stream differs from the rest garment by {worst} m"
     );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wear_message_switches_an_avatar_to_another_garment() {
+    let db = db();
+    // a second garment: the same shirt under another name, triangles wound the other
+    // way (its own codec setup, so its own asset)
+    let mut other = (*db).clone();
+    other.garment.name = "shirt-b".into();
+    for t in &mut other.garment.triangles {
+        t.swap(1, 2);
+    }
+    let server = start_with_garments(vec![Arc::clone(&db), Arc::new(other)], config())
+        .await
+        .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher");
+    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer");
+    viewer
+        .send(&ClientMessage::Subscribe { avatars: None })
+        .await
+        .expect("subscribe");
+    let mut hashes = Vec::new();
+    let mut view = Viewer::default();
+    for _ in 0..2 {
+        match viewer.next().await.expect("asset") {
+            ServerMessage::Asset(a) => {
+                hashes.push(a.hash.clone());
+                view.apply(ServerMessage::Asset(a)).expect("asset applies");
+            }
+            other => panic!("expected two assets first, got {other:?}"),
+        }
+    }
+    assert_ne!(hashes[0], hashes[1]);
+    publisher
+        .send(&arm_pose("kiosk", 0.4, 0.0))
+        .await
+        .expect("pose");
+    // an unknown garment is refused by name
+    publisher
+        .send(&ClientMessage::Wear {
+            avatar: "kiosk".into(),
+            garment: "ballgown".into(),
+        })
+        .await
+        .expect("wear");
+    match publisher.next().await {
+        Ok(ServerMessage::Error { code, message }) => {
+            assert_eq!(code, "unknown_garment");
+            assert!(message.contains("shirt-b"), "{message}");
+        }
+        other => panic!("expected unknown_garment, got {other:?}"),
+    }
+    publisher
+        .send(&ClientMessage::Wear {
+            avatar: "kiosk".into(),
+            garment: "shirt-b".into(),
+        })
+        .await
+        .expect("wear");
+    for i in 1..6 {
+        publisher
+            .send(&arm_pose("kiosk", 0.4, f64::from(i) * 0.03))
+            .await
+            .expect("pose");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars
+            .get("kiosk")
+            .is_some_and(|a| a.asset == hashes[1] && a.frames >= 5)
+    })
+    .await;
+    let mut pose = Pose::rest();
+    pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -0.4)));
+    let worst = off_direct(&db, &pose, &view.avatars["kiosk"].positions);
+    assert!(worst < 0.0011, "the switched stream is off by {worst} m");
     server.shutdown().await;
 }
 

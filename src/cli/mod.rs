@@ -53,6 +53,8 @@ pub(crate) enum Command {
     Play(serve::PlayArgs),
     /// Capture a performer's rest pose and facing (they hold a T-pose facing forward).
     Calibrate(serve::CalibrateArgs),
+    /// Dress an avatar in another of the server's garments (try-on).
+    Wear(serve::WearArgs),
     /// Watch a server's garment streams in the terminal (decodes them).
     Watch(serve::WatchArgs),
     /// Compare SOR, LBS and nearest-example skinning with the simulated ground truth on a clip.
@@ -77,5 +79,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Play(a) => serve::run_play(a),
         Command::Watch(a) => serve::run_watch(a),
         Command::Calibrate(a) => serve::run_calibrate(a),
+        Command::Wear(a) => serve::run_wear(a),
     }
 }

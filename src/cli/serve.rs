@@ -11,7 +11,7 @@ use clap::Args;
 use super::common::load_clip;
 use crate::bake::default_database;
 use crate::client::{Client, Viewer};
-use crate::net::{ServerConfig, start};
+use crate::net::{ServerConfig, start, start_with_garments};
 use crate::protocol::{ClientMessage, JointSample, PoseMessage, Role};
 use crate::skeleton::{JointId, Skeleton};
 use crate::sor::Database;
@@ -22,9 +22,11 @@ pub(crate) struct ServeArgs {
     /// Server config (TOML; see configs/server.toml). Flags override it.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Example database (default: the default database, baked if missing).
+    /// Example database, one per garment; repeat for several (the first is worn by
+    /// default). Overrides the config's `databases`; with neither, the default database
+    /// (baked if missing).
     #[arg(long)]
-    db: Option<PathBuf>,
+    db: Vec<PathBuf>,
     /// Address to listen on.
     #[arg(long)]
     bind: Option<std::net::SocketAddr>,
@@ -70,9 +72,23 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         config.bind = b;
     }
     config.open |= a.open;
-    let db = load_db(a.db.as_ref())?;
+    let paths = if a.db.is_empty() {
+        config.databases.clone()
+    } else {
+        a.db.clone()
+    };
+    let dbs = if paths.is_empty() {
+        vec![load_db(None)?]
+    } else {
+        paths
+            .iter()
+            .map(|p| load_db(Some(p)))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    let names: Vec<&str> = dbs.iter().map(|d| d.garment.name.as_str()).collect();
+    tracing::info!(garments = %names.join(", "), "garments");
     runtime()?.block_on(async move {
-        let server = start(db, config).await?;
+        let server = start_with_garments(dbs, config).await?;
         println!(
             "clothcast serving on ws://{}/ws (metrics: http://{}/metrics)",
             server.addr, server.addr
@@ -326,25 +342,56 @@ pub(crate) struct CalibrateArgs {
     token: Option<String>,
 }
 
+/// Arguments of `clothcast wear`.
+#[derive(Args, Debug)]
+pub(crate) struct WearArgs {
+    /// The avatar to dress.
+    avatar: String,
+    /// One of the server's garments (its databases' garment names).
+    garment: String,
+    /// Server URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
+    url: String,
+    /// Publisher token.
+    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN")]
+    token: Option<String>,
+}
+
 pub(crate) fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
+    let what = format!(
+        "calibration of {} requested: applied on its next pose",
+        a.avatar
+    );
+    one_shot(
+        &a.url,
+        a.token,
+        ClientMessage::Calibrate { avatar: a.avatar },
+        &what,
+    )
+}
+
+pub(crate) fn run_wear(a: WearArgs) -> anyhow::Result<()> {
+    let what = format!("{} wears {} from its next tick", a.avatar, a.garment);
+    let msg = ClientMessage::Wear {
+        avatar: a.avatar,
+        garment: a.garment,
+    };
+    one_shot(&a.url, a.token, msg, &what)
+}
+
+/// Sends one publisher message and reports an error reply (silence means accepted).
+fn one_shot(url: &str, token: Option<String>, msg: ClientMessage, ok: &str) -> anyhow::Result<()> {
     runtime()?.block_on(async move {
-        let mut client = Client::connect(&a.url, Role::Publisher, a.token.clone())
+        let mut client = Client::connect(url, Role::Publisher, token)
             .await
-            .with_context(|| format!("connecting to {}", a.url))?;
-        client
-            .send(&ClientMessage::Calibrate {
-                avatar: a.avatar.clone(),
-            })
-            .await?;
+            .with_context(|| format!("connecting to {url}"))?;
+        client.send(&msg).await?;
         // an error reply would arrive at once; silence means accepted
         match tokio::time::timeout(Duration::from_millis(300), client.next()).await {
             Ok(Ok(crate::protocol::ServerMessage::Error { code, message })) => {
                 anyhow::bail!("{code}: {message}")
             }
-            _ => println!(
-                "calibration of {} requested: applied on its next pose",
-                a.avatar
-            ),
+            _ => println!("{ok}"),
         }
         anyhow::Ok(())
     })

@@ -120,6 +120,8 @@ pub struct AvatarView {
     pub frames: u64,
     /// Garment bytes received.
     pub bytes: u64,
+    /// Hash of the asset (garment) it wears.
+    pub asset: String,
     decoder: Decoder,
 }
 
@@ -146,16 +148,23 @@ impl Viewer {
                 let setup = self.setups.get(&f.asset).ok_or_else(|| {
                     ClientError::Stream(format!("frame for unknown asset {}", f.asset))
                 })?;
-                let view = self
-                    .avatars
-                    .entry(f.avatar.clone())
-                    .or_insert_with(|| AvatarView {
-                        positions: vec![0.0; 3 * setup.vertex_count()],
-                        last: None,
-                        frames: 0,
-                        bytes: 0,
-                        decoder: Decoder::new(Arc::clone(setup)),
-                    });
+                let fresh = || AvatarView {
+                    positions: vec![0.0; 3 * setup.vertex_count()],
+                    last: None,
+                    frames: 0,
+                    bytes: 0,
+                    asset: f.asset.clone(),
+                    decoder: Decoder::new(Arc::clone(setup)),
+                };
+                let view = self.avatars.entry(f.avatar.clone()).or_insert_with(fresh);
+                if view.asset != f.asset {
+                    // the avatar changed garment: a new stream, starting with a keyframe
+                    *view = AvatarView {
+                        frames: view.frames,
+                        bytes: view.bytes,
+                        ..fresh()
+                    };
+                }
                 view.bytes += f.garment.len() as u64;
                 match view.decoder.decode(&f.garment, &mut view.positions) {
                     Ok(_) => {

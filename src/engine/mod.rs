@@ -67,6 +67,15 @@ pub enum EngineError {
     /// Too many avatars.
     #[error("avatar limit of {0} reached")]
     TooManyAvatars(usize),
+    /// A garment this server does not stream.
+    #[error("unknown garment {0:?} (this server streams: {1})")]
+    UnknownGarment(String, String),
+    /// Two databases for the same garment name.
+    #[error("two databases for the garment {0:?}")]
+    DuplicateGarment(String),
+    /// An engine needs at least one garment.
+    #[error("no garment database given")]
+    NoGarment,
     /// Codec failure (a bug or a garment outside the lattice).
     #[error(transparent)]
     Codec(#[from] CodecError),
@@ -280,6 +289,8 @@ pub fn codec_setup(
 }
 
 struct Avatar {
+    /// Index into the engine's garments.
+    garment: usize,
     pose: Pose,
     pose_timestamp: f64,
     received_at: f64,
@@ -292,6 +303,31 @@ struct Avatar {
     key: Vec<u8>,
     want_key: bool,
     world: [f32; 7],
+}
+
+impl Avatar {
+    /// A fresh avatar wearing garment `index` (its stream starts with a keyframe).
+    fn new(id: &str, index: usize, g: &Garment, pose: Pose, ts: f64, now: f64) -> Self {
+        let n = g.db.vertex_count();
+        Avatar {
+            garment: index,
+            pose,
+            pose_timestamp: ts,
+            received_at: now,
+            state: AvatarState::new(),
+            encoder: Encoder::new(
+                Arc::clone(&g.setup),
+                crate::codec::format::word_hash(id.bytes().map(u32::from)),
+            ),
+            out: vec![Vec3::ZERO; n],
+            flat: vec![0.0; 3 * n],
+            bones: vec![BoneTransform::IDENTITY; JOINT_COUNT],
+            delta: Vec::new(),
+            key: Vec::new(),
+            want_key: true,
+            world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+        }
+    }
 }
 
 /// One avatar's output of one tick: the same bytes go to every viewer.
@@ -322,22 +358,18 @@ pub struct TickOutput {
     pub gone: Vec<String>,
 }
 
-/// The engine. Owned by the tick thread; others talk to it through the server's inbox.
-pub struct Engine {
+/// One garment the engine streams: its database, codec setup and `asset` message.
+struct Garment {
+    name: String,
     db: Arc<Database>,
-    config: EngineConfig,
     skeleton: Skeleton,
     setup: Arc<GarmentSetup>,
     asset_hash: String,
     asset: Bytes,
-    avatars: BTreeMap<String, Avatar>,
-    tick: u64,
-    last_time: Option<f64>,
 }
 
-impl Engine {
-    /// An engine streaming the garment of `db`.
-    pub fn new(db: Arc<Database>, config: EngineConfig) -> Result<Self, EngineError> {
+impl Garment {
+    fn new(db: Arc<Database>) -> Result<Self, EngineError> {
         let g = &db.garment;
         let setup = Arc::new(codec_setup(&g.triangles, &g.skin)?);
         let body = db.body.to_body();
@@ -380,31 +412,113 @@ impl Engine {
                 .collect(),
         });
         Ok(Self {
+            name: db.garment.name.clone(),
             db,
-            config,
             skeleton,
             setup,
             asset_hash,
             asset: Bytes::from(asset.to_msgpack()),
+        })
+    }
+}
+
+/// The engine. Owned by the tick thread; others talk to it through the server's inbox.
+/// It streams one or more garments (one database each); every avatar wears one of them,
+/// the first unless [`Engine::wear`] chose another.
+pub struct Engine {
+    garments: Vec<Garment>,
+    config: EngineConfig,
+    avatars: BTreeMap<String, Avatar>,
+    tick: u64,
+    last_time: Option<f64>,
+}
+
+impl Engine {
+    /// An engine streaming the garment of `db`.
+    pub fn new(db: Arc<Database>, config: EngineConfig) -> Result<Self, EngineError> {
+        Self::with_garments(vec![db], config)
+    }
+
+    /// An engine streaming the garments of `dbs` (the first is what avatars wear by
+    /// default); garment names must differ.
+    pub fn with_garments(
+        dbs: Vec<Arc<Database>>,
+        config: EngineConfig,
+    ) -> Result<Self, EngineError> {
+        if dbs.is_empty() {
+            return Err(EngineError::NoGarment);
+        }
+        let mut garments: Vec<Garment> = Vec::with_capacity(dbs.len());
+        for db in dbs {
+            let g = Garment::new(db)?;
+            if garments
+                .iter()
+                .any(|o| o.name == g.name || o.asset_hash == g.asset_hash)
+            {
+                return Err(EngineError::DuplicateGarment(g.name));
+            }
+            garments.push(g);
+        }
+        Ok(Self {
+            garments,
+            config,
             avatars: BTreeMap::new(),
             tick: 0,
             last_time: None,
         })
     }
 
-    /// The `asset` message (MessagePack), sent once to each viewer.
-    pub fn asset(&self) -> Bytes {
-        self.asset.clone()
+    /// The `asset` messages (MessagePack), one per garment, sent once to each viewer.
+    pub fn assets(&self) -> Vec<Bytes> {
+        self.garments.iter().map(|g| g.asset.clone()).collect()
     }
 
-    /// The database the engine streams.
+    /// Names of the garments, default first.
+    pub fn garment_names(&self) -> Vec<String> {
+        self.garments.iter().map(|g| g.name.clone()).collect()
+    }
+
+    /// The databases, in garment order (for [`Engine::synthesizer`]).
+    pub fn databases(&self) -> Vec<Arc<Database>> {
+        self.garments.iter().map(|g| Arc::clone(&g.db)).collect()
+    }
+
+    /// The default garment's database.
     pub fn database(&self) -> &Arc<Database> {
-        &self.db
+        &self.garments[0].db
     }
 
-    /// The garment's codec setup.
+    /// The default garment's codec setup.
     pub fn setup(&self) -> &Arc<GarmentSetup> {
-        &self.setup
+        &self.garments[0].setup
+    }
+
+    /// The codec setup of garment `name`.
+    pub fn setup_of(&self, name: &str) -> Option<&Arc<GarmentSetup>> {
+        self.garments
+            .iter()
+            .find(|g| g.name == name)
+            .map(|g| &g.setup)
+    }
+
+    /// Dresses `avatar` (which must exist: call after its first pose) in garment `name`.
+    /// A change restarts its synthesis and its stream (viewers get a keyframe of the
+    /// new garment's asset); wearing what it wears already changes nothing.
+    pub fn wear(&mut self, avatar: &str, name: &str) -> Result<(), EngineError> {
+        let g = self
+            .garments
+            .iter()
+            .position(|g| g.name == name)
+            .ok_or_else(|| {
+                EngineError::UnknownGarment(name.to_string(), self.garment_names().join(", "))
+            })?;
+        if let Some(a) = self.avatars.get_mut(avatar)
+            && a.garment != g
+        {
+            let (pose, ts, at) = (a.pose, a.pose_timestamp, a.received_at);
+            *a = Avatar::new(avatar, g, &self.garments[g], pose, ts, at);
+        }
+        Ok(())
     }
 
     /// The settings.
@@ -434,28 +548,14 @@ impl Engine {
         if self.avatars.len() >= self.config.max_avatars {
             return Err(EngineError::TooManyAvatars(self.config.max_avatars));
         }
-        let n = self.db.vertex_count();
-        self.avatars.insert(
-            avatar.to_string(),
-            Avatar {
-                pose,
-                pose_timestamp,
-                received_at: now,
-                state: AvatarState::new(),
-                encoder: Encoder::new(
-                    Arc::clone(&self.setup),
-                    crate::codec::format::word_hash(avatar.bytes().map(u32::from)),
-                ),
-                out: vec![Vec3::ZERO; n],
-                flat: vec![0.0; 3 * n],
-                bones: vec![BoneTransform::IDENTITY; JOINT_COUNT],
-                delta: Vec::new(),
-                key: Vec::new(),
-                want_key: true,
-                world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
-            },
-        );
+        let a = Avatar::new(avatar, 0, &self.garments[0], pose, pose_timestamp, now);
+        self.avatars.insert(avatar.to_string(), a);
         Ok(())
+    }
+
+    /// Whether `avatar` exists (streaming or idle).
+    pub fn has_avatar(&self, avatar: &str) -> bool {
+        self.avatars.contains_key(avatar)
     }
 
     /// Asks for a keyframe of `avatar` in the next tick (a viewer joined or fell behind).
@@ -472,9 +572,22 @@ impl Engine {
     }
 
     /// Runs one tick at server time `now` (seconds): removes long-silent avatars,
-    /// synthesises (with `synth`, made by [`Engine::synthesizer`] from this engine's
-    /// database) and encodes every streaming one.
-    pub fn tick(&mut self, synth: &Synthesizer<'_>, now: f64) -> Result<TickOutput, EngineError> {
+    /// synthesises (with `synths`, one per garment in [`Engine::databases`] order, made
+    /// by [`Engine::synthesizer`]) and encodes every streaming one.
+    ///
+    /// # Panics
+    /// If `synths` does not hold one synthesizer per garment (a programming error).
+    #[track_caller]
+    pub fn tick(
+        &mut self,
+        synths: &[Synthesizer<'_>],
+        now: f64,
+    ) -> Result<TickOutput, EngineError> {
+        assert_eq!(
+            synths.len(),
+            self.garments.len(),
+            "one synthesizer per garment"
+        );
         let dt = self
             .last_time
             .map_or(1.0 / f64::from(self.config.tick_hz), |t| (now - t).max(0.0))
@@ -500,23 +613,26 @@ impl Engine {
             .iter_mut()
             .filter(|(_, a)| now - a.received_at <= idle)
             .collect();
-        let skeleton = &self.skeleton;
-        let mut jobs: Vec<AvatarJob<'_>> = live
-            .iter_mut()
-            .map(|(_, a)| AvatarJob {
-                state: &mut a.state,
-                pose: a.pose,
-                dt,
-                out: &mut a.out,
-                frame: None,
-            })
-            .collect();
-        synthesize_all(synth, &mut jobs);
-        drop(jobs);
-        let asset = &self.asset_hash;
+        for (g, synth) in synths.iter().enumerate() {
+            let mut jobs: Vec<AvatarJob<'_>> = live
+                .iter_mut()
+                .filter(|(_, a)| a.garment == g)
+                .map(|(_, a)| AvatarJob {
+                    state: &mut a.state,
+                    pose: a.pose,
+                    dt,
+                    out: &mut a.out,
+                    frame: None,
+                })
+                .collect();
+            synthesize_all(synth, &mut jobs);
+        }
+        let garments = &self.garments;
         let results: Vec<Result<AvatarFrame, EngineError>> = live
             .par_iter_mut()
             .map(|(id, a)| {
+                let skeleton = &garments[a.garment].skeleton;
+                let asset = &garments[a.garment].asset_hash;
                 let (canonical, root) = canonicalize(&a.pose, skeleton);
                 for (f, v) in a.flat.chunks_exact_mut(3).zip(&a.out) {
                     f.copy_from_slice(&v.to_array());

@@ -17,6 +17,17 @@ fn db() -> Arc<Database> {
     Arc::new(Database::read(&path).expect("golden database"))
 }
 
+/// A second garment: the small database's shirt under another name, its triangles
+/// wound the other way (a different codec setup, so a different asset).
+fn second_garment(db: &Database) -> Arc<Database> {
+    let mut other = db.clone();
+    other.garment.name = "shirt-b".into();
+    for t in &mut other.garment.triangles {
+        t.swap(1, 2);
+    }
+    Arc::new(other)
+}
+
 fn arm(angle: f32) -> Pose {
     let mut p = Pose::rest();
     p.set_rotation(
@@ -49,7 +60,7 @@ fn latest_pose_wins_and_frames_match_direct_synthesis() {
     for i in 0..12 {
         t += 1.0 / 30.0;
         engine.set_pose("a", arm(0.9), t, t).expect("pose");
-        let tick = engine.tick(&synth, t).expect("tick");
+        let tick = engine.tick(std::slice::from_ref(&synth), t).expect("tick");
         assert_eq!(tick.frames.len(), 1);
         let f = &tick.frames[0];
         let bytes = if i == 0 {
@@ -93,14 +104,18 @@ fn keyframes_on_request_and_idle_then_removal() {
     let synth = Engine::synthesizer(&db, &cfg);
     engine.set_pose("a", arm(0.5), 0.0, 0.0).expect("pose");
     engine.set_pose("b", arm(0.2), 0.0, 0.0).expect("pose");
-    let first = engine.tick(&synth, 0.1).expect("tick");
+    let first = engine
+        .tick(std::slice::from_ref(&synth), 0.1)
+        .expect("tick");
     assert!(
         first
             .frames
             .iter()
             .all(|f| f.key.is_some() && f.delta.is_none())
     );
-    let second = engine.tick(&synth, 0.2).expect("tick");
+    let second = engine
+        .tick(std::slice::from_ref(&synth), 0.2)
+        .expect("tick");
     assert!(
         second
             .frames
@@ -108,7 +123,9 @@ fn keyframes_on_request_and_idle_then_removal() {
             .all(|f| f.key.is_none() && f.delta.is_some())
     );
     engine.request_keyframe("b");
-    let third = engine.tick(&synth, 0.3).expect("tick");
+    let third = engine
+        .tick(std::slice::from_ref(&synth), 0.3)
+        .expect("tick");
     let b = third.frames.iter().find(|f| f.avatar == "b").expect("b");
     let (seq_key, _) = garment_of(b.key.as_ref().expect("requested keyframe"));
     let (seq_delta, _) = garment_of(b.delta.as_ref().expect("delta too"));
@@ -118,7 +135,9 @@ fn keyframes_on_request_and_idle_then_removal() {
     );
     // "a" keeps publishing, "b" goes silent: idle after 1 s, removed after 3 s
     engine.set_pose("a", arm(0.5), 1.5, 1.5).expect("pose");
-    let idle = engine.tick(&synth, 1.6).expect("tick");
+    let idle = engine
+        .tick(std::slice::from_ref(&synth), 1.6)
+        .expect("tick");
     assert_eq!(
         idle.frames
             .iter()
@@ -127,7 +146,9 @@ fn keyframes_on_request_and_idle_then_removal() {
         ["a"]
     );
     assert_eq!(engine.avatar_count(), 2);
-    let gone = engine.tick(&synth, 3.5).expect("tick");
+    let gone = engine
+        .tick(std::slice::from_ref(&synth), 3.5)
+        .expect("tick");
     assert_eq!(gone.gone, ["b"]);
     assert_eq!(engine.avatar_count(), 1);
 }
@@ -217,7 +238,7 @@ fn damping_blends_example_weights_smoothly_across_a_pose_jump() {
             for _ in 0..ticks {
                 t += 1.0 / 30.0;
                 engine.set_pose("a", pose, t, t).expect("pose");
-                let tick = engine.tick(&synth, t).expect("tick");
+                let tick = engine.tick(std::slice::from_ref(&synth), t).expect("tick");
                 let f = &tick.frames[0];
                 let bytes = f.delta.as_ref().or(f.key.as_ref()).expect("frame");
                 decoder.decode(&garment_of(bytes).1, out).expect("decodes");
@@ -340,4 +361,78 @@ fn calibration_maps_the_performers_rest_pose_and_facing_to_the_t_pose() {
         "{:?}",
         moved.translation
     );
+}
+
+#[test]
+fn avatars_wear_one_of_several_garments_and_switch() {
+    let db = db();
+    let other = second_garment(&db);
+    let cfg = EngineConfig::default();
+    assert!(matches!(
+        Engine::with_garments(vec![Arc::clone(&db), Arc::clone(&db)], cfg.clone()),
+        Err(EngineError::DuplicateGarment(_))
+    ));
+    let mut engine = Engine::with_garments(vec![Arc::clone(&db), Arc::clone(&other)], cfg.clone())
+        .expect("engine");
+    assert_eq!(engine.assets().len(), 2);
+    let dbs = engine.databases();
+    let synths: Vec<Synthesizer<'_>> = dbs.iter().map(|d| Engine::synthesizer(d, &cfg)).collect();
+    let asset_of = |f: &Bytes| match ServerMessage::from_msgpack(f).expect("frame") {
+        ServerMessage::Frame(f) => f.asset,
+        other => panic!("expected a frame, got {other:?}"),
+    };
+    let hashes: Vec<String> = engine
+        .assets()
+        .iter()
+        .map(|a| match ServerMessage::from_msgpack(a).expect("asset") {
+            ServerMessage::Asset(a) => a.hash,
+            other => panic!("expected an asset, got {other:?}"),
+        })
+        .collect();
+    assert_ne!(hashes[0], hashes[1]);
+    engine.set_pose("a", arm(0.5), 0.0, 0.0).expect("pose");
+    engine.set_pose("b", arm(0.5), 0.0, 0.0).expect("pose");
+    assert!(matches!(
+        engine.wear("b", "ballgown"),
+        Err(EngineError::UnknownGarment(..))
+    ));
+    engine.wear("b", "shirt-b").expect("wear");
+    let t1 = engine.tick(&synths, 0.1).expect("tick");
+    let t2 = engine.tick(&synths, 0.2).expect("tick");
+    for (avatar, hash) in [("a", &hashes[0]), ("b", &hashes[1])] {
+        let f = t2
+            .frames
+            .iter()
+            .find(|f| f.avatar == avatar)
+            .expect("frame");
+        assert_eq!(&asset_of(f.delta.as_ref().expect("delta")), hash);
+    }
+    // both garments were synthesised for the same pose: same positions, decoded with
+    // each garment's own setup
+    let decode = |setup: &Arc<crate::codec::GarmentSetup>, f: &AvatarFrame| {
+        let mut d = Decoder::new(Arc::clone(setup));
+        let mut out = vec![0.0f32; 3 * setup.vertex_count()];
+        let (_, bytes) = garment_of(f.key.as_ref().expect("first frame is a keyframe"));
+        d.decode(&bytes, &mut out).expect("decodes");
+        out
+    };
+    let fa = t1.frames.iter().find(|f| f.avatar == "a").expect("a");
+    let fb = t1.frames.iter().find(|f| f.avatar == "b").expect("b");
+    let (ga, gb) = (
+        decode(engine.setup(), fa),
+        decode(engine.setup_of("shirt-b").expect("setup"), fb),
+    );
+    let worst = ga
+        .iter()
+        .zip(&gb)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max);
+    assert!(worst < 2e-3, "same pose, same shirt: {worst} m apart");
+    // switching back restarts the stream with a keyframe of the first garment
+    engine.wear("b", &db.garment.name).expect("wear");
+    engine.set_pose("b", arm(0.5), 0.25, 0.25).expect("pose");
+    let t3 = engine.tick(&synths, 0.3).expect("tick");
+    let fb = t3.frames.iter().find(|f| f.avatar == "b").expect("b");
+    assert!(fb.delta.is_none(), "a new garment starts with a keyframe");
+    assert_eq!(&asset_of(fb.key.as_ref().expect("key")), &hashes[0]);
 }

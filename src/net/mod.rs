@@ -67,6 +67,9 @@ pub struct ServerConfig {
     /// Avatar id for VMC input; by default each UDP source is its own performer
     /// (`vmc-<address:port>`).
     pub vmc_avatar: Option<String>,
+    /// Example databases, one per garment (read by `clothcast serve`; the first is what
+    /// avatars wear until a `wear` message chooses another). Empty: the default database.
+    pub databases: Vec<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -86,6 +89,7 @@ impl Default for ServerConfig {
             max_viewers: 256,
             vmc_bind: Some(SocketAddr::from(([127, 0, 0, 1], 39539))),
             vmc_avatar: None,
+            databases: Vec::new(),
         }
     }
 }
@@ -109,6 +113,8 @@ pub enum NetError {
 struct Inbox {
     poses: HashMap<String, (Pose, f64, f64)>,
     keyframes: HashSet<String>,
+    /// Garment choices (avatar → garment name, validated), kept until the avatar exists.
+    wear: HashMap<String, String>,
 }
 
 /// Counters exported at `/metrics`.
@@ -132,7 +138,10 @@ struct Shared {
     config: ServerConfig,
     inbox: Mutex<Inbox>,
     frames: broadcast::Sender<Arc<TickOutput>>,
-    asset: Bytes,
+    /// The `asset` messages, one per garment.
+    assets: Vec<Bytes>,
+    /// Garment names, default first.
+    garments: Vec<String>,
     metrics: Metrics,
     start: Instant,
     /// Set on shutdown: every connection closes with 1001 and a reason.
@@ -184,16 +193,27 @@ impl ServerHandle {
 
 /// Starts the server on `config.bind` streaming the garment of `db`.
 pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHandle, NetError> {
+    start_with_garments(vec![db], config).await
+}
+
+/// [`start`] with several garments (one database each, names distinct); avatars wear
+/// the first until a `wear` message dresses them in another.
+pub async fn start_with_garments(
+    dbs: Vec<Arc<Database>>,
+    config: ServerConfig,
+) -> Result<ServerHandle, NetError> {
     if !config.open && (config.publisher_token.is_none() || config.viewer_token.is_none()) {
         return Err(NetError::NoAuth);
     }
     if config.open {
         tracing::warn!("authentication is off (open = true): anyone can publish and view");
     }
-    let engine = Engine::new(Arc::clone(&db), config.engine.clone())?;
+    let engine = Engine::with_garments(dbs, config.engine.clone())?;
+    let db = Arc::clone(engine.database());
     let (tx, _) = broadcast::channel(config.viewer_queue.max(1));
     let shared = Arc::new(Shared {
-        asset: engine.asset(),
+        assets: engine.assets(),
+        garments: engine.garment_names(),
         config: config.clone(),
         inbox: Mutex::new(Inbox::default()),
         frames: tx,
@@ -210,7 +230,7 @@ pub async fn start(db: Arc<Database>, config: ServerConfig) -> Result<ServerHand
         let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));
         std::thread::Builder::new()
             .name("clothcast-tick".into())
-            .spawn(move || tick_loop(engine, db, shared, stop))?
+            .spawn(move || tick_loop(engine, shared, stop))?
     };
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     let addr = listener.local_addr()?;
@@ -311,8 +331,12 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
     }
 }
 
-fn tick_loop(mut engine: Engine, db: Arc<Database>, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
-    let synth = Engine::synthesizer(&db, engine.config());
+fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
+    let dbs = engine.databases();
+    let synths: Vec<_> = dbs
+        .iter()
+        .map(|db| Engine::synthesizer(db, engine.config()))
+        .collect();
     let period =
         Duration::from_secs_f64(1.0 / f64::from(engine.config().tick_hz.clamp(1.0, 240.0)));
     let mut next = Instant::now();
@@ -327,10 +351,11 @@ fn tick_loop(mut engine: Engine, db: Arc<Database>, shared: Arc<Shared>, stop: A
             next = now_i;
         }
         let now = shared.start.elapsed().as_secs_f64();
-        let (poses, keys) = match shared.inbox.lock() {
+        let (poses, keys, mut wear) = match shared.inbox.lock() {
             Ok(mut inbox) => (
                 std::mem::take(&mut inbox.poses),
                 std::mem::take(&mut inbox.keyframes),
+                std::mem::take(&mut inbox.wear),
             ),
             Err(_) => break,
         };
@@ -339,11 +364,29 @@ fn tick_loop(mut engine: Engine, db: Arc<Database>, shared: Arc<Shared>, stop: A
                 tracing::warn!(%avatar, error = %e, "pose refused");
             }
         }
+        // garment choices for avatars that do not exist yet wait for their first pose
+        wear.retain(|avatar, garment| {
+            if engine.has_avatar(avatar) {
+                if let Err(e) = engine.wear(avatar, garment) {
+                    tracing::warn!(%avatar, error = %e, "wear refused");
+                }
+                false
+            } else {
+                true
+            }
+        });
+        if !wear.is_empty()
+            && let Ok(mut inbox) = shared.inbox.lock()
+        {
+            for (avatar, garment) in wear {
+                inbox.wear.entry(avatar).or_insert(garment);
+            }
+        }
         for avatar in keys {
             engine.request_keyframe(&avatar);
         }
         let t0 = Instant::now();
-        match engine.tick(&synth, now) {
+        match engine.tick(&synths, now) {
             Ok(out) => {
                 let us = t0.elapsed().as_micros() as u64;
                 m.ticks.fetch_add(1, Ordering::Relaxed);
@@ -678,9 +721,25 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             }
                         }
                     }
+                    Some(Ok(ClientMessage::Wear { avatar, garment })) if publisher => {
+                        if !s.garments.contains(&garment) {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            let what = format!("unknown garment {garment:?} (this server streams: {})", s.garments.join(", "));
+                            if !send(&mut sink, &ServerMessage::error("unknown_garment", what)).await { break; }
+                        } else if avatar.is_empty() || avatar.chars().count() > 64 {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !send(&mut sink, &ServerMessage::error("bad_message", "avatar id must be 1–64 characters")).await { break; }
+                        } else if let Ok(mut inbox) = s.inbox.lock() && (inbox.wear.len() < 4096 || inbox.wear.contains_key(&avatar)) {
+                            inbox.wear.insert(avatar, garment);
+                        }
+                    }
                     Some(Ok(ClientMessage::Subscribe { avatars })) if viewer => {
                         if rx.is_none() {
-                            if sink.send(Message::Binary(s.asset.clone())).await.is_err() { break; }
+                            let mut ok = true;
+                            for asset in &s.assets {
+                                if sink.send(Message::Binary(asset.clone())).await.is_err() { ok = false; break; }
+                            }
+                            if !ok { break; }
                             rx = Some(s.frames.subscribe());
                         }
                         subscription = avatars.map(|a| a.into_iter().collect());
@@ -688,7 +747,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     }
                     Some(Ok(other)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate { .. } => "pose or calibrate from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection" };
+                        let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate { .. } | ClientMessage::Wear { .. } => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection" };
                         if !send(&mut sink, &ServerMessage::error("unexpected", what)).await { break; }
                     }
                 }
@@ -699,7 +758,9 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         let wanted = |a: &str| subscription.as_ref().is_none_or(|set| set.contains(a));
                         let mut failed = false;
                         for f in out.frames.iter().filter(|f| wanted(&f.avatar)) {
-                            let bytes = if synced.contains(&f.avatar) {
+                            // in step: the delta, unless the stream (re)starts with a
+                            // keyframe (first frame, or the avatar changed garment)
+                            let bytes = if synced.contains(&f.avatar) && f.delta.is_some() {
                                 f.delta.clone()
                             } else if let Some(k) = &f.key {
                                 synced.insert(f.avatar.clone());

@@ -82,6 +82,15 @@ pub enum ClientMessage {
         /// Avatar id.
         avatar: String,
     },
+    /// Dress `avatar` in the server's garment `garment` (publishers; a try-on kiosk
+    /// switching garments). Applies to avatars of any source, from any publisher
+    /// connection; an avatar not seen yet wears it from its first pose.
+    Wear {
+        /// Avatar id.
+        avatar: String,
+        /// Garment name (as in the server's databases: `tshirt`, `pants`, …).
+        garment: String,
+    },
     /// Which avatars to receive (viewers); `None`: all.
     Subscribe {
         /// Avatar ids.

@@ -127,7 +127,9 @@ pub struct Synthesizer<'db> {
 }
 
 impl<'db> Synthesizer<'db> {
-    /// Prepares the runtime (precomputes example frames and sparse region lists).
+    /// Prepares the runtime: the examples re-expressed in bone-local frames (160 bytes
+    /// per example and vertex: 23 MB for 48 examples of a 3 000-vertex garment), sparse
+    /// per-vertex region lists and the distinct region sets.
     pub fn new(db: &'db Database, params: SynthParams) -> Self {
         let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
         let example_frames: Vec<[Rigid; JOINT_COUNT]> = db
