@@ -67,6 +67,15 @@ pub struct GarmentConfig {
     /// for relaxed arms. 0 for garments without sleeves.
     #[serde(default)]
     pub pattern_arm_angle: f32,
+    /// Elastic waistband (pants): how much shorter, as a fraction, the unstressed
+    /// circumference is at the top edge than the garment as cut, tapering to nothing
+    /// `waistband_height` below it. A waist cut with ease alone has nothing to hang on
+    /// and slides off the hips (no static equilibrium); 0 turns it off.
+    #[serde(default)]
+    pub waistband: f32,
+    /// Height of the elastic waistband, metres.
+    #[serde(default)]
+    pub waistband_height: f32,
     /// Bone groups (SOR §5).
     pub regions: Vec<RegionConfig>,
 }
@@ -141,6 +150,20 @@ impl GarmentConfig {
                 name: "pattern_arm_angle",
                 value: c.pattern_arm_angle,
                 range: "0–80°",
+            });
+        }
+        if !(0.0..=0.6).contains(&c.waistband) {
+            return Err(GarmentError::Parameter {
+                name: "waistband",
+                value: c.waistband,
+                range: "0–0.6",
+            });
+        }
+        if !(0.0..=0.3).contains(&c.waistband_height) {
+            return Err(GarmentError::Parameter {
+                name: "waistband_height",
+                value: c.waistband_height,
+                range: "0–0.3 m",
             });
         }
         if !(500..=100_000).contains(&c.target_vertices) {

@@ -67,7 +67,33 @@ impl Garment {
         push_out_of_body(&mut mesh, body, REST_CLEARANCE)?;
         let mut g = Self::bind(&cfg.name, mesh, body, regions)?;
         g.metric = g.pattern_metric(body, cfg.pattern_arm_angle);
+        g.gather_waistband(body, cfg.waistband, cfg.waistband_height);
         Ok(g)
+    }
+
+    /// Shortens the unstressed circumference of the top `height` metres of the garment
+    /// by `fraction` at the top edge, tapering linearly to nothing (an elastic
+    /// waistband): the metric is pulled towards the body's vertical axis through the
+    /// pelvis joint.
+    fn gather_waistband(&mut self, body: &Body, fraction: f32, height: f32) {
+        if fraction <= 0.0 || height <= 0.0 {
+            return;
+        }
+        let top = self
+            .mesh
+            .positions
+            .iter()
+            .map(|p| p.y)
+            .fold(f32::MIN, f32::max);
+        let axis = body.skeleton.rest_positions()[crate::skeleton::JointId::PELVIS.index()];
+        for (m, p) in self.metric.iter_mut().zip(&self.mesh.positions) {
+            let depth = top - p.y;
+            if depth < height {
+                let f = 1.0 - fraction * (1.0 - depth / height);
+                m.x = axis.x + (m.x - axis.x) * f;
+                m.z = axis.z + (m.z - axis.z) * f;
+            }
+        }
     }
 
     /// The garment skinned to the pattern pose (arms lowered by `arm_angle_deg`

@@ -217,3 +217,28 @@ fn sensitivities_match_finite_differences_of_resolves() {
         );
     }
 }
+
+#[test]
+fn pants_hang_from_their_elastic_waistband() {
+    let body = Body::default_body().expect("body");
+    let mut cfg = GarmentConfig::builtin("pants").expect("cfg");
+    assert!(cfg.waistband > 0.0, "the built-in pants have a waistband");
+    cfg.target_vertices = 1500;
+    let pants = Garment::generate(&body, &cfg).expect("pants");
+    let eq = Simulator::new(&body, &pants, &SimParams::default())
+        .expect("sim")
+        .drape_rest()
+        .expect("pants drape at rest");
+    assert!(eq.report.residual <= eq.report.tolerance);
+    // held at the waist, not slid down the legs: the top edge stays where it was cut
+    // and the hems hang above the ground
+    let top = |ys: &mut dyn Iterator<Item = f64>| ys.fold(f64::MIN, f64::max);
+    let cut_top = top(&mut pants.mesh.positions.iter().map(|p| f64::from(p.y)));
+    let draped_top = top(&mut eq.positions.iter().map(|p| p.y));
+    assert!(
+        (cut_top - draped_top).abs() < 0.03,
+        "waistband moved from {cut_top:.3} m to {draped_top:.3} m"
+    );
+    let lowest = eq.positions.iter().map(|p| p.y).fold(f64::MAX, f64::min);
+    assert!(lowest > -0.01, "pants fell to {lowest:.3} m");
+}
