@@ -610,7 +610,7 @@ mod tests {
     fn bone_local_blend_equals_per_example_skinning() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/db/v1/small.ccdb");
-        let db = Database::read(&path).unwrap();
+        let db = Database::read(&path).expect("golden database");
         let synth = Synthesizer::new(&db, SynthParams::default());
         let mut pose = db.examples[1].pose;
         pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.3, -0.2, -0.7)));
