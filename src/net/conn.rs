@@ -1,0 +1,342 @@
+//! One WebSocket connection: the `hello` handshake, a publisher's poses, body frames,
+//! calibrate and wear messages, a viewer's subscription and its bounded share of the
+//! frame fan-out, limits and close codes.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::broadcast;
+
+use super::Shared;
+use crate::engine::{Applied, InputState, TickOutput, apply_joints, apply_pose_message};
+use crate::mocap::parse_body_frame;
+use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
+
+pub(super) async fn ws_upgrade(
+    ws: WebSocketUpgrade,
+    State(s): State<Arc<Shared>>,
+) -> impl IntoResponse {
+    let limit = s.config.max_message_bytes;
+    ws.max_message_size(limit)
+        .max_frame_size(limit)
+        .on_upgrade(move |socket| connection(socket, s))
+}
+
+/// Close codes (RFC 6455 application range).
+mod close {
+    pub(super) const PROTOCOL: u16 = 1002;
+    pub(super) const POLICY: u16 = 1008;
+    pub(super) const TOO_BIG: u16 = 1009;
+    pub(super) const UNAUTHORIZED: u16 = 4001;
+    pub(super) const TRY_LATER: u16 = 1013;
+}
+
+fn parse(msg: &Message) -> Option<Result<ClientMessage, String>> {
+    match msg {
+        Message::Binary(b) => Some(ClientMessage::from_msgpack(b).map_err(|e| e.to_string())),
+        Message::Text(t) => Some(ClientMessage::from_json(t.as_str()).map_err(|e| e.to_string())),
+        _ => None,
+    }
+}
+
+async fn send(
+    socket: &mut futures_util::stream::SplitSink<WebSocket, Message>,
+    m: &ServerMessage,
+) -> bool {
+    socket
+        .send(Message::Binary(Bytes::from(m.to_msgpack())))
+        .await
+        .is_ok()
+}
+
+async fn close_with(
+    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    code: u16,
+    reason: &str,
+) {
+    let _ = send(&mut sink, &ServerMessage::error("closed", reason)).await;
+    let _ = sink
+        .send(Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.into(),
+        })))
+        .await;
+}
+
+async fn connection(socket: WebSocket, s: Arc<Shared>) {
+    let (mut sink, mut stream) = socket.split();
+    let m = &s.metrics;
+    // hello first
+    let hello = tokio::time::timeout(
+        Duration::from_secs_f32(s.config.hello_timeout.max(0.1)),
+        stream.next(),
+    )
+    .await;
+    let role = match hello {
+        Ok(Some(Ok(msg))) => match parse(&msg) {
+            Some(Ok(ClientMessage::Hello {
+                version,
+                role,
+                token,
+            })) => {
+                if version != PROTOCOL_VERSION {
+                    return close_with(sink, close::PROTOCOL, &format!("protocol version {version} not supported (server speaks {PROTOCOL_VERSION})")).await;
+                }
+                let need = |t: &Option<String>| {
+                    s.config.open || (t.is_some() && token.as_ref() == t.as_ref())
+                };
+                let ok = match role {
+                    Role::Publisher => need(&s.config.publisher_token),
+                    Role::Viewer => need(&s.config.viewer_token),
+                    Role::Both => need(&s.config.publisher_token) && need(&s.config.viewer_token),
+                };
+                if !ok {
+                    return close_with(sink, close::UNAUTHORIZED, "wrong or missing token").await;
+                }
+                role
+            }
+            Some(Ok(_)) => {
+                return close_with(sink, close::PROTOCOL, "the first message must be hello").await;
+            }
+            Some(Err(e)) => {
+                m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                return close_with(sink, close::PROTOCOL, &format!("bad hello: {e}")).await;
+            }
+            None => {
+                return close_with(sink, close::PROTOCOL, "the first message must be hello").await;
+            }
+        },
+        Ok(Some(Err(e))) => {
+            let reason = e.to_string();
+            let code = if reason.contains("too long") || reason.contains("size") {
+                close::TOO_BIG
+            } else {
+                close::PROTOCOL
+            };
+            return close_with(sink, code, &reason).await;
+        }
+        Ok(None) => return,
+        Err(_) => return close_with(sink, close::POLICY, "no hello in time").await,
+    };
+    let publisher = matches!(role, Role::Publisher | Role::Both);
+    let viewer = matches!(role, Role::Viewer | Role::Both);
+    let counter = if viewer { &m.viewers } else { &m.publishers };
+    if viewer && counter.fetch_add(1, Ordering::Relaxed) as usize >= s.config.max_viewers {
+        counter.fetch_sub(1, Ordering::Relaxed);
+        return close_with(sink, close::TRY_LATER, "viewer limit reached").await;
+    } else if !viewer {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    if !send(
+        &mut sink,
+        &ServerMessage::Welcome {
+            version: PROTOCOL_VERSION,
+            tick_hz: s.config.engine.tick_hz,
+        },
+    )
+    .await
+    {
+        counter.fetch_sub(1, Ordering::Relaxed);
+        return;
+    }
+    // token bucket of the message rate limit
+    let rate = f64::from(s.config.max_messages_per_second.max(1.0));
+    let mut tokens = rate;
+    let mut refilled = Instant::now();
+    let mut closing = s.closing.subscribe();
+    let mut rx: Option<broadcast::Receiver<Arc<TickOutput>>> = None;
+    let mut subscription: Option<HashSet<String>> = None;
+    let mut synced: HashSet<String> = HashSet::new();
+    let mut inputs: HashMap<String, InputState> = HashMap::new();
+    loop {
+        tokio::select! {
+            _ = closing.changed() => {
+                close_with(sink, 1001, "server shutting down").await;
+                break;
+            }
+            incoming = stream.next() => {
+                let msg = match incoming {
+                    Some(Ok(msg)) => msg,
+                    Some(Err(e)) => {
+                        let reason = e.to_string();
+                        let code = if reason.contains("too long") || reason.contains("size") { close::TOO_BIG } else { close::PROTOCOL };
+                        close_with(sink, code, &reason).await;
+                        break;
+                    }
+                    None => break,
+                };
+                if matches!(msg, Message::Close(_)) {
+                    break;
+                }
+                tokens = (tokens + refilled.elapsed().as_secs_f64() * rate).min(rate);
+                refilled = Instant::now();
+                tokens -= 1.0;
+                if tokens < 0.0 {
+                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                    close_with(sink, close::POLICY, "message rate limit exceeded").await;
+                    break;
+                }
+                // Kinect bridges' body frames: {"bodies": [...]} as JSON text, no `type`
+                if let Message::Text(t) = &msg
+                    && publisher
+                    && !t.contains("\"type\"")
+                    && t.contains("\"bodies\"")
+                {
+                    let frame = serde_json::from_str::<serde_json::Value>(t.as_str()).map_err(|e| e.to_string()).and_then(|v| parse_body_frame(&v, None).map_err(|e| e.to_string()));
+                    match frame {
+                        Ok(bodies) => {
+                            let now = s.start.elapsed().as_secs_f64();
+                            for b in bodies {
+                                let avatar = format!("kinect-{}", b.id);
+                                if !inputs.contains_key(&avatar) && inputs.len() >= s.config.max_avatars_per_publisher {
+                                    continue;
+                                }
+                                let mut state = inputs.get(&avatar).cloned().unwrap_or_default();
+                                if let Ok(pose) = apply_joints(&b.joints, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
+                                    m.poses_in.fetch_add(1, Ordering::Relaxed);
+                                    if let Ok(mut inbox) = s.inbox.lock() {
+                                        inbox.poses.insert(avatar.clone(), (pose, now, now));
+                                    }
+                                    inputs.insert(avatar, state);
+                                }
+                            }
+                        }
+                        Err(e) => {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !send(&mut sink, &ServerMessage::error("bad_body_frame", e)).await { break; }
+                        }
+                    }
+                    continue;
+                }
+                match parse(&msg) {
+                    None => {}
+                    Some(Err(e)) => {
+                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                        if !send(&mut sink, &ServerMessage::error("bad_message", e)).await { break; }
+                    }
+                    Some(Ok(ClientMessage::Pose(p))) if publisher => {
+                        if !inputs.contains_key(&p.avatar) && inputs.len() >= s.config.max_avatars_per_publisher {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !send(&mut sink, &ServerMessage::error("too_many_avatars", format!("a publisher may drive {} avatars", s.config.max_avatars_per_publisher))).await { break; }
+                            continue;
+                        }
+                        let mut state = inputs.get(&p.avatar).cloned().unwrap_or_default();
+                        match apply_pose_message(&p, &mut state, &s.retargeter, s.config.engine.filter.as_ref()) {
+                            Ok(Applied { mut pose, held }) => {
+                                if !held.is_empty() {
+                                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                    let what = format!("held at their last values (NaN, infinite, out of range or not a rotation): {}", held.join(", "));
+                                    if !send(&mut sink, &ServerMessage::error("joints_held", what)).await { break; }
+                                }
+                                if s.calibrate.lock().is_ok_and(|mut c| c.remove(&p.avatar)) {
+                                    state.calibrate();
+                                    pose = state.calibrated(&state.pose);
+                                }
+                                m.poses_in.fetch_add(1, Ordering::Relaxed);
+                                let now = s.start.elapsed().as_secs_f64();
+                                if let Ok(mut inbox) = s.inbox.lock() {
+                                    inbox.poses.insert(p.avatar.clone(), (pose, p.timestamp, now));
+                                }
+                                inputs.insert(p.avatar, state);
+                            }
+                            Err(e) => {
+                                m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                if !send(&mut sink, &ServerMessage::error("bad_pose", e.to_string())).await { break; }
+                            }
+                        }
+                    }
+                    Some(Ok(ClientMessage::Calibrate { avatar })) if publisher => {
+                        match inputs.get_mut(&avatar) {
+                            Some(state) => state.calibrate(),
+                            None if avatar.chars().count() <= 64 => {
+                                // published elsewhere: its connection applies it next pose
+                                if let Ok(mut c) = s.calibrate.lock() && c.len() < 1024 { c.insert(avatar); }
+                            }
+                            None => {
+                                m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                if !send(&mut sink, &ServerMessage::error("bad_message", "avatar id too long")).await { break; }
+                            }
+                        }
+                    }
+                    Some(Ok(ClientMessage::Wear { avatar, garment })) if publisher => {
+                        if !s.garments.contains(&garment) {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            let what = format!("unknown garment {garment:?} (this server streams: {})", s.garments.join(", "));
+                            if !send(&mut sink, &ServerMessage::error("unknown_garment", what)).await { break; }
+                        } else if avatar.is_empty() || avatar.chars().count() > 64 {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !send(&mut sink, &ServerMessage::error("bad_message", "avatar id must be 1–64 characters")).await { break; }
+                        } else if let Ok(mut inbox) = s.inbox.lock() && (inbox.wear.len() < 4096 || inbox.wear.contains_key(&avatar)) {
+                            inbox.wear.insert(avatar, garment);
+                        }
+                    }
+                    Some(Ok(ClientMessage::Subscribe { avatars })) if viewer => {
+                        if rx.is_none() {
+                            let mut ok = true;
+                            for asset in &s.assets {
+                                if sink.send(Message::Binary(asset.clone())).await.is_err() { ok = false; break; }
+                            }
+                            if !ok { break; }
+                            rx = Some(s.frames.subscribe());
+                        }
+                        subscription = avatars.map(|a| a.into_iter().collect());
+                        synced.clear();
+                    }
+                    Some(Ok(other)) => {
+                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                        let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate { .. } | ClientMessage::Wear { .. } => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection" };
+                        if !send(&mut sink, &ServerMessage::error("unexpected", what)).await { break; }
+                    }
+                }
+            }
+            tick = async { match rx.as_mut() { Some(r) => r.recv().await, None => std::future::pending().await } } => {
+                match tick {
+                    Ok(out) => {
+                        let wanted = |a: &str| subscription.as_ref().is_none_or(|set| set.contains(a));
+                        let mut failed = false;
+                        for f in out.frames.iter().filter(|f| wanted(&f.avatar)) {
+                            // in step: the delta, unless the stream (re)starts with a
+                            // keyframe (first frame, or the avatar changed garment)
+                            let bytes = if synced.contains(&f.avatar) && f.delta.is_some() {
+                                f.delta.clone()
+                            } else if let Some(k) = &f.key {
+                                synced.insert(f.avatar.clone());
+                                Some(k.clone())
+                            } else {
+                                if let Ok(mut inbox) = s.inbox.lock() { inbox.keyframes.insert(f.avatar.clone()); }
+                                None
+                            };
+                            if let Some(b) = bytes {
+                                m.bytes_out.fetch_add(b.len() as u64, Ordering::Relaxed);
+                                m.frames_out.fetch_add(1, Ordering::Relaxed);
+                                if sink.send(Message::Binary(b)).await.is_err() { failed = true; break; }
+                            }
+                        }
+                        for g in &out.gone {
+                            synced.remove(g);
+                            if wanted(g) && !send(&mut sink, &ServerMessage::Gone { avatar: g.clone() }).await { failed = true; }
+                        }
+                        if failed { break; }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        // fell behind: the missed deltas are gone; resync every avatar
+                        m.frames_dropped.fetch_add(n, Ordering::Relaxed);
+                        synced.clear();
+                    }
+                    Err(broadcast::error::RecvError::Closed) => {
+                        close_with(sink, 1001, "server shutting down").await;
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    counter.fetch_sub(1, Ordering::Relaxed);
+}
