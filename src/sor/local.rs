@@ -25,28 +25,27 @@ use super::rig::tau_matrix;
 #[derive(Copy, Clone, Debug, Default)]
 #[repr(C)]
 pub(super) struct LocalVertex {
-    /// xyz: w_q ℓ_q for the vertex's four skin bones (zero where w_q = 0); w: 0.
+    /// Per skin bone q (zero where w_q = 0): xyz: c_q ℓ_q, w: c_q, with
+    /// c_q = (1 − α) w_q, plus α when the remote bone is q (SOR Eq. 5's rotation weight).
     pub near: [Vec4; 4],
-    /// xyz: ℓ_r for the remote bone r; w: α (SOR Eq. 5).
+    /// A remote bone r that is not one of the skin bones: xyz: α ℓ_r, w: α (zero when
+    /// `remote_bone` is [`NO_BONE`]).
     pub remote: Vec4,
     /// Columns of A = (W_{b₀}^J)⁻¹ τ^J; w: 0.
     pub tau: [Vec4; 3],
     /// xyz: a = A c̄^J; w: d₀ = min(h₀^J, ε_p), metres (SOR Eq. 12).
     pub tau_offset: Vec4,
-    /// The remote bone r.
+    /// The remote bone when it is held apart in `remote`, else [`NO_BONE`].
     pub remote_bone: u32,
     /// The associated body vertex v^J (SOR Eq. 11).
     pub body_vertex: u32,
     _pad: [u32; 2],
 }
 
-impl LocalVertex {
-    /// α.
-    #[inline]
-    pub(super) fn alpha(&self) -> f32 {
-        self.remote.w
-    }
+/// `remote_bone` of a record whose remote bone is folded into `near` (or has α = 0).
+pub(super) const NO_BONE: u32 = u32::MAX;
 
+impl LocalVertex {
     /// d₀ = min(h₀^J, ε_p).
     #[inline]
     pub(super) fn clearance(&self) -> f32 {
@@ -76,19 +75,29 @@ impl LocalExamples {
                 let (joints, weights) = (skin.joints[v], skin.weights[v]);
                 let y = ex.positions[v];
                 let mut rec = LocalVertex {
-                    remote_bone: u32::from(ex.remote_bone[v]),
+                    remote_bone: NO_BONE,
                     body_vertex: ex.body_vertex[v],
                     ..LocalVertex::default()
                 };
+                let (alpha, r) = (ex.alpha[v], ex.remote_bone[v] as usize);
+                let mut folded = alpha == 0.0;
                 let mut cbar = Vec3::ZERO;
                 for q in 0..4 {
                     let (b, w) = (joints[q] as usize, weights[q]);
                     if w > 0.0 {
-                        rec.near[q] = (local(b, y) * w).extend(0.0);
+                        let mut c = (1.0 - alpha) * w;
+                        if b == r && !folded {
+                            c += alpha;
+                            folded = true;
+                        }
+                        rec.near[q] = (local(b, y) * c).extend(c);
                         cbar += f[b].trans * w;
                     }
                 }
-                rec.remote = local(ex.remote_bone[v] as usize, y).extend(ex.alpha[v]);
+                if !folded {
+                    rec.remote = (local(r, y) * alpha).extend(alpha);
+                    rec.remote_bone = r as u32;
+                }
                 let a = inv[joints[0] as usize] * Mat3A::from(tau_matrix(&ex.translation[v]));
                 rec.tau = [a.x_axis, a.y_axis, a.z_axis].map(|c| c.extend(0.0));
                 rec.tau_offset = (a * Vec3A::from(cbar)).extend(ex.clearance[v].min(margin));

@@ -18,7 +18,7 @@ use crate::skeleton::{
 };
 
 use super::db::Database;
-use super::local::LocalExamples;
+use super::local::{LocalExamples, NO_BONE};
 
 /// Most distinct examples blended at one vertex (regions × K is far below this).
 const MAX_SLOTS: usize = 48;
@@ -465,9 +465,8 @@ impl Synthesizer<'_> {
         pos: &[Vec3A; JOINT_COUNT],
     ) -> Vec3A {
         let mut near = [Vec4::ZERO; 4];
-        let mut beta = 0.0f32;
-        // remote bones, merged by bone; a vertex rarely sees more than a few distinct
-        // ones, the rest (if ever) are rotated straight away
+        // remote bones other than the skin bones, merged by bone; a vertex rarely sees
+        // more than a few distinct ones, the rest (if ever) are rotated straight away
         let mut far = [(0u32, Vec4::ZERO); 4];
         let mut nf = 0;
         let mut y = Vec3A::ZERO;
@@ -475,15 +474,11 @@ impl Synthesizer<'_> {
         let mut tau_offset = Vec4::ZERO;
         for &(s, w) in slots {
             let lv = self.local.get(scratch.used[s as usize] as usize, v);
-            let alpha = lv.alpha();
-            let wa = w * (1.0 - alpha);
-            beta += wa;
             for (acc, l) in near.iter_mut().zip(&lv.near) {
-                *acc += *l * wa;
+                *acc += *l * w;
             }
-            if alpha > 0.0 {
-                // xyz: α w ℓ_r, w: α w (the weight of c_r)
-                let l = lv.remote.with_w(1.0) * (w * alpha);
+            if lv.remote_bone != NO_BONE {
+                let l = lv.remote * w;
                 match far[..nf].iter_mut().find(|e| e.0 == lv.remote_bone) {
                     Some(e) => e.1 += l,
                     None if nf < 4 => {
@@ -501,12 +496,13 @@ impl Synthesizer<'_> {
             }
             tau_offset += lv.tau_offset * w;
         }
+        // Σ_b W_b^in (Σ_J w^J c_b^J ℓ_b^J) + (Σ_J w^J c_b^J) c_b^in
         let mut cbar = Vec3A::ZERO;
         for q in 0..4 {
             let wq = weights[q];
             if wq > 0.0 {
                 let b = joints[q] as usize;
-                y += rot[b] * Vec3A::from_vec4(near[q]) + pos[b] * (beta * wq);
+                y += rot[b] * Vec3A::from_vec4(near[q]) + pos[b] * near[q].w;
                 cbar += pos[b] * wq;
             }
         }
@@ -639,5 +635,19 @@ mod tests {
             "the test pose should move the garment ({moved} m)"
         );
         assert!(worst < 1e-5, "reordered blend differs by {worst} m");
+        // both kinds of remote bone are exercised: folded into a skin bone, and apart
+        let (mut folded, mut apart) = (0, 0);
+        for (j, ex) in db.examples.iter().enumerate() {
+            for v in 0..db.vertex_count() {
+                if ex.alpha[v] > 0.0 {
+                    if synth.local.get(j, v).remote_bone == NO_BONE {
+                        folded += 1;
+                    } else {
+                        apart += 1;
+                    }
+                }
+            }
+        }
+        assert!(folded > 0 && apart > 0, "folded {folded}, apart {apart}");
     }
 }
