@@ -232,7 +232,9 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             Ok(Applied { mut pose, held }) => {
                                 if !held.is_empty() {
                                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                                    let what = format!("held at their last values (NaN, infinite, out of range or not a rotation): {}", held.join(", "));
+                                    let mut names = held.iter().take(8).map(String::as_str).collect::<Vec<_>>().join(", ");
+                                    if held.len() > 8 { names += &format!(" and {} more", held.len() - 8); }
+                                    let what = format!("held at their last values (NaN, infinite, out of range or not a rotation): {names}");
                                     if !send(&mut sink, &ServerMessage::error("joints_held", what)).await { break; }
                                 }
                                 if s.calibrate.lock().is_ok_and(|mut c| c.remove(&p.avatar)) {
