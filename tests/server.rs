@@ -651,11 +651,12 @@ async fn a_wear_message_switches_an_avatar_to_another_garment() {
         .send(&ClientMessage::Subscribe { avatars: None })
         .await
         .expect("subscribe");
-    let mut hashes = Vec::new();
+    let (mut hashes, mut names) = (Vec::new(), Vec::new());
     let mut view = Viewer::default();
     for _ in 0..2 {
         match viewer.next().await.expect("asset") {
             ServerMessage::Asset(a) => {
+                names.push(a.garment.clone());
                 hashes.push(a.hash.clone());
                 view.apply(ServerMessage::Asset(a)).expect("asset applies");
             }
@@ -663,6 +664,7 @@ async fn a_wear_message_switches_an_avatar_to_another_garment() {
         }
     }
     assert_ne!(hashes[0], hashes[1]);
+    assert_eq!(names, [db.garment.name.as_str(), "shirt-b"]);
     publisher
         .send(&arm_pose("kiosk", 0.4, 0.0))
         .await

@@ -6,6 +6,8 @@ export declare const PROTOCOL_VERSION: 1;
 /** Static data of an avatar's assets (sent once per viewer). */
 export interface Asset {
   hash: string;
+  /** Garment name (what a `wear` message takes); "" from older servers. */
+  garment: string;
   setup: GarmentSetup;
   /** Body rest positions, 3 floats per vertex, metres. */
   bodyPositions: Float32Array;

@@ -12,8 +12,9 @@
 //           pose: Float32Array (pelvis translation + 22 local quaternions x,y,z,w),
 //           world: Float32Array(7) (garment canonical → world: quaternion, translation),
 //           seq, frames, bytes, dropped, latencyMs }
-// Asset:  { hash, setup (GarmentSetup), bodyPositions, bodyTriangles, bodyJoints,
-//           bodyWeights, skeleton (22 rest joint positions), parents }
+// Asset:  { hash, garment (name, what `wear` takes), setup (GarmentSetup), bodyPositions,
+//           bodyTriangles, bodyJoints, bodyWeights, skeleton (22 rest joint positions),
+//           parents }
 
 import { decode } from "./msgpack.js";
 import { GarmentSetup, GarmentDecoder, CodecError } from "./codec.js";
@@ -68,6 +69,7 @@ export class ClothcastClient extends EventTarget {
       case "asset": {
         const a = {
           hash: m.hash,
+          garment: m.garment ?? "",
           setup: GarmentSetup.parse(m.setup),
           bodyPositions: f32(m.body_positions),
           bodyTriangles: u32(m.body_triangles),

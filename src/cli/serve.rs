@@ -250,8 +250,9 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
                 for id in ids {
                     let v = &viewer.avatars[&id];
                     let (f0, b0) = last_counts.get(&id).copied().unwrap_or((0, 0));
+                    let garment = viewer.garments.get(&v.asset).map_or("", String::as_str);
                     println!(
-                        "{id:>16}: {:5.1} fps  {:7.1} kbit/s  {} vertices  frame {}",
+                        "{id:>16}: {garment:>8} {:5.1} fps  {:7.1} kbit/s  {} vertices  frame {}",
                         (v.frames - f0) as f64 / dt,
                         (v.bytes - b0) as f64 * 8.0 / 1000.0 / dt,
                         v.positions.len() / 3,

@@ -129,6 +129,8 @@ pub struct AvatarView {
 #[derive(Default)]
 pub struct Viewer {
     setups: HashMap<String, Arc<GarmentSetup>>,
+    /// Garment name of each asset hash (empty when the server does not say).
+    pub garments: HashMap<String, String>,
     /// Avatars by id.
     pub avatars: HashMap<String, AvatarView>,
 }
@@ -141,6 +143,7 @@ impl Viewer {
             ServerMessage::Asset(a) => {
                 let setup = GarmentSetup::from_bytes(&a.setup)
                     .map_err(|e| ClientError::Stream(e.to_string()))?;
+                self.garments.insert(a.hash.clone(), a.garment);
                 self.setups.insert(a.hash, Arc::new(setup));
                 Ok(None)
             }

@@ -401,6 +401,7 @@ impl Garment {
             .for_each(|p| f32s(&mut sk, &p.to_array()));
         let asset = ServerMessage::Asset(AssetMessage {
             hash: asset_hash.clone(),
+            garment: db.garment.name.clone(),
             setup: ByteBuf::from(setup.to_bytes()),
             body_positions: ByteBuf::from(pos),
             body_triangles: ByteBuf::from(tri),

@@ -104,6 +104,10 @@ pub enum ClientMessage {
 pub struct AssetMessage {
     /// Content hash (hex) that frames refer to.
     pub hash: String,
+    /// The garment's name (`tshirt`, `pants`, …: what `wear` takes); empty from servers
+    /// older than this field.
+    #[serde(default)]
+    pub garment: String,
     /// The garment's codec setup (`codec::GarmentSetup::to_bytes`).
     pub setup: ByteBuf,
     /// Body rest vertex positions, f32 LE triples, metres.
