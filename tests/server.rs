@@ -738,13 +738,14 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
         token: Some("view".into()),
     };
     stalled
-        .send(Message::Binary(hello.to_msgpack().into()))
+        .send(Message::Binary(hello.to_msgpack().expect("encodes").into()))
         .await
         .expect("hello");
     stalled
         .send(Message::Binary(
             ClientMessage::Subscribe { avatars: None }
                 .to_msgpack()
+                .expect("encodes")
                 .into(),
         ))
         .await

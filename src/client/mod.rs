@@ -81,7 +81,7 @@ impl Client {
     /// Sends a message (MessagePack).
     pub async fn send(&mut self, m: &ClientMessage) -> Result<(), ClientError> {
         self.ws
-            .send(Message::Binary(Bytes::from(m.to_msgpack())))
+            .send(Message::Binary(Bytes::from(m.to_msgpack()?)))
             .await?;
         Ok(())
     }

@@ -79,6 +79,9 @@ pub enum EngineError {
     /// Codec failure (a bug or a garment outside the lattice).
     #[error(transparent)]
     Codec(#[from] CodecError),
+    /// A message of ours could not be encoded (a bug).
+    #[error(transparent)]
+    Protocol(#[from] crate::protocol::ProtocolError),
 }
 
 /// Reads a pose message of the `canonical` profile (local rotations of the canonical
@@ -418,7 +421,7 @@ impl Garment {
             skeleton,
             setup,
             asset_hash,
-            asset: Bytes::from(asset.to_msgpack()),
+            asset: Bytes::from(asset.to_msgpack()?),
         })
     }
 }
@@ -662,8 +665,8 @@ impl Engine {
                     .iter()
                     .chain(a.pose.rotations.iter().flat_map(|q| q.as_ref()))
                     .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
-                let message = |garment: &[u8]| {
-                    Bytes::from(
+                let message = |garment: &[u8]| -> Result<Bytes, EngineError> {
+                    Ok(Bytes::from(
                         ServerMessage::Frame(FrameMessage {
                             avatar: (*id).clone(),
                             seq: h.frame,
@@ -674,16 +677,16 @@ impl Engine {
                             world: a.world,
                             garment: ByteBuf::from(garment.to_vec()),
                         })
-                        .to_msgpack(),
-                    )
+                        .to_msgpack()?,
+                    ))
                 };
                 let (delta, key) = if first {
-                    (None, Some(message(&a.delta)))
+                    (None, Some(message(&a.delta)?))
                 } else if a.want_key {
                     a.encoder.keyframe(&mut a.key)?;
-                    (Some(message(&a.delta)), Some(message(&a.key)))
+                    (Some(message(&a.delta)?), Some(message(&a.key)?))
                 } else {
-                    (Some(message(&a.delta)), None)
+                    (Some(message(&a.delta)?), None)
                 };
                 a.want_key = false;
                 Ok(AvatarFrame {

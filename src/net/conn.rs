@@ -46,14 +46,22 @@ fn parse(msg: &Message) -> Option<Result<ClientMessage, String>> {
     }
 }
 
+/// Sends one of our messages; false when the socket failed. A message that cannot be
+/// encoded (a bug of ours) is logged and skipped, the connection goes on.
 async fn send(
     socket: &mut futures_util::stream::SplitSink<WebSocket, Message>,
     m: &ServerMessage,
 ) -> bool {
-    socket
-        .send(Message::Binary(Bytes::from(m.to_msgpack())))
-        .await
-        .is_ok()
+    match m.to_msgpack() {
+        Ok(bytes) => socket
+            .send(Message::Binary(Bytes::from(bytes)))
+            .await
+            .is_ok(),
+        Err(e) => {
+            tracing::error!(error = %e, "could not encode a reply");
+            true
+        }
+    }
 }
 
 async fn close_with(

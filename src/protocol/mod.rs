@@ -185,6 +185,9 @@ pub enum ProtocolError {
     /// Not valid JSON for any message.
     #[error("bad JSON: {0}")]
     Json(String),
+    /// A message of ours could not be written (a value MessagePack cannot hold).
+    #[error("encoding a message: {0}")]
+    Encode(String),
     /// Larger than allowed.
     #[error("message of {size} bytes exceeds the limit of {limit}")]
     TooLarge {
@@ -207,15 +210,15 @@ impl ClientMessage {
     }
 
     /// Writes the message as MessagePack (maps).
-    pub fn to_msgpack(&self) -> Vec<u8> {
-        rmp_serde::to_vec_named(self).unwrap_or_default()
+    pub fn to_msgpack(&self) -> Result<Vec<u8>, ProtocolError> {
+        rmp_serde::to_vec_named(self).map_err(|e| ProtocolError::Encode(e.to_string()))
     }
 }
 
 impl ServerMessage {
     /// Writes the message as MessagePack (maps).
-    pub fn to_msgpack(&self) -> Vec<u8> {
-        rmp_serde::to_vec_named(self).unwrap_or_default()
+    pub fn to_msgpack(&self) -> Result<Vec<u8>, ProtocolError> {
+        rmp_serde::to_vec_named(self).map_err(|e| ProtocolError::Encode(e.to_string()))
     }
 
     /// Reads a binary (MessagePack) message.
@@ -251,7 +254,7 @@ mod tests {
             }],
         });
         assert_eq!(
-            ClientMessage::from_msgpack(&pose.to_msgpack()).expect("msgpack"),
+            ClientMessage::from_msgpack(&pose.to_msgpack().expect("encodes")).expect("msgpack"),
             pose
         );
         let json = serde_json::to_string(&pose).expect("json");
@@ -267,7 +270,7 @@ mod tests {
             world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
             garment: ByteBuf::from(vec![1u8, 2, 3]),
         });
-        let bytes = frame.to_msgpack();
+        let bytes = frame.to_msgpack().expect("encodes");
         // byte payloads are MessagePack bin (0xc4), not arrays of integers
         assert!(bytes.windows(2).any(|w| w == [0xc4, 3]));
         assert_eq!(ServerMessage::from_msgpack(&bytes).expect("back"), frame);
