@@ -62,6 +62,30 @@ async fn until(
     }
 }
 
+/// Reads messages until `avatar` has `n` more decoded frames than now.
+async fn more_frames(c: &mut Client, viewer: &mut Viewer, avatar: &str, n: u64) {
+    let before = viewer.avatars.get(avatar).map_or(0, |a| a.frames);
+    until(c, viewer, |v, _| {
+        v.avatars
+            .get(avatar)
+            .is_some_and(|a| a.frames >= before + n)
+    })
+    .await;
+}
+
+/// Asks for a calibration of `avatar` from a new publisher connection.
+async fn calibrate(url: &str, avatar: &str) {
+    let mut operator = Client::connect(url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("operator");
+    operator
+        .send(&ClientMessage::Calibrate {
+            avatar: avatar.into(),
+        })
+        .await
+        .expect("calibrate");
+}
+
 /// Largest distance, metres, between a streamed garment and synthesis run directly
 /// (undamped) on `pose`.
 fn off_direct(db: &Database, pose: &Pose, streamed: &[f32]) -> f32 {
@@ -230,11 +254,7 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
             .await
             .is_err()
     );
-    let before = view.avatars["alice"].frames;
-    until(&mut viewer, &mut view, |v, _| {
-        v.avatars["alice"].frames >= before + 5
-    })
-    .await;
+    more_frames(&mut viewer, &mut view, "alice", 5).await;
 
     // a stalled viewer does not delay the others, and is resynced when it reads again
     let mut stalled = Client::connect(&url, Role::Viewer, Some("view".into()))
@@ -245,11 +265,7 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
         .await
         .expect("subscribe");
     let t0 = tokio::time::Instant::now();
-    let before = view.avatars["alice"].frames;
-    until(&mut viewer, &mut view, |v, _| {
-        v.avatars["alice"].frames >= before + 20
-    })
-    .await;
+    more_frames(&mut viewer, &mut view, "alice", 20).await;
     assert!(
         t0.elapsed() < Duration::from_secs(3),
         "the active viewer was slowed down"
@@ -326,11 +342,7 @@ async fn limits_close_or_refuse_the_offender_only() {
             .await
             .expect("the other publisher is unaffected");
     }
-    let before = view.avatars["a"].frames;
-    until(&mut viewer, &mut view, |v, _| {
-        v.avatars["a"].frames >= before + 5
-    })
-    .await;
+    more_frames(&mut viewer, &mut view, "a", 5).await;
     // shutdown closes every connection with a reason
     server.shutdown().await;
     let mut reason = None;
@@ -438,11 +450,7 @@ async fn vmc_over_udp_moves_an_avatar() {
     .await;
     let out: Vec<f32> = view.avatars["vtuber"].positions.clone();
     sample(70f32.to_radians()).await;
-    let before = view.avatars["vtuber"].frames;
-    until(&mut viewer, &mut view, |v, _| {
-        v.avatars["vtuber"].frames >= before + 10
-    })
-    .await;
+    more_frames(&mut viewer, &mut view, "vtuber", 10).await;
     let down = &view.avatars["vtuber"].positions;
     let (before_y, after_y) = sleeve_heights(&out, down);
     assert!(
@@ -450,22 +458,10 @@ async fn vmc_over_udp_moves_an_avatar() {
         "sleeve did not follow the VMC arm: {before_y} → {after_y}"
     );
     // calibrating on the lowered arm makes it the rest pose: the sleeve goes back up
-    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("publisher");
-    publisher
-        .send(&ClientMessage::Calibrate {
-            avatar: "vtuber".into(),
-        })
-        .await
-        .expect("calibrate");
+    calibrate(&url, "vtuber").await;
     tokio::time::sleep(Duration::from_millis(50)).await;
     sample(70f32.to_radians()).await;
-    let before = view.avatars["vtuber"].frames;
-    until(&mut viewer, &mut view, |v, _| {
-        v.avatars["vtuber"].frames >= before + 10
-    })
-    .await;
+    more_frames(&mut viewer, &mut view, "vtuber", 10).await;
     let (_, calibrated_y) = sleeve_heights(&out, &view.avatars["vtuber"].positions);
     assert!(
         (calibrated_y - before_y).abs() < 0.03,
@@ -473,11 +469,7 @@ async fn vmc_over_udp_moves_an_avatar() {
     );
     // garbage datagrams are ignored; the avatar keeps streaming
     sender.send_to(b"garbage", vmc).await.expect("send");
-    let before = view.avatars["vtuber"].frames;
-    until(&mut viewer, &mut view, |v, _| {
-        v.avatars["vtuber"].frames >= before + 3
-    })
-    .await;
+    more_frames(&mut viewer, &mut view, "vtuber", 3).await;
     server.shutdown().await;
 }
 
@@ -556,11 +548,7 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
                 .await
                 .expect("send");
         }
-        let before = view.avatars[&avatar].frames;
-        until(&mut viewer, &mut view, |v, _| {
-            v.avatars[&avatar].frames >= before + 10
-        })
-        .await;
+        more_frames(&mut viewer, &mut view, &avatar, 10).await;
         let lowered = &view.avatars[&avatar].positions;
         let (before_y, after_y) = sleeve_heights(&out, lowered);
         assert!(
@@ -576,11 +564,7 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
     assert!(
         matches!(publisher.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "bad_body_frame")
     );
-    let before = view.avatars["kinect-7"].frames;
-    until(&mut viewer, &mut view, |v, _| {
-        v.avatars["kinect-7"].frames >= before + 3
-    })
-    .await;
+    more_frames(&mut viewer, &mut view, "kinect-7", 3).await;
     server.shutdown().await;
 }
 
@@ -598,15 +582,7 @@ async fn calibrate_from_another_connection_maps_the_held_pose_to_rest() {
         .send(&arm_pose("suit", 0.8, 0.0))
         .await
         .expect("pose");
-    let mut operator = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("operator");
-    operator
-        .send(&ClientMessage::Calibrate {
-            avatar: "suit".into(),
-        })
-        .await
-        .expect("calibrate");
+    calibrate(&url, "suit").await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     for i in 1..4 {
         publisher

@@ -306,14 +306,8 @@ mod tests {
     use super::*;
     use crate::skeleton::quat_exp;
 
-    #[test]
-    fn lbs_and_dqs_agree_for_single_bone_and_differ_when_blended() {
-        let rest = vec![Vec3::new(0.3, 1.0, 0.1), Vec3::new(0.5, 1.2, -0.2)];
-        let skin = SkinWeights {
-            joints: vec![[3, 0, 0, 0], [3, 5, 0, 0]],
-            weights: vec![[1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]],
-        };
-        skin.validate(2).expect("valid");
+    /// Skinning transforms moving bones 3 and 5 (the rest stay put).
+    fn two_bones() -> [Rigid; JOINT_COUNT] {
         let mut t = [Rigid::IDENTITY; JOINT_COUNT];
         t[3] = Rigid::new(
             quat_exp(Vec3::new(0.2, 1.1, -0.4)),
@@ -323,6 +317,18 @@ mod tests {
             quat_exp(Vec3::new(-0.9, 0.3, 0.5)),
             Vec3::new(-0.3, 0.0, 0.2),
         );
+        t
+    }
+
+    #[test]
+    fn lbs_and_dqs_agree_for_single_bone_and_differ_when_blended() {
+        let rest = vec![Vec3::new(0.3, 1.0, 0.1), Vec3::new(0.5, 1.2, -0.2)];
+        let skin = SkinWeights {
+            joints: vec![[3, 0, 0, 0], [3, 5, 0, 0]],
+            weights: vec![[1.0, 0.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]],
+        };
+        skin.validate(2).expect("valid");
+        let t = two_bones();
         let (mut a, mut b) = (vec![Vec3::ZERO; 2], vec![Vec3::ZERO; 2]);
         skin_into(SkinningMethod::Lbs, &rest, &skin, &t, &mut a);
         skin_into(SkinningMethod::Dqs, &rest, &skin, &t, &mut b);
@@ -336,15 +342,7 @@ mod tests {
 
     #[test]
     fn fused_position_and_normal_match_separate_ones() {
-        let mut t = [Rigid::IDENTITY; JOINT_COUNT];
-        t[3] = Rigid::new(
-            quat_exp(Vec3::new(0.2, 1.1, -0.4)),
-            Vec3::new(0.1, -0.2, 0.3),
-        );
-        t[5] = Rigid::new(
-            quat_exp(Vec3::new(-0.9, 0.3, 0.5)),
-            Vec3::new(-0.3, 0.0, 0.2),
-        );
+        let t = two_bones();
         let m = LbsMatrices::new(&t);
         let (x, n) = (Vec3::new(0.5, 1.2, -0.2), Vec3::new(0.0, 0.6, 0.8));
         let (j, w) = ([3, 5, 0, 0], [0.6, 0.3, 0.1, 0.0]);

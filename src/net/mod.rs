@@ -348,11 +348,10 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
             next = now_i;
         }
         let now = shared.start.elapsed().as_secs_f64();
-        let (poses, keys, mut wear) = match shared.inbox.lock() {
+        let (poses, keys) = match shared.inbox.lock() {
             Ok(mut inbox) => (
                 std::mem::take(&mut inbox.poses),
                 std::mem::take(&mut inbox.keyframes),
-                std::mem::take(&mut inbox.wear),
             ),
             Err(_) => break,
         };
@@ -361,23 +360,17 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
                 tracing::warn!(%avatar, error = %e, "pose refused");
             }
         }
-        // garment choices for avatars that do not exist yet wait for their first pose
-        wear.retain(|avatar, garment| {
-            if engine.has_avatar(avatar) {
+        // garment choices apply once their avatar exists (after its first pose)
+        if let Ok(mut inbox) = shared.inbox.lock() {
+            inbox.wear.retain(|avatar, garment| {
+                if !engine.has_avatar(avatar) {
+                    return true;
+                }
                 if let Err(e) = engine.wear(avatar, garment) {
                     tracing::warn!(%avatar, error = %e, "wear refused");
                 }
                 false
-            } else {
-                true
-            }
-        });
-        if !wear.is_empty()
-            && let Ok(mut inbox) = shared.inbox.lock()
-        {
-            for (avatar, garment) in wear {
-                inbox.wear.entry(avatar).or_insert(garment);
-            }
+            });
         }
         for avatar in keys {
             engine.request_keyframe(&avatar);

@@ -77,7 +77,6 @@ impl AvatarState {
 /// Per-thread working memory.
 #[derive(Clone, Debug, Default)]
 pub struct Scratch {
-    theta: Vec<f32>,
     dist: Vec<f64>,
     /// Per region: (example, normalised weight), top-K.
     top: Vec<(u32, f32)>,
@@ -231,7 +230,6 @@ impl<'db> Synthesizer<'db> {
         // K is at most 64 (the size of the per-region buffers below)
         let k = self.params.top_k.min(nj).clamp(1, 64);
         // distances D_g^J = Σ_m U^J_{g,m} Θ_m² (SOR Eq. 9)
-        scratch.theta.resize(DOF_COUNT, 0.0);
         scratch.dist.resize(g * nj, 0.0);
         let mut th = [0.0f32; DOF_COUNT];
         for (j, ex) in db.examples.iter().enumerate() {
