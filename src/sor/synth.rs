@@ -83,11 +83,12 @@ pub struct Scratch {
     order: Vec<u32>,
     slot_of: Vec<u32>,
     used: Vec<u32>,
-    /// Per region: (slot, weight) after the `min_share` cut, normalised; stride K.
+    /// Per region: (example, weight) after the `min_share` cut, normalised; stride K.
     region_cut: Vec<(u32, f32)>,
     region_len: Vec<u32>,
-    /// Per region set: the union of its regions' top-K as slots, and per slot the
-    /// weight in each region of the set (row-major, stride = regions in the set).
+    /// Per region set: the union of its regions' top-K (example ids, after the cut),
+    /// and per example its weight in each region of the set (row-major, stride =
+    /// regions in the set).
     combo_offsets: Vec<u32>,
     combo_slots: Vec<u32>,
     combo_weight_offsets: Vec<u32>,
@@ -321,22 +322,15 @@ impl<'db> Synthesizer<'db> {
                     .unwrap_or(db.garment.rest[v]);
                 continue;
             }
-            let y_in = self.blend(
-                scratch,
-                v,
-                used,
-                (skin.joints[v], skin.weights[v]),
-                &rot,
-                &pos,
-            );
+            let y_in = self.blend(v, used, (skin.joints[v], skin.weights[v]), &rot, &pos);
             if !self.params.resolve_penetration {
                 *o = Vec3::from(y_in);
                 continue;
             }
             // SOR Eq. 11–13: per example, push out along the associated body vertex's normal
             let mut y_out = Vec3A::ZERO;
-            for &(s, w) in used {
-                let lv = self.local.get(scratch.used[s as usize] as usize, v);
+            for &(j, w) in used {
+                let lv = self.local.get(j as usize, v);
                 let bv = lv.body_vertex as usize;
                 let n = Vec3A::from(scratch.body_nrm[bv]);
                 let h = (y_in - Vec3A::from(scratch.body_pos[bv])).dot(n);
@@ -366,7 +360,7 @@ impl Synthesizer<'_> {
             for &(j, w) in &scratch.top[r * k..(r + 1) * k] {
                 let s = scratch.slot_of[j as usize];
                 if s != u32::MAX && w >= keep {
-                    buf[n] = (s, w);
+                    buf[n] = (j, w);
                     n += 1;
                 }
             }
@@ -386,8 +380,8 @@ impl Synthesizer<'_> {
                 let r = r as usize;
                 for &(j, w) in &scratch.top[r * k..(r + 1) * k] {
                     let s = scratch.slot_of[j as usize];
-                    if s != u32::MAX && w >= keep && !scratch.combo_slots[first..].contains(&s) {
-                        scratch.combo_slots.push(s);
+                    if s != u32::MAX && w >= keep && !scratch.combo_slots[first..].contains(&j) {
+                        scratch.combo_slots.push(j);
                     }
                 }
             }
@@ -395,7 +389,7 @@ impl Synthesizer<'_> {
                 .combo_weight_offsets
                 .push(scratch.combo_weights.len() as u32);
             for e in first..scratch.combo_slots.len() {
-                let j = scratch.used[scratch.combo_slots[e] as usize];
+                let j = scratch.combo_slots[e];
                 for &r in set {
                     let r = r as usize;
                     let w = scratch.top[r * k..(r + 1) * k]
@@ -409,7 +403,7 @@ impl Synthesizer<'_> {
         }
     }
 
-    /// The examples blended at vertex `v` as (slot, weight), weights summing to one
+    /// The examples blended at vertex `v` as (example, weight), weights summing to one
     /// (empty: none carries weight). Vertices in one region share their region's list;
     /// the others' lists are written into `slots`.
     #[inline]
@@ -449,13 +443,13 @@ impl Synthesizer<'_> {
         &slots[..n]
     }
 
-    /// SOR Eq. 1–2 at vertex `v`: the blend of the examples in `slots`, each skinned to
-    /// the input pose (bone rotations `rot`, joint positions `pos`), computed as the
-    /// blend of the examples' bone-local data followed by one rotation per bone.
+    /// SOR Eq. 1–2 at vertex `v`: the blend of the (example, weight) pairs in `slots`,
+    /// each skinned to the input pose (bone rotations `rot`, joint positions `pos`),
+    /// computed as the blend of the examples' bone-local data followed by one rotation
+    /// per bone.
     #[inline]
     fn blend(
         &self,
-        scratch: &Scratch,
         v: usize,
         slots: &[(u32, f32)],
         (joints, weights): ([u16; 4], [f32; 4]),
@@ -470,8 +464,8 @@ impl Synthesizer<'_> {
         let mut y = Vec3A::ZERO;
         let mut tau = [Vec4::ZERO; 3];
         let mut tau_offset = Vec4::ZERO;
-        for &(s, w) in slots {
-            let lv = self.local.get(scratch.used[s as usize] as usize, v);
+        for &(j, w) in slots {
+            let lv = self.local.get(j as usize, v);
             for (acc, l) in near.iter_mut().zip(&lv.near) {
                 *acc += *l * w;
             }
@@ -612,9 +606,7 @@ mod tests {
         let input = synth.skeleton().world_frames(&pose);
         let rot = input.map(|f| Mat3A::from_quat(f.rot));
         let pos = input.map(|f| Vec3A::from(f.trans));
-        let mut scratch = Scratch::default();
         let ne = db.examples.len();
-        scratch.used = (0..ne as u32).collect();
         // weights that differ per example, and every example's α/remote bone in play
         let examples: Vec<(usize, f32)> = (0..ne).map(|j| (j, (j + 1) as f32)).collect();
         let total: f32 = examples.iter().map(|e| e.1).sum();
@@ -623,7 +615,7 @@ mod tests {
         let (mut worst, mut moved) = (0f32, 0f32);
         for v in 0..db.vertex_count() {
             let skin = (db.garment.skin.joints[v], db.garment.skin.weights[v]);
-            let fast = synth.blend(&scratch, v, &slots, skin, &rot, &pos);
+            let fast = synth.blend(v, &slots, skin, &rot, &pos);
             let slow = per_example(&synth, v, &examples, &input);
             worst = worst.max((fast - slow).length());
             moved = moved.max((slow - Vec3A::from(db.examples[0].positions[v])).length());
