@@ -105,23 +105,61 @@ fn predict(
     cur: &[[i32; 3]],
     spatial: u32,
 ) -> [i64; 3] {
-    let b = |u: usize| base.map_or([0; 3], |b| b[u]);
-    let off = |u: u32, k: usize| i64::from(cur[u as usize][k]) - i64::from(b(u as usize)[k]);
-    let bv = b(v);
-    let refs = match spatial {
-        SPATIAL_NONE => [NO_REF; 3],
-        SPATIAL_MEAN => [refs[0], refs[1], NO_REF],
-        _ => *refs,
+    match (base, spatial) {
+        (None, SPATIAL_NONE) => predict_in::<SPATIAL_NONE, false>(v, refs, &[], cur),
+        (None, SPATIAL_MEAN) => predict_in::<SPATIAL_MEAN, false>(v, refs, &[], cur),
+        (None, _) => predict_in::<SPATIAL_PARALLELOGRAM, false>(v, refs, &[], cur),
+        (Some(b), SPATIAL_NONE) => predict_in::<SPATIAL_NONE, true>(v, refs, b, cur),
+        (Some(b), SPATIAL_MEAN) => predict_in::<SPATIAL_MEAN, true>(v, refs, b, cur),
+        (Some(b), _) => predict_in::<SPATIAL_PARALLELOGRAM, true>(v, refs, b, cur),
+    }
+}
+
+/// [`predict`] for one spatial predictor `SP`, with (`BASE`) or without a base (the
+/// encoder's trials are instantiated per mode so that nothing is decided per vertex
+/// but which references exist).
+#[inline(always)]
+fn predict_in<const SP: u32, const BASE: bool>(
+    v: usize,
+    refs: &[u32; 3],
+    base: &[[i32; 3]],
+    cur: &[[i32; 3]],
+) -> [i64; 3] {
+    // offset of an earlier vertex from its base
+    let off = |u: u32| -> [i64; 3] {
+        let c = cur[u as usize];
+        let b = if BASE { base[u as usize] } else { [0; 3] };
+        std::array::from_fn(|k| i64::from(c[k]) - i64::from(b[k]))
     };
-    std::array::from_fn(|k| {
-        let s = match (refs[0], refs[1], refs[2]) {
-            (NO_REF, _, _) => 0,
-            (a, NO_REF, _) => off(a, k),
-            (a, b, NO_REF) => (off(a, k) + off(b, k)).div_euclid(2),
-            (a, b, c) => off(a, k) + off(b, k) - off(c, k),
-        };
-        i64::from(bv[k]) + s
-    })
+    let s: [i64; 3] = match SP {
+        SPATIAL_NONE => [0; 3],
+        SPATIAL_MEAN => match (refs[0], refs[1]) {
+            (NO_REF, _) => [0; 3],
+            (a, NO_REF) => off(a),
+            (a, b) => {
+                let (oa, ob) = (off(a), off(b));
+                std::array::from_fn(|k| (oa[k] + ob[k]) >> 1)
+            }
+        },
+        _ => match (refs[0], refs[1], refs[2]) {
+            (NO_REF, _, _) => [0; 3],
+            (a, NO_REF, _) => off(a),
+            (a, b, NO_REF) => {
+                let (oa, ob) = (off(a), off(b));
+                std::array::from_fn(|k| (oa[k] + ob[k]) >> 1)
+            }
+            (a, b, c) => {
+                let (oa, ob, oc) = (off(a), off(b), off(c));
+                std::array::from_fn(|k| oa[k] + ob[k] - oc[k])
+            }
+        },
+    };
+    if BASE {
+        let bv = base[v];
+        std::array::from_fn(|k| i64::from(bv[k]) + s[k])
+    } else {
+        s
+    }
 }
 
 /// Approximate cost in bits of coding `e` (used only to choose patch modes).
@@ -199,17 +237,50 @@ fn trial(
     q_new: &mut [[i32; 3]],
     residual: &mut [[i32; 3]],
 ) -> u32 {
-    let mut bits = 0;
-    for &v in vertices {
-        let v = v as usize;
-        let p = predict(v, &setup.predictor[v], base, q_new, spatial);
-        let q = snap(p, target[v], r);
-        let e: [i64; 3] = std::array::from_fn(|k| i64::from(q[k]) - p[k]);
-        bits += e.iter().map(|&e| cost(e)).sum::<u32>();
-        q_new[v] = q;
-        residual[v] = e.map(|e| e as i32);
+    let t = Trial {
+        setup,
+        vertices,
+        target,
+        r,
+    };
+    match (base, spatial) {
+        (None, SPATIAL_NONE) => t.run::<SPATIAL_NONE, false>(&[], q_new, residual),
+        (None, SPATIAL_MEAN) => t.run::<SPATIAL_MEAN, false>(&[], q_new, residual),
+        (None, _) => t.run::<SPATIAL_PARALLELOGRAM, false>(&[], q_new, residual),
+        (Some(b), SPATIAL_NONE) => t.run::<SPATIAL_NONE, true>(b, q_new, residual),
+        (Some(b), SPATIAL_MEAN) => t.run::<SPATIAL_MEAN, true>(b, q_new, residual),
+        (Some(b), _) => t.run::<SPATIAL_PARALLELOGRAM, true>(b, q_new, residual),
     }
-    bits
+}
+
+/// The read-only inputs of a [`trial`].
+struct Trial<'a> {
+    setup: &'a GarmentSetup,
+    vertices: &'a [u32],
+    target: &'a [[f64; 3]],
+    r: f64,
+}
+
+impl Trial<'_> {
+    #[inline(always)]
+    fn run<const SP: u32, const BASE: bool>(
+        &self,
+        base: &[[i32; 3]],
+        q_new: &mut [[i32; 3]],
+        residual: &mut [[i32; 3]],
+    ) -> u32 {
+        let mut bits = 0;
+        for &v in self.vertices {
+            let v = v as usize;
+            let p = predict_in::<SP, BASE>(v, &self.setup.predictor[v], base, q_new);
+            let q = snap(p, self.target[v], self.r);
+            let e: [i64; 3] = std::array::from_fn(|k| i64::from(q[k]) - p[k]);
+            bits += e.iter().map(|&e| cost(e)).sum::<u32>();
+            q_new[v] = q;
+            residual[v] = e.map(|e| e as i32);
+        }
+        bits
+    }
 }
 
 /// Vertices of a patch on which the encoder compares prediction modes.
