@@ -16,6 +16,10 @@ use crate::net::{ServerConfig, start};
 use crate::protocol::{ClientMessage, Role, ServerMessage};
 use crate::skeleton::Skeleton;
 
+/// Avatars driven by one publisher connection (the server's defaults allow 64 avatars
+/// and 2 000 messages per second per connection; 32 avatars at 30 Hz send 960).
+const PER_PUBLISHER: usize = 32;
+
 /// Arguments of `clothcast bench serve`.
 #[derive(Args, Debug)]
 pub(crate) struct ServeBench {
@@ -61,16 +65,20 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
             let server = start(Arc::clone(&db), config).await?;
             let url = format!("ws://{}/ws", server.addr);
             let t0 = Instant::now();
-            // publisher: every avatar at 30 Hz, timestamps on our clock
-            let publisher = {
+            // publishers: every avatar at 30 Hz, timestamps on our clock; each drives at
+            // most PER_PUBLISHER avatars, within the server's default limits on avatars
+            // per publisher and messages per second (as a room of performers would)
+            let mut publishers = Vec::new();
+            for first in (0..n).step_by(PER_PUBLISHER) {
                 let (url, clip) = (url.clone(), Arc::clone(&clip));
-                tokio::spawn(async move {
+                let avatars = first..(first + PER_PUBLISHER).min(n);
+                publishers.push(tokio::spawn(async move {
                     let mut c = Client::connect(&url, Role::Publisher, None).await?;
                     let mut next = tokio::time::Instant::now();
                     loop {
                         let t = t0.elapsed().as_secs_f64();
                         let frame = (t / f64::from(clip.frame_time)) as usize;
-                        for k in 0..n {
+                        for k in avatars.clone() {
                             let f = (frame + k * 97) % clip.poses.len();
                             c.send(&pose_message(&format!("bench-{k}"), &clip.poses[f], t))
                                 .await?;
@@ -80,8 +88,8 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                     }
                     #[allow(unreachable_code, reason = "the task is aborted")]
                     anyhow::Ok(())
-                })
-            };
+                }));
+            }
             let warm = Duration::from_secs(1);
             let measure = Duration::from_secs_f32(b.seconds);
             let mut viewers = Vec::new();
@@ -117,7 +125,18 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 bytes += by;
                 lat.extend(l);
             }
-            publisher.abort();
+            // a publisher that stopped early (closed by a limit, say) would leave its
+            // avatars frozen and the latency meaningless
+            for p in publishers {
+                if p.is_finished() {
+                    match p.await {
+                        Ok(Err(e)) => anyhow::bail!("a publisher stopped during the run: {e:#}"),
+                        Ok(Ok(())) => anyhow::bail!("a publisher stopped during the run"),
+                        Err(e) => anyhow::bail!("a publisher task failed: {e}"),
+                    }
+                }
+                p.abort();
+            }
             server.shutdown().await;
             lat.sort_by(f64::total_cmp);
             let pct = |p: f64| {
