@@ -5,14 +5,7 @@ use glam::{Mat4, Quat, Vec3};
 /// Rotation vector (axis × angle, radians) of a unit quaternion, taking the shorter
 /// arc, so the result has norm ≤ π.
 pub fn quat_log(q: Quat) -> Vec3 {
-    let q = if q.w < 0.0 { -q } else { q };
-    let v = Vec3::new(q.x, q.y, q.z);
-    let s = v.length();
-    if s < 1e-12 {
-        return 2.0 * v;
-    }
-    let angle = 2.0 * s.atan2(q.w);
-    v * (angle / s)
+    log_with(q, f32::atan2)
 }
 
 /// [`quat_log`] with a polynomial arctangent instead of libm's (absolute angle error
@@ -20,19 +13,26 @@ pub fn quat_log(q: Quat) -> Vec3 {
 /// example every frame.
 #[inline]
 pub(crate) fn quat_log_fast(q: Quat) -> Vec3 {
+    log_with(q, |s, w| {
+        // atan2(s, w) with s ≥ 0, w ≥ 0
+        if s <= w {
+            atan_unit(s / w)
+        } else {
+            std::f32::consts::FRAC_PI_2 - atan_unit(w / s)
+        }
+    })
+}
+
+/// The log map with `atan2(s, w)` (s ≥ 0, w ≥ 0: the half angle) supplied.
+#[inline(always)]
+fn log_with(q: Quat, atan2: impl Fn(f32, f32) -> f32) -> Vec3 {
     let q = if q.w < 0.0 { -q } else { q };
     let v = Vec3::new(q.x, q.y, q.z);
     let s = v.length();
     if s < 1e-12 {
         return 2.0 * v;
     }
-    // half angle = atan2(s, w) with s ≥ 0, w ≥ 0
-    let half = if s <= q.w {
-        atan_unit(s / q.w)
-    } else {
-        std::f32::consts::FRAC_PI_2 - atan_unit(q.w / s)
-    };
-    v * (2.0 * half / s)
+    v * (2.0 * atan2(s, q.w) / s)
 }
 
 /// arctan(x) for x in [0, 1]: x·P(x²), P a degree-7 least-squares fit on Chebyshev
