@@ -41,6 +41,10 @@ pub(crate) struct CodecBench {
     /// Write the golden streams (tests/fixtures/codec/v1) into this folder and stop.
     #[arg(long)]
     golden: Option<PathBuf>,
+    /// Also time the JavaScript decoder (`clients/web/codec.js`, what browsers and
+    /// headsets run) on the same frames; needs `node` on the PATH.
+    #[arg(long)]
+    js: bool,
 }
 
 /// A recorded garment sequence.
@@ -103,9 +107,9 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
                 let seq = record(&synth, &clip, first, count, speed, fps, bind, name)?;
                 let label = format!("{} {}v {}fps", seq.name, setup.vertex_count(), seq.fps);
                 let key_every = ((b.keyframe_interval * fps as f32) as usize).max(1);
-                for r in run_methods(setup, &seq, key_every)? {
+                for r in run_methods(setup, &seq, key_every, b.js)? {
                     println!(
-                        "{:<26} {:<18} {:>7.2} {:>7.2} {:>7.1} {:>8.3} {:>8.3} {:>9.0} {:>9.0}",
+                        "{:<26} {:<18} {:>7.2} {:>7.2} {:>7.1} {:>8.3} {:>8.3} {:>9} {:>9.0}",
                         label,
                         r.method,
                         r.mean,
@@ -113,7 +117,11 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
                         r.max,
                         r.max_err_mm,
                         r.rms_err_mm,
-                        r.enc_us,
+                        if r.enc_us.is_nan() {
+                            "-".to_string()
+                        } else {
+                            format!("{:.0}", r.enc_us)
+                        },
                         r.dec_us
                     );
                 }
@@ -242,6 +250,7 @@ fn run_methods(
     setup: &Arc<GarmentSetup>,
     seq: &Sequence,
     key_every: usize,
+    js: bool,
 ) -> anyhow::Result<Vec<MethodResult>> {
     let n = setup.vertex_count();
     let mut results = Vec::new();
@@ -309,8 +318,72 @@ fn run_methods(
     peers::run(&lattice, setup.step, n, seq, key_every, &mut results)?;
     #[cfg(not(feature = "codec-peers"))]
     let _ = &lattice;
+    if js {
+        let us = js_decode(
+            setup,
+            &frames,
+            decoded.last().map_or(&[][..], Vec::as_slice),
+        )?;
+        results.push(MethodResult {
+            method: "clothcast v1 (JS)",
+            enc_us: f64::NAN,
+            dec_us: us,
+            ..ours
+        });
+    }
     results.push(ours);
     Ok(results)
+}
+
+/// Decodes `frames` with the JavaScript decoder in Node (the codec.js built into this
+/// binary, so what the server serves) and returns its µs per frame; fails unless its
+/// last frame is bit-identical to `last`, Rust's decoding of it.
+fn js_decode(setup: &GarmentSetup, frames: &[Vec<u8>], last: &[f32]) -> anyhow::Result<f64> {
+    use anyhow::Context;
+    let dir = std::env::temp_dir().join(format!("clothcast-bench-js-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut stream = Vec::new();
+    for f in frames {
+        stream.extend_from_slice(&(f.len() as u32).to_le_bytes());
+        stream.extend_from_slice(f);
+    }
+    let files: [(&str, &[u8]); 4] = [
+        ("setup.bin", &setup.to_bytes()),
+        ("stream.bin", &stream),
+        ("codec.js", include_bytes!("../../clients/web/codec.js")),
+        (
+            "decode.mjs",
+            include_bytes!("../../clients/web/bench/decode.mjs"),
+        ),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes)?;
+    }
+    let run = std::process::Command::new("node")
+        .arg(dir.join("decode.mjs"))
+        .arg(&dir)
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let run = run.context("running node (bench codec --js needs Node.js on the PATH)")?;
+    anyhow::ensure!(
+        run.status.success(),
+        "the JavaScript decoder failed: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    #[derive(serde::Deserialize)]
+    struct Report {
+        us_per_frame: f64,
+        hash: u32,
+    }
+    let r: Report = serde_json::from_slice(&run.stdout)
+        .with_context(|| format!("node printed {:?}", String::from_utf8_lossy(&run.stdout)))?;
+    let rust = word_hash(last.iter().map(|x| x.to_bits()));
+    anyhow::ensure!(
+        r.hash == rust,
+        "the JavaScript decoder's last frame differs from Rust's (hash {:08x}, Rust {rust:08x})",
+        r.hash
+    );
+    Ok(r.us_per_frame)
 }
 
 #[cfg(feature = "codec-peers")]
