@@ -203,17 +203,17 @@ class RangeDecoder {
       probs[i] = p - (p >> PROB_SHIFT);
       bit = 1;
     }
-    this.normalize();
+    if (this.range < RANGE_TOP) this.normalize();
     return bit;
   }
   direct(count) {
     let v = 0;
     for (let i = 0; i < count; i++) {
-      this.range = Math.floor(this.range / 2);
+      this.range >>>= 1; // range < 2^32: the unsigned shift is floor(range / 2)
       let bit = 0;
       if (this.code >= this.range) { this.code -= this.range; bit = 1; }
       v = v * 2 + bit;
-      this.normalize();
+      if (this.range < RANGE_TOP) this.normalize();
     }
     return v;
   }
@@ -223,7 +223,7 @@ class RangeDecoder {
     const negative = this.bit(m.sign, 0);
     let k = 0;
     while (k < MAX_PREFIX && this.bit(m.prefix, k)) k++;
-    const mag = Math.pow(2, k) + this.direct(k);
+    const mag = (1 << k) + this.direct(k); // k ≤ MAX_PREFIX = 26
     return negative ? -mag : mag;
   }
   finish() {
@@ -256,15 +256,8 @@ function hashInt32(a) {
   return h >>> 0;
 }
 
-const offset = (q, base, u, k) => q[3 * u + k] - (base ? base[3 * u + k] : 0);
-
 function zeroContext(prev) {
   return Math.min(Math.abs(prev), 2);
-}
-
-function coordContext(prev, cur, k) {
-  const busy = k === 0 ? (prev[0] !== 0 || prev[1] !== 0 || prev[2] !== 0) : (cur[0] !== 0 || (k === 2 && cur[1] !== 0));
-  return zeroContext(prev[k]) + (busy ? ZERO_CONTEXTS / 2 : 0);
 }
 
 const roundShift = (v) => Math.floor((v + HALF) / ONE);
@@ -292,9 +285,7 @@ export class GarmentDecoder {
     this.mc = new Int32Array(3 * n);
     this.relA = new Float64Array(9 * nb);
     this.relC = new Float64Array(3 * nb);
-    this.cur = [0, 0, 0];
     this.prev = [0, 0, 0];
-    this.pred = [0, 0, 0];
     this.header = {};
     this.range = new RangeDecoder();
     this.models = models();
@@ -392,22 +383,28 @@ export class GarmentDecoder {
   }
 
   compensate() {
-    const s = this.setup, D = WEIGHT_ONE * ONE, limit = 2 * LATTICE_LIMIT;
-    const M = this.M, C = this.C;
-    for (let v = 0; v < s.vertexCount; v++) {
-      M.fill(0); C.fill(0);
-      for (let k = 0; k < 4; k++) {
-        const w = s.weights[4 * v + k];
+    // integers below 2^53 throughout, so every product and sum is exact in doubles
+    const s = this.setup, D = WEIGHT_ONE * ONE, half = D / 2, limit = 2 * LATTICE_LIMIT;
+    const weights = s.weights, joints = s.joints, relA = this.relA, relC = this.relC;
+    const q = this.q, mc = this.mc, n = s.vertexCount;
+    for (let v = 0; v < n; v++) {
+      let m0 = 0, m1 = 0, m2 = 0, m3 = 0, m4 = 0, m5 = 0, m6 = 0, m7 = 0, m8 = 0, c0 = 0, c1 = 0, c2 = 0;
+      for (let k = 4 * v; k < 4 * v + 4; k++) {
+        const w = weights[k];
         if (w === 0) continue;
-        const bi = s.joints[4 * v + k];
-        for (let e = 0; e < 9; e++) M[e] += w * this.relA[9 * bi + e];
-        for (let e = 0; e < 3; e++) C[e] += w * this.relC[3 * bi + e];
+        const a = 9 * joints[k], c = 3 * joints[k];
+        m0 += w * relA[a]; m1 += w * relA[a + 1]; m2 += w * relA[a + 2];
+        m3 += w * relA[a + 3]; m4 += w * relA[a + 4]; m5 += w * relA[a + 5];
+        m6 += w * relA[a + 6]; m7 += w * relA[a + 7]; m8 += w * relA[a + 8];
+        c0 += w * relC[c]; c1 += w * relC[c + 1]; c2 += w * relC[c + 2];
       }
-      const qx = this.q[3 * v], qy = this.q[3 * v + 1], qz = this.q[3 * v + 2];
-      for (let i = 0; i < 3; i++) {
-        const x = M[3 * i] * qx + M[3 * i + 1] * qy + M[3 * i + 2] * qz + C[i];
-        this.mc[3 * v + i] = Math.min(limit, Math.max(-limit, Math.floor((x + D / 2) / D)));
-      }
+      const o = 3 * v, qx = q[o], qy = q[o + 1], qz = q[o + 2];
+      const x = Math.floor((m0 * qx + m1 * qy + m2 * qz + c0 + half) / D);
+      const y = Math.floor((m3 * qx + m4 * qy + m5 * qz + c1 + half) / D);
+      const z = Math.floor((m6 * qx + m7 * qy + m8 * qz + c2 + half) / D);
+      mc[o] = x < -limit ? -limit : x > limit ? limit : x;
+      mc[o + 1] = y < -limit ? -limit : y > limit ? limit : y;
+      mc[o + 2] = z < -limit ? -limit : z > limit ? limit : z;
     }
   }
 
@@ -423,27 +420,43 @@ export class GarmentDecoder {
   }
 
   vertex(dec, m, base, spatial, v) {
-    const s = this.setup, cur = this.cur, prev = this.prev, q = this.qNew;
-    let a = s.predictor[3 * v], b = s.predictor[3 * v + 1], c = s.predictor[3 * v + 2];
-    if (spatial === SPATIAL_NONE) a = b = c = NO_REF;
+    const pr = this.setup.predictor, q = this.qNew, prev = this.prev, o = 3 * v;
+    let a = pr[o], b = pr[o + 1], c = pr[o + 2];
+    if (spatial === SPATIAL_NONE) a = NO_REF;
     else if (spatial === SPATIAL_MEAN) c = NO_REF;
-    for (let k = 0; k < 3; k++) {
-      let sp = 0;
-      if (a !== NO_REF) {
-        if (b === NO_REF) sp = offset(q, base, a, k);
-        else if (c === NO_REF) sp = Math.floor((offset(q, base, a, k) + offset(q, base, b, k)) / 2);
-        else sp = offset(q, base, a, k) + offset(q, base, b, k) - offset(q, base, c, k);
+    // the references' offsets from their bases: none, a, the mean of a and b, or a + b − c
+    let p0 = 0, p1 = 0, p2 = 0;
+    if (a !== NO_REF) {
+      const A = 3 * a;
+      p0 = q[A]; p1 = q[A + 1]; p2 = q[A + 2];
+      if (base) { p0 -= base[A]; p1 -= base[A + 1]; p2 -= base[A + 2]; }
+      if (b !== NO_REF) {
+        const B = 3 * b;
+        let t0 = q[B], t1 = q[B + 1], t2 = q[B + 2];
+        if (base) { t0 -= base[B]; t1 -= base[B + 1]; t2 -= base[B + 2]; }
+        if (c === NO_REF) {
+          p0 = Math.floor((p0 + t0) / 2); p1 = Math.floor((p1 + t1) / 2); p2 = Math.floor((p2 + t2) / 2);
+        } else {
+          const C = 3 * c;
+          let u0 = q[C], u1 = q[C + 1], u2 = q[C + 2];
+          if (base) { u0 -= base[C]; u1 -= base[C + 1]; u2 -= base[C + 2]; }
+          p0 += t0 - u0; p1 += t1 - u1; p2 += t2 - u2;
+        }
       }
-      this.pred[k] = (base ? base[3 * v + k] : 0) + sp;
     }
-    cur[0] = cur[1] = cur[2] = 0;
-    for (let k = 0; k < 3; k++) {
-      const e = dec.int(m.coords[k], coordContext(prev, cur, k));
-      cur[k] = e;
-      const x = this.pred[k] + e;
-      if (Math.abs(x) >= LATTICE_LIMIT) throw new CodecError("corrupt", "position outside the lattice");
-      q[3 * v + k] = x;
+    if (base) { p0 += base[o]; p1 += base[o + 1]; p2 += base[o + 2]; }
+    // residuals; zero-flag context of an axis: the previous vertex's magnitude there
+    // (0, 1, ≥ 2), plus half the contexts when an earlier axis of this vertex (for x:
+    // any axis of the previous vertex) was non-zero
+    const coords = m.coords, half = ZERO_CONTEXTS / 2;
+    const e0 = dec.int(coords[0], zeroContext(prev[0]) + (prev[0] !== 0 || prev[1] !== 0 || prev[2] !== 0 ? half : 0));
+    const e1 = dec.int(coords[1], zeroContext(prev[1]) + (e0 !== 0 ? half : 0));
+    const e2 = dec.int(coords[2], zeroContext(prev[2]) + (e0 !== 0 || e1 !== 0 ? half : 0));
+    const x = p0 + e0, y = p1 + e1, z = p2 + e2;
+    if (Math.abs(x) >= LATTICE_LIMIT || Math.abs(y) >= LATTICE_LIMIT || Math.abs(z) >= LATTICE_LIMIT) {
+      throw new CodecError("corrupt", "position outside the lattice");
     }
-    prev[0] = cur[0]; prev[1] = cur[1]; prev[2] = cur[2];
+    q[o] = x; q[o + 1] = y; q[o + 2] = z;
+    prev[0] = e0; prev[1] = e1; prev[2] = e2;
   }
 }
