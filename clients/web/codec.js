@@ -283,6 +283,7 @@ export class GarmentDecoder {
     this.bonesQ = new Int32Array(7 * nb);
     this.bonesNew = new Int32Array(7 * nb);
     this.mc = new Int32Array(3 * n);
+    this.mcDone = new Uint8Array(n);
     this.relA = new Float64Array(9 * nb);
     this.relC = new Float64Array(3 * nb);
     this.prev = [0, 0, 0];
@@ -325,7 +326,7 @@ export class GarmentDecoder {
     if (!delta) {
       for (let i = 0; i < order.length; i++) this.vertex(dec, m, null, SPATIAL_PARALLELOGRAM, order[i]);
     } else {
-      this.compensate();
+      this.mcDone.fill(0);
       let last = MODE_SKIP;
       for (let start = 0; start < order.length; start += PATCH_SIZE) {
         const end = Math.min(start + PATCH_SIZE, order.length);
@@ -336,7 +337,11 @@ export class GarmentDecoder {
             this.qNew[v] = this.q[v]; this.qNew[v + 1] = this.q[v + 1]; this.qNew[v + 2] = this.q[v + 2];
           }
         } else {
-          const base = Math.floor((mode - 1) / 3) === BASE_SKINNED ? this.mc : this.q;
+          const skinned = Math.floor((mode - 1) / 3) === BASE_SKINNED;
+          // motion compensation only where a patch uses it: its vertices and their
+          // predictor references (which may lie in earlier patches)
+          if (skinned) this.compensate(order, start, end);
+          const base = skinned ? this.mc : this.q;
           const sp = (mode - 1) % 3;
           for (let i = start; i < end; i++) this.vertex(dec, m, base, sp, order[i]);
         }
@@ -382,30 +387,43 @@ export class GarmentDecoder {
     }
   }
 
-  compensate() {
+  /** Moves the vertices order[start..end] and their predictor references by their
+   * blended bone motion into `mc` (each vertex once per frame). */
+  compensate(order, start, end) {
+    const pr = this.setup.predictor, done = this.mcDone;
+    for (let i = start; i < end; i++) {
+      const v = order[i];
+      if (!done[v]) this.compensateVertex(v);
+      for (let r = 3 * v; r < 3 * v + 3; r++) {
+        const u = pr[r];
+        if (u !== NO_REF && !done[u]) this.compensateVertex(u);
+      }
+    }
+  }
+
+  compensateVertex(v) {
     // integers below 2^53 throughout, so every product and sum is exact in doubles
     const s = this.setup, D = WEIGHT_ONE * ONE, half = D / 2, limit = 2 * LATTICE_LIMIT;
     const weights = s.weights, joints = s.joints, relA = this.relA, relC = this.relC;
-    const q = this.q, mc = this.mc, n = s.vertexCount;
-    for (let v = 0; v < n; v++) {
-      let m0 = 0, m1 = 0, m2 = 0, m3 = 0, m4 = 0, m5 = 0, m6 = 0, m7 = 0, m8 = 0, c0 = 0, c1 = 0, c2 = 0;
-      for (let k = 4 * v; k < 4 * v + 4; k++) {
-        const w = weights[k];
-        if (w === 0) continue;
-        const a = 9 * joints[k], c = 3 * joints[k];
-        m0 += w * relA[a]; m1 += w * relA[a + 1]; m2 += w * relA[a + 2];
-        m3 += w * relA[a + 3]; m4 += w * relA[a + 4]; m5 += w * relA[a + 5];
-        m6 += w * relA[a + 6]; m7 += w * relA[a + 7]; m8 += w * relA[a + 8];
-        c0 += w * relC[c]; c1 += w * relC[c + 1]; c2 += w * relC[c + 2];
-      }
-      const o = 3 * v, qx = q[o], qy = q[o + 1], qz = q[o + 2];
-      const x = Math.floor((m0 * qx + m1 * qy + m2 * qz + c0 + half) / D);
-      const y = Math.floor((m3 * qx + m4 * qy + m5 * qz + c1 + half) / D);
-      const z = Math.floor((m6 * qx + m7 * qy + m8 * qz + c2 + half) / D);
-      mc[o] = x < -limit ? -limit : x > limit ? limit : x;
-      mc[o + 1] = y < -limit ? -limit : y > limit ? limit : y;
-      mc[o + 2] = z < -limit ? -limit : z > limit ? limit : z;
+    const q = this.q, mc = this.mc;
+    let m0 = 0, m1 = 0, m2 = 0, m3 = 0, m4 = 0, m5 = 0, m6 = 0, m7 = 0, m8 = 0, c0 = 0, c1 = 0, c2 = 0;
+    for (let k = 4 * v; k < 4 * v + 4; k++) {
+      const w = weights[k];
+      if (w === 0) continue;
+      const a = 9 * joints[k], c = 3 * joints[k];
+      m0 += w * relA[a]; m1 += w * relA[a + 1]; m2 += w * relA[a + 2];
+      m3 += w * relA[a + 3]; m4 += w * relA[a + 4]; m5 += w * relA[a + 5];
+      m6 += w * relA[a + 6]; m7 += w * relA[a + 7]; m8 += w * relA[a + 8];
+      c0 += w * relC[c]; c1 += w * relC[c + 1]; c2 += w * relC[c + 2];
     }
+    const o = 3 * v, qx = q[o], qy = q[o + 1], qz = q[o + 2];
+    const x = Math.floor((m0 * qx + m1 * qy + m2 * qz + c0 + half) / D);
+    const y = Math.floor((m3 * qx + m4 * qy + m5 * qz + c1 + half) / D);
+    const z = Math.floor((m6 * qx + m7 * qy + m8 * qz + c2 + half) / D);
+    mc[o] = x < -limit ? -limit : x > limit ? limit : x;
+    mc[o + 1] = y < -limit ? -limit : y > limit ? limit : y;
+    mc[o + 2] = z < -limit ? -limit : z > limit ? limit : z;
+    this.mcDone[v] = 1;
   }
 
   decodeMode(dec, m, last) {

@@ -11,7 +11,9 @@ use super::format::{
     MODE_SKIP, MODES, NO_REF, PATCH_SIZE, SPATIAL_MEAN, SPATIAL_NONE, SPATIAL_PARALLELOGRAM,
     max_frame_bytes, word_hash,
 };
-use super::motion::{BoneTransform, QBone, RelMotion, compensate, quantize_bone, valid_bone};
+use super::motion::{
+    BoneTransform, QBone, RelMotion, compensate, compensate_vertex, quantize_bone, valid_bone,
+};
 use super::range::{IntModel, Prob, RangeDecoder, RangeEncoder, coord_context, zero_context};
 use super::setup::GarmentSetup;
 
@@ -680,6 +682,9 @@ pub struct Decoder {
     q_new: Lattice,
     bones_new: Vec<QBone>,
     mc: Lattice,
+    /// Whether `mc` holds vertex v's compensated position this frame (the decoder
+    /// computes it only where a patch predicts from it).
+    mc_done: Vec<bool>,
     motions: Vec<RelMotion>,
 }
 
@@ -696,6 +701,7 @@ impl Decoder {
             q_new: vec![[0; 3]; n],
             bones_new: vec![[0; 7]; nb],
             mc: vec![[0; 3]; n],
+            mc_done: vec![false; n],
             motions: vec![RelMotion::default(); nb],
             setup,
         }
@@ -796,7 +802,7 @@ impl Decoder {
                 {
                     *mo = RelMotion::new(p, c);
                 }
-                compensate(&self.motions, &s.joints, &s.weights, &self.q, &mut self.mc);
+                self.mc_done.fill(false);
                 let mut last_mode = MODE_SKIP;
                 for patch in s.order.chunks(PATCH_SIZE) {
                     let mode = m.decode_mode(&mut dec, last_mode)?;
@@ -806,6 +812,25 @@ impl Decoder {
                         }
                     } else {
                         let (b, sp) = split_mode(mode);
+                        if b == BASE_SKINNED {
+                            // motion compensation only where a patch uses it: its
+                            // vertices and their references (maybe in earlier patches)
+                            for &v in patch {
+                                let refs = &s.predictor[v as usize];
+                                for u in std::iter::once(v).chain(refs.iter().copied()) {
+                                    let u = u as usize;
+                                    if u < self.mc_done.len() && !self.mc_done[u] {
+                                        self.mc[u] = compensate_vertex(
+                                            &self.motions,
+                                            &s.joints[u],
+                                            &s.weights[u],
+                                            self.q[u],
+                                        );
+                                        self.mc_done[u] = true;
+                                    }
+                                }
+                            }
+                        }
                         let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
                         for &v in patch {
                             vertex(

@@ -122,28 +122,40 @@ pub(crate) fn compensate(
     prev: &[[i32; 3]],
     out: &mut [[i32; 3]],
 ) {
+    for (((p, o), j), w) in prev.iter().zip(out.iter_mut()).zip(joints).zip(weights) {
+        *o = compensate_vertex(motions, j, w, *p);
+    }
+}
+
+/// One vertex of [`compensate`]: `p` moved by the motions of bones `j` blended with
+/// weights `w` (summing to [`WEIGHT_ONE`]).
+#[inline]
+pub(crate) fn compensate_vertex(
+    motions: &[RelMotion],
+    j: &[u8; 4],
+    w: &[u8; 4],
+    p: [i32; 3],
+) -> [i32; 3] {
     const D: i64 = WEIGHT_ONE * ONE;
     let limit = 2 * i64::from(LATTICE_LIMIT);
-    for (((p, o), j), w) in prev.iter().zip(out.iter_mut()).zip(joints).zip(weights) {
-        let mut m = [0i64; 9];
-        let mut c = [0i64; 3];
-        for k in 0..4 {
-            if w[k] == 0 {
-                continue;
-            }
-            let wk = i64::from(w[k]);
-            let r = &motions[j[k] as usize];
-            for e in 0..9 {
-                m[e] += wk * r.a[e];
-            }
-            for e in 0..3 {
-                c[e] += wk * r.c[e];
-            }
+    let mut m = [0i64; 9];
+    let mut c = [0i64; 3];
+    for k in 0..4 {
+        if w[k] == 0 {
+            continue;
         }
-        let q = p.map(i64::from);
-        for i in 0..3 {
-            let x = m[3 * i] * q[0] + m[3 * i + 1] * q[1] + m[3 * i + 2] * q[2] + c[i];
-            o[i] = (x + D / 2).div_euclid(D).clamp(-limit, limit) as i32;
+        let wk = i64::from(w[k]);
+        let r = &motions[j[k] as usize];
+        for e in 0..9 {
+            m[e] += wk * r.a[e];
+        }
+        for e in 0..3 {
+            c[e] += wk * r.c[e];
         }
     }
+    let q = p.map(i64::from);
+    std::array::from_fn(|i| {
+        let x = m[3 * i] * q[0] + m[3 * i + 1] * q[1] + m[3 * i + 2] * q[2] + c[i];
+        (x + D / 2).div_euclid(D).clamp(-limit, limit) as i32
+    })
 }
