@@ -12,7 +12,7 @@ use super::format::{
     max_frame_bytes, word_hash,
 };
 use super::motion::{
-    BoneTransform, QBone, RelMotion, compensate, compensate_vertex, quantize_bone, valid_bone,
+    BoneTransform, QBone, RelMotion, compensate_vertex, quantize_bone, valid_bone,
 };
 use super::range::{IntModel, Prob, RangeDecoder, RangeEncoder, coord_context, zero_context};
 use super::setup::GarmentSetup;
@@ -174,6 +174,29 @@ fn cost(e: i64) -> u32 {
     }
 }
 
+/// Motion compensation of `vertices` and their predictor references into `mc`, each
+/// vertex once per frame (`done` marks those computed): the encoder and decoder compute
+/// it only where a patch predicts from it.
+fn compensate_where_used(
+    setup: &GarmentSetup,
+    motions: &[RelMotion],
+    q: &[[i32; 3]],
+    mc: &mut [[i32; 3]],
+    done: &mut [bool],
+    vertices: &[u32],
+) {
+    for &v in vertices {
+        let refs = &setup.predictor[v as usize];
+        for u in std::iter::once(v).chain(refs.iter().copied()) {
+            let u = u as usize;
+            if u < done.len() && !done[u] {
+                mc[u] = compensate_vertex(motions, &setup.joints[u], &setup.weights[u], q[u]);
+                done[u] = true;
+            }
+        }
+    }
+}
+
 fn checksum(q: &[[i32; 3]]) -> u32 {
     word_hash(q.iter().flat_map(|p| p.map(|c| c as u32)))
 }
@@ -302,6 +325,8 @@ pub struct Encoder {
     q_new: Lattice,
     bones_new: Vec<QBone>,
     mc: Lattice,
+    /// Whether `mc` holds vertex v's compensated position this frame.
+    mc_done: Vec<bool>,
     /// Per vertex, the residual the last trial coded (what the range coder writes).
     residual: Lattice,
     motions: Vec<RelMotion>,
@@ -326,6 +351,7 @@ impl Encoder {
             q_new: vec![[0; 3]; n],
             bones_new: vec![[0; 7]; nb],
             mc: vec![[0; 3]; n],
+            mc_done: vec![false; n],
             residual: vec![[0; 3]; n],
             motions: vec![RelMotion::default(); nb],
             modes: vec![0; n.div_ceil(PATCH_SIZE)],
@@ -506,7 +532,7 @@ impl Encoder {
             *m = RelMotion::new(p, c);
         }
         let s = &*self.setup;
-        compensate(&self.motions, &s.joints, &s.weights, &self.q, &mut self.mc);
+        self.mc_done.fill(false);
         let r = self.radius;
         // choose a mode per patch, fixing its vertices' coded points as we go
         for (pi, patch) in s.order.chunks(PATCH_SIZE).enumerate() {
@@ -538,6 +564,10 @@ impl Encoder {
                 .chain((1..MODES).filter(|&m| m != previous));
             for mode in candidates {
                 let (b, sp) = split_mode(mode);
+                if b == BASE_SKINNED {
+                    let (q, mc, done) = (&self.q, &mut self.mc, &mut self.mc_done);
+                    compensate_where_used(s, &self.motions, q, mc, done, probe);
+                }
                 let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
                 let c = trial(
                     s,
@@ -557,6 +587,10 @@ impl Encoder {
                 }
             }
             let (b, sp) = split_mode(best.1);
+            if b == BASE_SKINNED {
+                let (q, mc, done) = (&self.q, &mut self.mc, &mut self.mc_done);
+                compensate_where_used(s, &self.motions, q, mc, done, patch);
+            }
             let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
             trial(
                 s,
@@ -813,23 +847,14 @@ impl Decoder {
                     } else {
                         let (b, sp) = split_mode(mode);
                         if b == BASE_SKINNED {
-                            // motion compensation only where a patch uses it: its
-                            // vertices and their references (maybe in earlier patches)
-                            for &v in patch {
-                                let refs = &s.predictor[v as usize];
-                                for u in std::iter::once(v).chain(refs.iter().copied()) {
-                                    let u = u as usize;
-                                    if u < self.mc_done.len() && !self.mc_done[u] {
-                                        self.mc[u] = compensate_vertex(
-                                            &self.motions,
-                                            &s.joints[u],
-                                            &s.weights[u],
-                                            self.q[u],
-                                        );
-                                        self.mc_done[u] = true;
-                                    }
-                                }
-                            }
+                            compensate_where_used(
+                                &s,
+                                &self.motions,
+                                &self.q,
+                                &mut self.mc,
+                                &mut self.mc_done,
+                                patch,
+                            );
                         }
                         let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
                         for &v in patch {

@@ -113,22 +113,9 @@ impl RelMotion {
     }
 }
 
-/// Moves every vertex of `prev` by its blended bone motion into `out` (clamped to twice
-/// the lattice range, so residuals stay bounded whatever the bones).
-pub(crate) fn compensate(
-    motions: &[RelMotion],
-    joints: &[[u8; 4]],
-    weights: &[[u8; 4]],
-    prev: &[[i32; 3]],
-    out: &mut [[i32; 3]],
-) {
-    for (((p, o), j), w) in prev.iter().zip(out.iter_mut()).zip(joints).zip(weights) {
-        *o = compensate_vertex(motions, j, w, *p);
-    }
-}
-
-/// One vertex of [`compensate`]: `p` moved by the motions of bones `j` blended with
-/// weights `w` (summing to [`WEIGHT_ONE`]).
+/// Skinning motion compensation of one vertex: `p` moved by the motions of bones `j`
+/// blended with weights `w` (summing to [`WEIGHT_ONE`]), clamped to twice the lattice
+/// range so that residuals stay bounded whatever the bones.
 #[inline]
 pub(crate) fn compensate_vertex(
     motions: &[RelMotion],
