@@ -688,6 +688,54 @@ async fn a_wear_message_switches_an_avatar_to_another_garment() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garment_choices_waiting_for_avatars_are_bounded_and_refused_by_name() {
+    let db = db();
+    let shirt = db.garment.name.clone();
+    let server = start(Arc::clone(&db), config())
+        .await
+        .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let wear = |avatar: &str, garment: &str| ClientMessage::Wear {
+        avatar: avatar.into(),
+        garment: garment.into(),
+    };
+    let next_error = |m: Result<ServerMessage, _>| match m {
+        Ok(ServerMessage::Error { code, message }) => (code, message),
+        other => panic!("expected an error reply, got {other:?}"),
+    };
+    // 4096 choices for avatars that never publish a pose, over three connections
+    // (each within the message-rate limit)
+    let mut waiting = 0;
+    let mut publishers = Vec::new();
+    for count in [1400, 1400, 1296] {
+        let mut p = Client::connect(&url, Role::Publisher, Some("pub".into()))
+            .await
+            .expect("publisher");
+        for _ in 0..count {
+            p.send(&wear(&format!("waiting-{waiting}"), &shirt))
+                .await
+                .expect("wear");
+            waiting += 1;
+        }
+        // a reply to a later message means every earlier one was handled
+        p.send(&wear("sync", "ballgown")).await.expect("wear");
+        assert_eq!(next_error(p.next().await).0, "unknown_garment");
+        publishers.push(p);
+    }
+    let p = &mut publishers[2];
+    // the table is full: a new avatar's choice is refused by name, an avatar already
+    // waiting may still change its choice (no reply), and the connection stays open
+    p.send(&wear("one-too-many", &shirt)).await.expect("wear");
+    let (code, message) = next_error(p.next().await);
+    assert_eq!(code, "too_many_pending");
+    assert!(message.contains("4096"), "{message}");
+    p.send(&wear("waiting-7", &shirt)).await.expect("wear");
+    p.send(&wear("sync", "ballgown")).await.expect("wear");
+    assert_eq!(next_error(p.next().await).0, "unknown_garment");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
     use futures_util::{SinkExt, StreamExt};
     let config = ServerConfig {

@@ -19,6 +19,9 @@ use crate::engine::{Applied, InputState, TickOutput, apply_joints, apply_pose_me
 use crate::mocap::parse_body_frame;
 use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
 
+/// Garment choices (`wear`) that may wait at once for avatars without a pose yet.
+const MAX_PENDING_WEAR: usize = 4096;
+
 pub(super) async fn ws_upgrade(
     ws: WebSocketUpgrade,
     State(s): State<Arc<Shared>>,
@@ -283,8 +286,20 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         } else if avatar.is_empty() || avatar.chars().count() > 64 {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !send(&mut sink, &ServerMessage::error("bad_message", "avatar id must be 1–64 characters")).await { break; }
-                        } else if let Ok(mut inbox) = s.inbox.lock() && (inbox.wear.len() < 4096 || inbox.wear.contains_key(&avatar)) {
-                            inbox.wear.insert(avatar, garment);
+                        } else {
+                            // choices wait for their avatar's first pose; the table of
+                            // waiting choices is bounded, and a choice it cannot take is
+                            // refused by name rather than dropped
+                            let taken = s.inbox.lock().is_ok_and(|mut inbox| {
+                                let room = inbox.wear.len() < MAX_PENDING_WEAR || inbox.wear.contains_key(&avatar);
+                                if room { inbox.wear.insert(avatar, garment); }
+                                room
+                            });
+                            if !taken {
+                                m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                let what = format!("{MAX_PENDING_WEAR} garment choices already wait for avatars that have not published a pose");
+                                if !send(&mut sink, &ServerMessage::error("too_many_pending", what)).await { break; }
+                            }
                         }
                     }
                     Some(Ok(ClientMessage::Subscribe { avatars })) if viewer => {
