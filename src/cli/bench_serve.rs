@@ -16,10 +16,6 @@ use crate::net::{ServerConfig, start};
 use crate::protocol::{ClientMessage, Role, ServerMessage};
 use crate::skeleton::Skeleton;
 
-/// Avatars driven by one publisher connection (the server's defaults allow 64 avatars
-/// and 2 000 messages per second per connection; 32 avatars at 30 Hz send 960).
-const PER_PUBLISHER: usize = 32;
-
 /// Arguments of `clothcast bench serve`.
 #[derive(Args, Debug)]
 pub(crate) struct ServeBench {
@@ -62,16 +58,21 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 viewer_queue: 16,
                 ..ServerConfig::default()
             };
+            // avatars per publisher connection: within the server's limits on avatars
+            // and (with half to spare) messages per second per connection, as a room
+            // of performers would be (the defaults give 33)
+            let per_publisher = config
+                .max_avatars_per_publisher
+                .min((f64::from(config.max_messages_per_second) / 30.0 / 2.0) as usize)
+                .max(1);
             let server = start(Arc::clone(&db), config).await?;
             let url = format!("ws://{}/ws", server.addr);
             let t0 = Instant::now();
-            // publishers: every avatar at 30 Hz, timestamps on our clock; each drives at
-            // most PER_PUBLISHER avatars, within the server's default limits on avatars
-            // per publisher and messages per second (as a room of performers would)
+            // publishers: every avatar at 30 Hz, timestamps on our clock
             let mut publishers = Vec::new();
-            for first in (0..n).step_by(PER_PUBLISHER) {
+            for first in (0..n).step_by(per_publisher) {
                 let (url, clip) = (url.clone(), Arc::clone(&clip));
-                let avatars = first..(first + PER_PUBLISHER).min(n);
+                let avatars = first..(first + per_publisher).min(n);
                 publishers.push(tokio::spawn(async move {
                     let mut c = Client::connect(&url, Role::Publisher, None).await?;
                     let mut next = tokio::time::Instant::now();

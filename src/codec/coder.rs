@@ -206,7 +206,7 @@ fn checksum(q: &[[i32; 3]]) -> u32 {
 /// ball's edge (1.0) the residual is smallest now, but the vertex needs another
 /// correction the next time it moves the same way; pulled in, it pays a little more
 /// once and then rides on the prediction longer. Encoder-only; 0.4 codes walking
-/// cloth in ~4 % fewer bits than 1.0 (and 0.0, the nearest lattice point, in ~2 % more;
+/// cloth in ~5 % fewer bits than 1.0 (and 0.0, the nearest lattice point, in ~2 % more;
 /// `bench codec`).
 const PULL: f64 = 0.4;
 
