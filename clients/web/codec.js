@@ -292,8 +292,6 @@ export class GarmentDecoder {
     this.models = models();
     this.rp = new Float64Array(9);
     this.rc = new Float64Array(9);
-    this.M = new Float64Array(9);
-    this.C = new Float64Array(3);
   }
 
   /** Forgets the stream; the next frame must be a keyframe. */
