@@ -883,6 +883,63 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
     server.shutdown().await;
 }
 
+/// A counter or gauge from the server's /metrics text.
+async fn metric(addr: std::net::SocketAddr, name: &str) -> f64 {
+    let text = http_get(addr, "/metrics").await;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} missing from /metrics:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_nobody_watching_nothing_is_synthesised_and_a_viewer_still_starts_on_a_keyframe() {
+    let db = db();
+    let server = start(Arc::clone(&db), config())
+        .await
+        .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher");
+    for i in 0..10 {
+        publisher
+            .send(&arm_pose("unseen", 0.4, f64::from(i) / 30.0))
+            .await
+            .expect("pose");
+        tokio::time::sleep(Duration::from_millis(33)).await;
+    }
+    assert_eq!(metric(server.addr, "clothcast_avatars").await, 1.0);
+    assert_eq!(metric(server.addr, "clothcast_ticks_total").await, 0.0);
+    assert!(metric(server.addr, "clothcast_unwatched_ticks_total").await > 5.0);
+    // a viewer subscribes: the engine runs again and the stream decodes (the Viewer
+    // counts a frame only once decoded, which needs a keyframe first)
+    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer");
+    viewer
+        .send(&ClientMessage::Subscribe { avatars: None })
+        .await
+        .expect("subscribe");
+    let mut view = Viewer::default();
+    let feed = tokio::spawn(async move {
+        for i in 10..200 {
+            if publisher
+                .send(&arm_pose("unseen", 0.4, f64::from(i) / 30.0))
+                .await
+                .is_err()
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(33)).await;
+        }
+    });
+    more_frames(&mut viewer, &mut view, "unseen", 3).await;
+    assert!(metric(server.addr, "clothcast_ticks_total").await > 0.0);
+    feed.abort();
+    server.shutdown().await;
+}
+
 /// A plain HTTP/1.1 GET on loopback (no client library needed for one request).
 async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

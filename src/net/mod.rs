@@ -119,6 +119,7 @@ struct Inbox {
 struct Metrics {
     ticks: AtomicU64,
     late_ticks: AtomicU64,
+    unwatched_ticks: AtomicU64,
     tick_micros_last: AtomicU64,
     tick_micros_max: AtomicU64,
     avatars: AtomicU64,
@@ -375,6 +376,14 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         for avatar in keys {
             engine.request_keyframe(&avatar);
         }
+        // nobody is subscribed: poses stay current, nothing is synthesised or encoded
+        // (a viewer that subscribes later is sent keyframes, as any late joiner)
+        if shared.frames.receiver_count() == 0 {
+            m.unwatched_ticks.fetch_add(1, Ordering::Relaxed);
+            m.avatars
+                .store(engine.avatar_count() as u64, Ordering::Relaxed);
+            continue;
+        }
         let t0 = Instant::now();
         match engine.tick(&synths, now) {
             Ok(out) => {
@@ -436,6 +445,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
     let text = format!(
         "# TYPE clothcast_ticks_total counter\nclothcast_ticks_total {}\n\
          # TYPE clothcast_late_ticks_total counter\nclothcast_late_ticks_total {}\n\
+         # TYPE clothcast_unwatched_ticks_total counter\nclothcast_unwatched_ticks_total {}\n\
          # TYPE clothcast_tick_seconds gauge\nclothcast_tick_seconds {}\n\
          # TYPE clothcast_tick_seconds_max gauge\nclothcast_tick_seconds_max {}\n\
          # TYPE clothcast_avatars gauge\nclothcast_avatars {}\n\
@@ -448,6 +458,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_bad_messages_total counter\nclothcast_bad_messages_total {}\n",
         g(&m.ticks),
         g(&m.late_ticks),
+        g(&m.unwatched_ticks),
         g(&m.tick_micros_last) as f64 * 1e-6,
         g(&m.tick_micros_max) as f64 * 1e-6,
         g(&m.avatars),
