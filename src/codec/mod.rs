@@ -16,6 +16,8 @@
 //! constants are in [`format`].
 
 mod coder;
+mod decoder;
+mod encoder;
 pub mod format;
 mod motion;
 mod range;
@@ -23,7 +25,8 @@ mod setup;
 #[cfg(test)]
 mod tests;
 
-pub use coder::{Decoder, Encoder};
+pub use decoder::Decoder;
+pub use encoder::Encoder;
 pub use format::{FrameHeader, FrameKind, max_frame_bytes};
 pub use motion::BoneTransform;
 pub use setup::{CodecConfig, GarmentSetup};
