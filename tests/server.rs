@@ -43,6 +43,25 @@ fn config() -> ServerConfig {
     }
 }
 
+/// A publisher connection with the test token.
+async fn connect_publisher(url: &str) -> Client {
+    Client::connect(url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("publisher connects")
+}
+
+/// A viewer connection with the test token, subscribed to every avatar.
+async fn connect_viewer(url: &str) -> Client {
+    let mut viewer = Client::connect(url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer connects");
+    viewer
+        .send(&ClientMessage::Subscribe { avatars: None })
+        .await
+        .expect("subscribe");
+    viewer
+}
+
 /// Reads messages until `f` says stop (or 10 s pass).
 async fn until(
     c: &mut Client,
@@ -75,9 +94,7 @@ async fn more_frames(c: &mut Client, viewer: &mut Viewer, avatar: &str, n: u64) 
 
 /// Asks for a calibration of `avatar` from a new publisher connection.
 async fn calibrate(url: &str, avatar: &str) {
-    let mut operator = Client::connect(url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("operator");
+    let mut operator = connect_publisher(url).await;
     operator
         .send(&ClientMessage::Calibrate {
             avatar: avatar.into(),
@@ -127,16 +144,8 @@ struct Rig {
 async fn rig(config: ServerConfig) -> Rig {
     let server = start(db(), config).await.expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("publisher");
-    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer");
-    viewer
-        .send(&ClientMessage::Subscribe { avatars: None })
-        .await
-        .expect("subscribe");
+    let publisher = connect_publisher(&url).await;
+    let viewer = connect_viewer(&url).await;
     Rig {
         server,
         url,
@@ -199,9 +208,7 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
     );
 
     // hostile messages get error replies or close codes; the others keep streaming
-    let mut bad = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("publisher 2");
+    let mut bad = connect_publisher(&url).await;
     bad.send_raw(Message::Binary(vec![0xc1, 0xff, 0x00].into()))
         .await
         .expect("send");
@@ -257,13 +264,7 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
     more_frames(&mut viewer, &mut view, "alice", 5).await;
 
     // a stalled viewer does not delay the others, and is resynced when it reads again
-    let mut stalled = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("stalled viewer");
-    stalled
-        .send(&ClientMessage::Subscribe { avatars: None })
-        .await
-        .expect("subscribe");
+    let mut stalled = connect_viewer(&url).await;
     let t0 = tokio::time::Instant::now();
     more_frames(&mut viewer, &mut view, "alice", 20).await;
     assert!(
@@ -311,9 +312,7 @@ async fn limits_close_or_refuse_the_offender_only() {
     .await;
     assert!(!view.avatars.contains_key("c"));
     // a flooding publisher is closed; the viewer keeps getting frames of the others
-    let mut flood = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("flooder");
+    let mut flood = connect_publisher(&url).await;
     let mut closed = false;
     for i in 0..400 {
         if flood
@@ -617,16 +616,8 @@ async fn a_wear_message_switches_an_avatar_to_another_garment() {
         .await
         .expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("publisher");
-    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer");
-    viewer
-        .send(&ClientMessage::Subscribe { avatars: None })
-        .await
-        .expect("subscribe");
+    let mut publisher = connect_publisher(&url).await;
+    let mut viewer = connect_viewer(&url).await;
     let (mut hashes, mut names) = (Vec::new(), Vec::new());
     let mut view = Viewer::default();
     for _ in 0..2 {
@@ -708,9 +699,7 @@ async fn garment_choices_waiting_for_avatars_are_bounded_and_refused_by_name() {
     let mut waiting = 0;
     let mut publishers = Vec::new();
     for count in [1400, 1400, 1296] {
-        let mut p = Client::connect(&url, Role::Publisher, Some("pub".into()))
-            .await
-            .expect("publisher");
+        let mut p = connect_publisher(&url).await;
         for _ in 0..count {
             p.send(&wear(&format!("waiting-{waiting}"), &shirt))
                 .await
@@ -899,9 +888,7 @@ async fn with_nobody_watching_nothing_is_synthesised_and_a_viewer_still_starts_o
         .await
         .expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
-        .await
-        .expect("publisher");
+    let mut publisher = connect_publisher(&url).await;
     for i in 0..10 {
         publisher
             .send(&arm_pose("unseen", 0.4, f64::from(i) / 30.0))
@@ -914,13 +901,7 @@ async fn with_nobody_watching_nothing_is_synthesised_and_a_viewer_still_starts_o
     assert!(metric(server.addr, "clothcast_unwatched_ticks_total").await > 5.0);
     // a viewer subscribes: the engine runs again and the stream decodes (the Viewer
     // counts a frame only once decoded, which needs a keyframe first)
-    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer");
-    viewer
-        .send(&ClientMessage::Subscribe { avatars: None })
-        .await
-        .expect("subscribe");
+    let mut viewer = connect_viewer(&url).await;
     let mut view = Viewer::default();
     let feed = tokio::spawn(async move {
         for i in 10..200 {
