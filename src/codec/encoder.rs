@@ -8,7 +8,7 @@ use super::coder::{
     Lattice, Models, checksum, code_bones, compensate_where_used, predict_in, split_mode, write_out,
 };
 use super::format::{
-    BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, MODES,
+    BASE_PREVIOUS, BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, MODES,
     NO_REF, PATCH_SIZE, SPATIAL_MEAN, SPATIAL_NONE, SPATIAL_PARALLELOGRAM, max_frame_bytes,
 };
 use super::motion::{BoneTransform, QBone, RelMotion, quantize_bone};
@@ -146,23 +146,21 @@ impl Trial<'_> {
     }
 }
 
-/// Open-loop estimate, in 1/16 bits, of coding `vertices` with base `base` and
-/// spatial predictor `SP`: the references' offsets are taken from the true positions
-/// instead of their coded points (so no vertex waits for another's snapping) plus the
-/// variance the coded points add. A vertex whose expected squared error is within the
-/// tolerance costs its three zero flags and a little more the closer it is to the
-/// ball's edge (which breaks ties towards the predictor that will stay inside longer);
-/// one outside costs its rounded error's bits. Gives up once the estimate reaches
-/// `bound`.
-#[inline(always)]
-fn estimate<const SP: u32>(
+/// Open-loop estimates, in 1/16 bits, of coding `vertices` from base `base` with each
+/// spatial predictor (indexed by `SPATIAL_*`): the references' offsets are taken from
+/// the true positions instead of their coded points (so no vertex waits for another's
+/// snapping), plus the variance the coded points add. A vertex whose expected squared
+/// error is within the tolerance costs its three zero flags and a little more the
+/// closer it is to the ball's edge (which breaks ties towards the predictor that will
+/// stay inside longer); one outside costs its rounded error's bits.
+#[inline]
+fn estimate(
     setup: &GarmentSetup,
     vertices: &[u32],
     base: &[[i32; 3]],
     target: &[[f64; 3]],
     r: f64,
-    bound: u32,
-) -> u32 {
+) -> [u32; 3] {
     let off = |u: u32| -> [f64; 3] {
         let (x, b) = (target[u as usize], base[u as usize]);
         std::array::from_fn(|k| x[k] - f64::from(b[k]))
@@ -170,50 +168,42 @@ fn estimate<const SP: u32>(
     let r2 = r * r;
     // a coded reference lies anywhere in its tolerance ball: its offset carries an
     // error of variance 3r²/5, which the mean halves and the parallelogram triples
-    let noise = match SP {
-        SPATIAL_NONE => 0.0,
-        SPATIAL_MEAN => 0.3 * r2,
-        _ => 1.8 * r2,
-    };
-    let mut bits = 0;
-    for &v in vertices {
-        let v = v as usize;
-        let refs = &setup.predictor[v];
-        let sp: [f64; 3] = match SP {
-            SPATIAL_NONE => [0.0; 3],
-            SPATIAL_MEAN => match (refs[0], refs[1]) {
-                (NO_REF, _) => [0.0; 3],
-                (a, NO_REF) => off(a),
-                (a, b) => {
-                    let (oa, ob) = (off(a), off(b));
-                    std::array::from_fn(|k| (oa[k] + ob[k]) * 0.5)
-                }
-            },
-            _ => match (refs[0], refs[1], refs[2]) {
-                (NO_REF, _, _) => [0.0; 3],
-                (a, NO_REF, _) => off(a),
-                (a, b, NO_REF) => {
-                    let (oa, ob) = (off(a), off(b));
-                    std::array::from_fn(|k| (oa[k] + ob[k]) * 0.5)
-                }
-                (a, b, c) => {
-                    let (oa, ob, oc) = (off(a), off(b), off(c));
-                    std::array::from_fn(|k| oa[k] + ob[k] - oc[k])
-                }
-            },
-        };
-        let (x, bv) = (target[v], base[v]);
-        let e: [f64; 3] = std::array::from_fn(|k| f64::from(bv[k]) + sp[k] - x[k]);
-        let len2 = e[0] * e[0] + e[1] * e[1] + e[2] * e[2];
-        let l2 = len2 + noise;
-        bits += if l2 <= r2 {
+    let noise = [0.0, 0.3 * r2, 1.8 * r2];
+    let vertex_cost = |e: [f64; 3], noise: f64| -> u32 {
+        let l2 = e[0] * e[0] + e[1] * e[1] + e[2] * e[2] + noise;
+        if l2 <= r2 {
             48 + (16.0 * l2 / r2) as u32
         } else {
             16 * e.iter().map(|&e| cost(round(e) as i64)).sum::<u32>()
-        };
-        if bits >= bound {
-            break;
         }
+    };
+    let mut bits = [0u32; 3];
+    for &v in vertices {
+        let v = v as usize;
+        let (x, bv) = (target[v], base[v]);
+        let e: [f64; 3] = std::array::from_fn(|k| f64::from(bv[k]) - x[k]);
+        let refs = &setup.predictor[v];
+        let zero = [0.0; 3];
+        let oa = if refs[0] == NO_REF { zero } else { off(refs[0]) };
+        let (mean, para) = match (refs[0], refs[1], refs[2]) {
+            (NO_REF, _, _) => (zero, zero),
+            (_, NO_REF, _) => (oa, oa),
+            (_, b, c) => {
+                let ob = off(b);
+                let mean = std::array::from_fn(|k| (oa[k] + ob[k]) * 0.5);
+                if c == NO_REF {
+                    (mean, mean)
+                } else {
+                    let oc = off(c);
+                    (mean, std::array::from_fn(|k| oa[k] + ob[k] - oc[k]))
+                }
+            }
+        };
+        bits[SPATIAL_NONE as usize] += vertex_cost(e, noise[0]);
+        bits[SPATIAL_MEAN as usize] +=
+            vertex_cost(std::array::from_fn(|k| e[k] + mean[k]), noise[1]);
+        bits[SPATIAL_PARALLELOGRAM as usize] +=
+            vertex_cost(std::array::from_fn(|k| e[k] + para[k]), noise[2]);
     }
     bits
 }
@@ -477,30 +467,22 @@ impl Encoder {
                 ns += 1;
             }
             let probe = &sample[..ns];
-            let floor = 48 * probe.len() as u32;
-            let previous = self.modes[pi];
-            let mut best = (u32::MAX, MODE_SKIP);
-            let candidates = std::iter::once(previous)
-                .filter(|&m| m != MODE_SKIP)
-                .chain((1..MODES).filter(|&m| m != previous));
-            for mode in candidates {
-                let (b, sp) = split_mode(mode);
+            let mut costs = [u32::MAX; MODES as usize];
+            for b in [BASE_PREVIOUS, BASE_SKINNED] {
                 if b == BASE_SKINNED {
                     let (q, mc, done) = (&self.q, &mut self.mc, &mut self.mc_done);
                     compensate_where_used(s, &self.motions, q, mc, done, probe);
                 }
                 let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
-                let (t, bound) = (&self.target, best.0);
-                let c = match sp {
-                    SPATIAL_NONE => estimate::<SPATIAL_NONE>(s, probe, base, t, r, bound),
-                    SPATIAL_MEAN => estimate::<SPATIAL_MEAN>(s, probe, base, t, r, bound),
-                    _ => estimate::<SPATIAL_PARALLELOGRAM>(s, probe, base, t, r, bound),
-                };
-                if c < best.0 {
-                    best = (c, mode);
-                    if c <= floor {
-                        break;
-                    }
+                let c = estimate(s, probe, base, &self.target, r);
+                costs[1 + 3 * b as usize..4 + 3 * b as usize].copy_from_slice(&c);
+            }
+            // the patch's mode of the previous frame wins ties, then the lower mode
+            let previous = self.modes[pi];
+            let mut best = (costs[previous as usize], previous);
+            for mode in 1..MODES {
+                if costs[mode as usize] < best.0 {
+                    best = (costs[mode as usize], mode);
                 }
             }
             let (b, sp) = split_mode(best.1);
