@@ -8,21 +8,23 @@ use super::coder::{
     Lattice, Models, checksum, code_bones, compensate_where_used, predict_in, split_mode, write_out,
 };
 use super::format::{
-    BASE_PREVIOUS, BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, MODES,
-    NO_REF, PATCH_SIZE, SPATIAL_MEAN, SPATIAL_NONE, SPATIAL_PARALLELOGRAM, max_frame_bytes,
+    BASE_PREVIOUS, BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT,
+    MODE_SKIP, MODES, NO_REF, PATCH_SIZE, SPATIAL_MEAN, SPATIAL_NONE, SPATIAL_PARALLELOGRAM,
+    max_frame_bytes,
 };
 use super::motion::{BoneTransform, QBone, RelMotion, quantize_bone};
 use super::range::{RangeEncoder, coord_context};
 use super::setup::GarmentSetup;
 
-/// Approximate cost in bits of coding `e` (used only to choose patch modes).
+/// Approximate cost in bits of coding the residual `e` rounds to (used only to choose
+/// patch modes): a zero 1 bit, else 4 + 2 × its bit length, i.e. |e| < ½ costs 1, else
+/// 6 + 2⌊log₂(|e| + ½)⌋, read from the exponent field of |e| + ½ without rounding or
+/// branching.
 #[inline]
-fn cost(e: i64) -> u32 {
-    if e == 0 {
-        1
-    } else {
-        4 + 2 * (64 - e.unsigned_abs().leading_zeros())
-    }
+fn approximate_cost(e: f64) -> u32 {
+    let a = e.abs() + 0.5;
+    let log2 = ((a.to_bits() >> 52) as i32 - 1023).max(0) as u32;
+    if a < 1.0 { 1 } else { 6 + 2 * log2 }
 }
 
 /// How far, as a fraction of the tolerance, a vertex whose prediction missed the
@@ -169,13 +171,13 @@ fn estimate(
     // a coded reference lies anywhere in its tolerance ball: its offset carries an
     // error of variance 3r²/5, which the mean halves and the parallelogram triples
     let noise = [0.0, 0.3 * r2, 1.8 * r2];
+    let inv_r2 = 16.0 / r2;
     let vertex_cost = |e: [f64; 3], noise: f64| -> u32 {
         let l2 = e[0] * e[0] + e[1] * e[1] + e[2] * e[2] + noise;
-        if l2 <= r2 {
-            48 + (16.0 * l2 / r2) as u32
-        } else {
-            16 * e.iter().map(|&e| cost(round(e) as i64)).sum::<u32>()
-        }
+        let inside = 48 + (l2 * inv_r2) as u32;
+        let outside = 16 * e.iter().map(|&e| approximate_cost(e)).sum::<u32>();
+        // both computed and one picked: which one is as good as a coin toss
+        if l2 <= r2 { inside } else { outside }
     };
     let mut bits = [0u32; 3];
     for &v in vertices {
@@ -184,7 +186,11 @@ fn estimate(
         let e: [f64; 3] = std::array::from_fn(|k| f64::from(bv[k]) - x[k]);
         let refs = &setup.predictor[v];
         let zero = [0.0; 3];
-        let oa = if refs[0] == NO_REF { zero } else { off(refs[0]) };
+        let oa = if refs[0] == NO_REF {
+            zero
+        } else {
+            off(refs[0])
+        };
         let (mean, para) = match (refs[0], refs[1], refs[2]) {
             (NO_REF, _, _) => (zero, zero),
             (_, NO_REF, _) => (oa, oa),
@@ -526,5 +532,32 @@ impl Encoder {
         }
         enc.finish();
         self.finish(FrameKind::Delta, frame, self.frame, out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The branch-free cost reads the same bit length as rounding and counting.
+    #[test]
+    fn approximate_cost_matches_the_rounded_residual_bit_length() {
+        let exact = |e: f64| {
+            let n = e.round_ties_even() as i64;
+            if n == 0 {
+                1
+            } else {
+                4 + 2 * (64 - n.unsigned_abs().leading_zeros())
+            }
+        };
+        for i in -40_000..=40_000 {
+            // steps of 0.0123 cross every rounding boundary up to ±492 from both sides
+            let e = f64::from(i) * 0.0123;
+            if (e.abs().fract() - 0.5).abs() < 1e-9 {
+                continue; // exact ties: either neighbour is a fair estimate
+            }
+            assert_eq!(approximate_cost(e), exact(e), "e = {e}");
+        }
+        assert_eq!(approximate_cost(1e6), exact(1e6));
     }
 }
