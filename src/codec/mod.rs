@@ -13,7 +13,7 @@
 //! use the same traversal with intra (parallelogram) prediction.
 //!
 //! Pure: no I/O, no dependency on the rest of the crate. The byte layout and all
-//! constants are in [`format`].
+//! constants are in [`format`](mod@format).
 
 mod coder;
 mod decoder;
