@@ -171,10 +171,10 @@ fn estimate(
     // a coded reference lies anywhere in its tolerance ball: its offset carries an
     // error of variance 3r²/5, which the mean halves and the parallelogram triples
     let noise = [0.0, 0.3 * r2, 1.8 * r2];
-    let inv_r2 = 16.0 / r2;
+    let sixteenths_per_r2 = 16.0 / r2;
     let vertex_cost = |e: [f64; 3], noise: f64| -> u32 {
         let l2 = e[0] * e[0] + e[1] * e[1] + e[2] * e[2] + noise;
-        let inside = 48 + (l2 * inv_r2) as u32;
+        let inside = 48 + (l2 * sixteenths_per_r2) as u32;
         let outside = 16 * e.iter().map(|&e| approximate_cost(e)).sum::<u32>();
         // both computed and one picked: which one is as good as a coin toss
         if l2 <= r2 { inside } else { outside }
@@ -458,13 +458,11 @@ impl Encoder {
                 continue;
             }
             // every mode is estimated, open loop, on MODE_PROBE vertices spread over
-            // the patch, the patch's mode of the previous frame first; an estimate stops
-            // once it cannot beat the best so far, and one with every residual zero ends
-            // the search. The winner then codes the whole patch. (Estimating from true
-            // positions rather than coding trial runs is both ~15 % faster and picks
-            // modes that cost 3–8 % fewer bits on walking cloth: it ranks predictors by
-            // how well they follow the motion, not by where earlier snapping happened
-            // to leave the references.)
+            // the patch (one pass per base, all three spatial predictors at once); the
+            // winner then codes the whole patch. (Estimating from true positions rather
+            // than coding trial runs is faster and picks modes that cost 3–8 % fewer
+            // bits on walking cloth: it ranks predictors by how well they follow the
+            // motion, not by where earlier snapping happened to leave the references.)
             let stride = patch.len().div_ceil(MODE_PROBE).max(1);
             let mut sample = [0u32; MODE_PROBE];
             let mut ns = 0;
