@@ -165,26 +165,71 @@ pub(super) fn predict_in<const SP: u32, const BASE: bool>(
     }
 }
 
-/// Motion compensation of `vertices` and their predictor references into `mc`, each
-/// vertex once per frame (`done` marks those computed): the encoder and decoder compute
-/// it only where a patch predicts from it.
-pub(super) fn compensate_where_used(
-    setup: &GarmentSetup,
-    motions: &[RelMotion],
-    q: &[[i32; 3]],
-    mc: &mut [[i32; 3]],
-    done: &mut [bool],
-    vertices: &[u32],
-) {
-    for &v in vertices {
-        let refs = &setup.predictor[v as usize];
-        for u in std::iter::once(v).chain(refs.iter().copied()) {
-            let u = u as usize;
-            if u < done.len() && !done[u] {
-                mc[u] = compensate_vertex(motions, &setup.joints[u], &setup.weights[u], q[u]);
-                done[u] = true;
+/// What the encoder and the decoder of a stream both hold, identically: the reference
+/// frame (`q`, `bones`), the frame being coded (`q_new`, `bones_new`), and the reference
+/// moved by the bones' motion between the two (`mc`), computed only where a patch
+/// predicts from it.
+pub(super) struct Frames {
+    pub(super) q: Lattice,
+    pub(super) bones: Vec<QBone>,
+    pub(super) q_new: Lattice,
+    pub(super) bones_new: Vec<QBone>,
+    pub(super) mc: Lattice,
+    /// Whether `mc` holds vertex v's compensated position this frame.
+    mc_done: Vec<bool>,
+    motions: Vec<RelMotion>,
+}
+
+impl Frames {
+    pub(super) fn new(vertices: usize, bones: usize) -> Self {
+        Self {
+            q: vec![[0; 3]; vertices],
+            bones: vec![[0; 7]; bones],
+            q_new: vec![[0; 3]; vertices],
+            bones_new: vec![[0; 7]; bones],
+            mc: vec![[0; 3]; vertices],
+            mc_done: vec![false; vertices],
+            motions: vec![RelMotion::default(); bones],
+        }
+    }
+
+    /// Starts a delta once `bones_new` is set: each bone's motion from the reference,
+    /// and no vertex compensated yet.
+    pub(super) fn start_delta(&mut self) {
+        for (m, (p, c)) in self
+            .motions
+            .iter_mut()
+            .zip(self.bones.iter().zip(&self.bones_new))
+        {
+            *m = RelMotion::new(p, c);
+        }
+        self.mc_done.fill(false);
+    }
+
+    /// Motion compensation of `vertices` and their predictor references into `mc`,
+    /// each vertex once per frame.
+    pub(super) fn compensate(&mut self, setup: &GarmentSetup, vertices: &[u32]) {
+        for &v in vertices {
+            let refs = &setup.predictor[v as usize];
+            for u in std::iter::once(v).chain(refs.iter().copied()) {
+                let u = u as usize;
+                if u < self.mc_done.len() && !self.mc_done[u] {
+                    self.mc[u] = compensate_vertex(
+                        &self.motions,
+                        &setup.joints[u],
+                        &setup.weights[u],
+                        self.q[u],
+                    );
+                    self.mc_done[u] = true;
+                }
             }
         }
+    }
+
+    /// The coded frame becomes the reference.
+    pub(super) fn commit(&mut self) {
+        std::mem::swap(&mut self.q, &mut self.q_new);
+        std::mem::swap(&mut self.bones, &mut self.bones_new);
     }
 }
 

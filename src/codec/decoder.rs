@@ -4,13 +4,12 @@ use std::sync::Arc;
 
 use super::CodecError;
 use super::coder::{
-    Lattice, Models, checksum, compensate_where_used, decode_bones, predict, split_mode, write_out,
+    Frames, Lattice, Models, checksum, decode_bones, predict, split_mode, write_out,
 };
 use super::format::{
     BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, PATCH_SIZE,
     SPATIAL_PARALLELOGRAM,
 };
-use super::motion::{QBone, RelMotion};
 use super::range::{RangeDecoder, coord_context};
 use super::setup::GarmentSetup;
 
@@ -26,15 +25,7 @@ pub struct Decoder {
     setup: Arc<GarmentSetup>,
     stream_id: Option<u32>,
     frame: Option<u32>,
-    q: Lattice,
-    bones: Vec<QBone>,
-    q_new: Lattice,
-    bones_new: Vec<QBone>,
-    mc: Lattice,
-    /// Whether `mc` holds vertex v's compensated position this frame (the decoder
-    /// computes it only where a patch predicts from it).
-    mc_done: Vec<bool>,
-    motions: Vec<RelMotion>,
+    f: Frames,
 }
 
 impl Decoder {
@@ -45,13 +36,7 @@ impl Decoder {
         Self {
             stream_id: None,
             frame: None,
-            q: vec![[0; 3]; n],
-            bones: vec![[0; 7]; nb],
-            q_new: vec![[0; 3]; n],
-            bones_new: vec![[0; 7]; nb],
-            mc: vec![[0; 3]; n],
-            mc_done: vec![false; n],
-            motions: vec![RelMotion::default(); nb],
+            f: Frames::new(n, nb),
             setup,
         }
     }
@@ -130,12 +115,12 @@ impl Decoder {
         };
         match h.kind {
             FrameKind::Key => {
-                decode_bones(&mut dec, &mut m, &mut self.bones_new, None)?;
+                decode_bones(&mut dec, &mut m, &mut self.f.bones_new, None)?;
                 for &v in &s.order {
                     vertex(
                         &mut dec,
                         &mut m,
-                        &mut self.q_new,
+                        &mut self.f.q_new,
                         None,
                         SPATIAL_PARALLELOGRAM,
                         v as usize,
@@ -143,40 +128,30 @@ impl Decoder {
                 }
             }
             FrameKind::Delta => {
-                decode_bones(&mut dec, &mut m, &mut self.bones_new, Some(&self.bones))?;
-                for (mo, (p, c)) in self
-                    .motions
-                    .iter_mut()
-                    .zip(self.bones.iter().zip(&self.bones_new))
-                {
-                    *mo = RelMotion::new(p, c);
-                }
-                self.mc_done.fill(false);
+                decode_bones(&mut dec, &mut m, &mut self.f.bones_new, Some(&self.f.bones))?;
+                self.f.start_delta();
                 let mut last_mode = MODE_SKIP;
                 for patch in s.order.chunks(PATCH_SIZE) {
                     let mode = m.decode_mode(&mut dec, last_mode)?;
                     if mode == MODE_SKIP {
                         for &v in patch {
-                            self.q_new[v as usize] = self.q[v as usize];
+                            self.f.q_new[v as usize] = self.f.q[v as usize];
                         }
                     } else {
                         let (b, sp) = split_mode(mode);
                         if b == BASE_SKINNED {
-                            compensate_where_used(
-                                &s,
-                                &self.motions,
-                                &self.q,
-                                &mut self.mc,
-                                &mut self.mc_done,
-                                patch,
-                            );
+                            self.f.compensate(&s, patch);
                         }
-                        let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
+                        let base = if b == BASE_SKINNED {
+                            &self.f.mc
+                        } else {
+                            &self.f.q
+                        };
                         for &v in patch {
                             vertex(
                                 &mut dec,
                                 &mut m,
-                                &mut self.q_new,
+                                &mut self.f.q_new,
                                 Some(base),
                                 sp,
                                 v as usize,
@@ -188,16 +163,15 @@ impl Decoder {
             }
         }
         dec.finish()?;
-        let sum = checksum(&self.q_new);
+        let sum = checksum(&self.f.q_new);
         if sum != h.checksum {
             return Err(CodecError::ChecksumMismatch {
                 expected: h.checksum,
                 found: sum,
             });
         }
-        write_out(&self.q_new, s.step, out)?;
-        std::mem::swap(&mut self.q, &mut self.q_new);
-        std::mem::swap(&mut self.bones, &mut self.bones_new);
+        write_out(&self.f.q_new, s.step, out)?;
+        self.f.commit();
         self.frame = Some(h.frame);
         self.stream_id = Some(h.stream_id);
         Ok(h)

@@ -5,14 +5,14 @@ use std::sync::Arc;
 
 use super::CodecError;
 use super::coder::{
-    Lattice, Models, checksum, code_bones, compensate_where_used, predict_in, split_mode, write_out,
+    Frames, Lattice, Models, checksum, code_bones, predict_in, split_mode, write_out,
 };
 use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT,
     MODE_SKIP, MODES, NO_REF, PATCH_SIZE, SPATIAL_MEAN, SPATIAL_NONE, SPATIAL_PARALLELOGRAM,
     max_frame_bytes,
 };
-use super::motion::{BoneTransform, QBone, RelMotion, quantize_bone};
+use super::motion::{BoneTransform, quantize_bone};
 use super::range::{RangeEncoder, coord_context};
 use super::setup::GarmentSetup;
 
@@ -227,16 +227,9 @@ pub struct Encoder {
     has_frame: bool,
     radius: f64,
     target: Vec<[f64; 3]>,
-    q: Lattice,
-    bones: Vec<QBone>,
-    q_new: Lattice,
-    bones_new: Vec<QBone>,
-    mc: Lattice,
-    /// Whether `mc` holds vertex v's compensated position this frame.
-    mc_done: Vec<bool>,
+    f: Frames,
     /// Per vertex, the residual the last trial coded (what the range coder writes).
     residual: Lattice,
-    motions: Vec<RelMotion>,
     modes: Vec<u32>,
 }
 
@@ -253,14 +246,8 @@ impl Encoder {
             has_frame: false,
             radius: (0.001 / step).max(3f64.sqrt() / 2.0),
             target: vec![[0.0; 3]; n],
-            q: vec![[0; 3]; n],
-            bones: vec![[0; 7]; nb],
-            q_new: vec![[0; 3]; n],
-            bones_new: vec![[0; 7]; nb],
-            mc: vec![[0; 3]; n],
-            mc_done: vec![false; n],
+            f: Frames::new(n, nb),
             residual: vec![[0; 3]; n],
-            motions: vec![RelMotion::default(); nb],
             modes: vec![0; n.div_ceil(PATCH_SIZE)],
             setup,
         }
@@ -298,7 +285,7 @@ impl Encoder {
     /// The reconstruction of the last frame, metres, into `out` (3 floats per vertex):
     /// exactly what a decoder outputs for it.
     pub fn reconstruction(&self, out: &mut [f32]) -> Result<(), CodecError> {
-        write_out(&self.q, self.setup.step, out)
+        write_out(&self.f.q, self.setup.step, out)
     }
 
     /// Codes the next frame: positions (`3 × vertices` floats, metres, avatar-local)
@@ -324,10 +311,10 @@ impl Encoder {
                 found: positions.len() as u64,
             });
         }
-        if bones.len() != self.bones.len() {
+        if bones.len() != self.f.bones.len() {
             return Err(CodecError::Mismatch {
                 what: "bones",
-                expected: self.bones.len() as u64,
+                expected: self.f.bones.len() as u64,
                 found: bones.len() as u64,
             });
         }
@@ -343,7 +330,7 @@ impl Encoder {
                 t[k] = x;
             }
         }
-        for (qb, b) in self.bones_new.iter_mut().zip(bones) {
+        for (qb, b) in self.f.bones_new.iter_mut().zip(bones) {
             *qb = quantize_bone(b, self.setup.step)?;
         }
         let key = keyframe || !self.has_frame;
@@ -357,8 +344,7 @@ impl Encoder {
         } else {
             self.code_delta(frame, out)
         };
-        std::mem::swap(&mut self.q, &mut self.q_new);
-        std::mem::swap(&mut self.bones, &mut self.bones_new);
+        self.f.commit();
         self.frame = frame;
         self.has_frame = true;
         Ok(header)
@@ -373,10 +359,10 @@ impl Encoder {
                 have: None,
             });
         }
-        for (t, q) in self.target.iter_mut().zip(&self.q) {
+        for (t, q) in self.target.iter_mut().zip(&self.f.q) {
             *t = q.map(f64::from);
         }
-        self.bones_new.copy_from_slice(&self.bones);
+        self.f.bones_new.copy_from_slice(&self.f.bones);
         Ok(self.code_key(self.frame, 0.0, out))
     }
 
@@ -388,14 +374,14 @@ impl Encoder {
             frame,
             reference,
             vertices: self.setup.vertex_count() as u32,
-            bones: self.bones.len() as u32,
-            checksum: checksum(&self.q_new),
+            bones: self.f.bones.len() as u32,
+            checksum: checksum(&self.f.q_new),
             payload_len: (out.len() - FRAME_HEADER_LEN) as u32,
         };
         let mut head = [0u8; FRAME_HEADER_LEN];
         h.write(&mut head);
         out[..FRAME_HEADER_LEN].copy_from_slice(&head);
-        debug_assert!(out.len() <= max_frame_bytes(self.setup.vertex_count(), self.bones.len()));
+        debug_assert!(out.len() <= max_frame_bytes(self.setup.vertex_count(), self.f.bones.len()));
         h
     }
 
@@ -409,14 +395,14 @@ impl Encoder {
             SPATIAL_PARALLELOGRAM,
             &self.target,
             r,
-            &mut self.q_new,
+            &mut self.f.q_new,
             &mut self.residual,
         );
         out.clear();
         out.resize(FRAME_HEADER_LEN, 0);
         let mut m = Models::new();
         let mut enc = RangeEncoder::new(out);
-        code_bones(&mut enc, &mut m, &self.bones_new, None);
+        code_bones(&mut enc, &mut m, &self.f.bones_new, None);
         let mut prev = [0i32; 3];
         for &v in &s.order {
             let cur = self.residual[v as usize];
@@ -431,20 +417,13 @@ impl Encoder {
 
     /// Codes `target`/`bones_new` into `q_new` as a delta against `q`/`bones`.
     fn code_delta(&mut self, frame: u32, out: &mut Vec<u8>) -> FrameHeader {
-        for (m, (p, c)) in self
-            .motions
-            .iter_mut()
-            .zip(self.bones.iter().zip(&self.bones_new))
-        {
-            *m = RelMotion::new(p, c);
-        }
+        self.f.start_delta();
         let s = &*self.setup;
-        self.mc_done.fill(false);
         let r = self.radius;
         // choose a mode per patch, fixing its vertices' coded points as we go
         for (pi, patch) in s.order.chunks(PATCH_SIZE).enumerate() {
             let still = patch.iter().all(|&v| {
-                let (q, x) = (self.q[v as usize], self.target[v as usize]);
+                let (q, x) = (self.f.q[v as usize], self.target[v as usize]);
                 (0..3)
                     .map(|k| (f64::from(q[k]) - x[k]).powi(2))
                     .sum::<f64>()
@@ -453,7 +432,7 @@ impl Encoder {
             if still {
                 self.modes[pi] = MODE_SKIP;
                 for &v in patch {
-                    self.q_new[v as usize] = self.q[v as usize];
+                    self.f.q_new[v as usize] = self.f.q[v as usize];
                 }
                 continue;
             }
@@ -474,10 +453,13 @@ impl Encoder {
             let mut costs = [u32::MAX; MODES as usize];
             for b in [BASE_PREVIOUS, BASE_SKINNED] {
                 if b == BASE_SKINNED {
-                    let (q, mc, done) = (&self.q, &mut self.mc, &mut self.mc_done);
-                    compensate_where_used(s, &self.motions, q, mc, done, probe);
+                    self.f.compensate(s, probe);
                 }
-                let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
+                let base = if b == BASE_SKINNED {
+                    &self.f.mc
+                } else {
+                    &self.f.q
+                };
                 let c = estimate(s, probe, base, &self.target, r);
                 costs[1 + 3 * b as usize..4 + 3 * b as usize].copy_from_slice(&c);
             }
@@ -491,10 +473,13 @@ impl Encoder {
             }
             let (b, sp) = split_mode(best.1);
             if b == BASE_SKINNED {
-                let (q, mc, done) = (&self.q, &mut self.mc, &mut self.mc_done);
-                compensate_where_used(s, &self.motions, q, mc, done, patch);
+                self.f.compensate(s, patch);
             }
-            let base = if b == BASE_SKINNED { &self.mc } else { &self.q };
+            let base = if b == BASE_SKINNED {
+                &self.f.mc
+            } else {
+                &self.f.q
+            };
             trial(
                 s,
                 patch,
@@ -502,7 +487,7 @@ impl Encoder {
                 sp,
                 &self.target,
                 r,
-                &mut self.q_new,
+                &mut self.f.q_new,
                 &mut self.residual,
             );
             self.modes[pi] = best.1;
@@ -511,7 +496,7 @@ impl Encoder {
         out.resize(FRAME_HEADER_LEN, 0);
         let mut m = Models::new();
         let mut enc = RangeEncoder::new(out);
-        code_bones(&mut enc, &mut m, &self.bones_new, Some(&self.bones));
+        code_bones(&mut enc, &mut m, &self.f.bones_new, Some(&self.f.bones));
         let mut prev = [0i32; 3];
         let mut last_mode = MODE_SKIP;
         for (pi, patch) in s.order.chunks(PATCH_SIZE).enumerate() {
