@@ -18,7 +18,7 @@ use crate::skeleton::{
 };
 
 use super::db::Database;
-use super::local::{LocalExamples, NO_BONE};
+use super::local::LocalExamples;
 
 /// Most distinct examples blended at one vertex (regions × K is far below this).
 const MAX_SLOTS: usize = 48;
@@ -93,8 +93,9 @@ pub struct Scratch {
     combo_slots: Vec<u32>,
     combo_weight_offsets: Vec<u32>,
     combo_weights: Vec<f32>,
-    body_pos: Vec<Vec3>,
-    body_nrm: Vec<Vec3>,
+    /// The body posed this frame: per body vertex, position and normal (only the
+    /// vertices in `Synthesizer::body_used` are kept current).
+    body: Vec<[Vec3A; 2]>,
 }
 
 /// What one synthesis did.
@@ -235,10 +236,10 @@ impl<'db> Synthesizer<'db> {
         let mut th = [0.0f32; DOF_COUNT];
         for (j, ex) in db.examples.iter().enumerate() {
             theta_into(&ex.pose, &canon, &mut th);
+            let th2 = th.map(|t| t * t);
             for r in 0..g {
                 let u = &ex.distance_weights[r * DOF_COUNT..(r + 1) * DOF_COUNT];
-                let d: f32 = u.iter().zip(&th).map(|(u, t)| u * t * t).sum();
-                scratch.dist[r * nj + j] = d as f64;
+                scratch.dist[r * nj + j] = f64::from(weighted_sum(u, &th2));
             }
         }
         // distance damping D ← ξ D' + (1 − ξ) D, ξ = exp(−dt / t_mix)
@@ -294,24 +295,27 @@ impl<'db> Synthesizer<'db> {
         let pos: [Vec3A; JOINT_COUNT] = std::array::from_fn(|b| Vec3A::from(input_frames[b].trans));
         let t = self.skeleton.skinning_transforms(&canon);
         let lbs = LbsMatrices::new(&t);
-        scratch.body_pos.resize(db.body.positions.len(), Vec3::ZERO);
-        scratch.body_nrm.resize(db.body.positions.len(), Vec3::ZERO);
+        scratch
+            .body
+            .resize(db.body.positions.len(), [Vec3A::ZERO; 2]);
         if self.params.resolve_penetration {
             let skin = &db.body.skin;
             for &b in &self.body_used {
                 let b = b as usize;
-                (scratch.body_pos[b], scratch.body_nrm[b]) = lbs.apply_with_normal(
+                let (p, n) = lbs.apply_with_normal(
                     db.body.positions[b],
                     self.body_normals[b],
                     &skin.joints[b],
                     &skin.weights[b],
                 );
+                scratch.body[b] = [p.into(), n.into()];
             }
         }
         self.cut_regions(scratch, k);
         // per vertex: blend of SOR-skinned examples, then penetration re-projection
         let skin = &db.garment.skin;
         let mut slots = [(0u32, 0.0f32); MAX_SLOTS];
+        let mut far = [Vec4::ZERO; JOINT_COUNT + 1];
         for (v, o) in out.iter_mut().enumerate() {
             let used = self.gather(scratch, k, v, &mut slots);
             if used.is_empty() {
@@ -322,21 +326,27 @@ impl<'db> Synthesizer<'db> {
                     .unwrap_or(db.garment.rest[v]);
                 continue;
             }
-            let y_in = self.blend(v, used, (skin.joints[v], skin.weights[v]), &rot, &pos);
+            let y_in = self.blend(
+                v,
+                used,
+                (skin.joints[v], skin.weights[v]),
+                (&rot, &pos),
+                &mut far,
+            );
             if !self.params.resolve_penetration {
                 *o = Vec3::from(y_in);
                 continue;
             }
-            // SOR Eq. 11–13: per example, push out along the associated body vertex's normal
-            let mut y_out = Vec3A::ZERO;
+            // SOR Eq. 11–13: per example, push out along the associated body vertex's
+            // normal; Σ_J w^J (y + n^J max(0, d₀^J − h^J)) with Σ_J w^J = 1
+            let mut push = Vec3A::ZERO;
             for &(j, w) in used {
                 let lv = self.local.get(j as usize, v);
-                let bv = lv.body_vertex as usize;
-                let n = Vec3A::from(scratch.body_nrm[bv]);
-                let h = (y_in - Vec3A::from(scratch.body_pos[bv])).dot(n);
-                y_out += (y_in + n * (lv.clearance() - h).max(0.0)) * w;
+                let [p, n] = scratch.body[lv.body_vertex as usize];
+                let h = (y_in - p).dot(n);
+                push += n * ((lv.clearance() - h).max(0.0) * w);
             }
-            *o = Vec3::from(y_out);
+            *o = Vec3::from(y_in + push);
         }
         SynthFrame {
             root,
@@ -446,22 +456,22 @@ impl Synthesizer<'_> {
     /// SOR Eq. 1–2 at vertex `v`: the blend of the (example, weight) pairs in `slots`,
     /// each skinned to the input pose (bone rotations `rot`, joint positions `pos`),
     /// computed as the blend of the examples' bone-local data followed by one rotation
-    /// per bone.
+    /// per bone. `far` (per bone, plus a spare slot for records without a remote
+    /// bone) must be all zero on entry and is left so.
     #[inline]
     fn blend(
         &self,
         v: usize,
         slots: &[(u32, f32)],
         (joints, weights): ([u16; 4], [f32; 4]),
-        rot: &[Mat3A; JOINT_COUNT],
-        pos: &[Vec3A; JOINT_COUNT],
+        (rot, pos): (&[Mat3A; JOINT_COUNT], &[Vec3A; JOINT_COUNT]),
+        far: &mut [Vec4; JOINT_COUNT + 1],
     ) -> Vec3A {
         let mut near = [Vec4::ZERO; 4];
-        // remote bones other than the skin bones, merged by bone; a vertex rarely sees
-        // more than a few distinct ones, the rest (if ever) are rotated straight away
-        let mut far = [(0u32, Vec4::ZERO); 4];
-        let mut nf = 0;
-        let mut y = Vec3A::ZERO;
+        // remote bones other than the skin bones, summed per bone (a vertex sees up to
+        // seven distinct ones over the examples); records without one name the spare
+        // slot JOINT_COUNT and carry zeros, so no example branches
+        let mut touched = 0u32;
         let mut tau = [Vec4::ZERO; 3];
         let mut tau_offset = Vec4::ZERO;
         for &(j, w) in slots {
@@ -469,38 +479,33 @@ impl Synthesizer<'_> {
             for (acc, l) in near.iter_mut().zip(&lv.near) {
                 *acc += *l * w;
             }
-            if lv.remote_bone != NO_BONE {
-                let l = lv.remote * w;
-                match far[..nf].iter_mut().find(|e| e.0 == lv.remote_bone) {
-                    Some(e) => e.1 += l,
-                    None if nf < 4 => {
-                        far[nf] = (lv.remote_bone, l);
-                        nf += 1;
-                    }
-                    None => {
-                        let b = lv.remote_bone as usize;
-                        y += rot[b] * Vec3A::from_vec4(l) + pos[b] * l.w;
-                    }
-                }
-            }
+            let r = (lv.remote_bone as usize).min(JOINT_COUNT);
+            far[r] += lv.remote * w;
+            touched |= 1 << r;
             for (acc, c) in tau.iter_mut().zip(&lv.tau) {
                 *acc += *c * w;
             }
             tau_offset += lv.tau_offset * w;
         }
-        // Σ_b W_b^in (Σ_J w^J c_b^J ℓ_b^J) + (Σ_J w^J c_b^J) c_b^in
+        // Σ_b W_b^in (Σ_J w^J c_b^J ℓ_b^J) + (Σ_J w^J c_b^J) c_b^in; zero-weight skin
+        // slots carry zeros and are summed anyway (cheaper than a branch per bone)
+        let mut y = Vec3A::ZERO;
         let mut cbar = Vec3A::ZERO;
         for q in 0..4 {
-            let wq = weights[q];
-            if wq > 0.0 {
+            if weights[q] > 0.0 {
                 let b = joints[q] as usize;
                 y += rot[b] * Vec3A::from_vec4(near[q]) + pos[b] * near[q].w;
-                cbar += pos[b] * wq;
+                cbar += pos[b] * weights[q];
             }
         }
-        for &(b, l) in &far[..nf] {
-            y += rot[b as usize] * Vec3A::from_vec4(l) + pos[b as usize] * l.w;
+        touched &= (1 << JOINT_COUNT) - 1;
+        while touched != 0 {
+            let b = touched.trailing_zeros() as usize;
+            touched &= touched - 1;
+            y += rot[b] * Vec3A::from_vec4(far[b]) + pos[b] * far[b].w;
+            far[b] = Vec4::ZERO;
         }
+        far[JOINT_COUNT] = Vec4::ZERO;
         let tau = Mat3A::from_cols(
             Vec3A::from_vec4(tau[0]),
             Vec3A::from_vec4(tau[1]),
@@ -509,6 +514,26 @@ impl Synthesizer<'_> {
         let tau_offset = Vec3A::from_vec4(tau_offset);
         y + rot[joints[0] as usize] * (tau * cbar - tau_offset)
     }
+}
+
+/// Σ_m u_m t_m over the degrees of freedom, summed in eight independent lanes (a
+/// single running sum is a chain of 66 dependent additions; the lanes vectorise).
+#[inline]
+fn weighted_sum(u: &[f32], t: &[f32; DOF_COUNT]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (uc, tc) = (u.chunks_exact(8), t.chunks_exact(8));
+    let tail: f32 = uc
+        .remainder()
+        .iter()
+        .zip(tc.remainder())
+        .map(|(u, t)| u * t)
+        .sum();
+    for (u, t) in uc.zip(tc) {
+        for i in 0..8 {
+            lanes[i] += u[i] * t[i];
+        }
+    }
+    lanes.iter().sum::<f32>() + tail
 }
 
 /// Normalises the weights to sum to one; returns how many entries there are (0 when
@@ -560,6 +585,7 @@ pub fn synthesize_all(synth: &Synthesizer<'_>, jobs: &mut [AvatarJob<'_>]) {
 mod tests {
     use super::*;
     use crate::skeleton::{JointId, quat_exp};
+    use crate::sor::local::NO_BONE;
     use crate::sor::{BoneMotion, tau_matrix};
 
     /// SOR Eq. 1–2 evaluated the way the paper writes them: every example skinned to
@@ -615,7 +641,13 @@ mod tests {
         let (mut worst, mut moved) = (0f32, 0f32);
         for v in 0..db.vertex_count() {
             let skin = (db.garment.skin.joints[v], db.garment.skin.weights[v]);
-            let fast = synth.blend(v, &slots, skin, &rot, &pos);
+            let fast = synth.blend(
+                v,
+                &slots,
+                skin,
+                (&rot, &pos),
+                &mut [Vec4::ZERO; JOINT_COUNT + 1],
+            );
             let slow = per_example(&synth, v, &examples, &input);
             worst = worst.max((fast - slow).length());
             moved = moved.max((slow - Vec3A::from(db.examples[0].positions[v])).length());
