@@ -87,12 +87,12 @@ pub struct Scratch {
     region_cut: Vec<(u32, f32)>,
     region_len: Vec<u32>,
     /// Per region set: the union of its regions' top-K (example ids, after the cut),
-    /// and per example its weight in each region of the set (row-major, stride =
-    /// regions in the set).
+    /// and per example its weight in each region of the set (row-major, each row
+    /// padded with zeros to whole `Vec4`s).
     combo_offsets: Vec<u32>,
     combo_slots: Vec<u32>,
     combo_weight_offsets: Vec<u32>,
-    combo_weights: Vec<f32>,
+    combo_weights: Vec<Vec4>,
     /// The body posed this frame: per body vertex, position and normal (only the
     /// vertices in `Synthesizer::body_used` are kept current).
     body: Vec<[Vec3A; 2]>,
@@ -121,6 +121,11 @@ pub struct Synthesizer<'db> {
     /// `region_list`), and each vertex's set.
     combos: Vec<Vec<u8>>,
     vertex_combo: Vec<u32>,
+    /// Per vertex, its ŵ in the order of its region set, padded with zeros to whole
+    /// `Vec4`s (⌈regions/4⌉ of them, from `region_vec_start[v]`), so that an example's
+    /// weight at a vertex is a dot product with the set's row (see `gather`).
+    region_vec: Vec<Vec4>,
+    region_vec_start: Vec<u32>,
     body_normals: Vec<Vec3>,
     /// Body vertices some example associates a garment vertex with (the only ones
     /// penetration handling reads), sorted.
@@ -166,6 +171,19 @@ impl<'db> Synthesizer<'db> {
                 at as u32
             })
             .collect();
+        let mut region_vec = Vec::new();
+        let mut region_vec_start = Vec::with_capacity(db.vertex_count());
+        for v in 0..db.vertex_count() {
+            region_vec_start.push(region_vec.len() as u32);
+            let list = &region_list[region_offsets[v] as usize..region_offsets[v + 1] as usize];
+            for chunk in list.chunks(4) {
+                let mut w = [0.0f32; 4];
+                for (w, e) in w.iter_mut().zip(chunk) {
+                    *w = e.1;
+                }
+                region_vec.push(Vec4::from_array(w));
+            }
+        }
         let body_mesh =
             crate::mesh::TriMesh::new(db.body.positions.clone(), db.body.triangles.clone());
         let mut body_used: Vec<u32> = db
@@ -185,6 +203,8 @@ impl<'db> Synthesizer<'db> {
             region_list,
             combos,
             vertex_combo,
+            region_vec,
+            region_vec_start,
             body_normals: body_mesh.vertex_normals(),
             body_used,
         }
@@ -400,13 +420,16 @@ impl Synthesizer<'_> {
                 .push(scratch.combo_weights.len() as u32);
             for e in first..scratch.combo_slots.len() {
                 let j = scratch.combo_slots[e];
-                for &r in set {
-                    let r = r as usize;
-                    let w = scratch.top[r * k..(r + 1) * k]
-                        .iter()
-                        .find(|t| t.0 == j)
-                        .map_or(0.0, |t| t.1);
-                    scratch.combo_weights.push(w);
+                for regions in set.chunks(4) {
+                    let mut row = [0.0f32; 4];
+                    for (w, &r) in row.iter_mut().zip(regions) {
+                        let r = r as usize;
+                        *w = scratch.top[r * k..(r + 1) * k]
+                            .iter()
+                            .find(|t| t.0 == j)
+                            .map_or(0.0, |t| t.1);
+                    }
+                    scratch.combo_weights.push(Vec4::from_array(row));
                 }
             }
             scratch.combo_offsets.push(scratch.combo_slots.len() as u32);
@@ -434,18 +457,23 @@ impl Synthesizer<'_> {
             return &scratch.region_cut[r * k..r * k + n];
         }
         // several regions: w^J = Σ_g ŵ_g W_g^J over the set's union of examples
-        let rw = &self.region_list[a..b];
+        let chunks = (b - a).div_ceil(4);
+        let start = self.region_vec_start[v] as usize;
+        let rw = &self.region_vec[start..start + chunks];
         let c = self.vertex_combo[v] as usize;
         let (lo, hi) = (
             scratch.combo_offsets[c] as usize,
             scratch.combo_offsets[c + 1] as usize,
         );
-        let nr = rw.len();
         let base = scratch.combo_weight_offsets[c] as usize;
         let mut ns = 0;
         for e in 0..(hi - lo).min(MAX_SLOTS) {
-            let ws = &scratch.combo_weights[base + e * nr..base + (e + 1) * nr];
-            let w: f32 = ws.iter().zip(rw).map(|(w, r)| w * r.1).sum();
+            let row = &scratch.combo_weights[base + e * chunks..base + (e + 1) * chunks];
+            let w: f32 = if chunks == 1 {
+                row[0].dot(rw[0])
+            } else {
+                row.iter().zip(rw).map(|(w, r)| w.dot(*r)).sum()
+            };
             slots[ns] = (scratch.combo_slots[lo + e], w);
             ns += 1;
         }
