@@ -125,24 +125,20 @@ pub(crate) fn compensate_vertex(
 ) -> [i32; 3] {
     const D: i64 = WEIGHT_ONE * ONE;
     let limit = 2 * i64::from(LATTICE_LIMIT);
-    let mut m = [0i64; 9];
-    let mut c = [0i64; 3];
+    let q = p.map(i64::from);
+    // Σ_k w_k (A_k q + c_k): the same integer as (Σ_k w_k A_k) q + Σ_k w_k c_k (every
+    // product is exact), in 12 multiplications per bone instead of 12 per bone plus 9
+    let mut x = [0i64; 3];
     for k in 0..4 {
         if w[k] == 0 {
             continue;
         }
         let wk = i64::from(w[k]);
         let r = &motions[j[k] as usize];
-        for e in 0..9 {
-            m[e] += wk * r.a[e];
-        }
-        for e in 0..3 {
-            c[e] += wk * r.c[e];
+        for i in 0..3 {
+            let moved = r.a[3 * i] * q[0] + r.a[3 * i + 1] * q[1] + r.a[3 * i + 2] * q[2] + r.c[i];
+            x[i] += wk * moved;
         }
     }
-    let q = p.map(i64::from);
-    std::array::from_fn(|i| {
-        let x = m[3 * i] * q[0] + m[3 * i + 1] * q[1] + m[3 * i + 2] * q[2] + c[i];
-        (x + D / 2).div_euclid(D).clamp(-limit, limit) as i32
-    })
+    x.map(|x| (x + D / 2).div_euclid(D).clamp(-limit, limit) as i32)
 }
