@@ -15,7 +15,7 @@ use super::binding::Binding;
 use super::common::write_file;
 use crate::bake::DEFAULT_CLIP;
 use crate::body::Body;
-use crate::codec::{BoneTransform, Decoder, Encoder, GarmentSetup, format::word_hash};
+use crate::codec::{BoneTransform, Decoder, Effort, Encoder, GarmentSetup, format::word_hash};
 use crate::garment::{Garment, GarmentConfig};
 use crate::mesh::TriMesh;
 use crate::mocap::Clip;
@@ -290,33 +290,7 @@ fn run_methods(
         ));
     }
     // ours; its reconstruction is the quantised sequence every other method then codes
-    let (mut frames, mut enc) = (Vec::new(), f64::INFINITY);
-    for pass in 0..passes {
-        let mut encoder = Encoder::new(Arc::clone(setup), 1);
-        let mut coded = Vec::with_capacity(seq.positions.len());
-        let mut buf = Vec::new();
-        let t = Instant::now();
-        for (i, (p, b)) in seq.positions.iter().zip(&seq.bones).enumerate() {
-            encoder.encode(p, b, i % key_every == 0, &mut buf)?;
-            coded.push(buf.clone());
-        }
-        enc = enc.min(t.elapsed().as_secs_f64());
-        if pass == 0 {
-            frames = coded;
-        } else if coded != frames {
-            anyhow::bail!("encoder pass {pass} coded different bytes from the first");
-        }
-    }
-    let mut decoded = vec![vec![0f32; 3 * n]; frames.len()];
-    let mut dec = f64::INFINITY;
-    for _ in 0..passes {
-        let mut decoder = Decoder::new(Arc::clone(setup));
-        let t = Instant::now();
-        for (f, out) in frames.iter().zip(decoded.iter_mut()) {
-            decoder.decode(f, out)?;
-        }
-        dec = dec.min(t.elapsed().as_secs_f64());
-    }
+    let (frames, decoded, enc, dec) = code_ours(setup, seq, key_every, passes, Effort::Fast)?;
     let ours = summarise(
         "clothcast v1",
         &frames.iter().map(Vec::len).collect::<Vec<_>>(),
@@ -325,6 +299,17 @@ fn run_methods(
         &decoded,
         enc,
         dec,
+    );
+    let (small_frames, small_decoded, small_enc, small_dec) =
+        code_ours(setup, seq, key_every, passes, Effort::Small)?;
+    let small = summarise(
+        "clothcast v1 small",
+        &small_frames.iter().map(Vec::len).collect::<Vec<_>>(),
+        n,
+        &seq.positions,
+        &small_decoded,
+        small_enc,
+        small_dec,
     );
     let inv = 1.0 / f64::from(setup.step);
     let lattice: Vec<Vec<i32>> = decoded
@@ -353,7 +338,51 @@ fn run_methods(
         });
     }
     results.push(ours);
+    results.push(small);
     Ok(results)
+}
+
+/// Codes `seq` with clothcast's encoder at `effort` `passes` times (fresh state each
+/// pass; every pass must code the same bytes) and decodes it `passes` times: the
+/// frames, their decoding, and the fastest pass's encode and decode seconds.
+#[allow(clippy::type_complexity, reason = "a private helper's four results")]
+fn code_ours(
+    setup: &Arc<GarmentSetup>,
+    seq: &Sequence,
+    key_every: usize,
+    passes: u32,
+    effort: Effort,
+) -> anyhow::Result<(Vec<Vec<u8>>, Vec<Vec<f32>>, f64, f64)> {
+    let n = setup.vertex_count();
+    let (mut frames, mut enc) = (Vec::new(), f64::INFINITY);
+    for pass in 0..passes.max(1) {
+        let mut encoder = Encoder::new(Arc::clone(setup), 1);
+        encoder.set_effort(effort);
+        let mut coded = Vec::with_capacity(seq.positions.len());
+        let mut buf = Vec::new();
+        let t = Instant::now();
+        for (i, (p, b)) in seq.positions.iter().zip(&seq.bones).enumerate() {
+            encoder.encode(p, b, i % key_every == 0, &mut buf)?;
+            coded.push(buf.clone());
+        }
+        enc = enc.min(t.elapsed().as_secs_f64());
+        if pass == 0 {
+            frames = coded;
+        } else if coded != frames {
+            anyhow::bail!("encoder pass {pass} coded different bytes from the first");
+        }
+    }
+    let mut decoded = vec![vec![0f32; 3 * n]; frames.len()];
+    let mut dec = f64::INFINITY;
+    for _ in 0..passes.max(1) {
+        let mut decoder = Decoder::new(Arc::clone(setup));
+        let t = Instant::now();
+        for (f, out) in frames.iter().zip(decoded.iter_mut()) {
+            decoder.decode(f, out)?;
+        }
+        dec = dec.min(t.elapsed().as_secs_f64());
+    }
+    Ok((frames, decoded, enc, dec))
 }
 
 /// Decodes `frames` with the JavaScript decoder in Node (the codec.js built into this

@@ -397,3 +397,18 @@ fn one_shot(url: &str, token: Option<String>, msg: ClientMessage, ok: &str) -> a
         anyhow::Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shipped config documents the defaults: parsing it gives exactly
+    /// `ServerConfig::default()` (compared through serde, field for field).
+    #[test]
+    fn shipped_config_parses_to_the_defaults() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("configs/server.toml");
+        let shipped = load_config(Some(&path)).expect("configs/server.toml parses");
+        let as_value = |c: &ServerConfig| toml::Value::try_from(c).expect("serialisable");
+        assert_eq!(as_value(&shipped), as_value(&ServerConfig::default()));
+    }
+}

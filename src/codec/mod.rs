@@ -26,7 +26,7 @@ mod setup;
 mod tests;
 
 pub use decoder::Decoder;
-pub use encoder::Encoder;
+pub use encoder::{Effort, Encoder};
 pub use format::{FrameHeader, FrameKind, max_frame_bytes};
 pub use motion::BoneTransform;
 pub use setup::{CodecConfig, GarmentSetup};
