@@ -23,6 +23,10 @@ use super::local::LocalExamples;
 /// Most distinct examples blended at one vertex (regions × K is far below this).
 const MAX_SLOTS: usize = 48;
 
+// `blend` marks the bones it has summed remote contributions for (and one spare slot)
+// in a `u32`.
+const _: () = assert!(JOINT_COUNT < 32);
+
 /// Runtime parameters, with the papers' defaults.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
