@@ -140,7 +140,70 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
             );
         }
     }
+    println!(
+        "one frame, one avatar, one thread: mean over {} walking poses of the fastest of {} runs each",
+        FRAME_POSES, FRAME_RUNS
+    );
+    println!(
+        "{:>8} | {:>10} {:>10} | {:>9}",
+        "vertices", "SOR µs", "LBS µs", "SOR / LBS"
+    );
+    for d in [&db, &large] {
+        let params = SynthParams {
+            top_k: b.top_k,
+            ..SynthParams::default()
+        };
+        let synth = Synthesizer::new(d, params);
+        let (sor, lbs) = frame_times(&synth, &body, &poses);
+        println!(
+            "{:>8} | {:>10.1} {:>10.1} | {:>8.2}×",
+            d.vertex_count(),
+            sor * 1e6,
+            lbs * 1e6,
+            sor / lbs
+        );
+    }
     Ok(())
+}
+
+/// Poses and runs per pose of [`frame_times`].
+const FRAME_POSES: usize = 24;
+const FRAME_RUNS: usize = 60;
+
+/// Seconds per frame of SOR synthesis and of plain LBS of the same mesh for one avatar
+/// on this thread: for each of [`FRAME_POSES`] poses spread over the clip, the fastest
+/// of [`FRAME_RUNS`] runs (a fresh avatar each run, so no damping), averaged. Unlike a
+/// throughput figure, the fastest run hardly depends on what the machine's neighbours
+/// do, so this is the figure to compare two builds by.
+fn frame_times(synth: &Synthesizer<'_>, body: &Body, poses: &[Pose]) -> (f64, f64) {
+    let db = synth.database();
+    let n = db.vertex_count();
+    let picked: Vec<&Pose> = poses
+        .iter()
+        .step_by((poses.len() / FRAME_POSES).max(1))
+        .take(FRAME_POSES)
+        .collect();
+    let mut out = vec![Vec3::ZERO; n];
+    let mut scratch = crate::sor::Scratch::default();
+    let rest = &db.examples[0].positions;
+    let mut sor = vec![f64::INFINITY; picked.len()];
+    let mut lbs = vec![f64::INFINITY; picked.len()];
+    for _ in 0..FRAME_RUNS {
+        for (i, p) in picked.iter().enumerate() {
+            let mut state = AvatarState::new();
+            let t = Instant::now();
+            synth.synthesize(&mut state, &mut scratch, p, 1.0 / 30.0, &mut out);
+            sor[i] = sor[i].min(t.elapsed().as_secs_f64());
+            std::hint::black_box(&out);
+            let t = Instant::now();
+            let m = LbsMatrices::new(&body.skeleton.skinning_transforms(p));
+            lbs_into(rest, &db.garment.skin, &m, &mut out);
+            lbs[i] = lbs[i].min(t.elapsed().as_secs_f64());
+            std::hint::black_box(&out);
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    (mean(&sor), mean(&lbs))
 }
 
 /// Prints what skipping examples below `min_share` costs in accuracy, on the same poses.
