@@ -290,27 +290,14 @@ fn run_methods(
         ));
     }
     // ours; its reconstruction is the quantised sequence every other method then codes
-    let (frames, decoded, enc, dec) = code_ours(setup, seq, key_every, passes, Effort::Fast)?;
-    let ours = summarise(
-        "clothcast v1",
-        &frames.iter().map(Vec::len).collect::<Vec<_>>(),
-        n,
-        &seq.positions,
-        &decoded,
-        enc,
-        dec,
-    );
-    let (small_frames, small_decoded, small_enc, small_dec) =
-        code_ours(setup, seq, key_every, passes, Effort::Small)?;
-    let small = summarise(
+    let coded = code_ours(setup, seq, key_every, passes, Effort::Fast)?;
+    let ours = coded.summary("clothcast v1", seq, n);
+    let small = code_ours(setup, seq, key_every, passes, Effort::Small)?.summary(
         "clothcast v1 small",
-        &small_frames.iter().map(Vec::len).collect::<Vec<_>>(),
+        seq,
         n,
-        &seq.positions,
-        &small_decoded,
-        small_enc,
-        small_dec,
     );
+    let (frames, decoded) = (coded.frames, coded.decoded);
     let inv = 1.0 / f64::from(setup.step);
     let lattice: Vec<Vec<i32>> = decoded
         .iter()
@@ -342,17 +329,40 @@ fn run_methods(
     Ok(results)
 }
 
+/// A sequence coded by clothcast: the frames, their decoding, and the fastest pass's
+/// encode and decode seconds (whole sequence).
+struct Coded {
+    frames: Vec<Vec<u8>>,
+    decoded: Vec<Vec<f32>>,
+    enc: f64,
+    dec: f64,
+}
+
+impl Coded {
+    /// The table row of this coding of `seq` (`n` vertices).
+    fn summary(&self, method: &'static str, seq: &Sequence, n: usize) -> MethodResult {
+        let sizes: Vec<usize> = self.frames.iter().map(Vec::len).collect();
+        summarise(
+            method,
+            &sizes,
+            n,
+            &seq.positions,
+            &self.decoded,
+            self.enc,
+            self.dec,
+        )
+    }
+}
+
 /// Codes `seq` with clothcast's encoder at `effort` `passes` times (fresh state each
-/// pass; every pass must code the same bytes) and decodes it `passes` times: the
-/// frames, their decoding, and the fastest pass's encode and decode seconds.
-#[allow(clippy::type_complexity, reason = "a private helper's four results")]
+/// pass; every pass must code the same bytes) and decodes it `passes` times.
 fn code_ours(
     setup: &Arc<GarmentSetup>,
     seq: &Sequence,
     key_every: usize,
     passes: u32,
     effort: Effort,
-) -> anyhow::Result<(Vec<Vec<u8>>, Vec<Vec<f32>>, f64, f64)> {
+) -> anyhow::Result<Coded> {
     let n = setup.vertex_count();
     let (mut frames, mut enc) = (Vec::new(), f64::INFINITY);
     for pass in 0..passes.max(1) {
@@ -382,7 +392,12 @@ fn code_ours(
         }
         dec = dec.min(t.elapsed().as_secs_f64());
     }
-    Ok((frames, decoded, enc, dec))
+    Ok(Coded {
+        frames,
+        decoded,
+        enc,
+        dec,
+    })
 }
 
 /// Decodes `frames` with the JavaScript decoder in Node (the codec.js built into this
