@@ -126,10 +126,9 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()?;
-            let sor =
-                pool.install(|| measure_sor(&synth, &poses, b.avatars, (b.seconds, b.passes)));
+            let sor = pool.install(|| measure_sor(&synth, &poses, b.avatars, b.seconds, b.passes));
             let lbs =
-                pool.install(|| measure_lbs(d, &body, &poses, b.avatars, (b.seconds, b.passes)));
+                pool.install(|| measure_lbs(d, &body, &poses, b.avatars, b.seconds, b.passes));
             println!(
                 "{:>8} {:>7} | {:>14.0} {:>14.0} | {:>8.2}×",
                 d.vertex_count(),
@@ -255,7 +254,8 @@ fn measure_sor(
     synth: &Synthesizer<'_>,
     poses: &[Pose],
     avatars: usize,
-    (seconds, passes): (f32, usize),
+    seconds: f32,
+    passes: usize,
 ) -> f64 {
     let n = synth.database().vertex_count();
     let mut states: Vec<AvatarState> = (0..avatars).map(|_| AvatarState::new()).collect();
@@ -291,7 +291,8 @@ fn measure_lbs(
     body: &Body,
     poses: &[Pose],
     avatars: usize,
-    (seconds, passes): (f32, usize),
+    seconds: f32,
+    passes: usize,
 ) -> f64 {
     use rayon::prelude::*;
     let rest = &db.examples[0].positions;

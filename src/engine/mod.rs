@@ -320,7 +320,8 @@ impl Avatar {
         index: usize,
         g: &Garment,
         pose: Pose,
-        (ts, now): (f64, f64),
+        ts: f64,
+        now: f64,
         effort: Effort,
     ) -> Self {
         let n = g.db.vertex_count();
@@ -539,7 +540,8 @@ impl Engine {
                 g,
                 &self.garments[g],
                 pose,
-                (ts, at),
+                ts,
+                at,
                 self.config.codec_effort,
             );
         }
@@ -578,7 +580,8 @@ impl Engine {
             0,
             &self.garments[0],
             pose,
-            (pose_timestamp, now),
+            pose_timestamp,
+            now,
             self.config.codec_effort,
         );
         self.avatars.insert(avatar.to_string(), a);
