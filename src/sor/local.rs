@@ -53,7 +53,8 @@ impl LocalVertex {
     }
 }
 
-/// [`LocalVertex`] for every example and vertex, example-major.
+/// [`LocalVertex`] for every example and vertex, example-major, the vertices of each
+/// example in the order the runtime visits them.
 pub(super) struct LocalExamples {
     vertices: usize,
     data: Vec<LocalVertex>,
@@ -61,8 +62,14 @@ pub(super) struct LocalExamples {
 
 impl LocalExamples {
     /// Re-expresses every example of `db`; `frames[j]` are example j's world frames,
-    /// `margin` is ε_p (metres).
-    pub(super) fn new(db: &Database, frames: &[[Rigid; JOINT_COUNT]], margin: f32) -> Self {
+    /// `margin` is ε_p (metres), `order` the garment's vertices in the order records
+    /// are stored (a permutation).
+    pub(super) fn new(
+        db: &Database,
+        frames: &[[Rigid; JOINT_COUNT]],
+        margin: f32,
+        order: &[u32],
+    ) -> Self {
         let n = db.vertex_count();
         let skin = &db.garment.skin;
         let mut data = Vec::with_capacity(n * db.examples.len());
@@ -71,7 +78,8 @@ impl LocalExamples {
                 std::array::from_fn(|b| Mat3A::from_quat(f[b].rot.conjugate()));
             let local =
                 |b: usize, y: Vec3| -> Vec3 { (inv[b] * Vec3A::from(y - f[b].trans)).into() };
-            for v in 0..n {
+            for &v in order {
+                let v = v as usize;
                 let (joints, weights) = (skin.joints[v], skin.weights[v]);
                 let y = ex.positions[v];
                 let mut rec = LocalVertex {
@@ -107,9 +115,9 @@ impl LocalExamples {
         Self { vertices: n, data }
     }
 
-    /// Example `j`'s data at vertex `v`.
+    /// Example `j`'s data at the vertex stored `i`-th.
     #[inline]
-    pub(super) fn get(&self, j: usize, v: usize) -> &LocalVertex {
-        &self.data[j * self.vertices + v]
+    pub(super) fn get(&self, j: usize, i: usize) -> &LocalVertex {
+        &self.data[j * self.vertices + i]
     }
 }
