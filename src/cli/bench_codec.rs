@@ -412,10 +412,11 @@ fn js_decode(setup: &GarmentSetup, frames: &[Vec<u8>], last: &[f32]) -> anyhow::
         stream.extend_from_slice(&(f.len() as u32).to_le_bytes());
         stream.extend_from_slice(f);
     }
+    let codec_js = crate::net::web_file("codec.js").context("codec.js is not built in")?;
     let files: [(&str, &[u8]); 4] = [
         ("setup.bin", &setup.to_bytes()),
         ("stream.bin", &stream),
-        ("codec.js", include_bytes!("../../clients/web/codec.js")),
+        ("codec.js", codec_js.as_bytes()),
         (
             "decode.mjs",
             include_bytes!("../../clients/web/bench/decode.mjs"),

@@ -430,6 +430,14 @@ const WEB_FILES: [(&str, &str, &str); 5] = [
     ),
 ];
 
+/// A file of the web client built into this binary (what `/` serves), by name.
+pub(crate) fn web_file(file: &str) -> Option<&'static str> {
+    WEB_FILES
+        .iter()
+        .find(|(name, _, _)| *name == file)
+        .map(|(_, _, body)| *body)
+}
+
 fn web(file: &str) -> axum::response::Response {
     match WEB_FILES.iter().find(|(name, _, _)| *name == file) {
         Some((_, mime, body)) => {
