@@ -430,19 +430,23 @@ const WEB_FILES: [(&str, &str, &str); 5] = [
     ),
 ];
 
-/// A file of the web client built into this binary (what `/` serves), by name.
-pub(crate) fn web_file(file: &str) -> Option<&'static str> {
+/// A file of the web client built into this binary (what `/` serves), by name:
+/// its MIME type and contents.
+fn web_entry(file: &str) -> Option<(&'static str, &'static str)> {
     WEB_FILES
         .iter()
         .find(|(name, _, _)| *name == file)
-        .map(|(_, _, body)| *body)
+        .map(|&(_, mime, body)| (mime, body))
+}
+
+/// The contents of a built-in web client file, by name.
+pub(crate) fn web_file(file: &str) -> Option<&'static str> {
+    web_entry(file).map(|(_, body)| body)
 }
 
 fn web(file: &str) -> axum::response::Response {
-    match WEB_FILES.iter().find(|(name, _, _)| *name == file) {
-        Some((_, mime, body)) => {
-            ([(axum::http::header::CONTENT_TYPE, *mime)], *body).into_response()
-        }
+    match web_entry(file) {
+        Some((mime, body)) => ([(axum::http::header::CONTENT_TYPE, mime)], body).into_response(),
         None => (axum::http::StatusCode::NOT_FOUND, "not found\n").into_response(),
     }
 }
