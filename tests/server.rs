@@ -882,7 +882,7 @@ async fn metric(addr: std::net::SocketAddr, name: &str) -> f64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn with_nobody_watching_nothing_is_synthesised_and_a_viewer_still_starts_on_a_keyframe() {
+async fn only_watched_avatars_are_synthesised_and_a_viewer_still_starts_on_a_keyframe() {
     let db = db();
     let server = start(Arc::clone(&db), config())
         .await
@@ -890,33 +890,68 @@ async fn with_nobody_watching_nothing_is_synthesised_and_a_viewer_still_starts_o
     let url = format!("ws://{}/ws", server.addr);
     let mut publisher = connect_publisher(&url).await;
     for i in 0..10 {
-        publisher
-            .send(&arm_pose("unseen", 0.4, f64::from(i) / 30.0))
-            .await
-            .expect("pose");
+        for avatar in ["unseen", "other"] {
+            publisher
+                .send(&arm_pose(avatar, 0.4, f64::from(i) / 30.0))
+                .await
+                .expect("pose");
+        }
         tokio::time::sleep(Duration::from_millis(33)).await;
     }
-    assert_eq!(metric(server.addr, "clothcast_avatars").await, 1.0);
-    assert_eq!(metric(server.addr, "clothcast_ticks_total").await, 0.0);
+    // nobody watches: both avatars keep their poses, nothing is synthesised or sent
+    assert_eq!(metric(server.addr, "clothcast_avatars").await, 2.0);
+    assert_eq!(
+        metric(server.addr, "clothcast_avatars_unwatched").await,
+        2.0
+    );
+    assert_eq!(metric(server.addr, "clothcast_frames_out_total").await, 0.0);
     assert!(metric(server.addr, "clothcast_unwatched_ticks_total").await > 5.0);
-    // a viewer subscribes: the engine runs again and the stream decodes (the Viewer
-    // counts a frame only once decoded, which needs a keyframe first)
-    let mut viewer = connect_viewer(&url).await;
+    // a viewer subscribes to one of them: that one streams (the Viewer counts a frame
+    // only once decoded, which needs a keyframe first), the other still costs nothing
+    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer");
+    viewer
+        .send(&ClientMessage::Subscribe {
+            avatars: Some(vec!["unseen".into()]),
+        })
+        .await
+        .expect("subscribe");
     let mut view = Viewer::default();
     let feed = tokio::spawn(async move {
-        for i in 10..200 {
-            if publisher
-                .send(&arm_pose("unseen", 0.4, f64::from(i) / 30.0))
-                .await
-                .is_err()
-            {
-                break;
+        for i in 10..300 {
+            for avatar in ["unseen", "other"] {
+                if publisher
+                    .send(&arm_pose(avatar, 0.4, f64::from(i) / 30.0))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
             }
             tokio::time::sleep(Duration::from_millis(33)).await;
         }
     });
     more_frames(&mut viewer, &mut view, "unseen", 3).await;
-    assert!(metric(server.addr, "clothcast_ticks_total").await > 0.0);
+    assert!(
+        !view.avatars.contains_key("other"),
+        "subscribed to one avatar"
+    );
+    assert_eq!(
+        metric(server.addr, "clothcast_avatars_unwatched").await,
+        1.0
+    );
+    // the viewer leaves: nothing is watched again
+    drop(viewer);
+    let mut gauge = 0.0;
+    for _ in 0..100 {
+        gauge = metric(server.addr, "clothcast_avatars_unwatched").await;
+        if gauge == 2.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(gauge, 2.0, "a closed viewer's subscription still counts");
     feed.abort();
     server.shutdown().await;
 }

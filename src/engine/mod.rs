@@ -310,6 +310,9 @@ struct Avatar {
     delta: Vec<u8>,
     key: Vec<u8>,
     want_key: bool,
+    /// Skipped by a tick because no viewer watched it: its next frame restarts the
+    /// stream (keyframe) and its synthesis (no damping from the stale distances).
+    paused: bool,
     world: [f32; 7],
 }
 
@@ -343,6 +346,7 @@ impl Avatar {
             delta: Vec::new(),
             key: Vec::new(),
             want_key: true,
+            paused: false,
             world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
         }
     }
@@ -355,11 +359,12 @@ pub struct AvatarFrame {
     pub avatar: String,
     /// Codec frame number.
     pub frame: u32,
-    /// The `frame` message with a delta (for viewers in step); `None` on the avatar's
-    /// first frame.
+    /// The `frame` message with a delta (for viewers in step); `None` when the stream
+    /// (re)starts: the avatar's first frame, or its first after ticks that skipped it
+    /// because nobody watched it.
     pub delta: Option<Bytes>,
-    /// The `frame` message with a keyframe of the same frame (first frame, or when a
-    /// viewer asked for one).
+    /// The `frame` message with a keyframe of the same frame (when the stream
+    /// (re)starts, or when a viewer asked for one).
     pub key: Option<Bytes>,
 }
 
@@ -374,6 +379,9 @@ pub struct TickOutput {
     pub frames: Vec<AvatarFrame>,
     /// Avatars removed this tick.
     pub gone: Vec<String>,
+    /// Avatars with a current pose that no viewer watched, so nothing was synthesised
+    /// or encoded for them this tick.
+    pub unwatched: usize,
 }
 
 /// One garment the engine streams: its database, codec setup and `asset` message.
@@ -618,6 +626,24 @@ impl Engine {
         synths: &[Synthesizer<'_>],
         now: f64,
     ) -> Result<TickOutput, EngineError> {
+        self.tick_watched(synths, now, &|_| true)
+    }
+
+    /// [`Engine::tick`] for the streaming avatars that `watched` names (those some
+    /// viewer is subscribed to); the others keep their latest pose but cost nothing
+    /// this tick. An avatar watched again after a skipped tick restarts: its synthesis
+    /// undamped, its stream with a keyframe (which a viewer that subscribes to it
+    /// expects anyway).
+    ///
+    /// # Panics
+    /// If `synths` does not hold one synthesizer per garment (a programming error).
+    #[track_caller]
+    pub fn tick_watched(
+        &mut self,
+        synths: &[Synthesizer<'_>],
+        now: f64,
+        watched: &dyn Fn(&str) -> bool,
+    ) -> Result<TickOutput, EngineError> {
         assert_eq!(
             synths.len(),
             self.garments.len(),
@@ -643,11 +669,22 @@ impl Engine {
             keep
         });
         let idle = self.config.idle_timeout;
-        let mut live: Vec<(&String, &mut Avatar)> = self
-            .avatars
-            .iter_mut()
-            .filter(|(_, a)| now - a.received_at <= idle)
-            .collect();
+        let mut live: Vec<(&String, &mut Avatar)> = Vec::new();
+        for (id, a) in self.avatars.iter_mut() {
+            if now - a.received_at > idle {
+                continue;
+            }
+            if !watched(id) {
+                a.paused = true;
+                out.unwatched += 1;
+                continue;
+            }
+            if a.paused {
+                // restarts undamped; `paused` stays set until its keyframe is coded
+                a.state = AvatarState::new();
+            }
+            live.push((id, a));
+        }
         for (g, synth) in synths.iter().enumerate() {
             let mut jobs: Vec<AvatarJob<'_>> = live
                 .iter_mut()
@@ -686,8 +723,11 @@ impl Engine {
                 a.world = [
                     w.rot.x, w.rot.y, w.rot.z, w.rot.w, w.trans.x, w.trans.y, w.trans.z,
                 ];
-                let first = a.encoder.last_frame().is_none();
-                let h = a.encoder.encode(&a.flat, &a.bones, false, &mut a.delta)?;
+                // a stream (re)starts with a keyframe alone: its first frame, or the
+                // first after ticks that skipped it
+                let first = a.encoder.last_frame().is_none() || a.paused;
+                a.paused = false;
+                let h = a.encoder.encode(&a.flat, &a.bones, first, &mut a.delta)?;
                 // the body pose bytes, shared by the delta and keyframe messages
                 let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
                 a.pose

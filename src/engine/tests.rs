@@ -436,3 +436,77 @@ fn avatars_wear_one_of_several_garments_and_switch() {
     assert!(fb.delta.is_none(), "a new garment starts with a keyframe");
     assert_eq!(&asset_of(fb.key.as_ref().expect("key")), &hashes[0]);
 }
+
+#[test]
+fn unwatched_avatars_cost_nothing_and_restart_with_a_keyframe() {
+    let db = db();
+    let cfg = EngineConfig::default();
+    let mut engine = Engine::new(Arc::clone(&db), cfg.clone()).expect("engine");
+    let synth = Engine::synthesizer(&db, &cfg);
+    let synths = std::slice::from_ref(&synth);
+    let only_a = |id: &str| id == "a";
+    engine.set_pose("a", arm(0.2), 0.0, 0.0).expect("pose");
+    engine.set_pose("b", arm(0.2), 0.0, 0.0).expect("pose");
+    let mut t = 0.0;
+    let tick = |engine: &mut Engine, watched: &dyn Fn(&str) -> bool, t: f64| {
+        engine.tick_watched(synths, t, watched).expect("tick")
+    };
+    // both streaming
+    t += 1.0 / 30.0;
+    let out = tick(&mut engine, &|_| true, t);
+    assert_eq!((out.frames.len(), out.unwatched), (2, 0));
+    // nobody watches "b": no frame for it, while "a" streams deltas
+    for i in 0..5 {
+        t += 1.0 / 30.0;
+        let angle = 0.2 + 0.1 * i as f32;
+        engine.set_pose("a", arm(angle), t, t).expect("pose");
+        engine.set_pose("b", arm(angle), t, t).expect("pose");
+        let out = tick(&mut engine, &only_a, t);
+        assert_eq!(out.unwatched, 1);
+        assert_eq!(out.frames.len(), 1);
+        assert_eq!(out.frames[0].avatar, "a");
+        assert!(out.frames[0].delta.is_some() && out.frames[0].key.is_none());
+    }
+    // watched again: "b" restarts with a keyframe alone (no delta against the frame
+    // from before the pause), synthesised undamped from its latest pose
+    t += 1.0 / 30.0;
+    let out = tick(&mut engine, &|_| true, t);
+    assert_eq!(out.unwatched, 0);
+    let b = out
+        .frames
+        .iter()
+        .find(|f| f.avatar == "b")
+        .expect("b streams again");
+    assert!(
+        b.delta.is_none(),
+        "a restarted stream starts with a keyframe alone"
+    );
+    let (_, key) = garment_of(b.key.as_ref().expect("keyframe"));
+    let mut decoder = Decoder::new(Arc::clone(engine.setup()));
+    let mut got = vec![0f32; 3 * db.vertex_count()];
+    decoder
+        .decode(&key, &mut got)
+        .expect("the keyframe decodes alone");
+    let mut direct = vec![Vec3::ZERO; db.vertex_count()];
+    synth.synthesize(
+        &mut AvatarState::new(),
+        &mut crate::sor::Scratch::default(),
+        &canonicalize(&arm(0.6), &db.body.to_body().skeleton).0,
+        1.0 / 30.0,
+        &mut direct,
+    );
+    let worst = got
+        .chunks_exact(3)
+        .zip(&direct)
+        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
+        .fold(0.0f32, f32::max);
+    assert!(
+        worst < 0.0011,
+        "restarted frame differs from undamped synthesis of the latest pose by {worst} m"
+    );
+    // and then deltas again
+    t += 1.0 / 30.0;
+    let out = tick(&mut engine, &|_| true, t);
+    let b = out.frames.iter().find(|f| f.avatar == "b").expect("b");
+    assert!(b.delta.is_some() && b.key.is_none());
+}

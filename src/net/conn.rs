@@ -22,6 +22,37 @@ use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
 /// Garment choices (`wear`) that may wait at once for avatars without a pose yet.
 const MAX_PENDING_WEAR: usize = 4096;
 
+/// A viewer's subscription (`None`: every avatar), counted in the server's watchers for
+/// as long as it lives, so that however the connection ends it stops counting.
+struct Subscription {
+    shared: Arc<Shared>,
+    avatars: Option<HashSet<String>>,
+}
+
+impl Subscription {
+    fn new(shared: &Arc<Shared>, avatars: Option<HashSet<String>>) -> Self {
+        if let Ok(mut w) = shared.watchers.lock() {
+            w.add(avatars.as_ref());
+        }
+        Self {
+            shared: Arc::clone(shared),
+            avatars,
+        }
+    }
+
+    fn wants(&self, avatar: &str) -> bool {
+        self.avatars.as_ref().is_none_or(|set| set.contains(avatar))
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.shared.watchers.lock() {
+            w.remove(self.avatars.as_ref());
+        }
+    }
+}
+
 pub(super) async fn ws_upgrade(
     ws: WebSocketUpgrade,
     State(s): State<Arc<Shared>>,
@@ -163,7 +194,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
     let mut refilled = Instant::now();
     let mut closing = s.closing.subscribe();
     let mut rx: Option<broadcast::Receiver<Arc<TickOutput>>> = None;
-    let mut subscription: Option<HashSet<String>> = None;
+    let mut subscription: Option<Subscription> = None;
     let mut synced: HashSet<String> = HashSet::new();
     let mut inputs: HashMap<String, InputState> = HashMap::new();
     loop {
@@ -311,7 +342,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             if !ok { break; }
                             rx = Some(s.frames.subscribe());
                         }
-                        subscription = avatars.map(|a| a.into_iter().collect());
+                        subscription = Some(Subscription::new(&s, avatars.map(|a| a.into_iter().collect())));
                         synced.clear();
                     }
                     Some(Ok(other)) => {
@@ -324,7 +355,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
             tick = async { match rx.as_mut() { Some(r) => r.recv().await, None => std::future::pending().await } } => {
                 match tick {
                     Ok(out) => {
-                        let wanted = |a: &str| subscription.as_ref().is_none_or(|set| set.contains(a));
+                        let wanted = |a: &str| subscription.as_ref().is_some_and(|sub| sub.wants(a));
                         let mut failed = false;
                         for f in out.frames.iter().filter(|f| wanted(&f.avatar)) {
                             // in step: the delta, unless the stream (re)starts with a

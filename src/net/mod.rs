@@ -25,7 +25,9 @@ use crate::skeleton::Pose;
 use crate::sor::Database;
 
 mod conn;
+mod watch;
 use conn::ws_upgrade;
+use watch::{Watched, Watchers};
 
 /// Server settings.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -123,6 +125,7 @@ struct Metrics {
     tick_micros_last: AtomicU64,
     tick_micros_max: AtomicU64,
     avatars: AtomicU64,
+    avatars_unwatched: AtomicU64,
     viewers: AtomicU64,
     publishers: AtomicU64,
     poses_in: AtomicU64,
@@ -149,6 +152,8 @@ struct Shared {
     /// Calibrations asked for avatars another connection publishes; the owning
     /// connection applies them on the avatar's next pose.
     calibrate: Mutex<HashSet<String>>,
+    /// What viewers are subscribed to: each tick works only for watched avatars.
+    watchers: Mutex<Watchers>,
 }
 
 /// A running server.
@@ -219,6 +224,7 @@ pub async fn start_with_garments(
         start: Instant::now(),
         closing: tokio::sync::watch::channel(false).0,
         calibrate: Mutex::new(HashSet::new()),
+        watchers: Mutex::new(Watchers::default()),
         retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
             db.body.skeleton,
         )),
@@ -376,16 +382,18 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         for avatar in keys {
             engine.request_keyframe(&avatar);
         }
-        // nobody is subscribed: poses stay current, nothing is synthesised or encoded
-        // (a viewer that subscribes later is sent keyframes, as any late joiner)
-        if shared.frames.receiver_count() == 0 {
+        // only avatars some viewer is subscribed to are synthesised and encoded; the
+        // others keep their latest pose and restart with a keyframe when watched
+        // (which a viewer that subscribes to them expects anyway)
+        let watched = match shared.watchers.lock() {
+            Ok(w) => w.snapshot(),
+            Err(_) => Watched::All,
+        };
+        if watched == Watched::Nobody {
             m.unwatched_ticks.fetch_add(1, Ordering::Relaxed);
-            m.avatars
-                .store(engine.avatar_count() as u64, Ordering::Relaxed);
-            continue;
         }
         let t0 = Instant::now();
-        match engine.tick(&synths, now) {
+        match engine.tick_watched(&synths, now, &|avatar| watched.contains(avatar)) {
             Ok(out) => {
                 let us = t0.elapsed().as_micros() as u64;
                 m.ticks.fetch_add(1, Ordering::Relaxed);
@@ -393,7 +401,11 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
                 m.tick_micros_max.fetch_max(us, Ordering::Relaxed);
                 m.avatars
                     .store(engine.avatar_count() as u64, Ordering::Relaxed);
-                let _ = shared.frames.send(Arc::new(out));
+                m.avatars_unwatched
+                    .store(out.unwatched as u64, Ordering::Relaxed);
+                if !out.frames.is_empty() || !out.gone.is_empty() {
+                    let _ = shared.frames.send(Arc::new(out));
+                }
             }
             Err(e) => tracing::error!(error = %e, "tick failed"),
         }
@@ -461,6 +473,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_tick_seconds gauge\nclothcast_tick_seconds {}\n\
          # TYPE clothcast_tick_seconds_max gauge\nclothcast_tick_seconds_max {}\n\
          # TYPE clothcast_avatars gauge\nclothcast_avatars {}\n\
+         # TYPE clothcast_avatars_unwatched gauge\nclothcast_avatars_unwatched {}\n\
          # TYPE clothcast_viewers gauge\nclothcast_viewers {}\n\
          # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
          # TYPE clothcast_poses_in_total counter\nclothcast_poses_in_total {}\n\
@@ -474,6 +487,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.tick_micros_last) as f64 * 1e-6,
         g(&m.tick_micros_max) as f64 * 1e-6,
         g(&m.avatars),
+        g(&m.avatars_unwatched),
         g(&m.viewers),
         g(&m.publishers),
         g(&m.poses_in),

@@ -1,0 +1,111 @@
+//! Which avatars some viewer watches, so that each tick synthesises and encodes only
+//! those: in a room where every headset subscribes to the avatars near it, the server's
+//! work follows what is watched, not how many performers are connected.
+
+use std::collections::{HashMap, HashSet};
+
+/// How many viewers are subscribed to every avatar, and to each avatar by name.
+#[derive(Debug, Default)]
+pub(super) struct Watchers {
+    all: usize,
+    avatars: HashMap<String, usize>,
+}
+
+/// What a tick reads of [`Watchers`] when it starts.
+#[derive(Debug, PartialEq)]
+pub(super) enum Watched {
+    /// No viewer is subscribed.
+    Nobody,
+    /// Some viewer is subscribed to every avatar.
+    All,
+    /// The avatars named in some viewer's subscription.
+    Some(HashSet<String>),
+}
+
+impl Watched {
+    /// Whether `avatar` is watched.
+    pub(super) fn contains(&self, avatar: &str) -> bool {
+        match self {
+            Watched::Nobody => false,
+            Watched::All => true,
+            Watched::Some(set) => set.contains(avatar),
+        }
+    }
+}
+
+impl Watchers {
+    /// Counts a subscription (`None`: every avatar).
+    pub(super) fn add(&mut self, avatars: Option<&HashSet<String>>) {
+        match avatars {
+            None => self.all += 1,
+            Some(set) => {
+                for a in set {
+                    *self.avatars.entry(a.clone()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+
+    /// Stops counting a subscription [`Watchers::add`] counted.
+    pub(super) fn remove(&mut self, avatars: Option<&HashSet<String>>) {
+        match avatars {
+            None => self.all = self.all.saturating_sub(1),
+            Some(set) => {
+                for a in set {
+                    if let Some(n) = self.avatars.get_mut(a) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.avatars.remove(a);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The watched avatars now.
+    pub(super) fn snapshot(&self) -> Watched {
+        if self.all > 0 {
+            Watched::All
+        } else if self.avatars.is_empty() {
+            Watched::Nobody
+        } else {
+            Watched::Some(self.avatars.keys().cloned().collect())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(names: &[&str]) -> HashSet<String> {
+        names.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn counts_follow_subscriptions_as_they_come_and_go() {
+        let mut w = Watchers::default();
+        assert_eq!(w.snapshot(), Watched::Nobody);
+        let (ab, b) = (set(&["a", "b"]), set(&["b"]));
+        w.add(Some(&ab));
+        w.add(Some(&b));
+        assert_eq!(w.snapshot(), Watched::Some(set(&["a", "b"])));
+        w.remove(Some(&ab));
+        // "b" is still watched by the second viewer, "a" by nobody
+        assert_eq!(w.snapshot(), Watched::Some(set(&["b"])));
+        assert!(w.snapshot().contains("b") && !w.snapshot().contains("a"));
+        w.add(None);
+        assert_eq!(w.snapshot(), Watched::All);
+        assert!(w.snapshot().contains("anyone"));
+        w.remove(None);
+        w.remove(Some(&b));
+        assert_eq!(w.snapshot(), Watched::Nobody);
+        // removing what was never added changes nothing
+        w.remove(None);
+        w.remove(Some(&ab));
+        assert_eq!(w.snapshot(), Watched::Nobody);
+        w.add(Some(&b));
+        assert_eq!(w.snapshot(), Watched::Some(set(&["b"])));
+    }
+}
