@@ -12,6 +12,14 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    // named, so that `top -H`, `perf` and `bench serve` can tell the engine's work
+    // threads from the network's (tokio's are `tokio-rt-worker`)
+    if let Err(e) = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("clothcast-work-{i}"))
+        .build_global()
+    {
+        tracing::warn!(error = %e, "worker threads left unnamed");
+    }
     match clothcast::cli::run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

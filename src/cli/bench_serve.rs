@@ -38,6 +38,27 @@ pub(crate) struct ServeBench {
     db: Option<std::path::PathBuf>,
 }
 
+/// CPU seconds this process's engine threads (the tick thread and the rayon workers
+/// it runs synthesis and encoding on) have used, from Linux's per-thread scheduler
+/// statistics; `None` where those are not readable.
+fn engine_cpu_seconds() -> Option<f64> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = task.ok()?.path();
+        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else {
+            continue; // the thread ended meanwhile
+        };
+        if !(comm.starts_with("clothcast-tick") || comm.starts_with("clothcast-work")) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(dir.join("schedstat")) else {
+            continue;
+        };
+        ns += stat.split_whitespace().next()?.parse::<u64>().ok()?;
+    }
+    Some(ns as f64 * 1e-9)
+}
+
 pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
     let db = load_db(b.db.as_ref())?;
     let clip = Clip::from_bvh_text(
@@ -56,8 +77,15 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         b.viewers
     );
     println!(
-        "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11}",
-        "avatars", "frames/s/vw", "sustained", "p50 ms", "p99 ms", "Mbit/s out"
+        "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11} | {:>14} {:>12}",
+        "avatars",
+        "frames/s/vw",
+        "sustained",
+        "p50 ms",
+        "p99 ms",
+        "Mbit/s out",
+        "engine ms/frame",
+        "engine cores"
     );
     runtime()?.block_on(async move {
         for &n in &b.avatars {
@@ -133,6 +161,14 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                     anyhow::Ok((frames, bytes, lat))
                 }));
             }
+            // the engine's CPU per garment frame over the measured window (the viewers
+            // measure the same window: warm-up first)
+            tokio::time::sleep(warm).await;
+            let (cpu0, made0) = (engine_cpu_seconds(), server.avatar_frames());
+            tokio::time::sleep(measure).await;
+            let (cpu1, made1) = (engine_cpu_seconds(), server.avatar_frames());
+            let cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
+            let made = made1.saturating_sub(made0);
             let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());
             for v in viewers {
                 let (f, by, l) = v.await??;
@@ -163,14 +199,23 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
             let secs = f64::from(b.seconds);
             let per_viewer = frames as f64 / b.viewers.max(1) as f64 / secs;
             let watched = b.watch.map_or(n, |k| k.min(n));
+            let (per_frame, cores) = match cpu {
+                Some(c) if made > 0 => (
+                    format!("{:.3}", c * 1000.0 / made as f64),
+                    format!("{:.2}", c / secs),
+                ),
+                _ => ("-".into(), "-".into()),
+            };
             println!(
-                "{:>8} | {:>12.0} {:>8.0}% | {:>9.1} {:>9.1} | {:>11.2}",
+                "{:>8} | {:>12.0} {:>8.0}% | {:>9.1} {:>9.1} | {:>11.2} | {:>14} {:>12}",
                 n,
                 per_viewer,
                 per_viewer / (30.0 * watched as f64) * 100.0,
                 pct(0.5),
                 pct(0.99),
-                bytes as f64 * 8.0 / secs / 1e6
+                bytes as f64 * 8.0 / secs / 1e6,
+                per_frame,
+                cores
             );
         }
         anyhow::Ok(())

@@ -126,6 +126,7 @@ struct Metrics {
     tick_micros_max: AtomicU64,
     avatars: AtomicU64,
     avatars_unwatched: AtomicU64,
+    avatar_frames: AtomicU64,
     viewers: AtomicU64,
     publishers: AtomicU64,
     poses_in: AtomicU64,
@@ -170,6 +171,11 @@ pub struct ServerHandle {
 }
 
 impl ServerHandle {
+    /// Garment frames (one avatar, one tick) synthesised and encoded so far.
+    pub fn avatar_frames(&self) -> u64 {
+        self.shared.metrics.avatar_frames.load(Ordering::Relaxed)
+    }
+
     /// Stops accepting, closes connections, stops the tick thread, and waits.
     pub async fn shutdown(mut self) {
         self.stop.store(true, Ordering::SeqCst);
@@ -403,6 +409,8 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
                     .store(engine.avatar_count() as u64, Ordering::Relaxed);
                 m.avatars_unwatched
                     .store(out.unwatched as u64, Ordering::Relaxed);
+                m.avatar_frames
+                    .fetch_add(out.frames.len() as u64, Ordering::Relaxed);
                 if !out.frames.is_empty() || !out.gone.is_empty() {
                     let _ = shared.frames.send(Arc::new(out));
                 }
@@ -474,6 +482,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_tick_seconds_max gauge\nclothcast_tick_seconds_max {}\n\
          # TYPE clothcast_avatars gauge\nclothcast_avatars {}\n\
          # TYPE clothcast_avatars_unwatched gauge\nclothcast_avatars_unwatched {}\n\
+         # TYPE clothcast_avatar_frames_total counter\nclothcast_avatar_frames_total {}\n\
          # TYPE clothcast_viewers gauge\nclothcast_viewers {}\n\
          # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
          # TYPE clothcast_poses_in_total counter\nclothcast_poses_in_total {}\n\
@@ -488,6 +497,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.tick_micros_max) as f64 * 1e-6,
         g(&m.avatars),
         g(&m.avatars_unwatched),
+        g(&m.avatar_frames),
         g(&m.viewers),
         g(&m.publishers),
         g(&m.poses_in),
