@@ -566,6 +566,11 @@ impl Engine {
         self.avatars.len()
     }
 
+    /// Ids of the avatars (streaming or idle), in order.
+    pub fn avatar_ids(&self) -> impl Iterator<Item = &str> {
+        self.avatars.keys().map(String::as_str)
+    }
+
     /// Sets an avatar's latest pose (world frame), received at `now`; latest wins.
     pub fn set_pose(
         &mut self,

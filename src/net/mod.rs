@@ -392,7 +392,7 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         // others keep their latest pose and restart with a keyframe when watched
         // (which a viewer that subscribes to them expects anyway)
         let watched = match shared.watchers.lock() {
-            Ok(w) => w.snapshot(),
+            Ok(w) => w.among(engine.avatar_ids()),
             Err(_) => Watched::All,
         };
         if watched == Watched::Nobody {

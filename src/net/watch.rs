@@ -63,14 +63,19 @@ impl Watchers {
         }
     }
 
-    /// The watched avatars now.
-    pub(super) fn snapshot(&self) -> Watched {
+    /// Which of the avatars `ids` are watched now (the set holds at most those ids,
+    /// however many names subscriptions list).
+    pub(super) fn among<'a>(&self, ids: impl Iterator<Item = &'a str>) -> Watched {
         if self.all > 0 {
             Watched::All
         } else if self.avatars.is_empty() {
             Watched::Nobody
         } else {
-            Watched::Some(self.avatars.keys().cloned().collect())
+            Watched::Some(
+                ids.filter(|id| self.avatars.contains_key(*id))
+                    .map(str::to_string)
+                    .collect(),
+            )
         }
     }
 }
@@ -83,29 +88,36 @@ mod tests {
         names.iter().map(|s| s.to_string()).collect()
     }
 
+    const IDS: [&str; 3] = ["a", "b", "c"];
+
     #[test]
     fn counts_follow_subscriptions_as_they_come_and_go() {
         let mut w = Watchers::default();
-        assert_eq!(w.snapshot(), Watched::Nobody);
+        assert_eq!(w.among(IDS.into_iter()), Watched::Nobody);
         let (ab, b) = (set(&["a", "b"]), set(&["b"]));
         w.add(Some(&ab));
         w.add(Some(&b));
-        assert_eq!(w.snapshot(), Watched::Some(set(&["a", "b"])));
+        assert_eq!(w.among(IDS.into_iter()), Watched::Some(set(&["a", "b"])));
         w.remove(Some(&ab));
         // "b" is still watched by the second viewer, "a" by nobody
-        assert_eq!(w.snapshot(), Watched::Some(set(&["b"])));
-        assert!(w.snapshot().contains("b") && !w.snapshot().contains("a"));
+        assert_eq!(w.among(IDS.into_iter()), Watched::Some(set(&["b"])));
+        assert!(w.among(IDS.into_iter()).contains("b") && !w.among(IDS.into_iter()).contains("a"));
+        // names of avatars that do not exist cost nothing per tick
+        let many: HashSet<String> = (0..1000).map(|i| format!("ghost-{i}")).collect();
+        w.add(Some(&many));
+        assert_eq!(w.among(IDS.into_iter()), Watched::Some(set(&["b"])));
+        w.remove(Some(&many));
         w.add(None);
-        assert_eq!(w.snapshot(), Watched::All);
-        assert!(w.snapshot().contains("anyone"));
+        assert_eq!(w.among(IDS.into_iter()), Watched::All);
+        assert!(w.among(IDS.into_iter()).contains("anyone"));
         w.remove(None);
         w.remove(Some(&b));
-        assert_eq!(w.snapshot(), Watched::Nobody);
+        assert_eq!(w.among(IDS.into_iter()), Watched::Nobody);
         // removing what was never added changes nothing
         w.remove(None);
         w.remove(Some(&ab));
-        assert_eq!(w.snapshot(), Watched::Nobody);
+        assert_eq!(w.among(IDS.into_iter()), Watched::Nobody);
         w.add(Some(&b));
-        assert_eq!(w.snapshot(), Watched::Some(set(&["b"])));
+        assert_eq!(w.among(IDS.into_iter()), Watched::Some(set(&["b"])));
     }
 }
