@@ -175,7 +175,8 @@ fn trial(
     base: Option<&[[i32; 3]]>,
     spatial: u32,
     target: &[[f64; 3]],
-    (r, effort): (f64, Effort),
+    r: f64,
+    effort: Effort,
     q_new: &mut [[i32; 3]],
     residual: &mut [[i32; 3]],
 ) {
@@ -482,7 +483,8 @@ impl Encoder {
             None,
             SPATIAL_PARALLELOGRAM,
             &self.target,
-            (r, self.effort),
+            r,
+            self.effort,
             &mut self.f.q_new,
             &mut self.residual,
         );
@@ -574,7 +576,8 @@ impl Encoder {
                 Some(base),
                 sp,
                 &self.target,
-                (r, self.effort),
+                r,
+                self.effort,
                 &mut self.f.q_new,
                 &mut self.residual,
             );
