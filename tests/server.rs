@@ -472,6 +472,66 @@ async fn vmc_over_udp_moves_an_avatar() {
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn play_vmc_sends_a_clip_as_vmc_performers_that_move_avatars() {
+    let config = ServerConfig {
+        vmc_bind: Some("127.0.0.1:0".parse().expect("addr")),
+        ..config()
+    };
+    let server = start(db(), config).await.expect("server starts");
+    let vmc = server.vmc_addr.expect("VMC listener");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut viewer = connect_viewer(&url).await;
+    let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mocap/cmu_131_01.bvh");
+    let mut play = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .arg("play")
+        .arg(&clip)
+        .args([
+            "--vmc",
+            &vmc.to_string(),
+            "--avatars",
+            "2",
+            "--seconds",
+            "4",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("clothcast play runs");
+    // two performers (one per UDP port), each an avatar named by its address
+    let mut view = Viewer::default();
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.len() == 2 && v.avatars.values().all(|a| a.frames >= 5)
+    })
+    .await;
+    assert!(
+        view.avatars
+            .keys()
+            .all(|id| id.starts_with("vmc-127.0.0.1:"))
+    );
+    // the walk moves the garment: sleeves swing with the arms
+    let ids: Vec<String> = view.avatars.keys().cloned().collect();
+    let first = view.avatars[&ids[0]].positions.clone();
+    more_frames(&mut viewer, &mut view, &ids[0], 20).await;
+    let later = &view.avatars[&ids[0]].positions;
+    let moved = first
+        .chunks_exact(3)
+        .zip(later.chunks_exact(3))
+        .map(|(a, b)| (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f32>().sqrt())
+        .fold(0.0f32, f32::max);
+    assert!(
+        moved > 0.03,
+        "the VMC walk did not move the garment ({moved} m)"
+    );
+    let status = tokio::task::spawn_blocking(move || play.wait())
+        .await
+        .expect("joins")
+        .expect("play exits");
+    assert!(status.success(), "clothcast play --vmc failed: {status}");
+    server.shutdown().await;
+}
+
 /// A Kinect bridge's body frame (v2 or Azure shape) for a canonical pose.
 fn body_frame(
     azure: bool,

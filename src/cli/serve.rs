@@ -126,6 +126,12 @@ pub(crate) struct PlayArgs {
     /// Avatar id prefix.
     #[arg(long, default_value = "performer")]
     prefix: String,
+    /// Send VMC (OSC over UDP) to this address instead of WebSocket messages to
+    /// `--url`: to a clothcast server's VMC listener (127.0.0.1:39539 by default) or any
+    /// VMC receiver (VSeeFace, Warudo, Unity EVMC4U, …). Each avatar is one performer,
+    /// sending from its own UDP port.
+    #[arg(long)]
+    vmc: Option<std::net::SocketAddr>,
 }
 
 /// The pose of avatar `k` of `n` at `t` seconds into a looping clip, the avatars
@@ -166,6 +172,9 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         a.rate.is_finite() && a.rate > 0.0,
         "--rate must be positive"
     );
+    if let Some(to) = a.vmc {
+        return play_vmc(&a, &clip, &skeleton, to);
+    }
     runtime()?.block_on(async move {
         let mut client = Client::connect(&a.url, Role::Publisher, a.token.clone())
             .await
@@ -199,6 +208,53 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         );
         anyhow::Ok(())
     })
+}
+
+/// `clothcast play --vmc`: the clip as VMC performers, one UDP socket per avatar.
+fn play_vmc(
+    a: &PlayArgs,
+    clip: &crate::mocap::Clip,
+    skeleton: &Skeleton,
+    to: std::net::SocketAddr,
+) -> anyhow::Result<()> {
+    let hips = skeleton.rest_positions()[JointId::PELVIS.index()];
+    let local: std::net::SocketAddr = if to.is_ipv4() {
+        ([0, 0, 0, 0], 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let sockets = (0..a.avatars)
+        .map(|_| std::net::UdpSocket::bind(local))
+        .collect::<Result<Vec<_>, _>>()
+        .context("opening UDP sockets for the VMC performers")?;
+    let start = Instant::now();
+    let period = Duration::from_secs_f32(1.0 / a.rate);
+    let mut next = Instant::now();
+    let mut sent = 0u64;
+    loop {
+        let t = start.elapsed().as_secs_f64();
+        if a.seconds.is_some_and(|s| t >= f64::from(s)) {
+            break;
+        }
+        for (k, socket) in sockets.iter().enumerate() {
+            let pose = staggered(clip, t, k, a.avatars);
+            let packet = crate::mocap::vmc_packet(pose, hips, t)?;
+            socket
+                .send_to(&packet, to)
+                .with_context(|| format!("sending VMC to {to}"))?;
+            sent += 1;
+        }
+        next += period;
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    println!(
+        "sent {sent} VMC packets for {} performers in {:.1} s",
+        a.avatars,
+        start.elapsed().as_secs_f32()
+    );
+    Ok(())
 }
 
 /// Arguments of `clothcast watch`.

@@ -1,5 +1,6 @@
-//! VMC protocol (Virtual Motion Capture, OSC over UDP) → canonical poses. Bytes in,
-//! `Pose` out; the socket lives in `net`.
+//! VMC protocol (Virtual Motion Capture, OSC over UDP) ↔ canonical poses. Bytes in,
+//! `Pose` out ([`VmcPerformer`]), and the other way ([`vmc_packet`], what `clothcast
+//! play --vmc` sends to VMC receivers); the sockets live in `net` and the CLI.
 //!
 //! Read: `/VMC/Ext/Root/Pos` (name, position xyz, rotation xyzw), `/VMC/Ext/Bone/Pos`
 //! (Unity HumanBodyBones name, local position, local rotation), `/VMC/Ext/OK` (loaded
@@ -11,7 +12,7 @@
 //! taken relative to the T-pose (VRM-normalised rigs, which VMC senders stream).
 
 use glam::{Quat, Vec3};
-use rosc::{OscPacket, OscType};
+use rosc::{OscBundle, OscMessage, OscPacket, OscTime, OscType};
 
 use crate::skeleton::{JointId, Pose};
 
@@ -52,6 +53,9 @@ pub enum VmcError {
     /// Bundles nested deeper than 8.
     #[error("OSC bundles nested too deeply")]
     TooDeep,
+    /// A pose that cannot be sent.
+    #[error("pose cannot be sent over VMC: {0}")]
+    Pose(String),
 }
 
 /// Unity (left-handed) position → clothcast.
@@ -63,6 +67,72 @@ fn position(x: f32, y: f32, z: f32) -> Vec3 {
 fn rotation(x: f32, y: f32, z: f32, w: f32) -> Option<Quat> {
     let q = Quat::from_xyzw(x, -y, -z, w);
     (q.is_finite() && q.length() > 0.5).then(|| q.normalize())
+}
+
+/// clothcast position → Unity (the mapping is its own inverse).
+fn unity_position(p: Vec3) -> [f32; 3] {
+    [-p.x, p.y, p.z]
+}
+
+/// clothcast rotation → Unity (the mapping is its own inverse).
+fn unity_rotation(q: Quat) -> [f32; 4] {
+    [q.x, -q.y, -q.z, q.w]
+}
+
+/// One VMC datagram that puts a VMC receiver's model (a VRM-normalised rig) in `pose`
+/// at sender time `time` (seconds): a bundle of `/VMC/Ext/OK 1`, `/VMC/Ext/T`,
+/// `/VMC/Ext/Root/Pos` (the origin, unrotated) and a `/VMC/Ext/Bone/Pos` per canonical
+/// joint by its HumanBodyBones name, local rotations relative to the T-pose in Unity's
+/// left-handed frame. `Hips` carries the pelvis rotation and its position
+/// `hips_rest + pose.translation` (metres; `hips_rest` is where the receiver's model
+/// has its hips at rest). [`VmcPerformer`] reads it back to `pose`, its translation
+/// taken from the first packet's hips as VMC receivers do. Refuses a pose with
+/// non-finite values or rotations that are not unit (checked by [`Pose::validate`]).
+pub fn vmc_packet(pose: &Pose, hips_rest: Vec3, time: f64) -> Result<Vec<u8>, VmcError> {
+    let mut pose = *pose;
+    pose.validate().map_err(|e| VmcError::Pose(e.to_string()))?;
+    if !(time.is_finite() && hips_rest.is_finite()) {
+        return Err(VmcError::Pose("time or hips position not finite".into()));
+    }
+    let message = |addr: &str, args: Vec<OscType>| {
+        OscPacket::Message(OscMessage {
+            addr: addr.to_string(),
+            args,
+        })
+    };
+    let transform = |name: &str, p: [f32; 3], q: [f32; 4]| {
+        let mut args = vec![OscType::String(name.to_string())];
+        args.extend(p.into_iter().chain(q).map(OscType::Float));
+        args
+    };
+    let mut content = vec![
+        message("/VMC/Ext/OK", vec![OscType::Int(1)]),
+        message("/VMC/Ext/T", vec![OscType::Float(time as f32)]),
+        message(
+            "/VMC/Ext/Root/Pos",
+            transform("root", [0.0; 3], [0.0, 0.0, 0.0, 1.0]),
+        ),
+    ];
+    for &(name, j) in &BONES {
+        let p = if j == JointId::PELVIS {
+            unity_position(hips_rest + pose.translation)
+        } else {
+            [0.0; 3]
+        };
+        content.push(message(
+            "/VMC/Ext/Bone/Pos",
+            transform(name, p, unity_rotation(pose.rotation(j))),
+        ));
+    }
+    let bundle = OscPacket::Bundle(OscBundle {
+        // "immediately" (OSC 1.0)
+        timetag: OscTime {
+            seconds: 0,
+            fractional: 1,
+        },
+        content,
+    });
+    rosc::encoder::encode(&bundle).map_err(|e| VmcError::Osc(format!("{e:?}")))
 }
 
 /// The pose of one VMC performer, updated packet by packet.
@@ -216,7 +286,7 @@ impl VmcPerformer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rosc::{OscBundle, OscMessage, OscTime};
+    use proptest::prelude::*;
 
     fn bone(name: &str, q: [f32; 4]) -> OscPacket {
         OscPacket::Message(OscMessage {
@@ -311,5 +381,37 @@ mod tests {
         }
         assert!(matches!(p.feed(&bytes(&deep)), Err(VmcError::TooDeep)));
         assert_eq!(p.pose.rotations, before.rotations);
+    }
+
+    proptest! {
+        /// What `vmc_packet` sends, `VmcPerformer` reads back: every joint's rotation
+        /// and the pelvis translation (relative to the first packet's).
+        #[test]
+        fn sent_poses_read_back(seed in 0u64..1_000_000, spread in 0.1f32..1.2, dx in -2f32..2.0, dz in -2f32..2.0) {
+            let mut rng = crate::bake::Rng::new(seed);
+            let pose = crate::skeleton::sample_pose(|| rng.uniform(), spread);
+            let pose = Pose { translation: Vec3::new(dx, 0.1, dz), ..pose };
+            let hips = Vec3::new(0.0, 0.93, 0.02);
+            let mut p = VmcPerformer::default();
+            p.feed(&vmc_packet(&Pose::rest(), hips, 0.0).expect("sends")).expect("reads");
+            let used = p.feed(&vmc_packet(&pose, hips, 1.5).expect("sends")).expect("reads");
+            prop_assert_eq!(used, 3 + BONES.len());
+            prop_assert!(p.loaded);
+            prop_assert_eq!(p.time, Some(1.5));
+            for j in JointId::all() {
+                let (a, b) = (p.pose.rotation(j), pose.rotation(j));
+                prop_assert!(a.dot(b).abs() > 1.0 - 1e-5, "{:?}: {:?} vs {:?}", j, a, b);
+            }
+            prop_assert!((p.pose.translation - pose.translation).length() < 1e-5);
+        }
+    }
+
+    #[test]
+    fn poses_that_cannot_be_sent_are_refused_by_name() {
+        let mut pose = Pose::rest();
+        pose.translation.x = f32::NAN;
+        let e = vmc_packet(&pose, Vec3::Y, 0.0).expect_err("NaN refused");
+        assert!(e.to_string().contains("pose cannot be sent"), "{e}");
+        assert!(vmc_packet(&Pose::rest(), Vec3::Y, f64::INFINITY).is_err());
     }
 }
