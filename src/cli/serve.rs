@@ -288,6 +288,13 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
         let start = Instant::now();
         let mut last_report = Instant::now();
         let mut last_counts: std::collections::HashMap<String, (u64, u64)> = Default::default();
+        // latency: each frame's arrival on our clock minus its tick time on the server's,
+        // above the fastest frame seen (the clocks are not shared, so this is the delay
+        // a frame spent in the server's queues and the network beyond the best case);
+        // per avatar over the report interval: sum, count, max; and frames missed
+        let mut fastest = f64::INFINITY;
+        let mut delays: std::collections::HashMap<String, (f64, u64, f64)> = Default::default();
+        let mut seqs: std::collections::HashMap<String, (u32, u64)> = Default::default();
         loop {
             if a.seconds
                 .is_some_and(|s| start.elapsed().as_secs_f32() >= s)
@@ -295,8 +302,21 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
                 break;
             }
             let m = tokio::time::timeout(Duration::from_secs(1), client.next()).await;
-            if let Ok(m) = m {
-                viewer.apply(m?)?;
+            if let Ok(m) = m
+                && let Some(id) = viewer.apply(m?)?
+                && let Some(f) = viewer.avatars.get(&id).and_then(|v| v.last.as_ref())
+            {
+                let d = start.elapsed().as_secs_f64() - f.timestamp;
+                fastest = fastest.min(d);
+                let e = delays.entry(id.clone()).or_insert((0.0, 0, f64::NEG_INFINITY));
+                *e = (e.0 + d, e.1 + 1, e.2.max(d));
+                // a stream that restarts (another garment) counts from 0 again
+                let s = seqs.entry(id).or_insert((f.seq, 0));
+                let gap = f.seq.wrapping_sub(s.0);
+                if (1..1 << 20).contains(&gap) {
+                    s.1 += u64::from(gap - 1);
+                }
+                s.0 = f.seq;
             }
             if last_report.elapsed() >= Duration::from_secs(1) {
                 let dt = last_report.elapsed().as_secs_f64();
@@ -307,10 +327,19 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
                     let v = &viewer.avatars[&id];
                     let (f0, b0) = last_counts.get(&id).copied().unwrap_or((0, 0));
                     let garment = viewer.garments.get(&v.asset).map_or("", String::as_str);
+                    let latency = match delays.remove(&id) {
+                        Some((sum, n, max)) if n > 0 => format!(
+                            "latency {:5.1} ms (max {:5.1})",
+                            (sum / n as f64 - fastest) * 1000.0,
+                            (max - fastest) * 1000.0
+                        ),
+                        _ => format!("latency {:>22}", "-"),
+                    };
                     println!(
-                        "{id:>16}: {garment:>8} {:5.1} fps  {:7.1} kbit/s  {} vertices  frame {}",
+                        "{id:>16}: {garment:>8} {:5.1} fps  {:7.1} kbit/s  {latency}  missed {}  {} vertices  frame {}",
                         (v.frames - f0) as f64 / dt,
                         (v.bytes - b0) as f64 * 8.0 / 1000.0 / dt,
+                        seqs.get(&id).map_or(0, |s| s.1),
                         v.positions.len() / 3,
                         v.last.as_ref().map_or(0, |f| f.seq)
                     );
