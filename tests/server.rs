@@ -532,6 +532,66 @@ async fn play_vmc_sends_a_clip_as_vmc_performers_that_move_avatars() {
     server.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn play_and_watch_are_clients_of_the_server() {
+    let server = start(db(), config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mocap/cmu_131_01.bvh");
+    let bin = env!("CARGO_BIN_EXE_clothcast");
+    let play = std::process::Command::new(bin)
+        .arg("play")
+        .arg(&clip)
+        .args(["--url", &url, "--token", "pub", "--avatars", "2"])
+        .args(["--prefix", "walker", "--seconds", "5"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("clothcast play runs");
+    let watch = std::process::Command::new(bin)
+        .args(["watch", "--url", &url, "--token", "view", "--seconds", "4"])
+        .args(["--avatar", "walker-1"])
+        .output();
+    let watch = tokio::task::spawn_blocking(move || watch)
+        .await
+        .expect("joins")
+        .expect("clothcast watch runs");
+    let mut play = play;
+    let played = tokio::task::spawn_blocking(move || play.wait())
+        .await
+        .expect("joins")
+        .expect("play exits");
+    assert!(played.success(), "play failed: {played}");
+    let out = String::from_utf8_lossy(&watch.stdout);
+    assert!(watch.status.success(), "watch failed: {out}");
+    // one line per second for the avatar subscribed to, none for the other
+    let lines: Vec<&str> = out.lines().filter(|l| l.contains("walker-1:")).collect();
+    assert!(lines.len() >= 2, "watch printed:\n{out}");
+    assert!(
+        !out.contains("walker-0"),
+        "subscribed to walker-1 only:\n{out}"
+    );
+    let last = lines[lines.len() - 1];
+    for part in [
+        "tshirt",
+        "fps",
+        "kbit/s",
+        "latency",
+        "ms (max",
+        "missed",
+        "900 vertices",
+    ] {
+        assert!(last.contains(part), "{part:?} missing from {last:?}");
+    }
+    let fps: f32 = last
+        .split_whitespace()
+        .nth(2)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or_else(|| panic!("no fps in {last:?}"));
+    assert!(fps > 20.0, "{fps} fps in {last:?}");
+    server.shutdown().await;
+}
+
 /// A Kinect bridge's body frame (v2 or Azure shape) for a canonical pose.
 fn body_frame(
     azure: bool,
