@@ -529,6 +529,8 @@ async fn play_vmc_sends_a_clip_as_vmc_performers_that_move_avatars() {
         .expect("joins")
         .expect("play exits");
     assert!(status.success(), "clothcast play --vmc failed: {status}");
+    let vmc = r#"clothcast_poses_in_total{source="vmc"}"#;
+    assert!(metric(server.addr, vmc).await >= 20.0);
     server.shutdown().await;
 }
 
@@ -684,6 +686,8 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
         matches!(publisher.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "bad_body_frame")
     );
     more_frames(&mut viewer, &mut view, "kinect-7", 3).await;
+    let kinect = r#"clothcast_poses_in_total{source="kinect"}"#;
+    assert!(metric(server.addr, kinect).await >= 6.0);
     server.shutdown().await;
 }
 
@@ -1060,6 +1064,17 @@ async fn only_watched_avatars_are_synthesised_and_a_viewer_still_starts_on_a_key
     assert_eq!(
         metric(server.addr, "clothcast_avatars_unwatched").await,
         1.0
+    );
+    // inputs are counted per source, and each avatar's input rate is exported
+    let websocket = r#"clothcast_poses_in_total{source="websocket"}"#;
+    assert!(metric(server.addr, websocket).await >= 20.0);
+    let vmc = r#"clothcast_poses_in_total{source="vmc"}"#;
+    assert_eq!(metric(server.addr, vmc).await, 0.0);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let hz = metric(server.addr, r#"clothcast_avatar_input_hz{avatar="other"}"#).await;
+    assert!(
+        (5.0..=60.0).contains(&hz),
+        "input rate of a 30 Hz publisher: {hz}"
     );
     // the viewer leaves: nothing is watched again
     drop(viewer);

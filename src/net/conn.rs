@@ -14,7 +14,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::broadcast;
 
-use super::Shared;
+use super::{Shared, Source};
 use crate::engine::{Applied, InputState, TickOutput, apply_joints, apply_pose_message};
 use crate::mocap::parse_body_frame;
 use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
@@ -242,10 +242,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                 }
                                 let mut state = inputs.get(&avatar).cloned().unwrap_or_default();
                                 if let Ok(pose) = apply_joints(&b.joints, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
-                                    m.poses_in.fetch_add(1, Ordering::Relaxed);
-                                    if let Ok(mut inbox) = s.inbox.lock() {
-                                        inbox.poses.insert(avatar.clone(), (pose, now, now));
-                                    }
+                                    s.pose_in(Source::Kinect, avatar.clone(), pose, now, now);
                                     inputs.insert(avatar, state);
                                 }
                             }
@@ -283,11 +280,8 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                     state.calibrate();
                                     pose = state.calibrated(&state.pose);
                                 }
-                                m.poses_in.fetch_add(1, Ordering::Relaxed);
                                 let now = s.start.elapsed().as_secs_f64();
-                                if let Ok(mut inbox) = s.inbox.lock() {
-                                    inbox.poses.insert(p.avatar.clone(), (pose, p.timestamp, now));
-                                }
+                                s.pose_in(Source::WebSocket, p.avatar.clone(), pose, p.timestamp, now);
                                 inputs.insert(p.avatar, state);
                             }
                             Err(e) => {

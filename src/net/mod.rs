@@ -110,10 +110,39 @@ pub enum NetError {
 
 #[derive(Default)]
 struct Inbox {
+    /// Latest pose per avatar since the last tick: (pose, sender timestamp, received).
     poses: HashMap<String, (Pose, f64, f64)>,
+    /// Poses received per avatar since the last tick (the input rate).
+    arrivals: HashMap<String, u32>,
     keyframes: HashSet<String>,
     /// Garment choices (avatar → garment name, validated), kept until the avatar exists.
     wear: HashMap<String, String>,
+}
+
+impl Inbox {
+    /// A pose for `avatar` (latest wins), counted for its input rate.
+    fn pose(&mut self, avatar: String, pose: Pose, timestamp: f64, received: f64) {
+        *self.arrivals.entry(avatar.clone()).or_insert(0) += 1;
+        self.poses.insert(avatar, (pose, timestamp, received));
+    }
+}
+
+/// Where poses come from, for the per-source input counters.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    /// `pose` messages on WebSocket (any profile).
+    WebSocket,
+    /// Kinect bridges' body frames on WebSocket (one pose per tracked body).
+    Kinect,
+    /// VMC over UDP.
+    Vmc,
+}
+
+/// Per-avatar input rates over the last window, for `/metrics`.
+#[derive(Default)]
+struct InputRates {
+    /// (avatar, poses per second), by avatar id.
+    rates: Vec<(String, f64)>,
 }
 
 /// Counters exported at `/metrics`.
@@ -129,7 +158,8 @@ struct Metrics {
     avatar_frames: AtomicU64,
     viewers: AtomicU64,
     publishers: AtomicU64,
-    poses_in: AtomicU64,
+    /// Poses received, by [`Source`].
+    poses_in: [AtomicU64; 3],
     bytes_out: AtomicU64,
     frames_out: AtomicU64,
     frames_dropped: AtomicU64,
@@ -155,6 +185,18 @@ struct Shared {
     calibrate: Mutex<HashSet<String>>,
     /// What viewers are subscribed to: each tick works only for watched avatars.
     watchers: Mutex<Watchers>,
+    /// Each avatar's input rate, updated by the tick thread once a second.
+    input_rates: Mutex<InputRates>,
+}
+
+impl Shared {
+    /// Hands a received pose to the next tick.
+    fn pose_in(&self, source: Source, avatar: String, pose: Pose, timestamp: f64, received: f64) {
+        self.metrics.poses_in[source as usize].fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut inbox) = self.inbox.lock() {
+            inbox.pose(avatar, pose, timestamp, received);
+        }
+    }
 }
 
 /// A running server.
@@ -231,6 +273,7 @@ pub async fn start_with_garments(
         closing: tokio::sync::watch::channel(false).0,
         calibrate: Mutex::new(HashSet::new()),
         watchers: Mutex::new(Watchers::default()),
+        input_rates: Mutex::new(InputRates::default()),
         retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
             db.body.skeleton,
         )),
@@ -318,7 +361,6 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                 match p.feed(&buf[..n]) {
                     Ok(0) => {}
                     Ok(_) => {
-                        m.poses_in.fetch_add(1, Ordering::Relaxed);
                         let avatar = s.config.vmc_avatar.clone().unwrap_or_else(|| format!("vmc-{from}"));
                         state.pose = p.pose;
                         if s.calibrate.lock().is_ok_and(|mut c| c.remove(&avatar)) {
@@ -327,9 +369,7 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                         }
                         let pose = state.calibrated(&p.pose);
                         let now = s.start.elapsed().as_secs_f64();
-                        if let Ok(mut inbox) = s.inbox.lock() {
-                            inbox.poses.insert(avatar, (pose, p.time.unwrap_or(now), now));
-                        }
+                        s.pose_in(Source::Vmc, avatar, pose, p.time.unwrap_or(now), now);
                     }
                     Err(e) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
@@ -351,6 +391,9 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         Duration::from_secs_f64(1.0 / f64::from(engine.config().tick_hz.clamp(1.0, 240.0)));
     let mut next = Instant::now();
     let m = &shared.metrics;
+    // poses received per avatar since `window_start`, published as rates once a second
+    let mut window: HashMap<String, u32> = HashMap::new();
+    let mut window_start = Instant::now();
     while !stop.load(Ordering::SeqCst) {
         next += period;
         let now_i = Instant::now();
@@ -361,10 +404,11 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
             next = now_i;
         }
         let now = shared.start.elapsed().as_secs_f64();
-        let (poses, keys) = match shared.inbox.lock() {
+        let (poses, keys, arrivals) = match shared.inbox.lock() {
             Ok(mut inbox) => (
                 std::mem::take(&mut inbox.poses),
                 std::mem::take(&mut inbox.keyframes),
+                std::mem::take(&mut inbox.arrivals),
             ),
             Err(_) => break,
         };
@@ -372,6 +416,28 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
             if let Err(e) = engine.set_pose(&avatar, pose, ts, received) {
                 tracing::warn!(%avatar, error = %e, "pose refused");
             }
+        }
+        for (avatar, n) in arrivals {
+            if engine.has_avatar(&avatar) {
+                *window.entry(avatar).or_insert(0) += n;
+            }
+        }
+        let span = window_start.elapsed().as_secs_f64();
+        if span >= 1.0 {
+            // every existing avatar gets a rate (0 when it sent nothing: idle)
+            let mut rates: Vec<(String, f64)> = engine
+                .avatar_ids()
+                .map(|id| {
+                    let n = window.get(id).copied().unwrap_or(0);
+                    (id.to_string(), f64::from(n) / span)
+                })
+                .collect();
+            rates.sort_by(|a, b| a.0.cmp(&b.0));
+            if let Ok(mut r) = shared.input_rates.lock() {
+                r.rates = rates;
+            }
+            window.clear();
+            window_start = Instant::now();
         }
         // garment choices apply once their avatar exists (after its first pose)
         if let Ok(mut inbox) = shared.inbox.lock() {
@@ -471,6 +537,21 @@ fn web(file: &str) -> axum::response::Response {
     }
 }
 
+/// A Prometheus label value: backslash, double quote and newline escaped (avatar ids
+/// come from publishers).
+fn label_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
     let m = &s.metrics;
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -485,7 +566,10 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_avatar_frames_total counter\nclothcast_avatar_frames_total {}\n\
          # TYPE clothcast_viewers gauge\nclothcast_viewers {}\n\
          # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
-         # TYPE clothcast_poses_in_total counter\nclothcast_poses_in_total {}\n\
+         # TYPE clothcast_poses_in_total counter\n\
+         clothcast_poses_in_total{{source=\"websocket\"}} {}\n\
+         clothcast_poses_in_total{{source=\"kinect\"}} {}\n\
+         clothcast_poses_in_total{{source=\"vmc\"}} {}\n\
          # TYPE clothcast_bytes_out_total counter\nclothcast_bytes_out_total {}\n\
          # TYPE clothcast_frames_out_total counter\nclothcast_frames_out_total {}\n\
          # TYPE clothcast_frames_dropped_total counter\nclothcast_frames_dropped_total {}\n\
@@ -500,12 +584,24 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.avatar_frames),
         g(&m.viewers),
         g(&m.publishers),
-        g(&m.poses_in),
+        g(&m.poses_in[Source::WebSocket as usize]),
+        g(&m.poses_in[Source::Kinect as usize]),
+        g(&m.poses_in[Source::Vmc as usize]),
         g(&m.bytes_out),
         g(&m.frames_out),
         g(&m.frames_dropped),
         g(&m.bad_messages),
     );
+    let mut text = text;
+    if let Ok(r) = s.input_rates.lock() {
+        text.push_str("# TYPE clothcast_avatar_input_hz gauge\n");
+        for (avatar, hz) in &r.rates {
+            text.push_str(&format!(
+                "clothcast_avatar_input_hz{{avatar=\"{}\"}} {hz:.2}\n",
+                label_value(avatar)
+            ));
+        }
+    }
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -513,4 +609,20 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         )],
         text,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_escape_what_prometheus_asks() {
+        assert_eq!(label_value("alice"), "alice");
+        assert_eq!(label_value(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(label_value("two\nlines"), "two\\nlines");
+        // an id trying to close the label and add a sample stays inside the value
+        let hostile = "x\"} 1\nclothcast_fake 2 #";
+        let line = format!("m{{avatar=\"{}\"}} 0", label_value(hostile));
+        assert_eq!(line.lines().count(), 1, "{line}");
+    }
 }
