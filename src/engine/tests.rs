@@ -44,6 +44,24 @@ fn garment_of(frame: &Bytes) -> (u32, Vec<u8>) {
     }
 }
 
+/// Largest distance, metres, between decoded garment floats and synthesis run
+/// directly (undamped) on `pose`.
+fn off_undamped(synth: &Synthesizer<'_>, db: &Database, pose: &Pose, decoded: &[f32]) -> f32 {
+    let mut direct = vec![Vec3::ZERO; db.vertex_count()];
+    synth.synthesize(
+        &mut AvatarState::new(),
+        &mut crate::sor::Scratch::default(),
+        &canonicalize(pose, &db.body.to_body().skeleton).0,
+        1.0 / 30.0,
+        &mut direct,
+    );
+    decoded
+        .chunks_exact(3)
+        .zip(&direct)
+        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
+        .fold(0.0f32, f32::max)
+}
+
 #[test]
 fn latest_pose_wins_and_frames_match_direct_synthesis() {
     let db = db();
@@ -73,19 +91,7 @@ fn latest_pose_wins_and_frames_match_direct_synthesis() {
             .expect("decodes");
     }
     // damping has converged: the stream equals undamped synthesis of the last pose
-    let mut direct = vec![Vec3::ZERO; n];
-    synth.synthesize(
-        &mut AvatarState::new(),
-        &mut crate::sor::Scratch::default(),
-        &canonicalize(&arm(0.9), &db.body.to_body().skeleton).0,
-        1.0 / 30.0,
-        &mut direct,
-    );
-    let worst = out
-        .chunks_exact(3)
-        .zip(&direct)
-        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
-        .fold(0.0f32, f32::max);
+    let worst = off_undamped(&synth, &db, &arm(0.9), &out);
     assert!(
         worst < 0.0011,
         "stream differs from direct synthesis by {worst} m"
@@ -487,19 +493,7 @@ fn unwatched_avatars_cost_nothing_and_restart_with_a_keyframe() {
     decoder
         .decode(&key, &mut got)
         .expect("the keyframe decodes alone");
-    let mut direct = vec![Vec3::ZERO; db.vertex_count()];
-    synth.synthesize(
-        &mut AvatarState::new(),
-        &mut crate::sor::Scratch::default(),
-        &canonicalize(&arm(0.6), &db.body.to_body().skeleton).0,
-        1.0 / 30.0,
-        &mut direct,
-    );
-    let worst = got
-        .chunks_exact(3)
-        .zip(&direct)
-        .map(|(a, b)| (Vec3::new(a[0], a[1], a[2]) - *b).length())
-        .fold(0.0f32, f32::max);
+    let worst = off_undamped(&synth, &db, &arm(0.6), &got);
     assert!(
         worst < 0.0011,
         "restarted frame differs from undamped synthesis of the latest pose by {worst} m"
