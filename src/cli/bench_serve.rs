@@ -11,6 +11,7 @@ use clap::Args;
 use super::serve::{load_db, pose_message, runtime};
 use crate::bake::DEFAULT_CLIP;
 use crate::client::Client;
+use crate::engine::EngineConfig;
 use crate::mocap::Clip;
 use crate::net::{ServerConfig, start};
 use crate::protocol::{ClientMessage, Role, ServerMessage};
@@ -30,6 +31,10 @@ pub(crate) struct ServeBench {
     /// round); the server synthesises and encodes only watched avatars. Default: all.
     #[arg(long)]
     watch: Option<usize>,
+    /// The server's tick rate, Hz (publishers send at 30 Hz whatever it is; a faster
+    /// tick re-synthesises the latest pose, a slower one drops poses).
+    #[arg(long, default_value_t = 30.0)]
+    tick_hz: f32,
     /// Seconds measured per avatar count (after one second of warm-up).
     #[arg(long, default_value_t = 5.0)]
     seconds: f32,
@@ -60,6 +65,10 @@ fn engine_cpu_seconds() -> Option<f64> {
 }
 
 pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        b.tick_hz.is_finite() && (1.0..=240.0).contains(&b.tick_hz),
+        "--tick-hz must be between 1 and 240"
+    );
     let db = load_db(b.db.as_ref())?;
     let clip = Clip::from_bvh_text(
         DEFAULT_CLIP,
@@ -72,9 +81,10 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         None => "subscribed to all avatars".to_string(),
     };
     println!(
-        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, 30 Hz tick, this machine",
+        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick, this machine",
         db.vertex_count(),
-        b.viewers
+        b.viewers,
+        b.tick_hz
     );
     println!(
         "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11} | {:>14} {:>12}",
@@ -93,6 +103,10 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 bind: "127.0.0.1:0".parse()?,
                 open: true,
                 viewer_queue: 16,
+                engine: EngineConfig {
+                    tick_hz: b.tick_hz,
+                    ..EngineConfig::default()
+                },
                 ..ServerConfig::default()
             };
             // avatars per publisher connection: within the server's limits on avatars
@@ -210,7 +224,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 "{:>8} | {:>12.0} {:>8.0}% | {:>9.1} {:>9.1} | {:>11.2} | {:>14} {:>12}",
                 n,
                 per_viewer,
-                per_viewer / (30.0 * watched as f64) * 100.0,
+                per_viewer / (f64::from(b.tick_hz) * watched as f64) * 100.0,
                 pct(0.5),
                 pct(0.99),
                 bytes as f64 * 8.0 / secs / 1e6,
