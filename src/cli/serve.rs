@@ -321,6 +321,9 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
             if last_report.elapsed() >= Duration::from_secs(1) {
                 let dt = last_report.elapsed().as_secs_f64();
                 last_report = Instant::now();
+                // avatars that left start from zero if they come back
+                last_counts.retain(|id, _| viewer.avatars.contains_key(id));
+                seqs.retain(|id, _| viewer.avatars.contains_key(id));
                 let mut ids: Vec<_> = viewer.avatars.keys().cloned().collect();
                 ids.sort();
                 for id in ids {
@@ -337,8 +340,8 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
                     };
                     println!(
                         "{id:>16}: {garment:>8} {:5.1} fps  {:7.1} kbit/s  {latency}  missed {}  {} vertices  frame {}",
-                        (v.frames - f0) as f64 / dt,
-                        (v.bytes - b0) as f64 * 8.0 / 1000.0 / dt,
+                        v.frames.saturating_sub(f0) as f64 / dt,
+                        v.bytes.saturating_sub(b0) as f64 * 8.0 / 1000.0 / dt,
                         seqs.get(&id).map_or(0, |s| s.1),
                         v.positions.len() / 3,
                         v.last.as_ref().map_or(0, |f| f.seq)
