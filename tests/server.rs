@@ -634,6 +634,50 @@ fn body_frame(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kinect_sensors_named_in_hello_keep_overlapping_body_ids_apart() {
+    let db = db();
+    let skeleton = clothcast::skeleton::Skeleton::from_rest_positions(db.body.skeleton);
+    let server = start(Arc::clone(&db), config())
+        .await
+        .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut viewer = connect_viewer(&url).await;
+    // two kiosks whose body tracker both call their performer body 1
+    let sensor = |name: &str| {
+        Client::connect_with(&url, Role::Publisher, Some("pub".into()), Some(name.into()))
+    };
+    let mut left = sensor("kiosk-left").await.expect("left sensor");
+    let mut right = sensor("kiosk_right").await.expect("right sensor");
+    let frame = body_frame(true, "1", &Pose::rest(), &skeleton);
+    for _ in 0..3 {
+        for c in [&mut left, &mut right] {
+            c.send_raw(Message::Text(frame.clone().into()))
+                .await
+                .expect("send");
+        }
+    }
+    let mut view = Viewer::default();
+    until(&mut viewer, &mut view, |v, _| {
+        ["kinect-kiosk-left-1", "kinect-kiosk_right-1"]
+            .iter()
+            .all(|id| v.avatars.get(*id).is_some_and(|a| a.frames >= 3))
+    })
+    .await;
+    assert!(
+        !view.avatars.contains_key("kinect-1"),
+        "named sensors' bodies are not mixed up"
+    );
+    // a sensor name that could not be part of an avatar id is refused by name
+    for bad in ["", "two words", "x/../y", &"n".repeat(33)] {
+        match sensor(bad).await {
+            Err(e) => assert!(e.to_string().contains("sensor name"), "{bad:?}: {e}"),
+            Ok(_) => panic!("sensor name {bad:?} accepted"),
+        }
+    }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kinect_v2_and_azure_body_frames_move_avatars() {
     let db = db();
     let skeleton = clothcast::skeleton::Skeleton::from_rest_positions(db.body.skeleton);
@@ -873,6 +917,7 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
         version: clothcast::protocol::PROTOCOL_VERSION,
         role: Role::Viewer,
         token: Some("view".into()),
+        sensor: None,
     };
     stalled
         .send(Message::Binary(hello.to_msgpack().expect("encodes").into()))

@@ -58,12 +58,24 @@ impl Client {
         role: Role,
         token: Option<String>,
     ) -> Result<Self, ClientError> {
+        Self::connect_with(url, role, token, None).await
+    }
+
+    /// [`Client::connect`] naming the publisher's sensor (see the `hello` message's
+    /// `sensor`: Kinect body frames then become avatars `kinect-<sensor>-<body id>`).
+    pub async fn connect_with(
+        url: &str,
+        role: Role,
+        token: Option<String>,
+        sensor: Option<String>,
+    ) -> Result<Self, ClientError> {
         let (ws, _) = tokio_tungstenite::connect_async(url).await?;
         let mut c = Self { ws, tick_hz: 0.0 };
         c.send(&ClientMessage::Hello {
             version: PROTOCOL_VERSION,
             role,
             token,
+            sensor,
         })
         .await?;
         match c.next().await? {

@@ -53,6 +53,15 @@ impl Drop for Subscription {
     }
 }
 
+/// A sensor name from a `hello`: 1–32 ASCII letters, digits, `-` or `_` (it becomes
+/// part of avatar ids).
+fn valid_sensor_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 pub(super) async fn ws_upgrade(
     ws: WebSocketUpgrade,
     State(s): State<Arc<Shared>>,
@@ -121,15 +130,27 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
         stream.next(),
     )
     .await;
-    let role = match hello {
+    let (role, sensor) = match hello {
         Ok(Some(Ok(msg))) => match parse(&msg) {
             Some(Ok(ClientMessage::Hello {
                 version,
                 role,
                 token,
+                sensor,
             })) => {
                 if version != PROTOCOL_VERSION {
                     return close_with(sink, close::PROTOCOL, &format!("protocol version {version} not supported (server speaks {PROTOCOL_VERSION})")).await;
+                }
+                if let Some(name) = &sensor
+                    && !valid_sensor_name(name)
+                {
+                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                    return close_with(
+                        sink,
+                        close::PROTOCOL,
+                        "sensor name must be 1–32 ASCII letters, digits, - or _",
+                    )
+                    .await;
                 }
                 let need = |t: &Option<String>| {
                     s.config.open || (t.is_some() && token.as_ref() == t.as_ref())
@@ -142,7 +163,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                 if !ok {
                     return close_with(sink, close::UNAUTHORIZED, "wrong or missing token").await;
                 }
-                role
+                (role, sensor)
             }
             Some(Ok(_)) => {
                 return close_with(sink, close::PROTOCOL, "the first message must be hello").await;
@@ -236,7 +257,10 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         Ok(bodies) => {
                             let now = s.start.elapsed().as_secs_f64();
                             for b in bodies {
-                                let avatar = format!("kinect-{}", b.id);
+                                let avatar = match &sensor {
+                                    Some(name) => format!("kinect-{name}-{}", b.id),
+                                    None => format!("kinect-{}", b.id),
+                                };
                                 if !inputs.contains_key(&avatar) && inputs.len() >= s.config.max_avatars_per_publisher {
                                     continue;
                                 }

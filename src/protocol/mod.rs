@@ -73,6 +73,12 @@ pub enum ClientMessage {
         /// Access token for the role.
         #[serde(default)]
         token: Option<String>,
+        /// A publisher's sensor name (1–32 ASCII letters, digits, `-` or `_`): Kinect
+        /// body frames on this connection become avatars `kinect-<sensor>-<body id>`
+        /// rather than `kinect-<body id>`, so that several sensors (kiosks) whose body
+        /// ids overlap can share a server.
+        #[serde(default)]
+        sensor: Option<String>,
     },
     /// A pose for an avatar (publishers).
     Pose(PoseMessage),
