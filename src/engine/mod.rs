@@ -313,6 +313,10 @@ struct Avatar {
     /// Skipped by a tick because no viewer watched it: its next frame restarts the
     /// stream (keyframe) and its synthesis (no damping from the stale distances).
     paused: bool,
+    /// The pose `out` was synthesised for.
+    synthesised: Option<Pose>,
+    /// This tick keeps `out` (see [`TickOutput::held`]).
+    held: bool,
     world: [f32; 7],
 }
 
@@ -347,6 +351,8 @@ impl Avatar {
             key: Vec::new(),
             want_key: true,
             paused: false,
+            synthesised: None,
+            held: false,
             world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
         }
     }
@@ -382,6 +388,10 @@ pub struct TickOutput {
     /// Avatars with a current pose that no viewer watched, so nothing was synthesised
     /// or encoded for them this tick.
     pub unwatched: usize,
+    /// Streaming avatars whose garment was not synthesised again: the same pose as
+    /// last tick with the damping settled, so the same garment (a publisher that keeps
+    /// sending one pose, or went quiet and is not idle yet).
+    pub held: usize,
 }
 
 /// One garment the engine streams: its database, codec setup and `asset` message.
@@ -690,10 +700,15 @@ impl Engine {
             }
             live.push((id, a));
         }
+        for (_, a) in live.iter_mut() {
+            a.held = a.state.settled() && a.synthesised == Some(a.pose);
+            out.held += usize::from(a.held);
+            a.synthesised = Some(a.pose);
+        }
         for (g, synth) in synths.iter().enumerate() {
             let mut jobs: Vec<AvatarJob<'_>> = live
                 .iter_mut()
-                .filter(|(_, a)| a.garment == g)
+                .filter(|(_, a)| a.garment == g && !a.held)
                 .map(|(_, a)| AvatarJob {
                     state: &mut a.state,
                     pose: a.pose,

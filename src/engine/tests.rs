@@ -504,3 +504,59 @@ fn unwatched_avatars_cost_nothing_and_restart_with_a_keyframe() {
     let b = out.frames.iter().find(|f| f.avatar == "b").expect("b");
     assert!(b.delta.is_some() && b.key.is_none());
 }
+
+#[test]
+fn a_pose_held_still_is_not_synthesised_again_once_damping_settles() {
+    let db = db();
+    let cfg = EngineConfig::default();
+    let mut engine = Engine::new(Arc::clone(&db), cfg.clone()).expect("engine");
+    let synth = Engine::synthesizer(&db, &cfg);
+    let synths = std::slice::from_ref(&synth);
+    let mut decoder = Decoder::new(Arc::clone(engine.setup()));
+    let mut out = vec![0f32; 3 * db.vertex_count()];
+    let mut decode = |f: &AvatarFrame| {
+        let bytes = f.delta.as_ref().or(f.key.as_ref()).expect("a frame");
+        decoder
+            .decode(&garment_of(bytes).1, &mut out)
+            .expect("decodes");
+        out.clone()
+    };
+    // a moving arm, then held at 0.9 rad (the publisher keeps sending the same pose)
+    let mut t = 0.0;
+    let mut first_held = None;
+    for i in 0..60 {
+        t += 1.0 / 30.0;
+        let angle = if i < 5 { 0.2 * i as f32 } else { 0.9 };
+        engine.set_pose("a", arm(angle), t, t).expect("pose");
+        let tick = engine.tick(synths, t).expect("tick");
+        assert_eq!(tick.frames.len(), 1, "every tick still streams a frame");
+        decode(&tick.frames[0]);
+        if tick.held == 1 && first_held.is_none() {
+            first_held = Some(i);
+        }
+        if let Some(h) = first_held {
+            assert_eq!(tick.held, 1, "held from tick {h} on, not at {i}");
+        }
+    }
+    let h = first_held.expect("the still pose is held once damping settles");
+    assert!(h > 5, "held at tick {h}, before the damping could settle");
+    let held = decode(&engine.tick(synths, t + 1.0 / 30.0).expect("tick").frames[0]);
+    let worst = off_undamped(&synth, &db, &arm(0.9), &held);
+    assert!(worst < 0.0011, "held garment is {worst} m off the pose's");
+    // the pose moves: synthesised again, and the garment follows
+    engine
+        .set_pose("a", arm(0.3), t + 0.1, t + 0.1)
+        .expect("pose");
+    let tick = engine.tick(synths, t + 0.1).expect("tick");
+    assert_eq!(tick.held, 0);
+    let moved = decode(&tick.frames[0]);
+    let shift = moved
+        .iter()
+        .zip(&held)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(
+        shift > 0.01,
+        "garment did not follow the new pose ({shift} m)"
+    );
+}

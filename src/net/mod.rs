@@ -155,6 +155,7 @@ struct Metrics {
     tick_micros_max: AtomicU64,
     avatars: AtomicU64,
     avatars_unwatched: AtomicU64,
+    avatars_held: AtomicU64,
     avatar_frames: AtomicU64,
     viewers: AtomicU64,
     publishers: AtomicU64,
@@ -475,6 +476,7 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
                     .store(engine.avatar_count() as u64, Ordering::Relaxed);
                 m.avatars_unwatched
                     .store(out.unwatched as u64, Ordering::Relaxed);
+                m.avatars_held.store(out.held as u64, Ordering::Relaxed);
                 m.avatar_frames
                     .fetch_add(out.frames.len() as u64, Ordering::Relaxed);
                 if !out.frames.is_empty() || !out.gone.is_empty() {
@@ -563,6 +565,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_tick_seconds_max gauge\nclothcast_tick_seconds_max {}\n\
          # TYPE clothcast_avatars gauge\nclothcast_avatars {}\n\
          # TYPE clothcast_avatars_unwatched gauge\nclothcast_avatars_unwatched {}\n\
+         # TYPE clothcast_avatars_held gauge\nclothcast_avatars_held {}\n\
          # TYPE clothcast_avatar_frames_total counter\nclothcast_avatar_frames_total {}\n\
          # TYPE clothcast_viewers gauge\nclothcast_viewers {}\n\
          # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
@@ -581,6 +584,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.tick_micros_max) as f64 * 1e-6,
         g(&m.avatars),
         g(&m.avatars_unwatched),
+        g(&m.avatars_held),
         g(&m.avatar_frames),
         g(&m.viewers),
         g(&m.publishers),

@@ -69,12 +69,25 @@ impl Default for SynthParams {
 pub struct AvatarState {
     damped: Vec<f64>,
     started: bool,
+    settled: bool,
 }
+
+/// Damping has settled when no damped distance moved by more than this share of
+/// itself in the last frame: the weights then stand still to within float rounding.
+const SETTLED: f64 = 1e-7;
 
 impl AvatarState {
     /// A fresh avatar (the first frame is not damped).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Whether the damping had settled in the last frame (no damped distance moved by
+    /// more than 1e-7 of itself): synthesising the same pose again would give the
+    /// same garment, so a caller may keep the last one. False before the first frame
+    /// and after a frame that was not damped.
+    pub fn settled(&self) -> bool {
+        self.settled
     }
 }
 
@@ -277,16 +290,21 @@ impl<'db> Synthesizer<'db> {
             }
         }
         // distance damping D ← ξ D' + (1 − ξ) D, ξ = exp(−dt / t_mix)
+        state.settled = false;
         if state.damped.len() != scratch.dist.len() {
             state.damped.clear();
             state.damped.extend_from_slice(&scratch.dist);
             state.started = true;
         } else if state.started {
             let xi = (-(dt.max(0.0) as f64) / self.params.t_mix.max(1e-6) as f64).exp();
+            let mut moved = 0.0f64;
             for (d, prev) in scratch.dist.iter_mut().zip(state.damped.iter_mut()) {
-                *d = xi * *prev + (1.0 - xi) * *d;
-                *prev = *d;
+                let next = xi * *prev + (1.0 - xi) * *d;
+                moved = moved.max((next - *prev).abs() / next.abs().max(f64::MIN_POSITIVE));
+                *d = next;
+                *prev = next;
             }
+            state.settled = moved <= SETTLED;
         }
         // weights W = (D + ε)^−k, top-K per region, normalised (SOR Eq. 10)
         scratch.top.clear();
