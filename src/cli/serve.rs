@@ -172,13 +172,33 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         a.rate.is_finite() && a.rate > 0.0,
         "--rate must be positive"
     );
-    if let Some(to) = a.vmc {
-        return play_vmc(&a, &clip, &skeleton, to);
-    }
+    let hips = skeleton.rest_positions()[JointId::PELVIS.index()];
     runtime()?.block_on(async move {
-        let mut client = Client::connect(&a.url, Role::Publisher, a.token.clone())
-            .await
-            .with_context(|| format!("connecting to {}", a.url))?;
+        // where the poses go: pose messages on one WebSocket connection, or VMC
+        // datagrams from one UDP socket per performer
+        let mut out = match a.vmc {
+            None => PlayTo::WebSocket(Box::new(
+                Client::connect(&a.url, Role::Publisher, a.token.clone())
+                    .await
+                    .with_context(|| format!("connecting to {}", a.url))?,
+            )),
+            Some(to) => {
+                let local: std::net::SocketAddr = if to.is_ipv4() {
+                    ([0, 0, 0, 0], 0).into()
+                } else {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                };
+                let mut sockets = Vec::with_capacity(a.avatars);
+                for _ in 0..a.avatars {
+                    sockets.push(
+                        tokio::net::UdpSocket::bind(local)
+                            .await
+                            .context("opening UDP sockets for the VMC performers")?,
+                    );
+                }
+                PlayTo::Vmc(to, sockets)
+            }
+        };
         let start = Instant::now();
         let period = Duration::from_secs_f32(1.0 / a.rate);
         let mut next = tokio::time::Instant::now();
@@ -189,13 +209,21 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                 break;
             }
             for k in 0..a.avatars {
-                client
-                    .send(&pose_message(
-                        &format!("{}-{k}", a.prefix),
-                        staggered(&clip, t, k, a.avatars),
-                        t,
-                    ))
-                    .await?;
+                let pose = staggered(&clip, t, k, a.avatars);
+                match &mut out {
+                    PlayTo::WebSocket(client) => {
+                        client
+                            .send(&pose_message(&format!("{}-{k}", a.prefix), pose, t))
+                            .await?;
+                    }
+                    PlayTo::Vmc(to, sockets) => {
+                        let packet = crate::mocap::vmc_packet(pose, hips, t)?;
+                        sockets[k]
+                            .send_to(&packet, *to)
+                            .await
+                            .with_context(|| format!("sending VMC to {to}"))?;
+                    }
+                }
                 sent += 1;
             }
             next += period;
@@ -210,51 +238,64 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
     })
 }
 
-/// `clothcast play --vmc`: the clip as VMC performers, one UDP socket per avatar.
-fn play_vmc(
-    a: &PlayArgs,
-    clip: &crate::mocap::Clip,
-    skeleton: &Skeleton,
-    to: std::net::SocketAddr,
-) -> anyhow::Result<()> {
-    let hips = skeleton.rest_positions()[JointId::PELVIS.index()];
-    let local: std::net::SocketAddr = if to.is_ipv4() {
-        ([0, 0, 0, 0], 0).into()
-    } else {
-        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-    };
-    let sockets = (0..a.avatars)
-        .map(|_| std::net::UdpSocket::bind(local))
-        .collect::<Result<Vec<_>, _>>()
-        .context("opening UDP sockets for the VMC performers")?;
-    let start = Instant::now();
-    let period = Duration::from_secs_f32(1.0 / a.rate);
-    let mut next = Instant::now();
-    let mut sent = 0u64;
-    loop {
-        let t = start.elapsed().as_secs_f64();
-        if a.seconds.is_some_and(|s| t >= f64::from(s)) {
-            break;
-        }
-        for (k, socket) in sockets.iter().enumerate() {
-            let pose = staggered(clip, t, k, a.avatars);
-            let packet = crate::mocap::vmc_packet(pose, hips, t)?;
-            socket
-                .send_to(&packet, to)
-                .with_context(|| format!("sending VMC to {to}"))?;
-            sent += 1;
-        }
-        next += period;
-        if let Some(wait) = next.checked_duration_since(Instant::now()) {
-            std::thread::sleep(wait);
+/// Where `clothcast play` sends its poses.
+enum PlayTo {
+    /// Pose messages on a publisher connection.
+    WebSocket(Box<Client>),
+    /// VMC datagrams to this address, one socket (one performer) per avatar.
+    Vmc(std::net::SocketAddr, Vec<tokio::net::UdpSocket>),
+}
+
+/// What `clothcast watch` keeps per avatar between its reports.
+struct WatchStats {
+    /// Frames and bytes decoded when the interval began.
+    frames: u64,
+    bytes: u64,
+    /// Frame delays (arrival minus tick time, seconds) this interval: sum, count, max.
+    delay_sum: f64,
+    delays: u64,
+    delay_max: f64,
+    /// Last frame number, and frames missed in all (gaps in the numbers).
+    last_seq: Option<u32>,
+    missed: u64,
+}
+
+impl Default for WatchStats {
+    fn default() -> Self {
+        Self {
+            frames: 0,
+            bytes: 0,
+            delay_sum: 0.0,
+            delays: 0,
+            delay_max: f64::NEG_INFINITY,
+            last_seq: None,
+            missed: 0,
         }
     }
-    println!(
-        "sent {sent} VMC packets for {} performers in {:.1} s",
-        a.avatars,
-        start.elapsed().as_secs_f32()
-    );
-    Ok(())
+}
+
+impl WatchStats {
+    /// A decoded frame numbered `seq` that arrived `delay` seconds after its tick (on
+    /// unshared clocks).
+    fn frame(&mut self, seq: u32, delay: f64) {
+        self.delay_sum += delay;
+        self.delays += 1;
+        self.delay_max = self.delay_max.max(delay);
+        // a stream that restarts (another garment) counts from 0 again: no gap
+        if let Some(last) = self.last_seq {
+            let gap = seq.wrapping_sub(last);
+            if (1..1 << 20).contains(&gap) {
+                self.missed += u64::from(gap - 1);
+            }
+        }
+        self.last_seq = Some(seq);
+    }
+
+    /// Starts the next report interval at these totals.
+    fn next_interval(&mut self, frames: u64, bytes: u64) {
+        (self.frames, self.bytes) = (frames, bytes);
+        (self.delay_sum, self.delays, self.delay_max) = (0.0, 0, f64::NEG_INFINITY);
+    }
 }
 
 /// Arguments of `clothcast watch`.
@@ -287,14 +328,11 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
         let mut viewer = Viewer::default();
         let start = Instant::now();
         let mut last_report = Instant::now();
-        let mut last_counts: std::collections::HashMap<String, (u64, u64)> = Default::default();
         // latency: each frame's arrival on our clock minus its tick time on the server's,
         // above the fastest frame seen (the clocks are not shared, so this is the delay
-        // a frame spent in the server's queues and the network beyond the best case);
-        // per avatar over the report interval: sum, count, max; and frames missed
+        // a frame spent in the server's queues and the network beyond the best case)
         let mut fastest = f64::INFINITY;
-        let mut delays: std::collections::HashMap<String, (f64, u64, f64)> = Default::default();
-        let mut seqs: std::collections::HashMap<String, (u32, u64)> = Default::default();
+        let mut stats: std::collections::HashMap<String, WatchStats> = Default::default();
         loop {
             if a.seconds
                 .is_some_and(|s| start.elapsed().as_secs_f32() >= s)
@@ -308,45 +346,37 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
             {
                 let d = start.elapsed().as_secs_f64() - f.timestamp;
                 fastest = fastest.min(d);
-                let e = delays.entry(id.clone()).or_insert((0.0, 0, f64::NEG_INFINITY));
-                *e = (e.0 + d, e.1 + 1, e.2.max(d));
-                // a stream that restarts (another garment) counts from 0 again
-                let s = seqs.entry(id).or_insert((f.seq, 0));
-                let gap = f.seq.wrapping_sub(s.0);
-                if (1..1 << 20).contains(&gap) {
-                    s.1 += u64::from(gap - 1);
-                }
-                s.0 = f.seq;
+                stats.entry(id).or_default().frame(f.seq, d);
             }
             if last_report.elapsed() >= Duration::from_secs(1) {
                 let dt = last_report.elapsed().as_secs_f64();
                 last_report = Instant::now();
                 // avatars that left start from zero if they come back
-                last_counts.retain(|id, _| viewer.avatars.contains_key(id));
-                seqs.retain(|id, _| viewer.avatars.contains_key(id));
+                stats.retain(|id, _| viewer.avatars.contains_key(id));
                 let mut ids: Vec<_> = viewer.avatars.keys().cloned().collect();
                 ids.sort();
                 for id in ids {
                     let v = &viewer.avatars[&id];
-                    let (f0, b0) = last_counts.get(&id).copied().unwrap_or((0, 0));
+                    let st = stats.entry(id.clone()).or_default();
                     let garment = viewer.garments.get(&v.asset).map_or("", String::as_str);
-                    let latency = match delays.remove(&id) {
-                        Some((sum, n, max)) if n > 0 => format!(
+                    let latency = if st.delays > 0 {
+                        format!(
                             "latency {:5.1} ms (max {:5.1})",
-                            (sum / n as f64 - fastest) * 1000.0,
-                            (max - fastest) * 1000.0
-                        ),
-                        _ => format!("latency {:>22}", "-"),
+                            (st.delay_sum / st.delays as f64 - fastest) * 1000.0,
+                            (st.delay_max - fastest) * 1000.0
+                        )
+                    } else {
+                        format!("latency {:>22}", "-")
                     };
                     println!(
                         "{id:>16}: {garment:>8} {:5.1} fps  {:7.1} kbit/s  {latency}  missed {}  {} vertices  frame {}",
-                        v.frames.saturating_sub(f0) as f64 / dt,
-                        v.bytes.saturating_sub(b0) as f64 * 8.0 / 1000.0 / dt,
-                        seqs.get(&id).map_or(0, |s| s.1),
+                        v.frames.saturating_sub(st.frames) as f64 / dt,
+                        v.bytes.saturating_sub(st.bytes) as f64 * 8.0 / 1000.0 / dt,
+                        st.missed,
                         v.positions.len() / 3,
                         v.last.as_ref().map_or(0, |f| f.seq)
                     );
-                    last_counts.insert(id, (v.frames, v.bytes));
+                    st.next_interval(v.frames, v.bytes);
                 }
             }
         }

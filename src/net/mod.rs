@@ -138,13 +138,6 @@ enum Source {
     Vmc,
 }
 
-/// Per-avatar input rates over the last window, for `/metrics`.
-#[derive(Default)]
-struct InputRates {
-    /// (avatar, poses per second), by avatar id.
-    rates: Vec<(String, f64)>,
-}
-
 /// Counters exported at `/metrics`.
 #[derive(Default)]
 struct Metrics {
@@ -186,8 +179,9 @@ struct Shared {
     calibrate: Mutex<HashSet<String>>,
     /// What viewers are subscribed to: each tick works only for watched avatars.
     watchers: Mutex<Watchers>,
-    /// Each avatar's input rate, updated by the tick thread once a second.
-    input_rates: Mutex<InputRates>,
+    /// Each avatar's input rate (poses per second over the last second), by avatar id;
+    /// updated by the tick thread once a second.
+    input_rates: Mutex<Vec<(String, f64)>>,
 }
 
 impl Shared {
@@ -274,7 +268,7 @@ pub async fn start_with_garments(
         closing: tokio::sync::watch::channel(false).0,
         calibrate: Mutex::new(HashSet::new()),
         watchers: Mutex::new(Watchers::default()),
-        input_rates: Mutex::new(InputRates::default()),
+        input_rates: Mutex::new(Vec::new()),
         retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
             db.body.skeleton,
         )),
@@ -425,17 +419,17 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         }
         let span = window_start.elapsed().as_secs_f64();
         if span >= 1.0 {
-            // every existing avatar gets a rate (0 when it sent nothing: idle)
-            let mut rates: Vec<(String, f64)> = engine
+            // every existing avatar gets a rate (0 when it sent nothing: idle), in id
+            // order as the engine keeps them
+            let rates = engine
                 .avatar_ids()
                 .map(|id| {
                     let n = window.get(id).copied().unwrap_or(0);
                     (id.to_string(), f64::from(n) / span)
                 })
                 .collect();
-            rates.sort_by(|a, b| a.0.cmp(&b.0));
             if let Ok(mut r) = shared.input_rates.lock() {
-                r.rates = rates;
+                *r = rates;
             }
             window.clear();
             window_start = Instant::now();
@@ -557,7 +551,7 @@ fn label_value(v: &str) -> String {
 async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
     let m = &s.metrics;
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let text = format!(
+    let mut text = format!(
         "# TYPE clothcast_ticks_total counter\nclothcast_ticks_total {}\n\
          # TYPE clothcast_late_ticks_total counter\nclothcast_late_ticks_total {}\n\
          # TYPE clothcast_unwatched_ticks_total counter\nclothcast_unwatched_ticks_total {}\n\
@@ -596,10 +590,9 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.frames_dropped),
         g(&m.bad_messages),
     );
-    let mut text = text;
-    if let Ok(r) = s.input_rates.lock() {
+    if let Ok(rates) = s.input_rates.lock() {
         text.push_str("# TYPE clothcast_avatar_input_hz gauge\n");
-        for (avatar, hz) in &r.rates {
+        for (avatar, hz) in rates.iter() {
             text.push_str(&format!(
                 "clothcast_avatar_input_hz{{avatar=\"{}\"}} {hz:.2}\n",
                 label_value(avatar)

@@ -297,14 +297,14 @@ impl<'db> Synthesizer<'db> {
             state.started = true;
         } else if state.started {
             let xi = (-(dt.max(0.0) as f64) / self.params.t_mix.max(1e-6) as f64).exp();
-            let mut moved = 0.0f64;
+            let mut settled = true;
             for (d, prev) in scratch.dist.iter_mut().zip(state.damped.iter_mut()) {
                 let next = xi * *prev + (1.0 - xi) * *d;
-                moved = moved.max((next - *prev).abs() / next.abs().max(f64::MIN_POSITIVE));
+                settled &= (next - *prev).abs() <= SETTLED * next.abs();
                 *d = next;
                 *prev = next;
             }
-            state.settled = moved <= SETTLED;
+            state.settled = settled;
         }
         // weights W = (D + ε)^−k, top-K per region, normalised (SOR Eq. 10)
         scratch.top.clear();
