@@ -52,11 +52,18 @@ async fn connect_publisher(url: &str) -> Client {
 
 /// A viewer connection with the test token, subscribed to every avatar.
 async fn connect_viewer(url: &str) -> Client {
+    connect_viewer_to(url, None).await
+}
+
+/// A viewer connection with the test token, subscribed to `avatars` (`None`: all).
+async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Client {
     let mut viewer = Client::connect(url, Role::Viewer, Some("view".into()))
         .await
         .expect("viewer connects");
     viewer
-        .send(&ClientMessage::Subscribe { avatars: None })
+        .send(&ClientMessage::Subscribe {
+            avatars: avatars.map(|a| a.iter().map(|s| s.to_string()).collect()),
+        })
         .await
         .expect("subscribe");
     viewer
@@ -189,14 +196,7 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
     );
 
     // a late joiner gets a keyframe first and then decodes deltas
-    let mut late = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("late viewer");
-    late.send(&ClientMessage::Subscribe {
-        avatars: Some(vec!["bob".into()]),
-    })
-    .await
-    .expect("subscribe");
+    let mut late = connect_viewer_to(&url, Some(&["bob"])).await;
     let mut late_view = Viewer::default();
     until(&mut late, &mut late_view, |v, _| {
         v.avatars.get("bob").is_some_and(|a| a.frames >= 3)
@@ -368,15 +368,7 @@ async fn vmc_over_udp_moves_an_avatar() {
     let server = start(db(), config).await.expect("server starts");
     let vmc = server.vmc_addr.expect("VMC listener");
     let url = format!("ws://{}/ws", server.addr);
-    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer");
-    viewer
-        .send(&ClientMessage::Subscribe {
-            avatars: Some(vec!["vtuber".into()]),
-        })
-        .await
-        .expect("subscribe");
+    let mut viewer = connect_viewer_to(&url, Some(&["vtuber"])).await;
     let sender = tokio::net::UdpSocket::bind("127.0.0.1:0")
         .await
         .expect("udp");
@@ -1077,15 +1069,7 @@ async fn only_watched_avatars_are_synthesised_and_a_viewer_still_starts_on_a_key
     assert!(metric(server.addr, "clothcast_unwatched_ticks_total").await > 5.0);
     // a viewer subscribes to one of them: that one streams (the Viewer counts a frame
     // only once decoded, which needs a keyframe first), the other still costs nothing
-    let mut viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer");
-    viewer
-        .send(&ClientMessage::Subscribe {
-            avatars: Some(vec!["unseen".into()]),
-        })
-        .await
-        .expect("subscribe");
+    let mut viewer = connect_viewer_to(&url, Some(&["unseen"])).await;
     let mut view = Viewer::default();
     let feed = tokio::spawn(async move {
         for i in 10..300 {
