@@ -460,7 +460,21 @@ async fn vmc_over_udp_moves_an_avatar() {
     );
     // garbage datagrams are ignored; the avatar keeps streaming
     sender.send_to(b"garbage", vmc).await.expect("send");
+    // a bone whose finite components overflow when squared (found by the `ingest` fuzz
+    // target: it became a zero rotation, the garment NaN, and every avatar's tick failed)
+    let hostile = rosc::encoder::encode(&bone("LeftUpperArm", [1.6e10, 0.0, 2.7e23, 2.7e23]))
+        .expect("encodes");
+    sender.send_to(&hostile, vmc).await.expect("send");
     more_frames(&mut viewer, &mut view, "vtuber", 3).await;
+    assert_eq!(
+        metric(server.addr, "clothcast_frame_errors_total").await,
+        0.0
+    );
+    let health = http_get(server.addr, "/healthz").await;
+    assert!(
+        health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
+        "{health}"
+    );
     server.shutdown().await;
 }
 

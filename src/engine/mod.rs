@@ -207,6 +207,9 @@ pub fn apply_pose_message(
             if msg.avatar.is_empty() || msg.avatar.chars().count() > 64 {
                 return Err(EngineError::BadAvatarId);
             }
+            if !msg.timestamp.is_finite() {
+                return Err(EngineError::BadValue("timestamp".into()));
+            }
             let mut joints = KinectJoints::default();
             for j in &msg.joints {
                 if let Some(p) = j.position {
@@ -392,6 +395,9 @@ pub struct TickOutput {
     /// last tick with the damping settled, so the same garment (a publisher that keeps
     /// sending one pose, or went quiet and is not idle yet).
     pub held: usize,
+    /// Avatars whose frame could not be made this tick, with the reason; each restarts
+    /// with a keyframe at its next tick, and the other avatars are not affected.
+    pub failed: Vec<(String, String)>,
 }
 
 /// One garment the engine streams: its database, codec setup and `asset` message.
@@ -582,13 +588,19 @@ impl Engine {
     }
 
     /// Sets an avatar's latest pose (world frame), received at `now`; latest wins.
+    /// Refuses (and changes nothing on) a pose with a non-finite value or a rotation
+    /// that is not unit length within 1 %: every input path validates its poses, and
+    /// this is the last gate before synthesis, so that no input bug can put a NaN into
+    /// a garment.
     pub fn set_pose(
         &mut self,
         avatar: &str,
-        pose: Pose,
+        mut pose: Pose,
         pose_timestamp: f64,
         now: f64,
     ) -> Result<(), EngineError> {
+        pose.validate()
+            .map_err(|e| EngineError::BadValue(e.to_string()))?;
         if let Some(a) = self.avatars.get_mut(avatar) {
             a.pose = pose;
             a.pose_timestamp = pose_timestamp;
@@ -788,8 +800,17 @@ impl Engine {
                 })
             })
             .collect();
-        for r in results {
-            out.frames.push(r?);
+        // one avatar's failure (a bug, or a garment outside the codec's lattice) costs
+        // that avatar its frame, not the tick: the others' frames still go out, and it
+        // restarts with a keyframe next tick (its encoder may have moved on)
+        for (r, (id, a)) in results.into_iter().zip(live.iter_mut()) {
+            match r {
+                Ok(f) => out.frames.push(f),
+                Err(e) => {
+                    a.paused = true;
+                    out.failed.push(((*id).clone(), e.to_string()));
+                }
+            }
         }
         Ok(out)
     }

@@ -560,3 +560,61 @@ fn a_pose_held_still_is_not_synthesised_again_once_damping_settles() {
         "garment did not follow the new pose ({shift} m)"
     );
 }
+
+#[test]
+fn one_avatars_failure_costs_only_its_own_frame() {
+    let db = db();
+    let cfg = EngineConfig::default();
+    let mut engine = Engine::new(Arc::clone(&db), cfg.clone()).expect("engine");
+    let synth = Engine::synthesizer(&db, &cfg);
+    let synths = std::slice::from_ref(&synth);
+    // the gate: a pose with a zero (not unit) rotation is refused, nothing changes
+    let mut zero = arm(0.3);
+    zero.rotations[JointId::LEFT_ELBOW.index()] = Quat::from_xyzw(0.0, 0.0, 0.0, 0.0);
+    assert!(matches!(
+        engine.set_pose("a", zero, 0.0, 0.0),
+        Err(EngineError::BadValue(_))
+    ));
+    assert!(!engine.has_avatar("a"));
+    engine.set_pose("a", arm(0.2), 0.0, 0.0).expect("pose");
+    engine.set_pose("b", arm(0.2), 0.0, 0.0).expect("pose");
+    let mut t = 1.0 / 30.0;
+    let out = engine.tick(synths, t).expect("tick");
+    assert_eq!((out.frames.len(), out.failed.len()), (2, 0));
+    // a NaN that got past every gate (a bug): "a" gets no frame, "b" still does
+    engine.avatars.get_mut("a").expect("a").pose.rotations[JointId::LEFT_ELBOW.index()] =
+        zero.rotations[JointId::LEFT_ELBOW.index()];
+    t += 1.0 / 30.0;
+    engine.set_pose("b", arm(0.25), t, t).expect("pose");
+    let out = engine
+        .tick(synths, t)
+        .expect("one avatar's failure is not the tick's");
+    assert_eq!(out.frames.len(), 1);
+    assert_eq!(out.frames[0].avatar, "b");
+    assert!(out.frames[0].delta.is_some());
+    assert_eq!(out.failed.len(), 1);
+    assert_eq!(out.failed[0].0, "a");
+    assert!(
+        out.failed[0].1.contains("not finite"),
+        "{}",
+        out.failed[0].1
+    );
+    // a good pose again: "a" restarts on a keyframe alone, which decodes by itself
+    t += 1.0 / 30.0;
+    engine.set_pose("a", arm(0.4), t, t).expect("pose");
+    let out = engine.tick(synths, t).expect("tick");
+    assert!(out.failed.is_empty());
+    let a = out
+        .frames
+        .iter()
+        .find(|f| f.avatar == "a")
+        .expect("a streams again");
+    assert!(a.delta.is_none());
+    let (_, key) = garment_of(a.key.as_ref().expect("keyframe"));
+    let mut got = vec![0f32; 3 * db.vertex_count()];
+    Decoder::new(Arc::clone(engine.setup()))
+        .decode(&key, &mut got)
+        .expect("the keyframe decodes alone");
+    let worst = off_undamped(&synth, &db, &arm(0.4), &got);
+    assert!(worst < 0.0011, "restarted frame off by {worst} m");
+}

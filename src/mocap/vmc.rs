@@ -58,15 +58,30 @@ pub enum VmcError {
     Pose(String),
 }
 
-/// Unity (left-handed) position → clothcast.
-fn position(x: f32, y: f32, z: f32) -> Vec3 {
-    Vec3::new(-x, y, z)
+/// Farthest a VMC position may lie from the origin on any axis, metres (the bound a
+/// pose message's root has); beyond it the message is dropped, so that sums of
+/// positions cannot overflow.
+const MAX_POSITION: f32 = 1e4;
+
+/// Unity (left-handed) position → clothcast; `None` beyond [`MAX_POSITION`].
+fn position(x: f32, y: f32, z: f32) -> Option<Vec3> {
+    let p = Vec3::new(-x, y, z);
+    (p.is_finite() && p.abs().max_element() <= MAX_POSITION).then_some(p)
 }
 
-/// Unity (left-handed) rotation → clothcast.
+/// Unity (left-handed) rotation → clothcast, normalised; `None` unless its length is
+/// within a factor of two of 1 (measured in f64: the squares of finite f32 components
+/// can overflow f32, and normalising by an infinite length gives a zero quaternion).
 fn rotation(x: f32, y: f32, z: f32, w: f32) -> Option<Quat> {
-    let q = Quat::from_xyzw(x, -y, -z, w);
-    (q.is_finite() && q.length() > 0.5).then(|| q.normalize())
+    let len = [x, y, z, w]
+        .iter()
+        .map(|c| f64::from(*c).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    (len > 0.5 && len < 2.0).then(|| {
+        let s = (1.0 / len) as f32;
+        Quat::from_xyzw(x * s, -y * s, -z * s, w * s)
+    })
 }
 
 /// clothcast position → Unity (the mapping is its own inverse).
@@ -199,13 +214,13 @@ impl VmcPerformer {
         let used = match addr {
             "/VMC/Ext/Root/Pos" => match (s(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7)) {
                 (Some(_), Some(px), Some(py), Some(pz), Some(qx), Some(qy), Some(qz), Some(qw)) => {
-                    match rotation(qx, qy, qz, qw) {
-                        Some(q) => {
-                            self.root_pos = position(px, py, pz);
+                    match (position(px, py, pz), rotation(qx, qy, qz, qw)) {
+                        (Some(p), Some(q)) => {
+                            self.root_pos = p;
                             self.root_rot = q;
                             true
                         }
-                        None => false,
+                        _ => false,
                     }
                 }
                 _ => false,
@@ -224,10 +239,10 @@ impl VmcPerformer {
                     match (
                         BONES.iter().find(|(n, _)| *n == name),
                         rotation(qx, qy, qz, qw),
+                        position(px, py, pz),
                     ) {
-                        (Some(&(_, j)), Some(q)) => {
+                        (Some(&(_, j)), Some(q), Some(p)) => {
                             if j == JointId::PELVIS {
-                                let p = position(px, py, pz);
                                 self.hips_rest.get_or_insert(p);
                                 self.hips_local = Some(p);
                                 self.hips_rot = q;
@@ -375,6 +390,36 @@ mod tests {
                 .expect("parses"),
             0
         );
+        // found by the `ingest` fuzz target: finite components whose squares overflow
+        // f32 normalised to a zero quaternion, which then reached the engine
+        assert_eq!(
+            p.feed(&bytes(&bone("LeftUpperArm", [1.6e10, 0.0, 2.7e23, 2.7e23])))
+                .expect("parses"),
+            0
+        );
+        assert_eq!(
+            p.feed(&bytes(&bone("LeftLowerArm", [0.0, 0.0, 0.0, 3.0])))
+                .expect("parses"),
+            0
+        );
+        let root = |x: f32| {
+            OscPacket::Message(OscMessage {
+                addr: "/VMC/Ext/Root/Pos".into(),
+                args: vec![
+                    OscType::String("root".into()),
+                    x.into(),
+                    3e38f32.into(),
+                    0.0.into(),
+                    0.0.into(),
+                    0.0.into(),
+                    0.0.into(),
+                    1.0.into(),
+                ],
+            })
+        };
+        assert_eq!(p.feed(&bytes(&root(3e38))).expect("parses"), 0);
+        let mut checked = p.pose;
+        checked.validate().expect("still a valid pose");
         let mut deep = bone("Head", [0.0, 0.0, 0.0, 1.0]);
         for _ in 0..10 {
             deep = bundle(vec![deep]);

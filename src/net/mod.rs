@@ -150,6 +150,12 @@ struct Metrics {
     avatars_unwatched: AtomicU64,
     avatars_held: AtomicU64,
     avatar_frames: AtomicU64,
+    /// When the last tick completed, µs since the server started (0: none yet).
+    last_tick_micros: AtomicU64,
+    /// Ticks that panicked (a bug): the tick loop carries on with the next.
+    tick_panics: AtomicU64,
+    /// Garment frames that could not be made (one avatar's, the others unaffected).
+    frame_errors: AtomicU64,
     viewers: AtomicU64,
     publishers: AtomicU64,
     /// Poses received, by [`Source`].
@@ -291,7 +297,7 @@ pub async fn start_with_garments(
         });
     let app = axum::Router::new()
         .route("/ws", get(ws_upgrade))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/", get(|| async { web("index.html") }))
         .route(
@@ -362,7 +368,12 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                             state.calibrate();
                             tracing::info!(%avatar, "VMC performer calibrated");
                         }
-                        let pose = state.calibrated(&p.pose);
+                        let mut pose = state.calibrated(&p.pose);
+                        if let Err(e) = pose.validate() {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            tracing::debug!(%from, error = %e, "VMC pose refused");
+                            continue;
+                        }
                         let now = s.start.elapsed().as_secs_f64();
                         s.pose_in(Source::Vmc, avatar, pose, p.time.unwrap_or(now), now);
                     }
@@ -460,8 +471,22 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
             m.unwatched_ticks.fetch_add(1, Ordering::Relaxed);
         }
         let t0 = Instant::now();
-        match engine.tick_watched(&synths, now, &|avatar| watched.contains(avatar)) {
+        // a panic (a bug) loses this tick, not the server: the next tick goes on, and
+        // `/healthz` reports the tick stalled if no tick completes any more
+        let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            engine.tick_watched(&synths, now, &|avatar| watched.contains(avatar))
+        }));
+        let Ok(ticked) = ticked else {
+            m.tick_panics.fetch_add(1, Ordering::Relaxed);
+            tracing::error!("tick panicked; going on with the next");
+            continue;
+        };
+        match ticked {
             Ok(out) => {
+                m.last_tick_micros.store(
+                    (shared.start.elapsed().as_micros() as u64).max(1),
+                    Ordering::Relaxed,
+                );
                 let us = t0.elapsed().as_micros() as u64;
                 m.ticks.fetch_add(1, Ordering::Relaxed);
                 m.tick_micros_last.store(us, Ordering::Relaxed);
@@ -473,6 +498,11 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
                 m.avatars_held.store(out.held as u64, Ordering::Relaxed);
                 m.avatar_frames
                     .fetch_add(out.frames.len() as u64, Ordering::Relaxed);
+                m.frame_errors
+                    .fetch_add(out.failed.len() as u64, Ordering::Relaxed);
+                for (avatar, e) in &out.failed {
+                    tracing::warn!(%avatar, error = %e, "no frame this tick");
+                }
                 if !out.frames.is_empty() || !out.gone.is_empty() {
                     let _ = shared.frames.send(Arc::new(out));
                 }
@@ -548,12 +578,50 @@ fn label_value(v: &str) -> String {
     out
 }
 
+/// Whether the tick loop is alive at server time `now` (seconds) given when its last
+/// tick completed (`None`: none yet) and the tick rate: the last tick may be at most
+/// [`STALL_TICKS`] periods (and at least [`STALL_MIN_SECONDS`]) old; before the first
+/// tick the server has that long to start. The error says for how long it stalled.
+fn tick_health(now: f64, last_tick: Option<f64>, tick_hz: f32) -> Result<(), String> {
+    let allowed = (STALL_TICKS / f64::from(tick_hz.clamp(1.0, 240.0))).max(STALL_MIN_SECONDS);
+    let since = now - last_tick.unwrap_or(0.0);
+    if since <= allowed {
+        Ok(())
+    } else {
+        Err(match last_tick {
+            Some(_) => format!("tick stalled: the last tick completed {since:.1} s ago"),
+            None => format!("tick stalled: no tick completed in {since:.1} s"),
+        })
+    }
+}
+
+/// Tick periods without a completed tick after which `/healthz` fails.
+const STALL_TICKS: f64 = 30.0;
+/// The least time without a completed tick after which `/healthz` fails, seconds.
+const STALL_MIN_SECONDS: f64 = 2.0;
+
+/// `/healthz`: 200 `ok` while ticks complete, 503 with the reason when the tick loop
+/// has stalled, died or panics every tick (so that a supervisor restarts the server).
+async fn healthz(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+    let last = s.metrics.last_tick_micros.load(Ordering::Relaxed);
+    let last = (last > 0).then_some(last as f64 * 1e-6);
+    let now = s.start.elapsed().as_secs_f64();
+    match tick_health(now, last, s.config.engine.tick_hz) {
+        Ok(()) => (axum::http::StatusCode::OK, "ok\n".to_string()),
+        Err(e) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!("{e}\n"),
+        ),
+    }
+}
+
 async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
     let m = &s.metrics;
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let mut text = format!(
         "# TYPE clothcast_ticks_total counter\nclothcast_ticks_total {}\n\
          # TYPE clothcast_late_ticks_total counter\nclothcast_late_ticks_total {}\n\
+         # TYPE clothcast_tick_panics_total counter\nclothcast_tick_panics_total {}\n\
          # TYPE clothcast_unwatched_ticks_total counter\nclothcast_unwatched_ticks_total {}\n\
          # TYPE clothcast_tick_seconds gauge\nclothcast_tick_seconds {}\n\
          # TYPE clothcast_tick_seconds_max gauge\nclothcast_tick_seconds_max {}\n\
@@ -561,6 +629,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_avatars_unwatched gauge\nclothcast_avatars_unwatched {}\n\
          # TYPE clothcast_avatars_held gauge\nclothcast_avatars_held {}\n\
          # TYPE clothcast_avatar_frames_total counter\nclothcast_avatar_frames_total {}\n\
+         # TYPE clothcast_frame_errors_total counter\nclothcast_frame_errors_total {}\n\
          # TYPE clothcast_viewers gauge\nclothcast_viewers {}\n\
          # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
          # TYPE clothcast_poses_in_total counter\n\
@@ -573,6 +642,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_bad_messages_total counter\nclothcast_bad_messages_total {}\n",
         g(&m.ticks),
         g(&m.late_ticks),
+        g(&m.tick_panics),
         g(&m.unwatched_ticks),
         g(&m.tick_micros_last) as f64 * 1e-6,
         g(&m.tick_micros_max) as f64 * 1e-6,
@@ -580,6 +650,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.avatars_unwatched),
         g(&m.avatars_held),
         g(&m.avatar_frames),
+        g(&m.frame_errors),
         g(&m.viewers),
         g(&m.publishers),
         g(&m.poses_in[Source::WebSocket as usize]),
@@ -611,6 +682,21 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn health_fails_once_ticks_stop_completing() {
+        // 30 Hz: 30 periods is 1 s, below the 2 s floor
+        assert!(tick_health(10.0, Some(9.0), 30.0).is_ok());
+        let e = tick_health(10.0, Some(7.5), 30.0).expect_err("stalled");
+        assert!(e.contains("2.5 s ago"), "{e}");
+        // 5 Hz: 30 periods is 6 s
+        assert!(tick_health(10.0, Some(5.0), 5.0).is_ok());
+        assert!(tick_health(10.0, Some(3.0), 5.0).is_err());
+        // starting: no tick yet is fine for the first 2 s only
+        assert!(tick_health(1.5, None, 30.0).is_ok());
+        let e = tick_health(3.0, None, 30.0).expect_err("never ticked");
+        assert!(e.contains("no tick completed"), "{e}");
+    }
 
     #[test]
     fn label_values_escape_what_prometheus_asks() {
