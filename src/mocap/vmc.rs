@@ -429,6 +429,36 @@ mod tests {
     }
 
     proptest! {
+        /// Whatever floats a sender puts in root and bone messages (any bit pattern:
+        /// NaN, infinities, subnormals, values whose squares overflow), the performer's
+        /// pose stays a valid pose.
+        #[test]
+        fn any_floats_leave_a_valid_pose(
+            bones in proptest::collection::vec((0usize..BONES.len() + 1, prop::array::uniform7(any::<u32>())), 1..6),
+            root in prop::array::uniform7(any::<u32>()),
+        ) {
+            fn floats(bits: &[u32; 7]) -> impl Iterator<Item = OscType> + '_ {
+                bits.iter().map(|b| OscType::Float(f32::from_bits(*b)))
+            }
+            let mut content = vec![OscPacket::Message(OscMessage {
+                addr: "/VMC/Ext/Root/Pos".into(),
+                args: std::iter::once(OscType::String("root".into())).chain(floats(&root)).collect(),
+            })];
+            for (i, bits) in &bones {
+                let name = BONES.get(*i).map_or("Hips", |b| b.0);
+                content.push(OscPacket::Message(OscMessage {
+                    addr: "/VMC/Ext/Bone/Pos".into(),
+                    args: std::iter::once(OscType::String(name.into())).chain(floats(bits)).collect(),
+                }));
+            }
+            let mut p = VmcPerformer::default();
+            for packet in [bundle(content.clone()), bundle(content)] {
+                let _ = p.feed(&bytes(&packet));
+                let mut checked = p.pose;
+                prop_assert!(checked.validate().is_ok(), "{:?}", p.pose);
+            }
+        }
+
         /// What `vmc_packet` sends, `VmcPerformer` reads back: every joint's rotation
         /// and the pelvis translation (relative to the first packet's).
         #[test]
