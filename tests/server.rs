@@ -280,6 +280,52 @@ async fn a_publisher_drives_an_avatar_and_viewers_decode_its_garment() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_server_refuses_a_new_avatar_by_name() {
+    let mut config = config();
+    config.engine.max_avatars = 2;
+    let Rig {
+        server,
+        url,
+        mut publisher,
+        mut viewer,
+    } = rig(config).await;
+    for a in ["a", "b"] {
+        publisher.send(&arm_pose(a, 0.3, 0.0)).await.expect("pose");
+    }
+    let mut view = Viewer::default();
+    until(&mut viewer, &mut view, |v, _| {
+        ["a", "b"]
+            .iter()
+            .all(|a| v.avatars.get(*a).is_some_and(|x| x.frames >= 1))
+    })
+    .await;
+    // another publisher's new avatar is refused by name, at the door
+    let mut other = connect_publisher(&url).await;
+    other.send(&arm_pose("c", 0.3, 0.0)).await.expect("pose");
+    match other.next().await {
+        Ok(ServerMessage::Error { code, message }) => {
+            assert_eq!(code, "server_full");
+            assert!(message.contains("at most 2 avatars"), "{message}");
+        }
+        other => panic!("expected server_full, got {other:?}"),
+    }
+    // while a pose for an avatar the server has is taken from any publisher
+    other.send(&arm_pose("a", 0.6, 1.0)).await.expect("pose");
+    let frames_a = view.avatars["a"].frames;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars["a"].frames >= frames_a + 3 && v.avatars["b"].frames >= 3
+    })
+    .await;
+    assert!(!view.avatars.contains_key("c"));
+    // refused before the engine saw it: the engine refused nothing
+    assert_eq!(
+        metric(server.addr, "clothcast_poses_refused_total").await,
+        0.0
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_close_or_refuse_the_offender_only() {
     let config = ServerConfig {
         max_messages_per_second: 50.0,

@@ -261,7 +261,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                     Some(name) => format!("kinect-{name}-{}", b.id),
                                     None => format!("kinect-{}", b.id),
                                 };
-                                if !inputs.contains_key(&avatar) && inputs.len() >= s.config.max_avatars_per_publisher {
+                                if !inputs.contains_key(&avatar) && (inputs.len() >= s.config.max_avatars_per_publisher || !s.room_for(&avatar)) {
                                     continue;
                                 }
                                 let mut state = inputs.get(&avatar).cloned().unwrap_or_default();
@@ -288,6 +288,11 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         if !inputs.contains_key(&p.avatar) && inputs.len() >= s.config.max_avatars_per_publisher {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !send(&mut sink, &ServerMessage::error("too_many_avatars", format!("a publisher may drive {} avatars", s.config.max_avatars_per_publisher))).await { break; }
+                            continue;
+                        }
+                        if !inputs.contains_key(&p.avatar) && !s.room_for(&p.avatar) {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !send(&mut sink, &ServerMessage::error("server_full", format!("the server drives at most {} avatars", s.config.engine.max_avatars))).await { break; }
                             continue;
                         }
                         let mut state = inputs.get(&p.avatar).cloned().unwrap_or_default();

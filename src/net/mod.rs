@@ -154,6 +154,9 @@ struct Metrics {
     last_tick_micros: AtomicU64,
     /// Ticks that panicked (a bug): the tick loop carries on with the next.
     tick_panics: AtomicU64,
+    /// Poses the engine refused (the server full; an invalid pose that passed an input
+    /// path's checks would be a bug).
+    poses_refused: AtomicU64,
     /// Garment frames that could not be made (one avatar's, the others unaffected).
     frame_errors: AtomicU64,
     viewers: AtomicU64,
@@ -188,9 +191,22 @@ struct Shared {
     /// Each avatar's input rate (poses per second over the last second), by avatar id;
     /// updated by the tick thread once a second.
     input_rates: Mutex<Vec<(String, f64)>>,
+    /// The engine's avatars (streaming or idle), kept by the tick thread as they come
+    /// and go, so that a connection can refuse a new avatar by name when the server
+    /// already drives `engine.max_avatars`.
+    avatars: Mutex<HashSet<String>>,
 }
 
 impl Shared {
+    /// Whether a pose for `avatar` can be taken: it exists, or the server has room for
+    /// another (checked again, and refused with a log line, by the engine at the tick,
+    /// since several connections may take the last place between two ticks).
+    fn room_for(&self, avatar: &str) -> bool {
+        self.avatars.lock().map_or(true, |a| {
+            a.contains(avatar) || a.len() < self.config.engine.max_avatars
+        })
+    }
+
     /// Hands a received pose to the next tick.
     fn pose_in(&self, source: Source, avatar: String, pose: Pose, timestamp: f64, received: f64) {
         self.metrics.poses_in[source as usize].fetch_add(1, Ordering::Relaxed);
@@ -275,6 +291,7 @@ pub async fn start_with_garments(
         calibrate: Mutex::new(HashSet::new()),
         watchers: Mutex::new(Watchers::default()),
         input_rates: Mutex::new(Vec::new()),
+        avatars: Mutex::new(HashSet::new()),
         retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
             db.body.skeleton,
         )),
@@ -354,7 +371,7 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
             _ = closing.changed() => break,
             r = sock.recv_from(&mut buf) => {
                 let Ok((n, from)) = r else { continue };
-                if !performers.contains_key(&from) && performers.len() >= s.config.engine.max_avatars {
+                if !performers.contains_key(&from) && (performers.len() >= s.config.engine.max_avatars || !s.room_for(&s.config.vmc_avatar.clone().unwrap_or_else(|| format!("vmc-{from}")))) {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
@@ -400,6 +417,7 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
     // poses received per avatar since `window_start`, published as rates once a second
     let mut window: HashMap<String, u32> = HashMap::new();
     let mut window_start = Instant::now();
+    let mut last_refusal_log: Option<Instant> = None;
     while !stop.load(Ordering::SeqCst) {
         next += period;
         let now_i = Instant::now();
@@ -418,10 +436,26 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
             ),
             Err(_) => break,
         };
+        let mut added = Vec::new();
         for (avatar, (pose, ts, received)) in poses {
-            if let Err(e) = engine.set_pose(&avatar, pose, ts, received) {
-                tracing::warn!(%avatar, error = %e, "pose refused");
+            let new = !engine.has_avatar(&avatar);
+            match engine.set_pose(&avatar, pose, ts, received) {
+                Ok(()) if new => added.push(avatar),
+                Ok(()) => {}
+                Err(e) => {
+                    m.poses_refused.fetch_add(1, Ordering::Relaxed);
+                    // at most one line a second, however many are refused
+                    if last_refusal_log.is_none_or(|t: Instant| t.elapsed().as_secs_f64() >= 1.0) {
+                        tracing::warn!(%avatar, error = %e, "pose refused (clothcast_poses_refused_total counts them all)");
+                        last_refusal_log = Some(Instant::now());
+                    }
+                }
             }
+        }
+        if !added.is_empty()
+            && let Ok(mut a) = shared.avatars.lock()
+        {
+            a.extend(added);
         }
         for (avatar, n) in arrivals {
             if engine.has_avatar(&avatar) {
@@ -502,6 +536,13 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
                     .fetch_add(out.failed.len() as u64, Ordering::Relaxed);
                 for (avatar, e) in &out.failed {
                     tracing::warn!(%avatar, error = %e, "no frame this tick");
+                }
+                if !out.gone.is_empty()
+                    && let Ok(mut a) = shared.avatars.lock()
+                {
+                    for id in &out.gone {
+                        a.remove(id);
+                    }
                 }
                 if !out.frames.is_empty() || !out.gone.is_empty() {
                     let _ = shared.frames.send(Arc::new(out));
@@ -630,6 +671,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_avatars_held gauge\nclothcast_avatars_held {}\n\
          # TYPE clothcast_avatar_frames_total counter\nclothcast_avatar_frames_total {}\n\
          # TYPE clothcast_frame_errors_total counter\nclothcast_frame_errors_total {}\n\
+         # TYPE clothcast_poses_refused_total counter\nclothcast_poses_refused_total {}\n\
          # TYPE clothcast_viewers gauge\nclothcast_viewers {}\n\
          # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
          # TYPE clothcast_poses_in_total counter\n\
@@ -651,6 +693,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.avatars_held),
         g(&m.avatar_frames),
         g(&m.frame_errors),
+        g(&m.poses_refused),
         g(&m.viewers),
         g(&m.publishers),
         g(&m.poses_in[Source::WebSocket as usize]),
