@@ -504,6 +504,22 @@ async fn vmc_over_udp_moves_an_avatar() {
         (calibrated_y - before_y).abs() < 0.03,
         "calibrated VMC arm should be at rest: {before_y} vs {calibrated_y} (lowered {after_y})"
     );
+    // a sender that spreads each frame over two datagrams (its /VMC/Ext/T, then its
+    // bones) is counted once per frame
+    let counted = r#"clothcast_poses_in_total{source="vmc"}"#;
+    let before = metric(server.addr, counted).await;
+    for i in 0..5u8 {
+        let time = rosc::encoder::encode(&OscPacket::Message(OscMessage {
+            addr: "/VMC/Ext/T".into(),
+            args: vec![OscType::Float(10.0 + f32::from(i) / 30.0)],
+        }))
+        .expect("encodes");
+        sender.send_to(&time, vmc).await.expect("send");
+        sender.send_to(&packet(1.2), vmc).await.expect("send");
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(metric(server.addr, counted).await - before, 5.0);
     // garbage datagrams are ignored; the avatar keeps streaming
     sender.send_to(b"garbage", vmc).await.expect("send");
     // a bone whose finite components overflow when squared (found by the `ingest` fuzz

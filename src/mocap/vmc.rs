@@ -159,6 +159,9 @@ pub struct VmcPerformer {
     pub time: Option<f64>,
     /// Whether the sender reported a loaded model (`/VMC/Ext/OK 1`).
     pub loaded: bool,
+    /// `/VMC/Ext/T` messages applied: senders send one per frame, so this counts frames
+    /// however many datagrams each spans (0 from a sender that never sends it).
+    pub frames: u64,
     root_pos: Vec3,
     root_rot: Quat,
     hips_local: Option<Vec3>,
@@ -266,6 +269,7 @@ impl VmcPerformer {
             "/VMC/Ext/T" => match f(0) {
                 Some(t) => {
                     self.time = Some(f64::from(t));
+                    self.frames += 1;
                     true
                 }
                 None => false,
@@ -473,6 +477,7 @@ mod tests {
             prop_assert_eq!(used, 3 + BONES.len());
             prop_assert!(p.loaded);
             prop_assert_eq!(p.time, Some(1.5));
+            prop_assert_eq!(p.frames, 2);
             for j in JointId::all() {
                 let (a, b) = (p.pose.rotation(j), pose.rotation(j));
                 prop_assert!(a.dot(b).abs() > 1.0 - 1e-5, "{:?}: {:?} vs {:?}", j, a, b);

@@ -266,7 +266,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                 }
                                 let mut state = inputs.get(&avatar).cloned().unwrap_or_default();
                                 if let Ok(pose) = apply_joints(&b.joints, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
-                                    s.pose_in(Source::Kinect, avatar.clone(), pose, now, now);
+                                    s.pose_in(Source::Kinect, avatar.clone(), pose, (now, now), true);
                                     inputs.insert(avatar, state);
                                 }
                             }
@@ -310,7 +310,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                     pose = state.calibrated(&state.pose);
                                 }
                                 let now = s.start.elapsed().as_secs_f64();
-                                s.pose_in(Source::WebSocket, p.avatar.clone(), pose, p.timestamp, now);
+                                s.pose_in(Source::WebSocket, p.avatar.clone(), pose, (p.timestamp, now), true);
                                 inputs.insert(p.avatar, state);
                             }
                             Err(e) => {

@@ -120,9 +120,12 @@ struct Inbox {
 }
 
 impl Inbox {
-    /// A pose for `avatar` (latest wins), counted for its input rate.
-    fn pose(&mut self, avatar: String, pose: Pose, timestamp: f64, received: f64) {
-        *self.arrivals.entry(avatar.clone()).or_insert(0) += 1;
+    /// A pose for `avatar` (latest wins), counted for its input rate when it completes
+    /// one of the source's frames.
+    fn pose(&mut self, avatar: String, pose: Pose, timestamp: f64, received: f64, frame: bool) {
+        if frame {
+            *self.arrivals.entry(avatar.clone()).or_insert(0) += 1;
+        }
         self.poses.insert(avatar, (pose, timestamp, received));
     }
 }
@@ -207,11 +210,22 @@ impl Shared {
         })
     }
 
-    /// Hands a received pose to the next tick.
-    fn pose_in(&self, source: Source, avatar: String, pose: Pose, timestamp: f64, received: f64) {
-        self.metrics.poses_in[source as usize].fetch_add(1, Ordering::Relaxed);
+    /// Hands a received pose to the next tick; `frame`: it completes one of the
+    /// source's frames (a VMC sender may spread a frame over several datagrams, each of
+    /// which updates the pose), which is what the input counters and rates count.
+    fn pose_in(
+        &self,
+        source: Source,
+        avatar: String,
+        pose: Pose,
+        (timestamp, received): (f64, f64),
+        frame: bool,
+    ) {
+        if frame {
+            self.metrics.poses_in[source as usize].fetch_add(1, Ordering::Relaxed);
+        }
         if let Ok(mut inbox) = self.inbox.lock() {
-            inbox.pose(avatar, pose, timestamp, received);
+            inbox.pose(avatar, pose, timestamp, received, frame);
         }
     }
 }
@@ -376,6 +390,7 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                     continue;
                 }
                 let (p, state) = performers.entry(from).or_default();
+                let frames_before = p.frames;
                 match p.feed(&buf[..n]) {
                     Ok(0) => {}
                     Ok(_) => {
@@ -392,7 +407,10 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                             continue;
                         }
                         let now = s.start.elapsed().as_secs_f64();
-                        s.pose_in(Source::Vmc, avatar, pose, p.time.unwrap_or(now), now);
+                        // VMC senders send /VMC/Ext/T once a frame; from one that never
+                        // does, every packet that moved the pose counts
+                        let frame = p.frames == 0 || p.frames != frames_before;
+                        s.pose_in(Source::Vmc, avatar, pose, (p.time.unwrap_or(now), now), frame);
                     }
                     Err(e) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
