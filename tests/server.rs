@@ -326,6 +326,48 @@ async fn a_full_server_refuses_a_new_avatar_by_name() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_calibrations_are_bounded_and_refused_by_name() {
+    let server = start(db(), config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut operator = connect_publisher(&url).await;
+    // calibrations for avatars no connection publishes wait in a bounded table; the
+    // request past its end is refused by name, not dropped
+    for i in 0..1025 {
+        operator
+            .send(&ClientMessage::Calibrate {
+                avatar: format!("nobody-{i}"),
+            })
+            .await
+            .expect("calibrate");
+    }
+    match tokio::time::timeout(Duration::from_secs(10), operator.next()).await {
+        Ok(Ok(ServerMessage::Error { code, message })) => {
+            assert_eq!(code, "too_many_pending");
+            assert!(message.contains("1024 calibrations"), "{message}");
+        }
+        other => panic!("expected too_many_pending, got {other:?}"),
+    }
+    // asking again for one already waiting is not another entry
+    operator
+        .send(&ClientMessage::Calibrate {
+            avatar: "nobody-3".into(),
+        })
+        .await
+        .expect("calibrate");
+    operator
+        .send(&arm_pose("still-works", 0.2, 0.0))
+        .await
+        .expect("pose");
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), operator.next())
+            .await
+            .is_err(),
+        "no error for a calibration already waiting, nor for a pose"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_close_or_refuse_the_offender_only() {
     let config = ServerConfig {
         max_messages_per_second: 50.0,

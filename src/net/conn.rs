@@ -22,6 +22,10 @@ use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
 /// Garment choices (`wear`) that may wait at once for avatars without a pose yet.
 const MAX_PENDING_WEAR: usize = 4096;
 
+/// Calibrations that may wait at once for avatars published by other connections
+/// (each for at most [`super::CALIBRATION_WAIT`]).
+const MAX_PENDING_CALIBRATIONS: usize = 1024;
+
 /// A viewer's subscription (`None`: every avatar), counted in the server's watchers for
 /// as long as it lives, so that however the connection ends it stops counting.
 struct Subscription {
@@ -305,7 +309,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                     let what = format!("held at their last values (NaN, infinite, out of range or not a rotation): {names}");
                                     if !send(&mut sink, &ServerMessage::error("joints_held", what)).await { break; }
                                 }
-                                if s.calibrate.lock().is_ok_and(|mut c| c.remove(&p.avatar)) {
+                                if s.calibrate.lock().is_ok_and(|mut c| c.remove(&p.avatar).is_some()) {
                                     state.calibrate();
                                     pose = state.calibrated(&state.pose);
                                 }
@@ -323,8 +327,20 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         match inputs.get_mut(&avatar) {
                             Some(state) => state.calibrate(),
                             None if avatar.chars().count() <= 64 => {
-                                // published elsewhere: its connection applies it next pose
-                                if let Ok(mut c) = s.calibrate.lock() && c.len() < 1024 { c.insert(avatar); }
+                                // published elsewhere: its connection applies it next pose;
+                                // the table is bounded, and a request it cannot take is
+                                // refused by name rather than dropped
+                                let taken = s.calibrate.lock().is_ok_and(|mut c| {
+                                    c.retain(|_, asked| asked.elapsed() < super::CALIBRATION_WAIT);
+                                    let room = c.len() < MAX_PENDING_CALIBRATIONS || c.contains_key(&avatar);
+                                    if room { c.insert(avatar, Instant::now()); }
+                                    room
+                                });
+                                if !taken {
+                                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                    let what = format!("{MAX_PENDING_CALIBRATIONS} calibrations already wait for their avatars' next pose");
+                                    if !send(&mut sink, &ServerMessage::error("too_many_pending", what)).await { break; }
+                                }
                             }
                             None => {
                                 m.bad_messages.fetch_add(1, Ordering::Relaxed);

@@ -141,6 +141,10 @@ enum Source {
     Vmc,
 }
 
+/// How long a calibration asked for an avatar published by another connection waits
+/// for that avatar's next pose before it is forgotten.
+const CALIBRATION_WAIT: Duration = Duration::from_secs(10);
+
 /// Counters exported at `/metrics`.
 #[derive(Default)]
 struct Metrics {
@@ -188,7 +192,9 @@ struct Shared {
     retargeter: PositionRetargeter,
     /// Calibrations asked for avatars another connection publishes; the owning
     /// connection applies them on the avatar's next pose.
-    calibrate: Mutex<HashSet<String>>,
+    /// (Each with when it was asked for: requests for avatars that never publish again
+    /// expire after [`CALIBRATION_WAIT`].)
+    calibrate: Mutex<HashMap<String, Instant>>,
     /// What viewers are subscribed to: each tick works only for watched avatars.
     watchers: Mutex<Watchers>,
     /// Each avatar's input rate (poses per second over the last second), by avatar id;
@@ -302,7 +308,7 @@ pub async fn start_with_garments(
         metrics: Metrics::default(),
         start: Instant::now(),
         closing: tokio::sync::watch::channel(false).0,
-        calibrate: Mutex::new(HashSet::new()),
+        calibrate: Mutex::new(HashMap::new()),
         watchers: Mutex::new(Watchers::default()),
         input_rates: Mutex::new(Vec::new()),
         avatars: Mutex::new(HashSet::new()),
@@ -396,7 +402,7 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                     Ok(_) => {
                         let avatar = s.config.vmc_avatar.clone().unwrap_or_else(|| format!("vmc-{from}"));
                         state.pose = p.pose;
-                        if s.calibrate.lock().is_ok_and(|mut c| c.remove(&avatar)) {
+                        if s.calibrate.lock().is_ok_and(|mut c| c.remove(&avatar).is_some()) {
                             state.calibrate();
                             tracing::info!(%avatar, "VMC performer calibrated");
                         }
