@@ -78,6 +78,10 @@ pub enum EngineError {
     /// Two databases for the same garment name.
     #[error("two databases for the garment {0:?}")]
     DuplicateGarment(String),
+    /// Synthesis or encoding of one avatar panicked (a bug); that avatar got no frame
+    /// this tick and restarts at the next.
+    #[error("{0} panicked (a bug); this avatar restarts with a keyframe")]
+    Panicked(&'static str),
     /// An engine needs at least one garment.
     #[error("no garment database given")]
     NoGarment,
@@ -717,87 +721,104 @@ impl Engine {
             out.held += usize::from(a.held);
             a.synthesised = Some(a.pose);
         }
+        // whose synthesis panicked (a bug): that avatar gets no frame this tick
+        let mut synth_failed = vec![false; live.len()];
         for (g, synth) in synths.iter().enumerate() {
-            let mut jobs: Vec<AvatarJob<'_>> = live
+            let (at, mut jobs): (Vec<usize>, Vec<AvatarJob<'_>>) = live
                 .iter_mut()
-                .filter(|(_, a)| a.garment == g && !a.held)
-                .map(|(_, a)| AvatarJob {
-                    state: &mut a.state,
-                    pose: a.pose,
-                    dt,
-                    out: &mut a.out,
-                    frame: None,
+                .enumerate()
+                .filter(|(_, (_, a))| a.garment == g && !a.held)
+                .map(|(i, (_, a))| {
+                    let job = AvatarJob {
+                        state: &mut a.state,
+                        pose: a.pose,
+                        dt,
+                        out: &mut a.out,
+                        frame: None,
+                    };
+                    (i, job)
                 })
-                .collect();
+                .unzip();
             synthesize_all(synth, &mut jobs);
+            for (i, job) in at.into_iter().zip(&jobs) {
+                synth_failed[i] = job.frame.is_none();
+            }
         }
         let garments = &self.garments;
         let results: Vec<Result<AvatarFrame, EngineError>> = live
             .par_iter_mut()
-            .map(|(id, a)| {
-                let skeleton = &garments[a.garment].skeleton;
-                let asset = &garments[a.garment].asset_hash;
-                let (canonical, root) = canonicalize(&a.pose, skeleton);
-                for (f, v) in a.flat.chunks_exact_mut(3).zip(&a.out) {
-                    f.copy_from_slice(&v.to_array());
+            .zip(&synth_failed)
+            .map(|((id, a), &synth_failed)| {
+                if synth_failed {
+                    return Err(EngineError::Panicked("synthesis"));
                 }
-                for (b, t) in a
-                    .bones
-                    .iter_mut()
-                    .zip(skeleton.skinning_transforms(&canonical))
-                {
-                    *b = BoneTransform {
-                        rotation: t.rot.to_array(),
-                        translation: t.trans.to_array(),
+                // an encoder panic (a bug) costs this avatar its frame, as an error does
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let skeleton = &garments[a.garment].skeleton;
+                    let asset = &garments[a.garment].asset_hash;
+                    let (canonical, root) = canonicalize(&a.pose, skeleton);
+                    for (f, v) in a.flat.chunks_exact_mut(3).zip(&a.out) {
+                        f.copy_from_slice(&v.to_array());
+                    }
+                    for (b, t) in a
+                        .bones
+                        .iter_mut()
+                        .zip(skeleton.skinning_transforms(&canonical))
+                    {
+                        *b = BoneTransform {
+                            rotation: t.rot.to_array(),
+                            translation: t.trans.to_array(),
+                        };
+                    }
+                    let w = root.to_world();
+                    a.world = [
+                        w.rot.x, w.rot.y, w.rot.z, w.rot.w, w.trans.x, w.trans.y, w.trans.z,
+                    ];
+                    // a stream (re)starts with a keyframe alone: its first frame, or the
+                    // first after ticks that skipped it
+                    let first = a.encoder.last_frame().is_none() || a.paused;
+                    a.paused = false;
+                    let h = a.encoder.encode(&a.flat, &a.bones, first, &mut a.delta)?;
+                    // the body pose bytes, shared by the delta and keyframe messages
+                    let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
+                    a.pose
+                        .translation
+                        .to_array()
+                        .iter()
+                        .chain(a.pose.rotations.iter().flat_map(|q| q.as_ref()))
+                        .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
+                    let message = |garment: &[u8]| -> Result<Bytes, EngineError> {
+                        Ok(Bytes::from(
+                            ServerMessage::Frame(FrameMessage {
+                                avatar: (*id).clone(),
+                                seq: h.frame,
+                                timestamp: now,
+                                pose_timestamp: a.pose_timestamp,
+                                asset: asset.clone(),
+                                pose: ByteBuf::from(pose.clone()),
+                                world: a.world,
+                                garment: ByteBuf::from(garment.to_vec()),
+                            })
+                            .to_msgpack()?,
+                        ))
                     };
-                }
-                let w = root.to_world();
-                a.world = [
-                    w.rot.x, w.rot.y, w.rot.z, w.rot.w, w.trans.x, w.trans.y, w.trans.z,
-                ];
-                // a stream (re)starts with a keyframe alone: its first frame, or the
-                // first after ticks that skipped it
-                let first = a.encoder.last_frame().is_none() || a.paused;
-                a.paused = false;
-                let h = a.encoder.encode(&a.flat, &a.bones, first, &mut a.delta)?;
-                // the body pose bytes, shared by the delta and keyframe messages
-                let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
-                a.pose
-                    .translation
-                    .to_array()
-                    .iter()
-                    .chain(a.pose.rotations.iter().flat_map(|q| q.as_ref()))
-                    .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
-                let message = |garment: &[u8]| -> Result<Bytes, EngineError> {
-                    Ok(Bytes::from(
-                        ServerMessage::Frame(FrameMessage {
-                            avatar: (*id).clone(),
-                            seq: h.frame,
-                            timestamp: now,
-                            pose_timestamp: a.pose_timestamp,
-                            asset: asset.clone(),
-                            pose: ByteBuf::from(pose.clone()),
-                            world: a.world,
-                            garment: ByteBuf::from(garment.to_vec()),
-                        })
-                        .to_msgpack()?,
-                    ))
-                };
-                let (delta, key) = if first {
-                    (None, Some(message(&a.delta)?))
-                } else if a.want_key {
-                    a.encoder.keyframe(&mut a.key)?;
-                    (Some(message(&a.delta)?), Some(message(&a.key)?))
-                } else {
-                    (Some(message(&a.delta)?), None)
-                };
-                a.want_key = false;
-                Ok(AvatarFrame {
-                    avatar: (*id).clone(),
-                    frame: h.frame,
-                    delta,
-                    key,
-                })
+                    let (delta, key) = if first {
+                        (None, Some(message(&a.delta)?))
+                    } else if a.want_key {
+                        a.encoder.keyframe(&mut a.key)?;
+                        (Some(message(&a.delta)?), Some(message(&a.key)?))
+                    } else {
+                        (Some(message(&a.delta)?), None)
+                    };
+                    a.want_key = false;
+                    Ok(AvatarFrame {
+                        avatar: (*id).clone(),
+                        frame: h.frame,
+                        delta,
+                        key,
+                    })
+                }))
+                .unwrap_or(Err(EngineError::Panicked("encoding")))
             })
             .collect();
         // one avatar's failure (a bug, or a garment outside the codec's lattice) costs
@@ -808,6 +829,7 @@ impl Engine {
                 Ok(f) => out.frames.push(f),
                 Err(e) => {
                     a.paused = true;
+                    a.synthesised = None;
                     out.failed.push(((*id).clone(), e.to_string()));
                 }
             }

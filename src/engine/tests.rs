@@ -617,4 +617,37 @@ fn one_avatars_failure_costs_only_its_own_frame() {
         .expect("the keyframe decodes alone");
     let worst = off_undamped(&synth, &db, &arm(0.4), &got);
     assert!(worst < 0.0011, "restarted frame off by {worst} m");
+    // a panic in one avatar's synthesis (a bug; here its output buffer made the wrong
+    // size) likewise costs that avatar its frame, not the tick
+    let n = db.vertex_count();
+    engine.avatars.get_mut("b").expect("b").out.truncate(n - 1);
+    t += 1.0 / 30.0;
+    engine.set_pose("b", arm(0.5), t, t).expect("pose");
+    let out = engine.tick(synths, t).expect("tick");
+    assert_eq!(out.frames.len(), 1);
+    assert_eq!(out.frames[0].avatar, "a");
+    assert_eq!(out.failed.len(), 1);
+    assert!(
+        out.failed[0].1.contains("synthesis panicked"),
+        "{}",
+        out.failed[0].1
+    );
+    engine
+        .avatars
+        .get_mut("b")
+        .expect("b")
+        .out
+        .resize(n, Vec3::ZERO);
+    t += 1.0 / 30.0;
+    let out = engine.tick(synths, t).expect("tick");
+    assert!(out.failed.is_empty());
+    let b = out
+        .frames
+        .iter()
+        .find(|f| f.avatar == "b")
+        .expect("b streams again");
+    assert!(
+        b.delta.is_none() && b.key.is_some(),
+        "b restarts on a keyframe"
+    );
 }

@@ -634,12 +634,19 @@ pub struct AvatarJob<'a> {
 
 /// Synthesises many avatars sharing one database, in parallel (rayon; one scratch per
 /// worker thread, kept between calls). Results are identical to calling
-/// [`Synthesizer::synthesize`] serially.
+/// [`Synthesizer::synthesize`] serially. A job whose synthesis panics (a bug) is left
+/// with `frame: None` (its state and output unspecified); the other jobs complete.
 pub fn synthesize_all(synth: &Synthesizer<'_>, jobs: &mut [AvatarJob<'_>]) {
     jobs.par_iter_mut().for_each(|job| {
+        job.frame = None;
         SCRATCH.with(|s| {
-            let mut s = s.borrow_mut();
-            job.frame = Some(synth.synthesize(job.state, &mut s, &job.pose, job.dt, job.out));
+            // the scratch is plain reusable buffers: whatever a panic left in them is
+            // overwritten by the next frame
+            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut s = s.borrow_mut();
+                synth.synthesize(job.state, &mut s, &job.pose, job.dt, job.out)
+            }));
+            job.frame = done.ok();
         });
     });
 }

@@ -198,6 +198,31 @@ fn serial_and_parallel_synthesis_agree_and_damping_converges() {
     synthesize_all(&synth, &mut jobs);
     drop(jobs);
     assert_eq!(serial, parallel, "rayon and serial synthesis differ");
+    // a job that panics (here an output buffer of the wrong size: a bug) is left
+    // without a frame; the others complete as serial synthesis does
+    let mut outs = [
+        vec![Vec3::ZERO; n],
+        vec![Vec3::ZERO; n - 1],
+        vec![Vec3::ZERO; n],
+    ];
+    let mut fresh: Vec<AvatarState> = (0..3).map(|_| AvatarState::new()).collect();
+    let mut jobs: Vec<AvatarJob<'_>> = fresh
+        .iter_mut()
+        .zip(outs.iter_mut())
+        .zip(&poses)
+        .map(|((s, o), p)| AvatarJob {
+            state: s,
+            pose: *p,
+            dt: 1.0 / 30.0,
+            out: o,
+            frame: None,
+        })
+        .collect();
+    synthesize_all(&synth, &mut jobs);
+    let done: Vec<bool> = jobs.iter().map(|j| j.frame.is_some()).collect();
+    drop(jobs);
+    assert_eq!(done, [true, false, true]);
+    assert_eq!((&outs[0], &outs[2]), (&serial[0], &serial[2]));
     // damping: a pose held still converges to the undamped result
     let mut still = AvatarState::new();
     let mut out = vec![Vec3::ZERO; n];
