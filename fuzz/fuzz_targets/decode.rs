@@ -1,6 +1,6 @@
 //! Fuzzes the garment stream decoder: arbitrary bytes as a setup, and as frames fed to
 //! a decoder holding the golden stream's first keyframe. Run (nightly + cargo-fuzz):
-//! `cargo +nightly fuzz run decode -- -max_total_time=300`.
+//! `scripts/fuzz.sh 300 decode`.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
