@@ -57,6 +57,18 @@ impl Drop for Subscription {
     }
 }
 
+/// Whether a hello's token is the configured one (`None` configured: no token
+/// opens that role). The bytes are compared in time that depends only on their
+/// length, so response timing does not reveal how much of a guess was right.
+fn token_matches(given: Option<&str>, expected: Option<&str>) -> bool {
+    match (given, expected) {
+        (Some(g), Some(e)) if g.len() == e.len() => {
+            g.bytes().zip(e.bytes()).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+        }
+        _ => false,
+    }
+}
+
 /// A sensor name from a `hello`: 1–32 ASCII letters, digits, `-` or `_` (it becomes
 /// part of avatar ids).
 fn valid_sensor_name(name: &str) -> bool {
@@ -157,7 +169,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     .await;
                 }
                 let need = |t: &Option<String>| {
-                    s.config.open || (t.is_some() && token.as_ref() == t.as_ref())
+                    s.config.open || token_matches(token.as_deref(), t.as_deref())
                 };
                 let ok = match role {
                     Role::Publisher => need(&s.config.publisher_token),
@@ -434,4 +446,21 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
         }
     }
     counter.fetch_sub(1, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_match_exactly_and_a_missing_one_never_does() {
+        assert!(token_matches(Some("pub-secret"), Some("pub-secret")));
+        assert!(!token_matches(Some("pub-secreT"), Some("pub-secret")));
+        assert!(!token_matches(Some("pub-secre"), Some("pub-secret")));
+        assert!(!token_matches(Some(""), Some("pub-secret")));
+        assert!(!token_matches(None, Some("pub-secret")));
+        // no token configured: nothing opens the role (only `open = true` does)
+        assert!(!token_matches(Some(""), None));
+        assert!(!token_matches(None, None));
+    }
 }
