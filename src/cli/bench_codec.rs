@@ -107,7 +107,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
         b.passes
     );
     println!(
-        "{:<26} {:<18} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9}",
+        "{:<26} {:<20} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9}",
         "sequence", "method", "mean", "p95", "max", "max mm", "rms mm", "enc µs", "dec µs"
     );
     for (setup, bind) in [(&small_setup, None), (&large_setup, Some(&binding))] {
@@ -118,7 +118,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
                 let key_every = ((b.keyframe_interval * fps as f32) as usize).max(1);
                 for r in run_methods(setup, &seq, key_every, b.js, b.passes)? {
                     println!(
-                        "{:<26} {:<18} {:>7.2} {:>7.2} {:>7.1} {:>8.3} {:>8.3} {:>9} {:>9.0}",
+                        "{:<26} {:<20} {:>7.2} {:>7.2} {:>7.1} {:>8.3} {:>8.3} {:>9} {:>9.0}",
                         label,
                         r.method,
                         r.mean,
@@ -297,6 +297,11 @@ fn run_methods(
         seq,
         n,
     );
+    let fastest = code_ours(setup, seq, key_every, passes, Effort::Fastest)?.summary(
+        "clothcast v1 fastest",
+        seq,
+        n,
+    );
     let (frames, decoded) = (coded.frames, coded.decoded);
     let inv = 1.0 / f64::from(setup.step);
     let lattice: Vec<Vec<i32>> = decoded
@@ -326,6 +331,7 @@ fn run_methods(
     }
     results.push(ours);
     results.push(small);
+    results.push(fastest);
     Ok(results)
 }
 

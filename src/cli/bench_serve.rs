@@ -11,6 +11,7 @@ use clap::Args;
 use super::serve::{load_db, pose_message, runtime};
 use crate::bake::DEFAULT_CLIP;
 use crate::client::Client;
+use crate::codec::Effort;
 use crate::engine::EngineConfig;
 use crate::mocap::Clip;
 use crate::net::{ServerConfig, start};
@@ -41,6 +42,19 @@ pub(crate) struct ServeBench {
     /// Example database (default: the default database).
     #[arg(long)]
     db: Option<std::path::PathBuf>,
+    /// The server's garment encoder effort (`fast`, `small`, `fastest`; default: the
+    /// server's default).
+    #[arg(long, value_parser = parse_effort)]
+    codec_effort: Option<Effort>,
+}
+
+fn parse_effort(s: &str) -> Result<Effort, String> {
+    match s {
+        "fast" => Ok(Effort::Fast),
+        "small" => Ok(Effort::Small),
+        "fastest" => Ok(Effort::Fastest),
+        other => Err(format!("unknown effort {other:?} (fast, small or fastest)")),
+    }
 }
 
 /// CPU seconds this process's engine threads (the tick thread and the rayon workers
@@ -81,10 +95,16 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         None => "subscribed to all avatars".to_string(),
     };
     println!(
-        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick, this machine",
+        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick, encoder effort {}, this machine",
         db.vertex_count(),
         b.viewers,
-        b.tick_hz
+        b.tick_hz,
+        format!(
+            "{:?}",
+            b.codec_effort
+                .unwrap_or(EngineConfig::default().codec_effort)
+        )
+        .to_lowercase()
     );
     println!(
         "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11} | {:>14} {:>12}",
@@ -105,6 +125,9 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 viewer_queue: 16,
                 engine: EngineConfig {
                     tick_hz: b.tick_hz,
+                    codec_effort: b
+                        .codec_effort
+                        .unwrap_or(EngineConfig::default().codec_effort),
                     ..EngineConfig::default()
                 },
                 ..ServerConfig::default()

@@ -465,7 +465,7 @@ proptest! {
         rings in 2usize..12, around in 3usize..14, frames in 1usize..12, seed in any::<u64>(),
         step in prop_oneof![Just(0.001f32), Just(0.0005), Just(0.002)],
         noise in 0.0f32..0.05,
-        effort in prop_oneof![Just(Effort::Fast), Just(Effort::Small)],
+        effort in prop_oneof![Just(Effort::Fast), Just(Effort::Small), Just(Effort::Fastest)],
     ) {
         let (pos, tris, joints, weights) = sleeve(rings, around);
         let s = Arc::new(GarmentSetup::new(&tris, &joints, &weights, 2, &CodecConfig { step }).expect("setup"));
