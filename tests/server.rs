@@ -50,6 +50,14 @@ async fn connect_publisher(url: &str) -> Client {
         .expect("publisher connects")
 }
 
+/// The next message of `client`, which must be an error with `code`; its message.
+async fn expect_error(client: &mut Client, code: &str) -> String {
+    match tokio::time::timeout(Duration::from_secs(10), client.next()).await {
+        Ok(Ok(ServerMessage::Error { code: got, message })) if got == code => message,
+        other => panic!("expected a {code} error, got {other:?}"),
+    }
+}
+
 /// A viewer connection with the test token, subscribed to every avatar.
 async fn connect_viewer(url: &str) -> Client {
     connect_viewer_to(url, None).await
@@ -302,13 +310,8 @@ async fn a_full_server_refuses_a_new_avatar_by_name() {
     // another publisher's new avatar is refused by name, at the door
     let mut other = connect_publisher(&url).await;
     other.send(&arm_pose("c", 0.3, 0.0)).await.expect("pose");
-    match other.next().await {
-        Ok(ServerMessage::Error { code, message }) => {
-            assert_eq!(code, "server_full");
-            assert!(message.contains("at most 2 avatars"), "{message}");
-        }
-        other => panic!("expected server_full, got {other:?}"),
-    }
+    let message = expect_error(&mut other, "server_full").await;
+    assert!(message.contains("at most 2 avatars"), "{message}");
     // while a pose for an avatar the server has is taken from any publisher
     other.send(&arm_pose("a", 0.6, 1.0)).await.expect("pose");
     let frames_a = view.avatars["a"].frames;
@@ -340,13 +343,8 @@ async fn pending_calibrations_are_bounded_and_refused_by_name() {
             .await
             .expect("calibrate");
     }
-    match tokio::time::timeout(Duration::from_secs(10), operator.next()).await {
-        Ok(Ok(ServerMessage::Error { code, message })) => {
-            assert_eq!(code, "too_many_pending");
-            assert!(message.contains("1024 calibrations"), "{message}");
-        }
-        other => panic!("expected too_many_pending, got {other:?}"),
-    }
+    let message = expect_error(&mut operator, "too_many_pending").await;
+    assert!(message.contains("1024 calibrations"), "{message}");
     // asking again for one already waiting is not another entry
     operator
         .send(&ClientMessage::Calibrate {
@@ -922,13 +920,8 @@ async fn a_wear_message_switches_an_avatar_to_another_garment() {
         })
         .await
         .expect("wear");
-    match publisher.next().await {
-        Ok(ServerMessage::Error { code, message }) => {
-            assert_eq!(code, "unknown_garment");
-            assert!(message.contains("shirt-b"), "{message}");
-        }
-        other => panic!("expected unknown_garment, got {other:?}"),
-    }
+    let message = expect_error(&mut publisher, "unknown_garment").await;
+    assert!(message.contains("shirt-b"), "{message}");
     publisher
         .send(&ClientMessage::Wear {
             avatar: "kiosk".into(),

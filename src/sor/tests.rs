@@ -183,18 +183,25 @@ fn serial_and_parallel_synthesis_agree_and_damping_converges() {
     // parallel
     let mut parallel = vec![vec![Vec3::ZERO; n]; poses.len()];
     let mut pstates: Vec<AvatarState> = (0..poses.len()).map(|_| AvatarState::new()).collect();
-    let mut jobs: Vec<AvatarJob<'_>> = pstates
-        .iter_mut()
-        .zip(parallel.iter_mut())
-        .zip(&poses)
-        .map(|((s, o), p)| AvatarJob {
-            state: s,
-            pose: *p,
-            dt: 1.0 / 30.0,
-            out: o,
-            frame: None,
-        })
-        .collect();
+    fn jobs_of<'a>(
+        states: &'a mut [AvatarState],
+        outs: &'a mut [Vec<Vec3>],
+        poses: &[Pose],
+    ) -> Vec<AvatarJob<'a>> {
+        states
+            .iter_mut()
+            .zip(outs.iter_mut())
+            .zip(poses)
+            .map(|((s, o), p)| AvatarJob {
+                state: s,
+                pose: *p,
+                dt: 1.0 / 30.0,
+                out: o,
+                frame: None,
+            })
+            .collect()
+    }
+    let mut jobs = jobs_of(&mut pstates, &mut parallel, &poses);
     synthesize_all(&synth, &mut jobs);
     drop(jobs);
     assert_eq!(serial, parallel, "rayon and serial synthesis differ");
@@ -206,18 +213,7 @@ fn serial_and_parallel_synthesis_agree_and_damping_converges() {
         vec![Vec3::ZERO; n],
     ];
     let mut fresh: Vec<AvatarState> = (0..3).map(|_| AvatarState::new()).collect();
-    let mut jobs: Vec<AvatarJob<'_>> = fresh
-        .iter_mut()
-        .zip(outs.iter_mut())
-        .zip(&poses)
-        .map(|((s, o), p)| AvatarJob {
-            state: s,
-            pose: *p,
-            dt: 1.0 / 30.0,
-            out: o,
-            frame: None,
-        })
-        .collect();
+    let mut jobs = jobs_of(&mut fresh, &mut outs, &poses);
     synthesize_all(&synth, &mut jobs);
     let done: Vec<bool> = jobs.iter().map(|j| j.frame.is_some()).collect();
     drop(jobs);
