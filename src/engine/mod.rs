@@ -204,7 +204,8 @@ pub struct TickOutput {
     pub time: f64,
     /// Frames of the streaming avatars.
     pub frames: Vec<AvatarFrame>,
-    /// Avatars removed this tick.
+    /// Avatars removed this tick (or in an earlier tick that panicked before its
+    /// output was made: each removal is reported exactly once).
     pub gone: Vec<String>,
     /// Avatars with a current pose that no viewer watched, so nothing was synthesised
     /// or encoded for them this tick.
@@ -290,6 +291,9 @@ pub struct Engine {
     garments: Vec<Garment>,
     config: EngineConfig,
     avatars: BTreeMap<String, Avatar>,
+    /// Removed avatars not yet reported in a [`TickOutput`]: kept here, not in the
+    /// output being built, so that a tick that panics does not lose them.
+    gone: Vec<String>,
     tick: u64,
     last_time: Option<f64>,
 }
@@ -324,6 +328,7 @@ impl Engine {
             garments,
             config,
             avatars: BTreeMap::new(),
+            gone: Vec::new(),
             tick: 0,
             last_time: None,
         })
@@ -438,6 +443,8 @@ impl Engine {
             self.config.codec_effort,
         );
         self.avatars.insert(avatar.to_string(), a);
+        // back before its removal was reported: viewers never learn it went
+        self.gone.retain(|g| g != avatar);
         Ok(())
     }
 
@@ -506,10 +513,11 @@ impl Engine {
             ..TickOutput::default()
         };
         let remove_after = self.config.remove_after;
+        let gone = &mut self.gone;
         self.avatars.retain(|id, a| {
             let keep = now - a.received_at <= remove_after;
             if !keep {
-                out.gone.push(id.clone());
+                gone.push(id.clone());
             }
             keep
         });
@@ -648,6 +656,7 @@ impl Engine {
                 }
             }
         }
+        out.gone = std::mem::take(&mut self.gone);
         Ok(out)
     }
 }

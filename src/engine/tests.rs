@@ -166,6 +166,37 @@ fn keyframes_on_request_and_idle_then_removal() {
     assert_eq!(engine.avatar_count(), 1);
 }
 
+/// A tick that panics after removing avatars (here: in the `watched` callback) does
+/// not lose the removals: the next tick reports them, once; and an avatar back
+/// before its removal was reported is not reported gone.
+#[test]
+fn removals_survive_a_panicking_tick() {
+    let db = db();
+    let cfg = EngineConfig {
+        remove_after: 1.0,
+        ..EngineConfig::default()
+    };
+    let mut engine = Engine::new(Arc::clone(&db), cfg.clone()).expect("engine");
+    let synths = [Engine::synthesizer(&db, &cfg)];
+    for id in ["a", "b", "c"] {
+        engine.set_pose(id, arm(0.5), 0.0, 0.0).expect("pose");
+    }
+    engine.set_pose("a", arm(0.5), 1.5, 1.5).expect("pose");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        engine.tick_watched(&synths, 2.0, &|_| panic!("a bug after the removals"))
+    }));
+    assert!(panicked.is_err());
+    assert_eq!(engine.avatar_count(), 1, "b and c were removed");
+    // "c" comes back before any output reported it gone
+    engine.set_pose("c", arm(0.5), 2.0, 2.0).expect("pose");
+    let out = engine.tick(&synths, 2.1).expect("tick");
+    assert_eq!(out.gone, ["b"]);
+    let mut streaming: Vec<_> = out.frames.iter().map(|f| f.avatar.as_str()).collect();
+    streaming.sort_unstable();
+    assert_eq!(streaming, ["a", "c"]);
+    assert!(engine.tick(&synths, 2.2).expect("tick").gone.is_empty());
+}
+
 #[test]
 fn bad_poses_are_refused_by_name() {
     let msg = |profile: &str, name: &str, q: [f32; 4]| PoseMessage {
