@@ -21,20 +21,22 @@ use super::db::Database;
 use super::rig::tau_matrix;
 
 /// One example's data at one vertex, in bone-local frames (metres), laid out as
-/// 16-byte lanes so that the runtime loads each with one aligned SIMD load.
+/// 16-byte lanes so that the runtime loads each with one aligned SIMD load, and the
+/// lanes it sums for every example (`near`, `tau`, `tau_offset`: 128 bytes) first, as
+/// four aligned 32-byte pairs.
 #[derive(Copy, Clone, Debug, Default)]
-#[repr(C)]
+#[repr(C, align(32))]
 pub(super) struct LocalVertex {
     /// Per skin bone q (zero where w_q = 0): xyz: c_q ℓ_q, w: c_q, with
     /// c_q = (1 − α) w_q, plus α when the remote bone is q (SOR Eq. 5's rotation weight).
     pub near: [Vec4; 4],
-    /// A remote bone r that is not one of the skin bones: xyz: α ℓ_r, w: α (zero when
-    /// `remote_bone` is [`NO_BONE`]).
-    pub remote: Vec4,
     /// Columns of A = (W_{b₀}^J)⁻¹ τ^J; w: 0.
     pub tau: [Vec4; 3],
     /// xyz: a = A c̄^J; w: d₀ = min(h₀^J, ε_p), metres (SOR Eq. 12).
     pub tau_offset: Vec4,
+    /// A remote bone r that is not one of the skin bones: xyz: α ℓ_r, w: α (zero when
+    /// `remote_bone` is [`NO_BONE`]).
+    pub remote: Vec4,
     /// The remote bone when it is held apart in `remote`, else [`NO_BONE`].
     pub remote_bone: u32,
     /// The associated body vertex v^J (SOR Eq. 11).

@@ -48,6 +48,10 @@ pub struct SynthParams {
     /// used in any of its regions, renormalised (a speed/accuracy knob of ours, not the
     /// paper's; 0 keeps all).
     pub min_share: f32,
+    /// Sum the examples with AVX2 fused multiply-adds where the CPU has AVX2 and FMA
+    /// (checked at run time; elsewhere, and with `false`, SSE2). The two differ only in
+    /// rounding (~1e-7 m).
+    pub wide: bool,
 }
 
 impl Default for SynthParams {
@@ -60,6 +64,7 @@ impl Default for SynthParams {
             epsilon: 1e-15,
             resolve_penetration: true,
             min_share: 0.01,
+            wide: true,
         }
     }
 }
@@ -151,6 +156,10 @@ pub struct Synthesizer<'db> {
     /// grouped by region set, so that consecutive vertices blend the same examples and
     /// every per-vertex loop runs the same number of times as the last one's.
     order: Vec<u32>,
+    /// Whether the vertex loop runs its AVX2 + FMA version (the CPU has both; see
+    /// [`SynthParams::wide`]).
+    #[cfg(target_arch = "x86_64")]
+    wide: bool,
 }
 
 impl<'db> Synthesizer<'db> {
@@ -220,6 +229,10 @@ impl<'db> Synthesizer<'db> {
             .collect();
         body_used.sort_unstable();
         body_used.dedup();
+        #[cfg(target_arch = "x86_64")]
+        let wide = params.wide
+            && std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma");
         Self {
             db,
             params,
@@ -234,6 +247,8 @@ impl<'db> Synthesizer<'db> {
             body_normals: body_mesh.vertex_normals(),
             body_used,
             order,
+            #[cfg(target_arch = "x86_64")]
+            wide,
         }
     }
 
@@ -364,7 +379,39 @@ impl<'db> Synthesizer<'db> {
             }
         }
         self.cut_regions(scratch, k);
-        // per vertex: blend of SOR-skinned examples, then penetration re-projection
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            // SAFETY: `wide` is set only where the CPU has AVX2 and FMA (checked at run
+            // time in `new`).
+            unsafe { self.vertices_wide(scratch, k, (&rot, &pos), out) };
+            return SynthFrame {
+                root,
+                examples_used: scratch.used.len(),
+            };
+        }
+        self.vertices::<false>(scratch, k, (&rot, &pos), out);
+        SynthFrame {
+            root,
+            examples_used: scratch.used.len(),
+        }
+    }
+}
+
+impl Synthesizer<'_> {
+    /// The per-vertex part of [`Synthesizer::synthesize`] (after the weights and the
+    /// posed body are in `scratch`): blend of SOR-skinned examples (Eq. 1–2), then
+    /// penetration re-projection (Eq. 11–13). `WIDE` sums the examples' records with
+    /// 256-bit AVX2 fused multiply-adds, and may only be `true` inside
+    /// [`Synthesizer::vertices_wide`].
+    #[inline(always)]
+    fn vertices<const WIDE: bool>(
+        &self,
+        scratch: &Scratch,
+        k: usize,
+        (rot, pos): (&[Mat3A; JOINT_COUNT], &[Vec3A; JOINT_COUNT]),
+        out: &mut [Vec3],
+    ) {
+        let db = self.db;
         let skin = &db.garment.skin;
         let mut slots = [(0u32, 0.0f32); MAX_SLOTS];
         let mut far = [Vec4::ZERO; JOINT_COUNT + 1];
@@ -380,11 +427,22 @@ impl<'db> Synthesizer<'db> {
                     .unwrap_or(db.garment.rest[v]);
                 continue;
             }
-            let y_in = self.blend(
-                i,
-                used,
+            let sums = if WIDE {
+                #[cfg(target_arch = "x86_64")]
+                // SAFETY: `WIDE` is true only when called from `vertices_wide`, which
+                // runs only on CPUs with AVX2 and FMA.
+                unsafe {
+                    wide::sums(&self.local, i, used, &mut far)
+                }
+                #[cfg(not(target_arch = "x86_64"))]
+                unreachable!("no wide path on this architecture")
+            } else {
+                self.sums(i, used, &mut far)
+            };
+            let y_in = blend_sums(
+                &sums,
                 (skin.joints[v], skin.weights[v]),
-                (&rot, &pos),
+                (rot, pos),
                 &mut far,
             );
             if !self.params.resolve_penetration {
@@ -402,14 +460,24 @@ impl<'db> Synthesizer<'db> {
             }
             *o = Vec3::from(y_in + push);
         }
-        SynthFrame {
-            root,
-            examples_used: scratch.used.len(),
-        }
     }
-}
 
-impl Synthesizer<'_> {
+    /// [`Synthesizer::vertices`] compiled for AVX2 and FMA.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn vertices_wide(
+        &self,
+        scratch: &Scratch,
+        k: usize,
+        frames: (&[Mat3A; JOINT_COUNT], &[Vec3A; JOINT_COUNT]),
+        out: &mut [Vec3],
+    ) {
+        self.vertices::<true>(scratch, k, frames, out);
+    }
+
     /// Per region, the top-K examples that survive the `min_share` cut, normalised
     /// (the whole weight list of every vertex that lies in one region only).
     fn cut_regions(&self, scratch: &mut Scratch, k: usize) {
@@ -473,7 +541,7 @@ impl Synthesizer<'_> {
     /// The examples blended at vertex `v` as (example, weight), weights summing to one
     /// (empty: none carries weight). Vertices in one region share their region's list;
     /// the others' lists are written into `slots`.
-    #[inline]
+    #[inline(always)]
     fn gather<'a>(
         &self,
         scratch: &'a Scratch,
@@ -515,67 +583,148 @@ impl Synthesizer<'_> {
         &slots[..n]
     }
 
-    /// SOR Eq. 1–2 at the vertex visited `i`-th (see `order`; its records are
-    /// `local.get(j, i)`): the blend of the (example, weight) pairs in `slots`,
-    /// each skinned to the input pose (bone rotations `rot`, joint positions `pos`),
-    /// computed as the blend of the examples' bone-local data followed by one rotation
-    /// per bone. `far` (per bone, plus a spare slot for records without a remote
-    /// bone) must be all zero on entry and is left so.
-    #[inline]
-    fn blend(
-        &self,
-        i: usize,
-        slots: &[(u32, f32)],
-        (joints, weights): ([u16; 4], [f32; 4]),
-        (rot, pos): (&[Mat3A; JOINT_COUNT], &[Vec3A; JOINT_COUNT]),
-        far: &mut [Vec4; JOINT_COUNT + 1],
-    ) -> Vec3A {
-        let mut near = [Vec4::ZERO; 4];
-        // remote bones other than the skin bones, summed per bone (a vertex sees up to
-        // seven distinct ones over the examples); records without one name the spare
-        // slot JOINT_COUNT and carry zeros, so no example branches
-        let mut touched = 0u32;
-        let mut tau = [Vec4::ZERO; 3];
-        let mut tau_offset = Vec4::ZERO;
+    /// SOR Eq. 2's blend at the vertex visited `i`-th (see `order`; its records are
+    /// `local.get(j, i)`) of the (example, weight) pairs in `slots`, in bone-local
+    /// frames (see [`super::local`]): the weighted sums of the records, the remote
+    /// bones' terms summed per bone into `far` (see [`blend_sums`]).
+    #[inline(always)]
+    fn sums(&self, i: usize, slots: &[(u32, f32)], far: &mut [Vec4; JOINT_COUNT + 1]) -> Sums {
+        let mut s = Sums::default();
         for &(j, w) in slots {
             let lv = self.local.get(j as usize, i);
-            for (acc, l) in near.iter_mut().zip(&lv.near) {
+            for (acc, l) in s.near.iter_mut().zip(&lv.near) {
                 *acc += *l * w;
             }
             let r = (lv.remote_bone as usize).min(JOINT_COUNT);
             far[r] += lv.remote * w;
-            touched |= 1 << r;
-            for (acc, c) in tau.iter_mut().zip(&lv.tau) {
+            s.touched |= 1 << r;
+            for (acc, c) in s.tau.iter_mut().zip(&lv.tau) {
                 *acc += *c * w;
             }
-            tau_offset += lv.tau_offset * w;
+            s.tau_offset += lv.tau_offset * w;
         }
-        // Σ_b W_b^in (Σ_J w^J c_b^J ℓ_b^J) + (Σ_J w^J c_b^J) c_b^in; zero-weight skin
-        // slots carry zeros and are summed anyway (cheaper than a branch per bone)
-        let mut y = Vec3A::ZERO;
-        let mut cbar = Vec3A::ZERO;
-        for q in 0..4 {
-            if weights[q] > 0.0 {
-                let b = joints[q] as usize;
-                y += rot[b] * Vec3A::from_vec4(near[q]) + pos[b] * near[q].w;
-                cbar += pos[b] * weights[q];
+        s
+    }
+}
+
+/// The examples' bone-local records at one vertex, summed with their weights (the
+/// remote bones' terms are summed per bone in a separate table): every field of
+/// [`super::local::LocalVertex`] but the remote bone's, blended.
+#[derive(Clone, Copy, Default)]
+struct Sums {
+    near: [Vec4; 4],
+    tau: [Vec4; 3],
+    tau_offset: Vec4,
+    /// Bones `far` holds a sum for (bit `JOINT_COUNT`: the spare slot).
+    touched: u32,
+}
+
+/// SOR Eq. 1–2 at one vertex from its blended bone-local records `s` and `far` (per
+/// bone, plus a spare slot for records without a remote bone; left all zero, as it
+/// must be on entry to the sums): one rotation per bone (bone rotations `rot`, joint
+/// positions `pos` of the input pose) instead of one per bone per example. (Fused
+/// multiply-adds here were slower: they chain what the plain products compute side
+/// by side.)
+#[inline(always)]
+fn blend_sums(
+    s: &Sums,
+    (joints, weights): ([u16; 4], [f32; 4]),
+    (rot, pos): (&[Mat3A; JOINT_COUNT], &[Vec3A; JOINT_COUNT]),
+    far: &mut [Vec4; JOINT_COUNT + 1],
+) -> Vec3A {
+    // Σ_b W_b^in (Σ_J w^J c_b^J ℓ_b^J) + (Σ_J w^J c_b^J) c_b^in
+    let mut y = Vec3A::ZERO;
+    let mut cbar = Vec3A::ZERO;
+    for q in 0..4 {
+        if weights[q] > 0.0 {
+            let b = joints[q] as usize;
+            y += rot[b] * Vec3A::from_vec4(s.near[q]) + pos[b] * s.near[q].w;
+            cbar += pos[b] * weights[q];
+        }
+    }
+    let mut touched = s.touched & ((1 << JOINT_COUNT) - 1);
+    while touched != 0 {
+        let b = touched.trailing_zeros() as usize;
+        touched &= touched - 1;
+        y += rot[b] * Vec3A::from_vec4(far[b]) + pos[b] * far[b].w;
+        far[b] = Vec4::ZERO;
+    }
+    far[JOINT_COUNT] = Vec4::ZERO;
+    let tau = Mat3A::from_cols(
+        Vec3A::from_vec4(s.tau[0]),
+        Vec3A::from_vec4(s.tau[1]),
+        Vec3A::from_vec4(s.tau[2]),
+    );
+    let tau_offset = Vec3A::from_vec4(s.tau_offset);
+    y + rot[joints[0] as usize] * (tau * cbar - tau_offset)
+}
+
+/// The record sums of [`Synthesizer::sums`] with 256-bit AVX2 fused multiply-adds:
+/// two of a record's 16-byte lanes per instruction.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use std::arch::x86_64::{
+        __m256, _mm_fmadd_ps, _mm_set1_ps, _mm256_castps256_ps128, _mm256_extractf128_ps,
+        _mm256_fmadd_ps, _mm256_load_ps, _mm256_set1_ps, _mm256_setzero_ps,
+    };
+
+    use glam::Vec4;
+
+    use super::{JOINT_COUNT, Sums};
+    use crate::sor::local::{LocalExamples, LocalVertex};
+
+    // the lanes summed here, as offsets in floats: near[0..4] at 0, tau[0..3] at 16,
+    // tau_offset at 28; records 32-byte aligned
+    const _: () = {
+        assert!(std::mem::offset_of!(LocalVertex, near) == 0);
+        assert!(std::mem::offset_of!(LocalVertex, tau) == 64);
+        assert!(std::mem::offset_of!(LocalVertex, tau_offset) == 112);
+        assert!(std::mem::align_of::<LocalVertex>() == 32);
+        assert!(std::mem::size_of::<LocalVertex>() == 160);
+    };
+
+    /// [`super::Synthesizer::sums`], the same sums in a different rounding (fused).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(super) unsafe fn sums(
+        local: &LocalExamples,
+        i: usize,
+        slots: &[(u32, f32)],
+        far: &mut [Vec4; JOINT_COUNT + 1],
+    ) -> Sums {
+        // near[0..2], near[2..4], tau[0..2], (tau[2], tau_offset)
+        let mut acc: [__m256; 4] = [_mm256_setzero_ps(); 4];
+        let mut touched = 0u32;
+        for &(j, w) in slots {
+            let lv = local.get(j as usize, i);
+            let p = (lv as *const LocalVertex).cast::<f32>();
+            let wv = _mm256_set1_ps(w);
+            // SAFETY: `p` points to a whole, 32-byte aligned record of 40 floats; the
+            // loads read floats 0..32 in aligned groups of 8 (layout asserted above).
+            unsafe {
+                for (g, a) in acc.iter_mut().enumerate() {
+                    *a = _mm256_fmadd_ps(_mm256_load_ps(p.add(8 * g)), wv, *a);
+                }
             }
+            let r = (lv.remote_bone as usize).min(JOINT_COUNT);
+            far[r] = Vec4::from(_mm_fmadd_ps(
+                lv.remote.into(),
+                _mm_set1_ps(w),
+                far[r].into(),
+            ));
+            touched |= 1 << r;
         }
-        touched &= (1 << JOINT_COUNT) - 1;
-        while touched != 0 {
-            let b = touched.trailing_zeros() as usize;
-            touched &= touched - 1;
-            y += rot[b] * Vec3A::from_vec4(far[b]) + pos[b] * far[b].w;
-            far[b] = Vec4::ZERO;
+        let lo = |v: __m256| Vec4::from(_mm256_castps256_ps128(v));
+        let hi = |v: __m256| Vec4::from(_mm256_extractf128_ps::<1>(v));
+        Sums {
+            near: [lo(acc[0]), hi(acc[0]), lo(acc[1]), hi(acc[1])],
+            tau: [lo(acc[2]), hi(acc[2]), lo(acc[3])],
+            tau_offset: hi(acc[3]),
+            touched,
         }
-        far[JOINT_COUNT] = Vec4::ZERO;
-        let tau = Mat3A::from_cols(
-            Vec3A::from_vec4(tau[0]),
-            Vec3A::from_vec4(tau[1]),
-            Vec3A::from_vec4(tau[2]),
-        );
-        let tau_offset = Vec3A::from_vec4(tau_offset);
-        y + rot[joints[0] as usize] * (tau * cbar - tau_offset)
     }
 }
 
@@ -708,19 +857,27 @@ mod tests {
         let total: f32 = examples.iter().map(|e| e.1).sum();
         let examples: Vec<(usize, f32)> = examples.iter().map(|&(j, w)| (j, w / total)).collect();
         let slots: Vec<(u32, f32)> = examples.iter().map(|&(j, w)| (j as u32, w)).collect();
-        let (mut worst, mut moved) = (0f32, 0f32);
+        #[cfg(target_arch = "x86_64")]
+        let wide = std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma");
+        let (mut worst, mut worst_wide, mut moved) = (0f32, 0f32, 0f32);
+        let mut far = [Vec4::ZERO; JOINT_COUNT + 1];
         for (i, &v) in synth.order.iter().enumerate() {
             let v = v as usize;
             let skin = (db.garment.skin.joints[v], db.garment.skin.weights[v]);
-            let fast = synth.blend(
-                i,
-                &slots,
-                skin,
-                (&rot, &pos),
-                &mut [Vec4::ZERO; JOINT_COUNT + 1],
-            );
+            let sums = synth.sums(i, &slots, &mut far);
+            let fast = blend_sums(&sums, skin, (&rot, &pos), &mut far);
+            assert!(far.iter().all(|f| *f == Vec4::ZERO), "far left zero");
             let slow = per_example(&synth, v, &examples, &input);
             worst = worst.max((fast - slow).length());
+            #[cfg(target_arch = "x86_64")]
+            if wide {
+                // SAFETY: the CPU has AVX2 and FMA (checked above)
+                let sums = unsafe { super::wide::sums(&synth.local, i, &slots, &mut far) };
+                let fast = blend_sums(&sums, skin, (&rot, &pos), &mut far);
+                assert!(far.iter().all(|f| *f == Vec4::ZERO), "far left zero");
+                worst_wide = worst_wide.max((fast - slow).length());
+            }
             moved = moved.max((slow - Vec3A::from(db.examples[0].positions[v])).length());
         }
         assert!(
@@ -728,6 +885,7 @@ mod tests {
             "the test pose should move the garment ({moved} m)"
         );
         assert!(worst < 1e-5, "reordered blend differs by {worst} m");
+        assert!(worst_wide < 1e-5, "AVX2 blend differs by {worst_wide} m");
         // both kinds of remote bone are exercised: folded into a skin bone, and apart
         let (mut folded, mut apart) = (0, 0);
         for (j, ex) in db.examples.iter().enumerate() {
@@ -742,5 +900,36 @@ mod tests {
             }
         }
         assert!(folded > 0 && apart > 0, "folded {folded}, apart {apart}");
+    }
+
+    /// The AVX2 + FMA vertex loop and the SSE2 one synthesise the same garment (up to
+    /// rounding) for poses between the examples.
+    #[test]
+    fn wide_and_narrow_vertex_loops_agree() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/db/v1/small.ccdb");
+        let db = Database::read(&path).expect("golden database");
+        let narrow = Synthesizer::new(
+            &db,
+            SynthParams {
+                wide: false,
+                ..SynthParams::default()
+            },
+        );
+        let wide = Synthesizer::new(&db, SynthParams::default());
+        let n = db.vertex_count();
+        let (mut a, mut b) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
+        for j in 0..db.examples.len() - 1 {
+            let pose = db.examples[j].pose.slerp(&db.examples[j + 1].pose, 0.4);
+            let mut scratch = Scratch::default();
+            narrow.synthesize(&mut AvatarState::new(), &mut scratch, &pose, 0.0, &mut a);
+            wide.synthesize(&mut AvatarState::new(), &mut scratch, &pose, 0.0, &mut b);
+            let worst = a
+                .iter()
+                .zip(&b)
+                .map(|(a, b)| (*a - *b).length())
+                .fold(0.0, f32::max);
+            assert!(worst < 1e-5, "pose {j}: the loops differ by {worst} m");
+        }
     }
 }
