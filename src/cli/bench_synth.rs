@@ -42,6 +42,9 @@ pub(crate) struct SynthBench {
     /// neighbours).
     #[arg(long, default_value_t = 5)]
     passes: usize,
+    /// Run SOR's SSE2 vertex loop even where the CPU has AVX2 and FMA (to compare).
+    #[arg(long)]
+    sse2: bool,
 }
 
 /// Runs `step` (which returns the avatar-frames it did) for `seconds`, split into
@@ -120,9 +123,11 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
     // example at every vertex: seconds at 12 500 vertices)
     let params = SynthParams {
         top_k: b.top_k,
+        wide: !b.sse2,
         ..SynthParams::default()
     };
     let synths = [&db, &large].map(|d| Synthesizer::new(d, params.clone()));
+    println!("SOR's vertex loop: {}", synths[0].vertex_loop());
     for synth in &synths {
         let d = synth.database();
         for threads in [1usize, 2] {

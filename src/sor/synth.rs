@@ -23,9 +23,9 @@ use super::local::LocalExamples;
 /// Most distinct examples blended at one vertex (regions × K is far below this).
 const MAX_SLOTS: usize = 48;
 
-// `blend` marks the bones it has summed remote contributions for (and one spare slot)
-// in a `u32`.
-const _: () = assert!(JOINT_COUNT < 32);
+/// The input pose's bone rotations and joint positions, plus a zero entry at
+/// `JOINT_COUNT` that records without a remote bone point at (so no example branches).
+type InputFrames<'a> = (&'a [Mat3A; JOINT_COUNT + 1], &'a [Vec3A; JOINT_COUNT + 1]);
 
 /// Runtime parameters, with the papers' defaults.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -262,6 +262,15 @@ impl<'db> Synthesizer<'db> {
         &self.skeleton
     }
 
+    /// Which vertex loop runs: `"AVX2 + FMA"` or `"SSE2"` (see [`SynthParams::wide`]).
+    pub fn vertex_loop(&self) -> &'static str {
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            return "AVX2 + FMA";
+        }
+        "SSE2"
+    }
+
     /// Parameters.
     pub fn params(&self) -> &SynthParams {
         &self.params
@@ -357,9 +366,16 @@ impl<'db> Synthesizer<'db> {
         }
         // the input pose's bone frames, and the body posed this frame
         let input_frames = self.skeleton.world_frames(&canon);
-        let rot: [Mat3A; JOINT_COUNT] =
-            std::array::from_fn(|b| Mat3A::from_quat(input_frames[b].rot));
-        let pos: [Vec3A; JOINT_COUNT] = std::array::from_fn(|b| Vec3A::from(input_frames[b].trans));
+        let rot: [Mat3A; JOINT_COUNT + 1] = std::array::from_fn(|b| {
+            input_frames
+                .get(b)
+                .map_or(Mat3A::ZERO, |f| Mat3A::from_quat(f.rot))
+        });
+        let pos: [Vec3A; JOINT_COUNT + 1] = std::array::from_fn(|b| {
+            input_frames
+                .get(b)
+                .map_or(Vec3A::ZERO, |f| Vec3A::from(f.trans))
+        });
         let t = self.skeleton.skinning_transforms(&canon);
         let lbs = LbsMatrices::new(&t);
         scratch
@@ -408,13 +424,12 @@ impl Synthesizer<'_> {
         &self,
         scratch: &Scratch,
         k: usize,
-        (rot, pos): (&[Mat3A; JOINT_COUNT], &[Vec3A; JOINT_COUNT]),
+        frames: InputFrames<'_>,
         out: &mut [Vec3],
     ) {
         let db = self.db;
         let skin = &db.garment.skin;
         let mut slots = [(0u32, 0.0f32); MAX_SLOTS];
-        let mut far = [Vec4::ZERO; JOINT_COUNT + 1];
         for (i, &v) in self.order.iter().enumerate() {
             let v = v as usize;
             let o = &mut out[v];
@@ -432,19 +447,14 @@ impl Synthesizer<'_> {
                 // SAFETY: `WIDE` is true only when called from `vertices_wide`, which
                 // runs only on CPUs with AVX2 and FMA.
                 unsafe {
-                    wide::sums(&self.local, i, used, &mut far)
+                    wide::sums(&self.local, i, used, frames)
                 }
                 #[cfg(not(target_arch = "x86_64"))]
                 unreachable!("no wide path on this architecture")
             } else {
-                self.sums(i, used, &mut far)
+                self.sums(i, used, frames)
             };
-            let y_in = blend_sums(
-                &sums,
-                (skin.joints[v], skin.weights[v]),
-                (rot, pos),
-                &mut far,
-            );
+            let y_in = blend_sums(&sums, (skin.joints[v], skin.weights[v]), frames);
             if !self.params.resolve_penetration {
                 *o = Vec3::from(y_in);
                 continue;
@@ -472,7 +482,7 @@ impl Synthesizer<'_> {
         &self,
         scratch: &Scratch,
         k: usize,
-        frames: (&[Mat3A; JOINT_COUNT], &[Vec3A; JOINT_COUNT]),
+        frames: InputFrames<'_>,
         out: &mut [Vec3],
     ) {
         self.vertices::<true>(scratch, k, frames, out);
@@ -586,9 +596,9 @@ impl Synthesizer<'_> {
     /// SOR Eq. 2's blend at the vertex visited `i`-th (see `order`; its records are
     /// `local.get(j, i)`) of the (example, weight) pairs in `slots`, in bone-local
     /// frames (see [`super::local`]): the weighted sums of the records, the remote
-    /// bones' terms summed per bone into `far` (see [`blend_sums`]).
+    /// bones' terms already moved by the input pose `(rot, pos)`.
     #[inline(always)]
-    fn sums(&self, i: usize, slots: &[(u32, f32)], far: &mut [Vec4; JOINT_COUNT + 1]) -> Sums {
+    fn sums(&self, i: usize, slots: &[(u32, f32)], (rot, pos): InputFrames<'_>) -> Sums {
         let mut s = Sums::default();
         for &(j, w) in slots {
             let lv = self.local.get(j as usize, i);
@@ -596,8 +606,8 @@ impl Synthesizer<'_> {
                 *acc += *l * w;
             }
             let r = (lv.remote_bone as usize).min(JOINT_COUNT);
-            far[r] += lv.remote * w;
-            s.touched |= 1 << r;
+            let rw = lv.remote * w;
+            s.remote += rot[r] * Vec3A::from_vec4(rw) + pos[r] * rw.w;
             for (acc, c) in s.tau.iter_mut().zip(&lv.tau) {
                 *acc += *c * w;
             }
@@ -607,33 +617,32 @@ impl Synthesizer<'_> {
     }
 }
 
-/// The examples' bone-local records at one vertex, summed with their weights (the
-/// remote bones' terms are summed per bone in a separate table): every field of
-/// [`super::local::LocalVertex`] but the remote bone's, blended.
+/// The examples' bone-local records at one vertex, summed with their weights: the
+/// skin bones' and τ's lanes of [`super::local::LocalVertex`] still bone-local, the
+/// remote bones' terms moved by the input pose (Σ_J w^J α^J (W_r^in ℓ_r^J + c_r^in),
+/// world frame, metres: a remote bone rarely repeats across a vertex's examples, so
+/// summing per bone first cost more than it saved).
 #[derive(Clone, Copy, Default)]
 struct Sums {
     near: [Vec4; 4],
     tau: [Vec4; 3],
     tau_offset: Vec4,
-    /// Bones `far` holds a sum for (bit `JOINT_COUNT`: the spare slot).
-    touched: u32,
+    remote: Vec3A,
 }
 
-/// SOR Eq. 1–2 at one vertex from its blended bone-local records `s` and `far` (per
-/// bone, plus a spare slot for records without a remote bone; left all zero, as it
-/// must be on entry to the sums): one rotation per bone (bone rotations `rot`, joint
-/// positions `pos` of the input pose) instead of one per bone per example. (Fused
+/// SOR Eq. 1–2 at one vertex from its blended records `s`: one rotation per skin bone
+/// (bone rotations `rot`, joint positions `pos` of the input pose) instead of one per
+/// bone per example. (Fused
 /// multiply-adds here were slower: they chain what the plain products compute side
 /// by side.)
 #[inline(always)]
 fn blend_sums(
     s: &Sums,
     (joints, weights): ([u16; 4], [f32; 4]),
-    (rot, pos): (&[Mat3A; JOINT_COUNT], &[Vec3A; JOINT_COUNT]),
-    far: &mut [Vec4; JOINT_COUNT + 1],
+    (rot, pos): InputFrames<'_>,
 ) -> Vec3A {
     // Σ_b W_b^in (Σ_J w^J c_b^J ℓ_b^J) + (Σ_J w^J c_b^J) c_b^in
-    let mut y = Vec3A::ZERO;
+    let mut y = s.remote;
     let mut cbar = Vec3A::ZERO;
     for q in 0..4 {
         if weights[q] > 0.0 {
@@ -642,14 +651,6 @@ fn blend_sums(
             cbar += pos[b] * weights[q];
         }
     }
-    let mut touched = s.touched & ((1 << JOINT_COUNT) - 1);
-    while touched != 0 {
-        let b = touched.trailing_zeros() as usize;
-        touched &= touched - 1;
-        y += rot[b] * Vec3A::from_vec4(far[b]) + pos[b] * far[b].w;
-        far[b] = Vec4::ZERO;
-    }
-    far[JOINT_COUNT] = Vec4::ZERO;
     let tau = Mat3A::from_cols(
         Vec3A::from_vec4(s.tau[0]),
         Vec3A::from_vec4(s.tau[1]),
@@ -664,13 +665,14 @@ fn blend_sums(
 #[cfg(target_arch = "x86_64")]
 mod wide {
     use std::arch::x86_64::{
-        __m256, _mm_fmadd_ps, _mm_set1_ps, _mm256_castps256_ps128, _mm256_extractf128_ps,
-        _mm256_fmadd_ps, _mm256_load_ps, _mm256_set1_ps, _mm256_setzero_ps,
+        __m128, __m256, _mm_add_ps, _mm_fmadd_ps, _mm_mul_ps, _mm_set1_ps, _mm_setzero_ps,
+        _mm_shuffle_ps, _mm256_castps256_ps128, _mm256_extractf128_ps, _mm256_fmadd_ps,
+        _mm256_load_ps, _mm256_set1_ps, _mm256_setzero_ps,
     };
 
-    use glam::Vec4;
+    use glam::{Vec3A, Vec4};
 
-    use super::{JOINT_COUNT, Sums};
+    use super::{InputFrames, JOINT_COUNT, Sums};
     use crate::sor::local::{LocalExamples, LocalVertex};
 
     // the lanes summed here, as offsets in floats: near[0..4] at 0, tau[0..3] at 16,
@@ -693,11 +695,11 @@ mod wide {
         local: &LocalExamples,
         i: usize,
         slots: &[(u32, f32)],
-        far: &mut [Vec4; JOINT_COUNT + 1],
+        (rot, pos): InputFrames<'_>,
     ) -> Sums {
         // near[0..2], near[2..4], tau[0..2], (tau[2], tau_offset)
         let mut acc: [__m256; 4] = [_mm256_setzero_ps(); 4];
-        let mut touched = 0u32;
+        let mut remote = _mm_setzero_ps();
         for &(j, w) in slots {
             let lv = local.get(j as usize, i);
             let p = (lv as *const LocalVertex).cast::<f32>();
@@ -709,13 +711,22 @@ mod wide {
                     *a = _mm256_fmadd_ps(_mm256_load_ps(p.add(8 * g)), wv, *a);
                 }
             }
+            // α ℓ_r w rotated by the remote bone r, plus α w c_r (r = JOINT_COUNT: zeros)
             let r = (lv.remote_bone as usize).min(JOINT_COUNT);
-            far[r] = Vec4::from(_mm_fmadd_ps(
-                lv.remote.into(),
-                _mm_set1_ps(w),
-                far[r].into(),
-            ));
-            touched |= 1 << r;
+            let (m, c) = (&rot[r], pos[r]);
+            let rw = _mm_mul_ps(lv.remote.into(), _mm_set1_ps(w));
+            let lane = |k: i32| -> __m128 {
+                match k {
+                    0 => _mm_shuffle_ps::<0x00>(rw, rw),
+                    1 => _mm_shuffle_ps::<0x55>(rw, rw),
+                    2 => _mm_shuffle_ps::<0xAA>(rw, rw),
+                    _ => _mm_shuffle_ps::<0xFF>(rw, rw),
+                }
+            };
+            let t = _mm_fmadd_ps(c.into(), lane(3), _mm_mul_ps(m.x_axis.into(), lane(0)));
+            let t = _mm_fmadd_ps(m.y_axis.into(), lane(1), t);
+            let t = _mm_fmadd_ps(m.z_axis.into(), lane(2), t);
+            remote = _mm_add_ps(remote, t);
         }
         let lo = |v: __m256| Vec4::from(_mm256_castps256_ps128(v));
         let hi = |v: __m256| Vec4::from(_mm256_extractf128_ps::<1>(v));
@@ -723,7 +734,7 @@ mod wide {
             near: [lo(acc[0]), hi(acc[0]), lo(acc[1]), hi(acc[1])],
             tau: [lo(acc[2]), hi(acc[2]), lo(acc[3])],
             tau_offset: hi(acc[3]),
-            touched,
+            remote: Vec3A::from(remote),
         }
     }
 }
@@ -849,8 +860,13 @@ mod tests {
         pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.3, -0.2, -0.7)));
         pose.set_rotation(JointId::SPINE2, quat_exp(Vec3::new(0.1, 0.25, 0.05)));
         let input = synth.skeleton().world_frames(&pose);
-        let rot = input.map(|f| Mat3A::from_quat(f.rot));
-        let pos = input.map(|f| Vec3A::from(f.trans));
+        let rot: [Mat3A; JOINT_COUNT + 1] = std::array::from_fn(|b| {
+            input
+                .get(b)
+                .map_or(Mat3A::ZERO, |f| Mat3A::from_quat(f.rot))
+        });
+        let pos: [Vec3A; JOINT_COUNT + 1] =
+            std::array::from_fn(|b| input.get(b).map_or(Vec3A::ZERO, |f| Vec3A::from(f.trans)));
         let ne = db.examples.len();
         // weights that differ per example, and every example's α/remote bone in play
         let examples: Vec<(usize, f32)> = (0..ne).map(|j| (j, (j + 1) as f32)).collect();
@@ -861,21 +877,18 @@ mod tests {
         let wide = std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma");
         let (mut worst, mut worst_wide, mut moved) = (0f32, 0f32, 0f32);
-        let mut far = [Vec4::ZERO; JOINT_COUNT + 1];
         for (i, &v) in synth.order.iter().enumerate() {
             let v = v as usize;
             let skin = (db.garment.skin.joints[v], db.garment.skin.weights[v]);
-            let sums = synth.sums(i, &slots, &mut far);
-            let fast = blend_sums(&sums, skin, (&rot, &pos), &mut far);
-            assert!(far.iter().all(|f| *f == Vec4::ZERO), "far left zero");
+            let sums = synth.sums(i, &slots, (&rot, &pos));
+            let fast = blend_sums(&sums, skin, (&rot, &pos));
             let slow = per_example(&synth, v, &examples, &input);
             worst = worst.max((fast - slow).length());
             #[cfg(target_arch = "x86_64")]
             if wide {
                 // SAFETY: the CPU has AVX2 and FMA (checked above)
-                let sums = unsafe { super::wide::sums(&synth.local, i, &slots, &mut far) };
-                let fast = blend_sums(&sums, skin, (&rot, &pos), &mut far);
-                assert!(far.iter().all(|f| *f == Vec4::ZERO), "far left zero");
+                let sums = unsafe { super::wide::sums(&synth.local, i, &slots, (&rot, &pos)) };
+                let fast = blend_sums(&sums, skin, (&rot, &pos));
                 worst_wide = worst_wide.max((fast - slow).length());
             }
             moved = moved.max((slow - Vec3A::from(db.examples[0].positions[v])).length());
