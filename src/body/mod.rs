@@ -22,6 +22,7 @@ pub use guard::SelfContactGuard;
 pub use import::ImportError;
 pub(crate) use primitives::BodyField;
 pub use shape::{BodyError, BodyShape};
+pub(crate) use skin::normalize_fast;
 pub use skin::{
     LbsMatrices, MAX_INFLUENCES, SkinError, SkinWeights, SkinningMethod, dqs_into, lbs_into,
     skin_into,

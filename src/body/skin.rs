@@ -135,7 +135,7 @@ pub enum SkinningMethod {
 /// exact unit vector, without the square root and division whose latency dominated
 /// posing the body for penetration handling (SOR Eq. 11–13) in `perf`.
 #[inline]
-fn normalize_fast(v: Vec3A) -> Vec3A {
+pub(crate) fn normalize_fast(v: Vec3A) -> Vec3A {
     let l2 = v.length_squared();
     if !l2.is_normal() {
         return v.normalize_or_zero();

@@ -264,11 +264,21 @@ impl<'db> Synthesizer<'db> {
 
     /// Which vertex loop runs: `"AVX2 + FMA"` or `"SSE2"` (see [`SynthParams::wide`]).
     pub fn vertex_loop(&self) -> &'static str {
-        #[cfg(target_arch = "x86_64")]
-        if self.wide {
-            return "AVX2 + FMA";
+        if self.wide_active() {
+            "AVX2 + FMA"
+        } else {
+            "SSE2"
         }
-        "SSE2"
+    }
+
+    /// Whether the AVX2 + FMA loops run.
+    fn wide_active(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            self.wide
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
     }
 
     /// Parameters.
@@ -377,11 +387,30 @@ impl<'db> Synthesizer<'db> {
                 .map_or(Vec3A::ZERO, |f| Vec3A::from(f.trans))
         });
         let t = self.skeleton.skinning_transforms(&canon);
-        let lbs = LbsMatrices::new(&t);
         scratch
             .body
             .resize(db.body.positions.len(), [Vec3A::ZERO; 2]);
-        if self.params.resolve_penetration {
+        #[cfg(target_arch = "x86_64")]
+        if self.params.resolve_penetration && self.wide {
+            let bones = t.map(|r| {
+                let m = Mat3A::from_quat(r.rot);
+                wide::BoneLanes(
+                    [m.x_axis, m.y_axis, m.z_axis, Vec3A::from(r.trans)].map(|c| c.extend(0.0)),
+                )
+            });
+            // SAFETY: `wide` is set only where the CPU has AVX2 and FMA
+            unsafe {
+                wide::pose_body(
+                    &bones,
+                    (&db.body.positions, &self.body_normals, &db.body.skin),
+                    &self.body_used,
+                    &mut scratch.body,
+                );
+            }
+        }
+        let wide_body = cfg!(target_arch = "x86_64") && self.wide_active();
+        if self.params.resolve_penetration && !wide_body {
+            let lbs = LbsMatrices::new(&t);
             let skin = &db.body.skin;
             for &b in &self.body_used {
                 let b = b as usize;
@@ -670,9 +699,10 @@ mod wide {
         _mm256_load_ps, _mm256_set1_ps, _mm256_setzero_ps,
     };
 
-    use glam::{Vec3A, Vec4};
+    use glam::{Mat3A, Vec3, Vec3A, Vec4};
 
     use super::{InputFrames, JOINT_COUNT, Sums};
+    use crate::body::{MAX_INFLUENCES, SkinWeights, normalize_fast};
     use crate::sor::local::{LocalExamples, LocalVertex};
 
     // the lanes summed here, as offsets in floats: near[0..4] at 0, tau[0..3] at 16,
@@ -684,6 +714,53 @@ mod wide {
         assert!(std::mem::align_of::<LocalVertex>() == 32);
         assert!(std::mem::size_of::<LocalVertex>() == 160);
     };
+
+    /// A bone's skinning transform (rest → posed) as four 16-byte lanes: the rotation's
+    /// columns and the translation (w unused), 32-byte aligned so that two lanes load
+    /// as one 256-bit register.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(32))]
+    pub(super) struct BoneLanes(pub [Vec4; 4]);
+
+    /// Poses the body vertices `used` (LBS of their rest positions and normals, the
+    /// normals renormalised) into `out`, as [`crate::body::LbsMatrices::apply_with_normal`]
+    /// does, blending each vertex's bone transforms two lanes per fused multiply-add.
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn pose_body(
+        bones: &[BoneLanes; JOINT_COUNT],
+        (positions, normals, skin): (&[Vec3], &[Vec3], &SkinWeights),
+        used: &[u32],
+        out: &mut [[Vec3A; 2]],
+    ) {
+        for &b in used {
+            let b = b as usize;
+            let (joints, weights) = (&skin.joints[b], &skin.weights[b]);
+            // (x_axis, y_axis), (z_axis, translation)
+            let (mut a0, mut a1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            for k in 0..MAX_INFLUENCES {
+                let w = weights[k];
+                if w != 0.0 {
+                    let m = &bones[joints[k] as usize];
+                    let p = m.0.as_ptr().cast::<f32>();
+                    let wv = _mm256_set1_ps(w);
+                    // SAFETY: `p` points to 16 floats, 32-byte aligned
+                    unsafe {
+                        a0 = _mm256_fmadd_ps(_mm256_load_ps(p), wv, a0);
+                        a1 = _mm256_fmadd_ps(_mm256_load_ps(p.add(8)), wv, a1);
+                    }
+                }
+            }
+            let lo = |v: __m256| Vec3A::from(_mm256_castps256_ps128(v));
+            let hi = |v: __m256| Vec3A::from(_mm256_extractf128_ps::<1>(v));
+            let m = Mat3A::from_cols(lo(a0), hi(a0), lo(a1));
+            let p = m * Vec3A::from(positions[b]) + hi(a1);
+            let n = normalize_fast(m * Vec3A::from(normals[b]));
+            out[b] = [p, n];
+        }
+    }
 
     /// [`super::Synthesizer::sums`], the same sums in a different rounding (fused).
     ///
@@ -944,5 +1021,61 @@ mod tests {
                 .fold(0.0, f32::max);
             assert!(worst < 1e-5, "pose {j}: the loops differ by {worst} m");
         }
+    }
+
+    /// The AVX2 body posing equals LBS with normals ([`LbsMatrices::apply_with_normal`])
+    /// up to rounding, on every body vertex.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn wide_body_posing_is_lbs() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
+            return;
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/db/v1/small.ccdb");
+        let db = Database::read(&path).expect("golden database");
+        let synth = Synthesizer::new(&db, SynthParams::default());
+        let mut pose = db.examples[2].pose;
+        pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.3, -0.2, -0.7)));
+        let t = synth.skeleton().skinning_transforms(&pose);
+        let bones = t.map(|r| {
+            let m = Mat3A::from_quat(r.rot);
+            super::wide::BoneLanes(
+                [m.x_axis, m.y_axis, m.z_axis, Vec3A::from(r.trans)].map(|c| c.extend(0.0)),
+            )
+        });
+        let n = db.body.positions.len();
+        let all: Vec<u32> = (0..n as u32).collect();
+        let mut out = vec![[Vec3A::ZERO; 2]; n];
+        // SAFETY: the CPU has AVX2 and FMA (checked above)
+        unsafe {
+            super::wide::pose_body(
+                &bones,
+                (&db.body.positions, &synth.body_normals, &db.body.skin),
+                &all,
+                &mut out,
+            );
+        }
+        let lbs = LbsMatrices::new(&t);
+        let skin = &db.body.skin;
+        let (mut dp, mut dn, mut moved) = (0f32, 0f32, 0f32);
+        for b in 0..n {
+            let (p, q) = lbs.apply_with_normal(
+                db.body.positions[b],
+                synth.body_normals[b],
+                &skin.joints[b],
+                &skin.weights[b],
+            );
+            dp = dp.max((Vec3A::from(p) - out[b][0]).length());
+            dn = dn.max((Vec3A::from(q) - out[b][1]).length());
+            moved = moved.max((p - db.body.positions[b]).length());
+        }
+        assert!(moved > 0.1, "the pose should move the body ({moved} m)");
+        assert!(
+            dp < 1e-5 && dn < 1e-5,
+            "positions {dp} m, normals {dn} apart"
+        );
     }
 }
