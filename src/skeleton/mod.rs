@@ -20,6 +20,7 @@ pub use canonical::{RootFrame, canonicalize, heading_of};
 pub use joint::{DOF_COUNT, JOINT_COUNT, JointId};
 pub use limits::{JointLimit, clamp_pose, joint_limit, joint_limits, sample_pose};
 pub use pose::{Pose, PoseError};
+pub(crate) use rotation::ATAN_COEFFS;
 pub use rotation::{Rigid, quat_exp, quat_log, rotation_between, swing_twist};
 pub use skeleton::{Proportions, Skeleton};
 pub use theta::{apply_theta, theta, theta_into};

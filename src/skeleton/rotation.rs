@@ -35,27 +35,30 @@ fn log_with(q: Quat, atan2: impl Fn(f32, f32) -> f32) -> Vec3 {
     v * (2.0 * atan2(s, q.w) / s)
 }
 
-/// arctan(x) for x in [0, 1]: x·P(x²), P a degree-7 least-squares fit on Chebyshev
-/// nodes (max error 9·10⁻⁸ rad in exact arithmetic).
+/// The coefficients of P in [`atan_unit`]'s x·P(x²) ≈ arctan(x) on [0, 1], constant
+/// term first: a degree-7 least-squares fit on Chebyshev nodes (max error 9·10⁻⁸ rad
+/// in exact arithmetic). The runtime's 8-wide Θ evaluates the same polynomial.
+#[allow(
+    clippy::excessive_precision,
+    reason = "the fit's digits, rounded by the compiler"
+)]
+pub(crate) const ATAN_COEFFS: [f32; 8] = [
+    9.999_999_582e-1,
+    -3.333_230_283e-1,
+    1.997_368_031e-1,
+    -1.404_012_865e-1,
+    9.967_885_269e-2,
+    -6.021_844_773e-2,
+    2.475_620_657e-2,
+    -4.830_982_786e-3,
+];
+
+/// arctan(x) for x in [0, 1]: x·P(x²) with [`ATAN_COEFFS`].
 #[inline]
 fn atan_unit(x: f32) -> f32 {
-    #[allow(
-        clippy::excessive_precision,
-        reason = "the fit's digits, rounded by the compiler"
-    )]
-    const C: [f32; 8] = [
-        9.999_999_582e-1,
-        -3.333_230_283e-1,
-        1.997_368_031e-1,
-        -1.404_012_865e-1,
-        9.967_885_269e-2,
-        -6.021_844_773e-2,
-        2.475_620_657e-2,
-        -4.830_982_786e-3,
-    ];
     let t = x * x;
-    let mut p = C[7];
-    for c in C[..7].iter().rev() {
+    let mut p = ATAN_COEFFS[7];
+    for c in ATAN_COEFFS[..7].iter().rev() {
         p = p * t + c;
     }
     x * p

@@ -160,6 +160,10 @@ pub struct Synthesizer<'db> {
     /// [`SynthParams::wide`]).
     #[cfg(target_arch = "x86_64")]
     wide: bool,
+    /// The examples' rotations and distance weights eight examples abreast, for the
+    /// AVX2 distances (`Some` exactly when `wide`).
+    #[cfg(target_arch = "x86_64")]
+    examples8: Option<wide::Examples8>,
 }
 
 impl<'db> Synthesizer<'db> {
@@ -233,6 +237,9 @@ impl<'db> Synthesizer<'db> {
         let wide = params.wide
             && std::arch::is_x86_feature_detected!("avx2")
             && std::arch::is_x86_feature_detected!("fma");
+        #[cfg(target_arch = "x86_64")]
+        let examples8 =
+            (wide && db.region_count() <= wide::MAX_REGIONS).then(|| wide::Examples8::new(db));
         Self {
             db,
             params,
@@ -249,6 +256,8 @@ impl<'db> Synthesizer<'db> {
             order,
             #[cfg(target_arch = "x86_64")]
             wide,
+            #[cfg(target_arch = "x86_64")]
+            examples8,
         }
     }
 
@@ -315,7 +324,18 @@ impl<'db> Synthesizer<'db> {
         // distances D_g^J = Σ_m U^J_{g,m} Θ_m² (SOR Eq. 9)
         scratch.dist.resize(g * nj, 0.0);
         let mut th = [0.0f32; DOF_COUNT];
-        for (j, ex) in db.examples.iter().enumerate() {
+        #[cfg(target_arch = "x86_64")]
+        let done = match &self.examples8 {
+            Some(ex8) => {
+                // SAFETY: `examples8` is made only where the CPU has AVX2 and FMA
+                unsafe { ex8.distances(&canon, &mut scratch.dist) };
+                true
+            }
+            None => false,
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let done = false;
+        for (j, ex) in db.examples.iter().enumerate().filter(|_| !done) {
             theta_into(&ex.pose, &canon, &mut th);
             let th2 = th.map(|t| t * t);
             for r in 0..g {
@@ -699,10 +719,18 @@ mod wide {
         _mm256_load_ps, _mm256_set1_ps, _mm256_setzero_ps,
     };
 
-    use glam::{Mat3A, Vec3, Vec3A, Vec4};
+    use std::arch::x86_64::{
+        _CMP_GT_OQ, _CMP_LT_OQ, _mm256_add_ps, _mm256_and_ps, _mm256_blendv_ps, _mm256_cmp_ps,
+        _mm256_div_ps, _mm256_fnmadd_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps,
+        _mm256_sqrt_ps, _mm256_store_ps, _mm256_sub_ps, _mm256_xor_ps,
+    };
+    use std::f32::consts::FRAC_PI_2;
 
-    use super::{InputFrames, JOINT_COUNT, Sums};
+    use glam::{Mat3A, Quat, Vec3, Vec3A, Vec4};
+
+    use super::{DOF_COUNT, Database, InputFrames, JOINT_COUNT, Pose, Sums};
     use crate::body::{MAX_INFLUENCES, SkinWeights, normalize_fast};
+    use crate::skeleton::ATAN_COEFFS;
     use crate::sor::local::{LocalExamples, LocalVertex};
 
     // the lanes summed here, as offsets in floats: near[0..4] at 0, tau[0..3] at 16,
@@ -714,6 +742,137 @@ mod wide {
         assert!(std::mem::align_of::<LocalVertex>() == 32);
         assert!(std::mem::size_of::<LocalVertex>() == 160);
     };
+
+    /// Most regions the AVX2 distances handle (more use the SSE2 ones).
+    pub(super) const MAX_REGIONS: usize = 16;
+
+    /// Eight lanes of f32, 32-byte aligned.
+    #[derive(Clone, Copy, Default)]
+    #[repr(C, align(32))]
+    struct Lanes([f32; 8]);
+
+    /// The examples eight abreast (the last group padded with identity rotations and
+    /// zero weights): per group and joint the conjugated rotation's x, y, z, w, and
+    /// per group, region and degree of freedom the distance weight U (SOR Eq. 9).
+    pub(super) struct Examples8 {
+        examples: usize,
+        regions: usize,
+        rotations: Vec<Lanes>,
+        weights: Vec<Lanes>,
+    }
+
+    impl Examples8 {
+        pub(super) fn new(db: &Database) -> Self {
+            let (examples, regions) = (db.examples.len(), db.region_count());
+            let groups = examples.div_ceil(8);
+            let mut rotations = vec![Lanes::default(); groups * JOINT_COUNT * 4];
+            let mut weights = vec![Lanes::default(); groups * regions * DOF_COUNT];
+            for g in 0..groups {
+                for lane in 0..8 {
+                    let ex = db.examples.get(8 * g + lane);
+                    for j in 0..JOINT_COUNT {
+                        let q = ex.map_or(Quat::IDENTITY, |e| e.pose.rotations[j].conjugate());
+                        for (c, v) in q.to_array().into_iter().enumerate() {
+                            rotations[(g * JOINT_COUNT + j) * 4 + c].0[lane] = v;
+                        }
+                    }
+                    for r in 0..regions {
+                        for m in 0..DOF_COUNT {
+                            weights[(g * regions + r) * DOF_COUNT + m].0[lane] =
+                                ex.map_or(0.0, |e| e.distance_weights[r * DOF_COUNT + m]);
+                        }
+                    }
+                }
+            }
+            Self {
+                examples,
+                regions,
+                rotations,
+                weights,
+            }
+        }
+
+        /// D_g^J = Σ_m U^J_{g,m} Θ_m(p^J, `pose`)² (SOR Eq. 9) into `dist` (region-major,
+        /// `regions × examples`), eight examples per instruction: the same Θ as
+        /// [`crate::skeleton::theta_into`] with its polynomial arctangent, without
+        /// branches, in a different rounding.
+        ///
+        /// # Safety
+        /// The CPU must support AVX2 and FMA.
+        #[target_feature(enable = "avx2,fma")]
+        pub(super) unsafe fn distances(&self, pose: &Pose, dist: &mut [f64]) {
+            let regions = self.regions;
+            let sign = _mm256_set1_ps(-0.0);
+            let ld = |l: &Lanes| -> __m256 {
+                // SAFETY: a `Lanes` is 8 floats, 32-byte aligned
+                unsafe { _mm256_load_ps(l.0.as_ptr()) }
+            };
+            for g in 0..self.examples.div_ceil(8) {
+                let mut sums = [_mm256_setzero_ps(); MAX_REGIONS];
+                let sums = &mut sums[..regions];
+                for j in 0..JOINT_COUNT {
+                    let [bx, by, bz, bw] = pose.rotations[j].to_array().map(|c| _mm256_set1_ps(c));
+                    let a = &self.rotations[(g * JOINT_COUNT + j) * 4..][..4];
+                    let (ax, ay, az, aw) = (ld(&a[0]), ld(&a[1]), ld(&a[2]), ld(&a[3]));
+                    // q = a · b (Hamilton product, as glam's `Quat * Quat`)
+                    let mul = _mm256_mul_ps;
+                    let fma = _mm256_fmadd_ps;
+                    let fnma = _mm256_fnmadd_ps;
+                    let w = fnma(az, bz, fnma(ay, by, fnma(ax, bx, mul(aw, bw))));
+                    let x = fnma(az, by, fma(ay, bz, fma(ax, bw, mul(aw, bx))));
+                    let y = fma(az, bx, fma(ay, bw, fnma(ax, bz, mul(aw, by))));
+                    let z = fma(az, bw, fnma(ay, bx, fma(ax, by, mul(aw, bz))));
+                    // the shorter arc: negate q where w < 0
+                    let flip = _mm256_and_ps(w, sign);
+                    let (x, y, z) = (
+                        _mm256_xor_ps(x, flip),
+                        _mm256_xor_ps(y, flip),
+                        _mm256_xor_ps(z, flip),
+                    );
+                    let w = _mm256_xor_ps(w, flip);
+                    let s = _mm256_sqrt_ps(fma(z, z, fma(y, y, mul(x, x))));
+                    // atan2(s, w), s, w ≥ 0: atan of the smaller over the larger
+                    let (lo, hi) = (_mm256_min_ps(s, w), _mm256_max_ps(s, w));
+                    let r = _mm256_div_ps(lo, _mm256_max_ps(hi, _mm256_set1_ps(f32::MIN_POSITIVE)));
+                    let t = mul(r, r);
+                    let mut p = _mm256_set1_ps(ATAN_COEFFS[7]);
+                    for c in ATAN_COEFFS[..7].iter().rev() {
+                        p = fma(p, t, _mm256_set1_ps(*c));
+                    }
+                    let at = mul(r, p);
+                    let steep = _mm256_cmp_ps::<_CMP_GT_OQ>(s, w);
+                    let at =
+                        _mm256_blendv_ps(at, _mm256_sub_ps(_mm256_set1_ps(FRAC_PI_2), at), steep);
+                    // 2·atan2(s, w)/s, or 2 for (nearly) no rotation
+                    let scale = _mm256_div_ps(
+                        _mm256_add_ps(at, at),
+                        _mm256_max_ps(s, _mm256_set1_ps(1e-12)),
+                    );
+                    let tiny = _mm256_cmp_ps::<_CMP_LT_OQ>(s, _mm256_set1_ps(1e-12));
+                    let scale = _mm256_blendv_ps(scale, _mm256_set1_ps(2.0), tiny);
+                    let th2 = [x, y, z].map(|c| {
+                        let th = mul(c, scale);
+                        mul(th, th)
+                    });
+                    for (r, sum) in sums.iter_mut().enumerate() {
+                        let u = &self.weights[(g * regions + r) * DOF_COUNT + 3 * j..][..3];
+                        *sum = fma(ld(&u[0]), th2[0], *sum);
+                        *sum = fma(ld(&u[1]), th2[1], *sum);
+                        *sum = fma(ld(&u[2]), th2[2], *sum);
+                    }
+                }
+                for (r, sum) in sums.iter().enumerate() {
+                    let mut lanes = Lanes::default();
+                    // SAFETY: a `Lanes` is 8 floats, 32-byte aligned
+                    unsafe { _mm256_store_ps(lanes.0.as_mut_ptr(), *sum) };
+                    let n = (self.examples - 8 * g).min(8);
+                    for (lane, d) in lanes.0[..n].iter().enumerate() {
+                        dist[r * self.examples + 8 * g + lane] = f64::from(*d);
+                    }
+                }
+            }
+        }
+    }
 
     /// A bone's skinning transform (rest → posed) as four 16-byte lanes: the rotation's
     /// columns and the translation (w unused), 32-byte aligned so that two lanes load
@@ -1077,5 +1236,54 @@ mod tests {
             dp < 1e-5 && dn < 1e-5,
             "positions {dp} m, normals {dn} apart"
         );
+    }
+
+    /// The 8-wide distances equal the scalar ones (Θ, then SOR Eq. 9) up to rounding,
+    /// over several groups of eight examples and a partial last group.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn wide_distances_are_the_scalar_ones() {
+        if !(std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma"))
+        {
+            return;
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/db/v1/small.ccdb");
+        let mut db = Database::read(&path).expect("golden database");
+        // 19 examples: the fixture's four, turned a little further each time, so that
+        // rotations beyond 90° from the input (the shorter-arc flip, the steep arctangent
+        // branch) occur
+        let base = db.examples.clone();
+        db.examples = (0..19)
+            .map(|i| {
+                let mut e = base[i % base.len()].clone();
+                let turn = quat_exp(Vec3::new(0.4 * i as f32, -0.3, 0.2 * i as f32));
+                e.pose.set_rotation(JointId::LEFT_SHOULDER, turn);
+                e.pose.set_rotation(JointId::RIGHT_KNEE, turn.conjugate());
+                e
+            })
+            .collect();
+        let ex8 = super::wide::Examples8::new(&db);
+        let g = db.region_count();
+        let mut pose = base[1].pose;
+        pose.set_rotation(JointId::SPINE2, quat_exp(Vec3::new(0.1, 0.25, 0.05)));
+        let mut wide = vec![0.0; g * db.examples.len()];
+        // SAFETY: the CPU has AVX2 and FMA (checked above)
+        unsafe { ex8.distances(&pose, &mut wide) };
+        let mut th = [0.0; DOF_COUNT];
+        for (j, ex) in db.examples.iter().enumerate() {
+            theta_into(&ex.pose, &pose, &mut th);
+            for r in 0..g {
+                let u = &ex.distance_weights[r * DOF_COUNT..(r + 1) * DOF_COUNT];
+                let d: f64 = u.iter().zip(&th).map(|(u, t)| f64::from(u * t * t)).sum();
+                let w = wide[r * db.examples.len() + j];
+                assert!(d > 0.0, "example {j} region {r}: zero distance");
+                assert!(
+                    (w - d).abs() <= 1e-5 * d,
+                    "example {j} region {r}: {w} vs {d}"
+                );
+            }
+        }
     }
 }
