@@ -5,14 +5,11 @@
 //! `synth.rs` up to rounding (unit tests there).
 
 use std::arch::x86_64::{
-    __m128, __m256, _mm_add_ps, _mm_fmadd_ps, _mm_mul_ps, _mm_set1_ps, _mm_setzero_ps,
-    _mm_shuffle_ps, _mm256_castps256_ps128, _mm256_extractf128_ps, _mm256_fmadd_ps, _mm256_load_ps,
-    _mm256_set1_ps, _mm256_setzero_ps,
-};
-use std::arch::x86_64::{
-    _CMP_GT_OQ, _CMP_LT_OQ, _mm256_add_ps, _mm256_and_ps, _mm256_blendv_ps, _mm256_cmp_ps,
-    _mm256_div_ps, _mm256_fnmadd_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_sqrt_ps,
-    _mm256_store_ps, _mm256_sub_ps, _mm256_xor_ps,
+    __m128, __m256, _CMP_GT_OQ, _CMP_LT_OQ, _mm_add_ps, _mm_fmadd_ps, _mm_mul_ps, _mm_set1_ps,
+    _mm_setzero_ps, _mm_shuffle_ps, _mm256_add_ps, _mm256_and_ps, _mm256_blendv_ps,
+    _mm256_castps256_ps128, _mm256_cmp_ps, _mm256_div_ps, _mm256_extractf128_ps, _mm256_fmadd_ps,
+    _mm256_fnmadd_ps, _mm256_load_ps, _mm256_max_ps, _mm256_min_ps, _mm256_mul_ps, _mm256_set1_ps,
+    _mm256_setzero_ps, _mm256_sqrt_ps, _mm256_store_ps, _mm256_sub_ps, _mm256_xor_ps,
 };
 use std::f32::consts::FRAC_PI_2;
 
