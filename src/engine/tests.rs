@@ -29,9 +29,14 @@ fn second_garment(db: &Database) -> Arc<Database> {
 }
 
 /// An engine with the default settings on `db` (its synthesizer is
-/// `Engine::synthesizer(db, &EngineConfig::default())`).
+/// [`default_synth`]).
 fn engine_on(db: &Arc<Database>) -> Engine {
     Engine::new(Arc::clone(db), EngineConfig::default()).expect("engine")
+}
+
+/// The synthesizer an engine with the default settings uses on `db`.
+fn default_synth(db: &Database) -> Synthesizer<'_> {
+    Engine::synthesizer(db, &EngineConfig::default())
 }
 
 fn arm(angle: f32) -> Pose {
@@ -71,10 +76,7 @@ fn off_undamped(synth: &Synthesizer<'_>, db: &Database, pose: &Pose, decoded: &[
 #[test]
 fn latest_pose_wins_and_frames_match_direct_synthesis() {
     let db = db();
-    let (mut engine, synth) = (
-        engine_on(&db),
-        Engine::synthesizer(&db, &EngineConfig::default()),
-    );
+    let (mut engine, synth) = (engine_on(&db), default_synth(&db));
     let mut decoder = Decoder::new(Arc::clone(engine.setup()));
     let n = db.vertex_count();
     let mut out = vec![0f32; 3 * n];
@@ -269,10 +271,7 @@ fn bad_poses_are_refused_by_name() {
 #[test]
 fn damping_blends_example_weights_smoothly_across_a_pose_jump() {
     let db = db();
-    let (mut engine, synth) = (
-        engine_on(&db),
-        Engine::synthesizer(&db, &EngineConfig::default()),
-    );
+    let (mut engine, synth) = (engine_on(&db), default_synth(&db));
     let mut decoder = Decoder::new(Arc::clone(engine.setup()));
     let n = db.vertex_count();
     let mut out = vec![0f32; 3 * n];
@@ -485,10 +484,7 @@ fn avatars_wear_one_of_several_garments_and_switch() {
 #[test]
 fn unwatched_avatars_cost_nothing_and_restart_with_a_keyframe() {
     let db = db();
-    let (mut engine, synth) = (
-        engine_on(&db),
-        Engine::synthesizer(&db, &EngineConfig::default()),
-    );
+    let (mut engine, synth) = (engine_on(&db), default_synth(&db));
     let synths = std::slice::from_ref(&synth);
     let only_a = |id: &str| id == "a";
     engine.set_pose("a", arm(0.2), 0.0, 0.0).expect("pose");
@@ -548,10 +544,7 @@ fn unwatched_avatars_cost_nothing_and_restart_with_a_keyframe() {
 #[test]
 fn a_pose_held_still_is_not_synthesised_again_once_damping_settles() {
     let db = db();
-    let (mut engine, synth) = (
-        engine_on(&db),
-        Engine::synthesizer(&db, &EngineConfig::default()),
-    );
+    let (mut engine, synth) = (engine_on(&db), default_synth(&db));
     let synths = std::slice::from_ref(&synth);
     let mut decoder = Decoder::new(Arc::clone(engine.setup()));
     let mut out = vec![0f32; 3 * db.vertex_count()];
@@ -605,10 +598,7 @@ fn a_pose_held_still_is_not_synthesised_again_once_damping_settles() {
 #[test]
 fn one_avatars_failure_costs_only_its_own_frame() {
     let db = db();
-    let (mut engine, synth) = (
-        engine_on(&db),
-        Engine::synthesizer(&db, &EngineConfig::default()),
-    );
+    let (mut engine, synth) = (engine_on(&db), default_synth(&db));
     let synths = std::slice::from_ref(&synth);
     // the gate: a pose with a zero (not unit) rotation is refused, nothing changes
     let mut zero = arm(0.3);
