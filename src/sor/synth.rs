@@ -280,6 +280,47 @@ impl<'db> Synthesizer<'db> {
         }
     }
 
+    /// SOR Eq. 9's distances of every example to `canon` into `dist` with AVX2 (see
+    /// [`wide::Examples8::distances`]); `false` (nothing done) where that does not run.
+    fn distances_wide(&self, canon: &Pose, dist: &mut [f64]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(ex8) = &self.examples8 {
+            // SAFETY: `examples8` is made only where the CPU has AVX2 and FMA
+            unsafe { ex8.distances(canon, dist) };
+            return true;
+        }
+        let _ = (canon, dist);
+        false
+    }
+
+    /// Poses the body vertices penetration handling reads into `body` with AVX2, for
+    /// the skinning transforms `t` (see [`wide::pose_body`]); `false` (nothing done)
+    /// where that does not run.
+    fn pose_body_wide(&self, t: &[Rigid; JOINT_COUNT], body: &mut [[Vec3A; 2]]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            let bones = t.map(|r| {
+                let m = Mat3A::from_quat(r.rot);
+                wide::BoneLanes(
+                    [m.x_axis, m.y_axis, m.z_axis, Vec3A::from(r.trans)].map(|c| c.extend(0.0)),
+                )
+            });
+            let db = self.db;
+            // SAFETY: `wide` is set only where the CPU has AVX2 and FMA
+            unsafe {
+                wide::pose_body(
+                    &bones,
+                    (&db.body.positions, &self.body_normals, &db.body.skin),
+                    &self.body_used,
+                    body,
+                );
+            }
+            return true;
+        }
+        let _ = (t, body);
+        false
+    }
+
     /// Whether the AVX2 + FMA loops run.
     fn wide_active(&self) -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -323,24 +364,15 @@ impl<'db> Synthesizer<'db> {
         let k = self.params.top_k.min(nj).clamp(1, 64);
         // distances D_g^J = Σ_m U^J_{g,m} Θ_m² (SOR Eq. 9)
         scratch.dist.resize(g * nj, 0.0);
-        let mut th = [0.0f32; DOF_COUNT];
-        #[cfg(target_arch = "x86_64")]
-        let done = match &self.examples8 {
-            Some(ex8) => {
-                // SAFETY: `examples8` is made only where the CPU has AVX2 and FMA
-                unsafe { ex8.distances(&canon, &mut scratch.dist) };
-                true
-            }
-            None => false,
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let done = false;
-        for (j, ex) in db.examples.iter().enumerate().filter(|_| !done) {
-            theta_into(&ex.pose, &canon, &mut th);
-            let th2 = th.map(|t| t * t);
-            for r in 0..g {
-                let u = &ex.distance_weights[r * DOF_COUNT..(r + 1) * DOF_COUNT];
-                scratch.dist[r * nj + j] = f64::from(weighted_sum(u, &th2));
+        if !self.distances_wide(&canon, &mut scratch.dist) {
+            let mut th = [0.0f32; DOF_COUNT];
+            for (j, ex) in db.examples.iter().enumerate() {
+                theta_into(&ex.pose, &canon, &mut th);
+                let th2 = th.map(|t| t * t);
+                for r in 0..g {
+                    let u = &ex.distance_weights[r * DOF_COUNT..(r + 1) * DOF_COUNT];
+                    scratch.dist[r * nj + j] = f64::from(weighted_sum(u, &th2));
+                }
             }
         }
         // distance damping D ← ξ D' + (1 − ξ) D, ξ = exp(−dt / t_mix)
@@ -410,26 +442,7 @@ impl<'db> Synthesizer<'db> {
         scratch
             .body
             .resize(db.body.positions.len(), [Vec3A::ZERO; 2]);
-        #[cfg(target_arch = "x86_64")]
-        if self.params.resolve_penetration && self.wide {
-            let bones = t.map(|r| {
-                let m = Mat3A::from_quat(r.rot);
-                wide::BoneLanes(
-                    [m.x_axis, m.y_axis, m.z_axis, Vec3A::from(r.trans)].map(|c| c.extend(0.0)),
-                )
-            });
-            // SAFETY: `wide` is set only where the CPU has AVX2 and FMA
-            unsafe {
-                wide::pose_body(
-                    &bones,
-                    (&db.body.positions, &self.body_normals, &db.body.skin),
-                    &self.body_used,
-                    &mut scratch.body,
-                );
-            }
-        }
-        let wide_body = cfg!(target_arch = "x86_64") && self.wide_active();
-        if self.params.resolve_penetration && !wide_body {
+        if self.params.resolve_penetration && !self.pose_body_wide(&t, &mut scratch.body) {
             let lbs = LbsMatrices::new(&t);
             let skin = &db.body.skin;
             for &b in &self.body_used {
@@ -444,17 +457,16 @@ impl<'db> Synthesizer<'db> {
             }
         }
         self.cut_regions(scratch, k);
-        #[cfg(target_arch = "x86_64")]
-        if self.wide {
+        if self.wide_active() {
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: `wide` is set only where the CPU has AVX2 and FMA (checked at run
             // time in `new`).
-            unsafe { self.vertices_wide(scratch, k, (&rot, &pos), out) };
-            return SynthFrame {
-                root,
-                examples_used: scratch.used.len(),
+            unsafe {
+                self.vertices_wide(scratch, k, (&rot, &pos), out)
             };
+        } else {
+            self.vertices::<false>(scratch, k, (&rot, &pos), out);
         }
-        self.vertices::<false>(scratch, k, (&rot, &pos), out);
         SynthFrame {
             root,
             examples_used: scratch.used.len(),
