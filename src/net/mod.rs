@@ -386,12 +386,21 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
         HashMap::new();
     let mut buf = vec![0u8; 65536];
     let mut closing = s.closing.subscribe();
+    // the avatar a sender drives: the configured one, else one per sender address
+    let avatar_of = |from: SocketAddr| {
+        s.config
+            .vmc_avatar
+            .clone()
+            .unwrap_or_else(|| format!("vmc-{from}"))
+    };
     loop {
         tokio::select! {
             _ = closing.changed() => break,
             r = sock.recv_from(&mut buf) => {
                 let Ok((n, from)) = r else { continue };
-                if !performers.contains_key(&from) && (performers.len() >= s.config.engine.max_avatars || !s.room_for(&s.config.vmc_avatar.clone().unwrap_or_else(|| format!("vmc-{from}")))) {
+                // a new sender needs room for its avatar (known ones skip the check)
+                let new = !performers.contains_key(&from);
+                if new && (performers.len() >= s.config.engine.max_avatars || !s.room_for(&avatar_of(from))) {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
@@ -400,7 +409,7 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                 match p.feed(&buf[..n]) {
                     Ok(0) => {}
                     Ok(_) => {
-                        let avatar = s.config.vmc_avatar.clone().unwrap_or_else(|| format!("vmc-{from}"));
+                        let avatar = avatar_of(from);
                         state.pose = p.pose;
                         if s.calibrate.lock().is_ok_and(|mut c| c.remove(&avatar).is_some()) {
                             state.calibrate();
