@@ -635,14 +635,7 @@ fn one_avatars_failure_costs_only_its_own_frame() {
     t += 1.0 / 30.0;
     engine.set_pose("a", arm(0.4), t, t).expect("pose");
     let out = engine.tick(synths, t).expect("tick");
-    assert!(out.failed.is_empty());
-    let a = out
-        .frames
-        .iter()
-        .find(|f| f.avatar == "a")
-        .expect("a streams again");
-    assert!(a.delta.is_none());
-    let (_, key) = garment_of(a.key.as_ref().expect("keyframe"));
+    let (_, key) = garment_of(restarted_on_keyframe(&out, "a"));
     let mut got = vec![0f32; 3 * db.vertex_count()];
     Decoder::new(Arc::clone(engine.setup()))
         .decode(&key, &mut got)
@@ -672,14 +665,18 @@ fn one_avatars_failure_costs_only_its_own_frame() {
         .resize(n, Vec3::ZERO);
     t += 1.0 / 30.0;
     let out = engine.tick(synths, t).expect("tick");
-    assert!(out.failed.is_empty());
-    let b = out
+    restarted_on_keyframe(&out, "b");
+}
+
+/// The keyframe `avatar` restarts on in `out`, a tick without failures, where it
+/// streams a keyframe alone.
+fn restarted_on_keyframe<'a>(out: &'a TickOutput, avatar: &str) -> &'a Bytes {
+    assert!(out.failed.is_empty(), "{:?}", out.failed);
+    let f = out
         .frames
         .iter()
-        .find(|f| f.avatar == "b")
-        .expect("b streams again");
-    assert!(
-        b.delta.is_none() && b.key.is_some(),
-        "b restarts on a keyframe"
-    );
+        .find(|f| f.avatar == avatar)
+        .expect("streams again");
+    assert!(f.delta.is_none(), "{avatar} restarts on a keyframe alone");
+    f.key.as_ref().expect("keyframe")
 }
