@@ -126,7 +126,6 @@ struct Avatar {
     state: AvatarState,
     encoder: Encoder,
     out: Vec<Vec3>,
-    flat: Vec<f32>,
     bones: Vec<BoneTransform>,
     delta: Vec<u8>,
     key: Vec<u8>,
@@ -166,7 +165,6 @@ impl Avatar {
             state: AvatarState::new(),
             encoder,
             out: vec![Vec3::ZERO; n],
-            flat: vec![0.0; 3 * n],
             bones: vec![BoneTransform::IDENTITY; JOINT_COUNT],
             delta: Vec::new(),
             key: Vec::new(),
@@ -579,9 +577,6 @@ impl Engine {
                     let skeleton = &garments[a.garment].skeleton;
                     let asset = &garments[a.garment].asset_hash;
                     let (canonical, root) = canonicalize(&a.pose, skeleton);
-                    for (f, v) in a.flat.chunks_exact_mut(3).zip(&a.out) {
-                        f.copy_from_slice(&v.to_array());
-                    }
                     for (b, t) in a
                         .bones
                         .iter_mut()
@@ -600,7 +595,12 @@ impl Engine {
                     // first after ticks that skipped it
                     let first = a.encoder.last_frame().is_none() || a.paused;
                     a.paused = false;
-                    let h = a.encoder.encode(&a.flat, &a.bones, first, &mut a.delta)?;
+                    let h = a.encoder.encode(
+                        bytemuck::cast_slice::<Vec3, f32>(&a.out),
+                        &a.bones,
+                        first,
+                        &mut a.delta,
+                    )?;
                     // the body pose bytes, shared by the delta and keyframe messages
                     let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
                     a.pose
