@@ -69,7 +69,8 @@ impl Client {
         token: Option<String>,
         sensor: Option<String>,
     ) -> Result<Self, ClientError> {
-        let (ws, _) = tokio_tungstenite::connect_async(url).await?;
+        // poses and frames are small and late is useless: no Nagle delay
+        let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true).await?;
         let mut c = Self { ws, tick_hz: 0.0 };
         c.send(&ClientMessage::Hello {
             version: PROTOCOL_VERSION,

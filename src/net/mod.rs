@@ -331,6 +331,11 @@ pub async fn start_with_garments(
             if let Err(e) = socket2::SockRef::from(&*tcp).set_send_buffer_size(send_buffer) {
                 tracing::debug!(error = %e, "could not set the send buffer size");
             }
+            // frames and poses are small and late is useless: no Nagle delay (with it,
+            // a small write waits for the peer's delayed ACK, up to 40 ms on Linux)
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "could not turn off Nagle's algorithm");
+            }
         });
     let app = axum::Router::new()
         .route("/ws", get(ws_upgrade))
