@@ -19,7 +19,7 @@ use crate::codec::{BoneTransform, CodecConfig, CodecError, Effort, Encoder, Garm
 use crate::mocap::FilterConfig;
 use crate::protocol::{AssetMessage, FrameMessage, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton, canonicalize};
-use crate::sor::{AvatarJob, AvatarState, Database, SynthParams, Synthesizer, synthesize_all};
+use crate::sor::{AvatarJob, AvatarState, Database, SynthParams, Synthesizer, synthesize_job};
 
 /// Engine settings.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -483,7 +483,8 @@ impl Engine {
     /// viewer is subscribed to); the others keep their latest pose but cost nothing
     /// this tick. An avatar watched again after a skipped tick restarts: its synthesis
     /// undamped, its stream with a keyframe (which a viewer that subscribes to it
-    /// expects anyway).
+    /// expects anyway). Frames come in the order of [`Engine::tick_in_groups`]: the
+    /// longest-waiting pose first.
     ///
     /// # Panics
     /// If `synths` does not hold one synthesizer per garment (a programming error).
@@ -493,6 +494,35 @@ impl Engine {
         synths: &[Synthesizer<'_>],
         now: f64,
         watched: &dyn Fn(&str) -> bool,
+    ) -> Result<TickOutput, EngineError> {
+        let mut frames = Vec::new();
+        let mut out = self.tick_in_groups(synths, now, watched, 1, &mut |group| {
+            frames.extend(group.frames);
+        })?;
+        out.frames = frames;
+        Ok(out)
+    }
+
+    /// [`Engine::tick_watched`] in `groups` groups of the streaming avatars (at most;
+    /// 0 counts as 1), the poses that have waited longest since they arrived first:
+    /// each group is synthesised and encoded, and its frames handed to `emit` (as a
+    /// [`TickOutput`] of this tick with only `frames` set), before
+    /// the next group starts. A server that sends each group as it comes gets the
+    /// first frames out after a fraction of the tick's work instead of all of it, and
+    /// the pose that arrived just after the last tick started, which waited longest
+    /// for this one, is among the first out. Returns the rest of the tick's output
+    /// (its `frames` empty: they all went to `emit`).
+    ///
+    /// # Panics
+    /// If `synths` does not hold one synthesizer per garment (a programming error).
+    #[track_caller]
+    pub fn tick_in_groups(
+        &mut self,
+        synths: &[Synthesizer<'_>],
+        now: f64,
+        watched: &dyn Fn(&str) -> bool,
+        groups: usize,
+        emit: &mut dyn FnMut(TickOutput),
     ) -> Result<TickOutput, EngineError> {
         assert_eq!(
             synths.len(),
@@ -536,129 +566,155 @@ impl Engine {
             }
             live.push((id, a));
         }
+        // oldest pose first (stable: ties keep id order)
+        live.sort_by(|x, y| x.1.received_at.total_cmp(&y.1.received_at));
         for (_, a) in live.iter_mut() {
             a.held = a.state.settled() && a.synthesised == Some(a.pose);
             out.held += usize::from(a.held);
             a.synthesised = Some(a.pose);
         }
-        // whose synthesis panicked (a bug): that avatar gets no frame this tick
-        let mut synth_failed = vec![false; live.len()];
-        for (g, synth) in synths.iter().enumerate() {
-            let (at, mut jobs): (Vec<usize>, Vec<AvatarJob<'_>>) = live
-                .iter_mut()
-                .enumerate()
-                .filter(|(_, (_, a))| a.garment == g && !a.held)
-                .map(|(i, (_, a))| {
-                    let job = AvatarJob {
-                        state: &mut a.state,
-                        pose: a.pose,
-                        dt,
-                        out: &mut a.out,
-                        frame: None,
-                    };
-                    (i, job)
-                })
-                .unzip();
-            synthesize_all(synth, &mut jobs);
-            for (i, job) in at.into_iter().zip(&jobs) {
-                synth_failed[i] = job.frame.is_none();
-            }
-        }
+        let size = live.len().div_ceil(groups.max(1)).max(1);
         let garments = &self.garments;
-        let results: Vec<Result<AvatarFrame, EngineError>> = live
-            .par_iter_mut()
-            .zip(&synth_failed)
-            .map(|((id, a), &synth_failed)| {
-                if synth_failed {
-                    return Err(EngineError::Panicked("synthesis"));
-                }
-                // an encoder panic (a bug) costs this avatar its frame, as an error does
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    let skeleton = &garments[a.garment].skeleton;
-                    let asset = &garments[a.garment].asset_hash;
-                    let (canonical, root) = canonicalize(&a.pose, skeleton);
-                    for (b, t) in a
-                        .bones
-                        .iter_mut()
-                        .zip(skeleton.skinning_transforms(&canonical))
-                    {
-                        *b = BoneTransform {
-                            rotation: t.rot.to_array(),
-                            translation: t.trans.to_array(),
-                        };
+        for group in live.chunks_mut(size) {
+            let frames = synthesise_and_encode(garments, synths, group, dt, now);
+            // one avatar's failure (a bug, or a garment outside the codec's lattice)
+            // costs that avatar its frame, not the tick: the others' frames still go
+            // out, and it restarts with a keyframe next tick (its encoder may have
+            // moved on)
+            let mut ok = Vec::with_capacity(frames.len());
+            for (r, (id, a)) in frames.into_iter().zip(group.iter_mut()) {
+                match r {
+                    Ok(f) => ok.push(f),
+                    Err(e) => {
+                        a.paused = true;
+                        a.synthesised = None;
+                        out.failed.push(((*id).clone(), e.to_string()));
                     }
-                    let w = root.to_world();
-                    a.world = [
-                        w.rot.x, w.rot.y, w.rot.z, w.rot.w, w.trans.x, w.trans.y, w.trans.z,
-                    ];
-                    // a stream (re)starts with a keyframe alone: its first frame, or the
-                    // first after ticks that skipped it
-                    let first = a.encoder.last_frame().is_none() || a.paused;
-                    a.paused = false;
-                    let h = a.encoder.encode(
-                        bytemuck::cast_slice::<Vec3, f32>(&a.out),
-                        &a.bones,
-                        first,
-                        &mut a.delta,
-                    )?;
-                    // the body pose bytes, shared by the delta and keyframe messages
-                    let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
-                    a.pose
-                        .translation
-                        .to_array()
-                        .iter()
-                        .chain(a.pose.rotations.iter().flat_map(|q| q.as_ref()))
-                        .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
-                    let message = |garment: &[u8]| -> Result<Bytes, EngineError> {
-                        Ok(Bytes::from(
-                            ServerMessage::Frame(FrameMessage {
-                                avatar: (*id).clone(),
-                                seq: h.frame,
-                                timestamp: now,
-                                pose_timestamp: a.pose_timestamp,
-                                asset: asset.clone(),
-                                pose: ByteBuf::from(pose.clone()),
-                                world: a.world,
-                                garment: ByteBuf::from(garment.to_vec()),
-                            })
-                            .to_msgpack()?,
-                        ))
-                    };
-                    let (delta, key) = if first {
-                        (None, Some(message(&a.delta)?))
-                    } else if a.want_key {
-                        a.encoder.keyframe(&mut a.key)?;
-                        (Some(message(&a.delta)?), Some(message(&a.key)?))
-                    } else {
-                        (Some(message(&a.delta)?), None)
-                    };
-                    a.want_key = false;
-                    Ok(AvatarFrame {
-                        avatar: (*id).clone(),
-                        frame: h.frame,
-                        delta,
-                        key,
-                    })
-                }))
-                .unwrap_or(Err(EngineError::Panicked("encoding")))
-            })
-            .collect();
-        // one avatar's failure (a bug, or a garment outside the codec's lattice) costs
-        // that avatar its frame, not the tick: the others' frames still go out, and it
-        // restarts with a keyframe next tick (its encoder may have moved on)
-        for (r, (id, a)) in results.into_iter().zip(live.iter_mut()) {
-            match r {
-                Ok(f) => out.frames.push(f),
-                Err(e) => {
-                    a.paused = true;
-                    a.synthesised = None;
-                    out.failed.push(((*id).clone(), e.to_string()));
                 }
+            }
+            if !ok.is_empty() {
+                emit(TickOutput {
+                    tick: self.tick,
+                    time: now,
+                    frames: ok,
+                    ..TickOutput::default()
+                });
             }
         }
         out.gone = std::mem::take(&mut self.gone);
         Ok(out)
     }
+}
+
+/// Synthesises and encodes one group of streaming avatars, each avatar's two steps
+/// together in one parallel pass (rayon): one result per avatar, in `group`'s order.
+fn synthesise_and_encode(
+    garments: &[Garment],
+    synths: &[Synthesizer<'_>],
+    group: &mut [(&String, &mut Avatar)],
+    dt: f32,
+    now: f64,
+) -> Vec<Result<AvatarFrame, EngineError>> {
+    group
+        .par_iter_mut()
+        .map(|(id, a)| {
+            if !a.held {
+                let mut job = AvatarJob {
+                    state: &mut a.state,
+                    pose: a.pose,
+                    dt,
+                    out: &mut a.out,
+                    frame: None,
+                };
+                synthesize_job(&synths[a.garment], &mut job);
+                if job.frame.is_none() {
+                    // its synthesis panicked (a bug): no frame this tick
+                    return Err(EngineError::Panicked("synthesis"));
+                }
+            }
+            // an encoder panic (a bug) costs this avatar its frame, as an error does
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                encode_avatar(&garments[a.garment], id, a, now)
+            }))
+            .unwrap_or(Err(EngineError::Panicked("encoding")))
+        })
+        .collect()
+}
+
+/// Encodes one avatar's synthesised garment (`a.out`) into its ready-made `frame`
+/// messages: the delta, and a keyframe where its stream (re)starts or a viewer asked.
+fn encode_avatar(
+    garment: &Garment,
+    id: &str,
+    a: &mut Avatar,
+    now: f64,
+) -> Result<AvatarFrame, EngineError> {
+    let skeleton = &garment.skeleton;
+    let asset = &garment.asset_hash;
+    let (canonical, root) = canonicalize(&a.pose, skeleton);
+    for (b, t) in a
+        .bones
+        .iter_mut()
+        .zip(skeleton.skinning_transforms(&canonical))
+    {
+        *b = BoneTransform {
+            rotation: t.rot.to_array(),
+            translation: t.trans.to_array(),
+        };
+    }
+    let w = root.to_world();
+    a.world = [
+        w.rot.x, w.rot.y, w.rot.z, w.rot.w, w.trans.x, w.trans.y, w.trans.z,
+    ];
+    // a stream (re)starts with a keyframe alone: its first frame, or the first after
+    // ticks that skipped it
+    let first = a.encoder.last_frame().is_none() || a.paused;
+    a.paused = false;
+    let h = a.encoder.encode(
+        bytemuck::cast_slice::<Vec3, f32>(&a.out),
+        &a.bones,
+        first,
+        &mut a.delta,
+    )?;
+    // the body pose bytes, shared by the delta and keyframe messages
+    let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
+    a.pose
+        .translation
+        .to_array()
+        .iter()
+        .chain(a.pose.rotations.iter().flat_map(|q| q.as_ref()))
+        .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
+    let (pose_timestamp, world) = (a.pose_timestamp, a.world);
+    let message = |garment: &[u8]| -> Result<Bytes, EngineError> {
+        Ok(Bytes::from(
+            ServerMessage::Frame(FrameMessage {
+                avatar: id.to_string(),
+                seq: h.frame,
+                timestamp: now,
+                pose_timestamp,
+                asset: asset.clone(),
+                pose: ByteBuf::from(pose.clone()),
+                world,
+                garment: ByteBuf::from(garment.to_vec()),
+            })
+            .to_msgpack()?,
+        ))
+    };
+    let (delta, key) = if first {
+        (None, Some(message(&a.delta)?))
+    } else if a.want_key {
+        a.encoder.keyframe(&mut a.key)?;
+        (Some(message(&a.delta)?), Some(message(&a.key)?))
+    } else {
+        (Some(message(&a.delta)?), None)
+    };
+    a.want_key = false;
+    Ok(AvatarFrame {
+        avatar: id.to_string(),
+        frame: h.frame,
+        delta,
+        key,
+    })
 }
 
 #[cfg(test)]

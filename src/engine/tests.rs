@@ -680,3 +680,60 @@ fn restarted_on_keyframe<'a>(out: &'a TickOutput, avatar: &str) -> &'a Bytes {
     assert!(f.delta.is_none(), "{avatar} restarts on a keyframe alone");
     f.key.as_ref().expect("keyframe")
 }
+
+#[test]
+fn groups_send_the_longest_waiting_poses_first_and_change_no_byte() {
+    let db = db();
+    let synth = default_synth(&db);
+    let synths = std::slice::from_ref(&synth);
+    // two engines fed the same poses: one ticked whole, one in groups of avatars
+    let (mut whole, mut grouped) = (engine_on(&db), engine_on(&db));
+    let ids = ["a", "b", "c", "d", "e"];
+    let mut t = 0.0;
+    for tick in 0..4 {
+        // poses arrive in an order that is not the ids' (and changes each tick)
+        for (i, id) in ids.iter().enumerate() {
+            let k = (i * 3 + tick) % ids.len();
+            let at = t + 0.001 * k as f64;
+            for e in [&mut whole, &mut grouped] {
+                e.set_pose(id, arm(0.1 * (i + tick) as f32), at, at)
+                    .expect("pose");
+            }
+        }
+        t += 1.0 / 30.0;
+        let all = whole.tick(synths, t).expect("tick");
+        let mut emitted: Vec<TickOutput> = Vec::new();
+        let rest = grouped
+            .tick_in_groups(synths, t, &|_| true, 2, &mut |g| emitted.push(g))
+            .expect("tick");
+        assert!(rest.frames.is_empty(), "every frame went to emit");
+        assert!(rest.failed.is_empty(), "{:?}", rest.failed);
+        // five avatars in at most two groups, each of this tick, none empty
+        assert_eq!(emitted.len(), 2);
+        assert_eq!(
+            emitted.iter().map(|g| g.frames.len()).collect::<Vec<_>>(),
+            [3, 2]
+        );
+        assert!(emitted.iter().all(|g| g.tick == rest.tick && g.time == t));
+        // oldest pose first, in both ways of ticking
+        let mut by_arrival: Vec<(usize, &str)> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| ((i * 3 + tick) % ids.len(), *id))
+            .collect();
+        by_arrival.sort();
+        let expected: Vec<&str> = by_arrival.iter().map(|(_, id)| *id).collect();
+        let order = |frames: &[AvatarFrame]| -> Vec<String> {
+            frames.iter().map(|f| f.avatar.clone()).collect()
+        };
+        assert_eq!(order(&all.frames), expected, "tick {tick}");
+        let grouped_frames: Vec<AvatarFrame> = emitted.into_iter().flat_map(|g| g.frames).collect();
+        assert_eq!(order(&grouped_frames), expected, "tick {tick}");
+        // the same bytes for every avatar either way
+        for (a, b) in all.frames.iter().zip(&grouped_frames) {
+            assert_eq!(a.frame, b.frame);
+            assert_eq!(a.delta, b.delta, "{} tick {tick}", a.avatar);
+            assert_eq!(a.key, b.key, "{} tick {tick}", a.avatar);
+        }
+    }
+}

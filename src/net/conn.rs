@@ -423,9 +423,11 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             if let Some(b) = bytes {
                                 m.bytes_out.fetch_add(b.len() as u64, Ordering::Relaxed);
                                 m.frames_out.fetch_add(1, Ordering::Relaxed);
-                                if sink.send(Message::Binary(b)).await.is_err() { failed = true; break; }
+                                // queued; written out together below (one write per group, not per frame)
+                                if sink.feed(Message::Binary(b)).await.is_err() { failed = true; break; }
                             }
                         }
+                        if !failed && sink.flush().await.is_err() { failed = true; }
                         for g in &out.gone {
                             synced.remove(g);
                             if wanted(g) && !send(&mut sink, &ServerMessage::Gone { avatar: g.clone() }).await { failed = true; }

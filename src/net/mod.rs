@@ -1,8 +1,9 @@
 //! The server: HTTP + WebSocket (axum) in front of the engine's tick thread.
 //!
 //! Poses from publishers go into an inbox (latest per avatar wins); the tick thread
-//! drains it, runs [`Engine::tick`] at a fixed rate and broadcasts each tick's
-//! ready-made messages. Every viewer reads the broadcast through its own bounded window
+//! drains it, runs [`Engine::tick_in_groups`] at a fixed rate and broadcasts each
+//! group of a tick's ready-made messages as soon as it is encoded (the poses that have
+//! waited longest first). Every viewer reads the broadcast through its own bounded window
 //! ([`ServerConfig::viewer_queue`] ticks): a viewer that falls behind loses frames, is
 //! resynchronised with keyframes, and never slows anyone else (the broadcast never
 //! waits for a reader).
@@ -48,6 +49,11 @@ pub struct ServerConfig {
     pub max_message_bytes: usize,
     /// Ticks a viewer may fall behind before it loses frames and is resynchronised.
     pub viewer_queue: usize,
+    /// Groups each tick's avatars are synthesised, encoded and sent in, the
+    /// longest-waiting poses first (see [`Engine::tick_in_groups`]): 1 sends every
+    /// frame when the whole tick is done; more get the first frames out sooner, for a
+    /// little CPU per group (the rayon workers meet once more).
+    pub send_groups: usize,
     /// Kernel send buffer per connection, bytes: with `viewer_queue` it bounds what a
     /// slow viewer can have queued before it starts losing frames.
     pub send_buffer_bytes: usize,
@@ -81,6 +87,7 @@ impl Default for ServerConfig {
             open: false,
             max_message_bytes: 64 * 1024,
             viewer_queue: 8,
+            send_groups: 4,
             send_buffer_bytes: 256 * 1024,
             hello_timeout: 5.0,
             max_messages_per_second: 2000.0,
@@ -298,7 +305,13 @@ pub async fn start_with_garments(
     }
     let engine = Engine::with_garments(dbs, config.engine.clone())?;
     let db = Arc::clone(engine.database());
-    let (tx, _) = broadcast::channel(config.viewer_queue.max(1));
+    // a tick broadcasts at most one message per group and one for removed avatars
+    let (tx, _) = broadcast::channel(
+        config
+            .viewer_queue
+            .max(1)
+            .saturating_mul(config.send_groups.max(1) + 1),
+    );
     let shared = Arc::new(Shared {
         assets: engine.assets(),
         garments: engine.garment_names(),
@@ -452,6 +465,7 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         Duration::from_secs_f64(1.0 / f64::from(engine.config().tick_hz.clamp(1.0, 240.0)));
     let mut next = Instant::now();
     let m = &shared.metrics;
+    let groups = shared.config.send_groups.max(1);
     // poses received per avatar since `window_start`, published as rates once a second
     let mut window: HashMap<String, u32> = HashMap::new();
     let mut window_start = Instant::now();
@@ -545,8 +559,18 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         let t0 = Instant::now();
         // a panic (a bug) loses this tick, not the server: the next tick goes on, and
         // `/healthz` reports the tick stalled if no tick completes any more
+        let mut sent = 0u64;
         let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            engine.tick_watched(&synths, now, &|avatar| watched.contains(avatar))
+            engine.tick_in_groups(
+                &synths,
+                now,
+                &|avatar| watched.contains(avatar),
+                groups,
+                &mut |group| {
+                    sent += group.frames.len() as u64;
+                    let _ = shared.frames.send(Arc::new(group));
+                },
+            )
         }));
         let Ok(ticked) = ticked else {
             m.tick_panics.fetch_add(1, Ordering::Relaxed);
@@ -568,8 +592,7 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
                 m.avatars_unwatched
                     .store(out.unwatched as u64, Ordering::Relaxed);
                 m.avatars_held.store(out.held as u64, Ordering::Relaxed);
-                m.avatar_frames
-                    .fetch_add(out.frames.len() as u64, Ordering::Relaxed);
+                m.avatar_frames.fetch_add(sent, Ordering::Relaxed);
                 m.frame_errors
                     .fetch_add(out.failed.len() as u64, Ordering::Relaxed);
                 for (avatar, e) in &out.failed {
@@ -582,7 +605,7 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
                         a.remove(id);
                     }
                 }
-                if !out.frames.is_empty() || !out.gone.is_empty() {
+                if !out.gone.is_empty() {
                     let _ = shared.frames.send(Arc::new(out));
                 }
             }

@@ -17,6 +17,7 @@ pub use motion::{BoneMotion, PoseDerivatives};
 pub use rig::{Example, GarmentRigInput, PosedBody, RigParams, RigReport, fit_example, tau_matrix};
 pub use synth::{
     AvatarJob, AvatarState, Scratch, SynthFrame, SynthParams, Synthesizer, synthesize_all,
+    synthesize_job,
 };
 
 #[cfg(test)]

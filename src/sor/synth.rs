@@ -782,17 +782,22 @@ pub struct AvatarJob<'a> {
 /// [`Synthesizer::synthesize`] serially. A job whose synthesis panics (a bug) is left
 /// with `frame: None` (its state and output unspecified); the other jobs complete.
 pub fn synthesize_all(synth: &Synthesizer<'_>, jobs: &mut [AvatarJob<'_>]) {
-    jobs.par_iter_mut().for_each(|job| {
-        job.frame = None;
-        SCRATCH.with(|s| {
-            // the scratch is plain reusable buffers: whatever a panic left in them is
-            // overwritten by the next frame
-            let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let mut s = s.borrow_mut();
-                synth.synthesize(job.state, &mut s, &job.pose, job.dt, job.out)
-            }));
-            job.frame = done.ok();
-        });
+    jobs.par_iter_mut()
+        .for_each(|job| synthesize_job(synth, job));
+}
+
+/// One job of [`synthesize_all`], on the calling thread with its scratch (kept between
+/// calls): for callers that run each avatar's synthesis inside their own parallel loop.
+pub fn synthesize_job(synth: &Synthesizer<'_>, job: &mut AvatarJob<'_>) {
+    job.frame = None;
+    SCRATCH.with(|s| {
+        // the scratch is plain reusable buffers: whatever a panic left in them is
+        // overwritten by the next frame
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut s = s.borrow_mut();
+            synth.synthesize(job.state, &mut s, &job.pose, job.dt, job.out)
+        }));
+        job.frame = done.ok();
     });
 }
 
