@@ -46,6 +46,10 @@ pub(crate) struct ServeBench {
     /// server's default).
     #[arg(long, value_parser = parse_effort)]
     codec_effort: Option<Effort>,
+    /// Groups the server sends each tick's frames in (default: the server's default;
+    /// 1 sends them all when the tick is done).
+    #[arg(long)]
+    send_groups: Option<usize>,
 }
 
 fn parse_effort(s: &str) -> Result<Effort, String> {
@@ -95,7 +99,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         None => "subscribed to all avatars".to_string(),
     };
     println!(
-        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick, encoder effort {}, this machine",
+        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick, encoder effort {}, frames sent in {} groups per tick, this machine",
         db.vertex_count(),
         b.viewers,
         b.tick_hz,
@@ -104,7 +108,8 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
             b.codec_effort
                 .unwrap_or(EngineConfig::default().codec_effort)
         )
-        .to_lowercase()
+        .to_lowercase(),
+        b.send_groups.unwrap_or(ServerConfig::default().send_groups)
     );
     println!(
         "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11} | {:>14} {:>12}",
@@ -123,6 +128,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 bind: "127.0.0.1:0".parse()?,
                 open: true,
                 viewer_queue: 16,
+                send_groups: b.send_groups.unwrap_or(ServerConfig::default().send_groups),
                 engine: EngineConfig {
                     tick_hz: b.tick_hz,
                     codec_effort: b
@@ -142,26 +148,32 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
             let server = start(Arc::clone(&db), config).await?;
             let url = format!("ws://{}/ws", server.addr);
             let t0 = Instant::now();
-            // publishers: every avatar at 30 Hz, timestamps on our clock
+            // publishers: every avatar at 30 Hz, timestamps on our clock. Each avatar
+            // sends at its own phase of the 30 Hz period (the golden-ratio sequence,
+            // so every publisher's avatars spread over the whole period), as performers
+            // in a room do: none is in step with the server's tick or with another
+            let period = 1.0 / 30.0;
             let mut publishers = Vec::new();
             for first in (0..n).step_by(per_publisher) {
                 let (url, clip) = (url.clone(), Arc::clone(&clip));
-                let avatars = first..(first + per_publisher).min(n);
+                let mut avatars: Vec<(f64, usize)> = (first..(first + per_publisher).min(n))
+                    .map(|k| ((k as f64 * 0.618_033_988_749_895).fract() * period, k))
+                    .collect();
+                avatars.sort_by(|a, b| a.0.total_cmp(&b.0));
                 publishers.push(tokio::spawn(async move {
                     let mut c = Client::connect(&url, Role::Publisher, None).await?;
-                    let mut next = tokio::time::Instant::now();
-                    loop {
-                        let t = t0.elapsed().as_secs_f64();
-                        let frame = (t / f64::from(clip.frame_time)) as usize;
-                        for k in avatars.clone() {
+                    let start = tokio::time::Instant::now();
+                    for cycle in 0u32.. {
+                        for &(phase, k) in &avatars {
+                            let at = f64::from(cycle) * period + phase;
+                            tokio::time::sleep_until(start + Duration::from_secs_f64(at)).await;
+                            let t = t0.elapsed().as_secs_f64();
+                            let frame = (t / f64::from(clip.frame_time)) as usize;
                             let f = (frame + k * 97) % clip.poses.len();
                             c.send(&pose_message(&format!("bench-{k}"), &clip.poses[f], t))
                                 .await?;
                         }
-                        next += Duration::from_secs_f64(1.0 / 30.0);
-                        tokio::time::sleep_until(next).await;
                     }
-                    #[allow(unreachable_code, reason = "the task is aborted")]
                     anyhow::Ok(())
                 }));
             }
