@@ -82,6 +82,38 @@ fn engine_cpu_seconds() -> Option<f64> {
     Some(ns as f64 * 1e-9)
 }
 
+/// Prints the server's CPU per pose message read (MessagePack and JSON, 22 joints),
+/// next to serde's internally tagged enum reading the same bytes (what the server did
+/// before reading poses directly; see `protocol`): the fastest of 5 rounds of 5 000.
+fn parse_figures(pose: &crate::skeleton::Pose) -> anyhow::Result<()> {
+    let message = pose_message("bench-0", pose, 1.0);
+    let packed = message.to_msgpack()?;
+    let json = serde_json::to_string(&message)?;
+    let fastest = |f: &dyn Fn() -> bool| -> anyhow::Result<f64> {
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            let t = Instant::now();
+            for _ in 0..5000 {
+                anyhow::ensure!(f(), "a bench pose did not read");
+            }
+            best = best.min(t.elapsed().as_secs_f64() / 5000.0 * 1e6);
+        }
+        Ok(best)
+    };
+    let ours = fastest(&|| ClientMessage::from_msgpack(std::hint::black_box(&packed)).is_ok())?;
+    let serde =
+        fastest(&|| rmp_serde::from_slice::<ClientMessage>(std::hint::black_box(&packed)).is_ok())?;
+    let ours_json = fastest(&|| ClientMessage::from_json(std::hint::black_box(&json)).is_ok())?;
+    let serde_json =
+        fastest(&|| serde_json::from_str::<ClientMessage>(std::hint::black_box(&json)).is_ok())?;
+    println!(
+        "reading one pose message (22 joints): MessagePack ({} bytes) {ours:.1} µs, JSON ({} bytes) {ours_json:.1} µs; serde's tagged enum on the same bytes {serde:.1} and {serde_json:.1} µs",
+        packed.len(),
+        json.len()
+    );
+    Ok(())
+}
+
 pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
     anyhow::ensure!(
         b.tick_hz.is_finite() && (1.0..=240.0).contains(&b.tick_hz),
@@ -94,6 +126,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         &Skeleton::from_rest_positions(db.body.skeleton),
     )?;
     let clip = Arc::new(clip);
+    parse_figures(&clip.poses[0])?;
     let watching = match b.watch {
         Some(k) => format!("each subscribed to {k} avatars (viewer i the i-th block)"),
         None => "subscribed to all avatars".to_string(),
