@@ -233,6 +233,8 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
     let mut rx: Option<broadcast::Receiver<Arc<TickOutput>>> = None;
     let mut subscription: Option<Subscription> = None;
     let mut synced: HashSet<String> = HashSet::new();
+    // per avatar, the number of the last frame sent to this viewer
+    let mut sent_seq: HashMap<String, u32> = HashMap::new();
     let mut inputs: HashMap<String, InputState> = HashMap::new();
     loop {
         tokio::select! {
@@ -421,6 +423,14 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                 None
                             };
                             if let Some(b) = bytes {
+                                // frames of this avatar the viewer never got (it fell
+                                // behind, or waited for a keyframe): the gap in its numbers
+                                if let Some(prev) = sent_seq.insert(f.avatar.clone(), f.frame)
+                                    && f.frame > prev.wrapping_add(1)
+                                    && f.frame - prev < 1 << 30
+                                {
+                                    m.frames_dropped.fetch_add(u64::from(f.frame - prev - 1), Ordering::Relaxed);
+                                }
                                 m.bytes_out.fetch_add(b.len() as u64, Ordering::Relaxed);
                                 m.frames_out.fetch_add(1, Ordering::Relaxed);
                                 // queued; written out together below (one write per group, not per frame)
@@ -430,13 +440,14 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         if !failed && sink.flush().await.is_err() { failed = true; }
                         for g in &out.gone {
                             synced.remove(g);
+                            sent_seq.remove(g);
                             if wanted(g) && !send(&mut sink, &ServerMessage::Gone { avatar: g.clone() }).await { failed = true; }
                         }
                         if failed { break; }
                     }
-                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
                         // fell behind: the missed deltas are gone; resync every avatar
-                        m.frames_dropped.fetch_add(n, Ordering::Relaxed);
+                        // (the frames it missed are counted when each avatar resumes)
                         synced.clear();
                     }
                     Err(broadcast::error::RecvError::Closed) => {
