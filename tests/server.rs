@@ -366,6 +366,46 @@ async fn pending_calibrations_are_bounded_and_refused_by_name() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_the_server_cannot_honour_are_refused_by_name() {
+    for (config, name) in [
+        (
+            ServerConfig {
+                send_groups: 1_000_000,
+                ..config()
+            },
+            "send_groups",
+        ),
+        (
+            ServerConfig {
+                viewer_queue: 1 << 40,
+                ..config()
+            },
+            "viewer_queue",
+        ),
+    ] {
+        match start(db(), config).await {
+            Err(e @ clothcast::net::NetError::BadSetting { .. }) => {
+                assert!(e.to_string().contains(name), "{e}");
+            }
+            Err(e) => panic!("{name}: wrong error {e}"),
+            Ok(_) => panic!("{name}: an absurd value was accepted"),
+        }
+    }
+    // the largest allowed values start
+    let server = start(
+        db(),
+        ServerConfig {
+            send_groups: clothcast::net::MAX_SEND_GROUPS,
+            viewer_queue: clothcast::net::MAX_VIEWER_QUEUE,
+            ..config()
+        },
+    )
+    .await
+    .expect("the largest settings start");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_close_or_refuse_the_offender_only() {
     let config = ServerConfig {
         max_messages_per_second: 50.0,

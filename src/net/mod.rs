@@ -47,12 +47,14 @@ pub struct ServerConfig {
     pub open: bool,
     /// Largest WebSocket message accepted, bytes.
     pub max_message_bytes: usize,
-    /// Ticks a viewer may fall behind before it loses frames and is resynchronised.
+    /// Ticks a viewer may fall behind before it loses frames and is resynchronised
+    /// (0 counts as 1; at most [`MAX_VIEWER_QUEUE`]).
     pub viewer_queue: usize,
     /// Groups each tick's avatars are synthesised, encoded and sent in, the
     /// longest-waiting poses first (see [`Engine::tick_in_groups`]): 1 sends every
     /// frame when the whole tick is done; more get the first frames out sooner, for a
-    /// little CPU per group (the rayon workers meet once more).
+    /// little CPU per group (the rayon workers meet once more). 0 counts as 1; at most
+    /// [`MAX_SEND_GROUPS`].
     pub send_groups: usize,
     /// Kernel send buffer per connection, bytes: with `viewer_queue` it bounds what a
     /// slow viewer can have queued before it starts losing frames.
@@ -100,6 +102,11 @@ impl Default for ServerConfig {
     }
 }
 
+/// Largest [`ServerConfig::viewer_queue`] (ticks).
+pub const MAX_VIEWER_QUEUE: usize = 1024;
+/// Largest [`ServerConfig::send_groups`].
+pub const MAX_SEND_GROUPS: usize = 64;
+
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -113,6 +120,16 @@ pub enum NetError {
     /// Neither tokens nor `open = true`.
     #[error("no publisher/viewer tokens configured; set tokens or `open = true` explicitly")]
     NoAuth,
+    /// A setting outside what the server can honour.
+    #[error("setting `{name}` = {value} is out of range ({range})")]
+    BadSetting {
+        /// The setting's name in the config file.
+        name: &'static str,
+        /// Its value.
+        value: u64,
+        /// What it may be.
+        range: &'static str,
+    },
 }
 
 #[derive(Default)]
@@ -299,6 +316,23 @@ pub async fn start_with_garments(
 ) -> Result<ServerHandle, NetError> {
     if !config.open && (config.publisher_token.is_none() || config.viewer_token.is_none()) {
         return Err(NetError::NoAuth);
+    }
+    // the broadcast holds viewer_queue × (send_groups + 1) messages, allocated up front
+    for (name, value, most) in [
+        ("viewer_queue", config.viewer_queue, MAX_VIEWER_QUEUE),
+        ("send_groups", config.send_groups, MAX_SEND_GROUPS),
+    ] {
+        if value > most {
+            return Err(NetError::BadSetting {
+                name,
+                value: value as u64,
+                range: if name == "viewer_queue" {
+                    "0 to 1024 ticks"
+                } else {
+                    "0 to 64 groups"
+                },
+            });
+        }
     }
     if config.open {
         tracing::warn!("authentication is off (open = true): anyone can publish and view");
