@@ -50,6 +50,10 @@ pub(crate) struct ServeBench {
     /// 1 sends them all when the tick is done).
     #[arg(long)]
     send_groups: Option<usize>,
+    /// Slots per tick (default: the server's default; 1 synthesises every avatar at the
+    /// start of each tick).
+    #[arg(long)]
+    tick_slots: Option<u32>,
 }
 
 fn parse_effort(s: &str) -> Result<Effort, String> {
@@ -132,10 +136,11 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         None => "subscribed to all avatars".to_string(),
     };
     println!(
-        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick, encoder effort {}, frames sent in {} groups per tick, this machine",
+        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick in {} slots, encoder effort {}, frames sent in {} groups per slot, this machine",
         db.vertex_count(),
         b.viewers,
         b.tick_hz,
+        b.tick_slots.unwrap_or(EngineConfig::default().tick_slots),
         format!(
             "{:?}",
             b.codec_effort
@@ -164,6 +169,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 send_groups: b.send_groups.unwrap_or(ServerConfig::default().send_groups),
                 engine: EngineConfig {
                     tick_hz: b.tick_hz,
+                    tick_slots: b.tick_slots.unwrap_or(EngineConfig::default().tick_slots),
                     codec_effort: b
                         .codec_effort
                         .unwrap_or(EngineConfig::default().codec_effort),

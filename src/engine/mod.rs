@@ -25,8 +25,14 @@ use crate::sor::{AvatarJob, AvatarState, Database, SynthParams, Synthesizer, syn
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EngineConfig {
-    /// Tick rate, Hz.
+    /// Tick rate, Hz: every streaming avatar gets one frame per tick.
     pub tick_hz: f32,
+    /// Slots each tick is divided into (1–16). With 1, every avatar is synthesised at
+    /// the start of each tick. With more, the server ticks this many times per tick
+    /// period and each avatar's frame is made in the first slot after its pose arrives
+    /// (still one frame per tick period: see [`Engine::tick_slot`]), so a pose waits at
+    /// most one slot instead of one tick, and the work is spread over the period.
+    pub tick_slots: u32,
     /// Seconds without a pose after which an avatar stops streaming (idle).
     pub idle_timeout: f64,
     /// Seconds without a pose after which an avatar is removed.
@@ -48,6 +54,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         Self {
             tick_hz: 30.0,
+            tick_slots: 4,
             idle_timeout: 2.0,
             remove_after: 30.0,
             max_avatars: 256,
@@ -137,6 +144,12 @@ struct Avatar {
     synthesised: Option<Pose>,
     /// This tick keeps `out` (see [`TickOutput::held`]).
     held: bool,
+    /// Server time of its last frame (its last tick or slot).
+    framed_at: Option<f64>,
+    /// Seconds its damping advances by this tick.
+    dt: f32,
+    /// The tick period of its last slotted frame (see [`Engine::tick_slot`]).
+    framed_period: Option<u64>,
     world: [f32; 7],
 }
 
@@ -172,6 +185,9 @@ impl Avatar {
             paused: false,
             synthesised: None,
             held: false,
+            framed_at: None,
+            dt: 0.0,
+            framed_period: None,
             world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
         }
     }
@@ -524,16 +540,54 @@ impl Engine {
         groups: usize,
         emit: &mut dyn FnMut(TickOutput),
     ) -> Result<TickOutput, EngineError> {
+        self.run_tick(synths, now, watched, groups, false, emit)
+    }
+
+    /// One slot of a tick divided into [`EngineConfig::tick_slots`] slots (the server
+    /// calls it that many times per tick period; every `tick_slots` calls make one
+    /// period): [`Engine::tick_in_groups`] for the streaming avatars whose frame is due.
+    /// Each streaming avatar gets exactly one frame per period: in the first slot in
+    /// which it has a pose it has not been synthesised for (or is new, or restarts),
+    /// else in the period's last slot. A publisher at the tick rate is so framed in
+    /// the slot right after its pose arrives: the pose waits at most a slot, not a
+    /// tick. Each avatar's damping advances by the time since its own last frame.
+    ///
+    /// # Panics
+    /// If `synths` does not hold one synthesizer per garment (a programming error).
+    #[track_caller]
+    pub fn tick_slot(
+        &mut self,
+        synths: &[Synthesizer<'_>],
+        now: f64,
+        watched: &dyn Fn(&str) -> bool,
+        groups: usize,
+        emit: &mut dyn FnMut(TickOutput),
+    ) -> Result<TickOutput, EngineError> {
+        self.run_tick(synths, now, watched, groups, true, emit)
+    }
+
+    #[track_caller]
+    fn run_tick(
+        &mut self,
+        synths: &[Synthesizer<'_>],
+        now: f64,
+        watched: &dyn Fn(&str) -> bool,
+        groups: usize,
+        slotted: bool,
+        emit: &mut dyn FnMut(TickOutput),
+    ) -> Result<TickOutput, EngineError> {
         assert_eq!(
             synths.len(),
             self.garments.len(),
             "one synthesizer per garment"
         );
-        let dt = self
-            .last_time
-            .map_or(1.0 / f64::from(self.config.tick_hz), |t| (now - t).max(0.0))
-            as f32;
+        let period = 1.0 / f64::from(self.config.tick_hz);
+        let previous = self.last_time;
+        let dt = previous.map_or(period, |t| (now - t).max(0.0));
         self.last_time = Some(now);
+        let slots = u64::from(self.config.tick_slots.max(1));
+        // this call's tick period and slot within it (slotted ticks count slots)
+        let (period_index, last_slot) = (self.tick / slots, self.tick % slots == slots - 1);
         self.tick += 1;
         let mut out = TickOutput {
             tick: self.tick,
@@ -560,10 +614,28 @@ impl Engine {
                 out.unwatched += 1;
                 continue;
             }
+            if slotted {
+                // once per tick period: in the first slot after a pose arrives, else
+                // in the period's last slot
+                let arrived = previous.is_none_or(|t| a.received_at > t);
+                let due = a.framed_period != Some(period_index)
+                    && (arrived || a.framed_at.is_none() || a.paused || last_slot);
+                if !due {
+                    continue;
+                }
+                a.framed_period = Some(period_index);
+            }
+            let dt = match a.framed_at {
+                Some(t) if slotted => now - t,
+                None if slotted => period,
+                _ => dt,
+            };
             if a.paused {
                 // restarts undamped; `paused` stays set until its keyframe is coded
                 a.state = AvatarState::new();
             }
+            a.framed_at = Some(now);
+            a.dt = dt as f32;
             live.push((id, a));
         }
         // oldest pose first (stable: ties keep id order)
@@ -576,7 +648,7 @@ impl Engine {
         let size = live.len().div_ceil(groups.max(1)).max(1);
         let garments = &self.garments;
         for group in live.chunks_mut(size) {
-            let frames = synthesise_and_encode(garments, synths, group, dt, now);
+            let frames = synthesise_and_encode(garments, synths, group, now);
             // one avatar's failure (a bug, or a garment outside the codec's lattice)
             // costs that avatar its frame, not the tick: the others' frames still go
             // out, and it restarts with a keyframe next tick (its encoder may have
@@ -612,7 +684,6 @@ fn synthesise_and_encode(
     garments: &[Garment],
     synths: &[Synthesizer<'_>],
     group: &mut [(&String, &mut Avatar)],
-    dt: f32,
     now: f64,
 ) -> Vec<Result<AvatarFrame, EngineError>> {
     group
@@ -622,7 +693,7 @@ fn synthesise_and_encode(
                 let mut job = AvatarJob {
                     state: &mut a.state,
                     pose: a.pose,
-                    dt,
+                    dt: a.dt,
                     out: &mut a.out,
                     frame: None,
                 };

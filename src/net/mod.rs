@@ -106,6 +106,8 @@ impl Default for ServerConfig {
 pub const MAX_VIEWER_QUEUE: usize = 1024;
 /// Largest [`ServerConfig::send_groups`].
 pub const MAX_SEND_GROUPS: usize = 64;
+/// Largest [`EngineConfig::tick_slots`].
+pub const MAX_TICK_SLOTS: u32 = 16;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -318,19 +320,31 @@ pub async fn start_with_garments(
         return Err(NetError::NoAuth);
     }
     // the broadcast holds viewer_queue × (send_groups + 1) messages, allocated up front
-    for (name, value, most) in [
-        ("viewer_queue", config.viewer_queue, MAX_VIEWER_QUEUE),
-        ("send_groups", config.send_groups, MAX_SEND_GROUPS),
+    for (name, value, most, range) in [
+        (
+            "viewer_queue",
+            config.viewer_queue,
+            MAX_VIEWER_QUEUE,
+            "0 to 1024 ticks",
+        ),
+        (
+            "send_groups",
+            config.send_groups,
+            MAX_SEND_GROUPS,
+            "0 to 64 groups",
+        ),
+        (
+            "engine.tick_slots",
+            config.engine.tick_slots as usize,
+            MAX_TICK_SLOTS as usize,
+            "0 to 16 slots",
+        ),
     ] {
         if value > most {
             return Err(NetError::BadSetting {
                 name,
                 value: value as u64,
-                range: if name == "viewer_queue" {
-                    "0 to 1024 ticks"
-                } else {
-                    "0 to 64 groups"
-                },
+                range,
             });
         }
     }
@@ -339,11 +353,13 @@ pub async fn start_with_garments(
     }
     let engine = Engine::with_garments(dbs, config.engine.clone())?;
     let db = Arc::clone(engine.database());
-    // a tick broadcasts at most one message per group and one for removed avatars
+    // a tick (or tick slot) broadcasts at most one message per group and one for
+    // removed avatars
     let (tx, _) = broadcast::channel(
         config
             .viewer_queue
             .max(1)
+            .saturating_mul(config.engine.tick_slots.max(1) as usize)
             .saturating_mul(config.send_groups.max(1) + 1),
     );
     let shared = Arc::new(Shared {
@@ -495,11 +511,16 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         .iter()
         .map(|db| Engine::synthesizer(db, engine.config()))
         .collect();
-    let period =
-        Duration::from_secs_f64(1.0 / f64::from(engine.config().tick_hz.clamp(1.0, 240.0)));
+    // with tick slots, the loop runs once per slot (see Engine::tick_slot)
+    let slots = engine.config().tick_slots.clamp(1, MAX_TICK_SLOTS);
+    let period = Duration::from_secs_f64(
+        1.0 / f64::from(engine.config().tick_hz.clamp(1.0, 240.0)) / f64::from(slots),
+    );
     let mut next = Instant::now();
     let m = &shared.metrics;
-    let groups = shared.config.send_groups.max(1);
+    // send_groups counts per tick period: a slot's share of the avatars goes out in
+    // its share of the groups (tiny groups would leave a worker idle at each one's end)
+    let groups = shared.config.send_groups.max(1).div_ceil(slots as usize);
     // poses received per avatar since `window_start`, published as rates once a second
     let mut window: HashMap<String, u32> = HashMap::new();
     let mut window_start = Instant::now();
@@ -595,16 +616,16 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         // `/healthz` reports the tick stalled if no tick completes any more
         let mut sent = 0u64;
         let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            engine.tick_in_groups(
-                &synths,
-                now,
-                &|avatar| watched.contains(avatar),
-                groups,
-                &mut |group| {
-                    sent += group.frames.len() as u64;
-                    let _ = shared.frames.send(Arc::new(group));
-                },
-            )
+            let watched = |avatar: &str| watched.contains(avatar);
+            let mut emit = |group: TickOutput| {
+                sent += group.frames.len() as u64;
+                let _ = shared.frames.send(Arc::new(group));
+            };
+            if slots > 1 {
+                engine.tick_slot(&synths, now, &watched, groups, &mut emit)
+            } else {
+                engine.tick_in_groups(&synths, now, &watched, groups, &mut emit)
+            }
         }));
         let Ok(ticked) = ticked else {
             m.tick_panics.fetch_add(1, Ordering::Relaxed);
