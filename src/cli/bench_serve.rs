@@ -136,7 +136,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         None => "subscribed to all avatars".to_string(),
     };
     println!(
-        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick in {} slots, encoder effort {}, frames sent in {} groups per slot, this machine",
+        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick in {} slots, encoder effort {}, frames sent in {} groups per tick, this machine",
         db.vertex_count(),
         b.viewers,
         b.tick_hz,
