@@ -30,7 +30,7 @@ pub struct EngineConfig {
     /// Slots each tick is divided into (1–16). With 1, every avatar is synthesised at
     /// the start of each tick. With more, the server ticks this many times per tick
     /// period and each avatar's frame is made in the first slot after its pose arrives
-    /// (still one frame per tick period: see [`Engine::tick_slot`]), so a pose waits at
+    /// (still one frame per tick period: see [`Schedule::Slot`]), so a pose waits at
     /// most one slot instead of one tick, and the work is spread over the period.
     pub tick_slots: u32,
     /// Seconds without a pose after which an avatar stops streaming (idle).
@@ -148,7 +148,7 @@ struct Avatar {
     framed_at: Option<f64>,
     /// Seconds its damping advances by this tick.
     dt: f32,
-    /// The tick period of its last slotted frame (see [`Engine::tick_slot`]).
+    /// The tick period of its last slotted frame (see [`Schedule::Slot`]).
     framed_period: Option<u64>,
     world: [f32; 7],
 }
@@ -207,6 +207,22 @@ pub struct AvatarFrame {
     /// The `frame` message with a keyframe of the same frame (when the stream
     /// (re)starts, or when a viewer asked for one).
     pub key: Option<Bytes>,
+}
+
+/// Which streaming avatars a call of [`Engine::tick_in_groups`] frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// Every one: the call is a whole tick.
+    Tick,
+    /// Those due in this slot of a tick divided into [`EngineConfig::tick_slots`]
+    /// slots (the server calls it that many times per tick period; every
+    /// `tick_slots` calls make one period). Each streaming avatar gets exactly one
+    /// frame per period: in the first slot in which it has a pose that arrived since
+    /// the previous call (or is new, or restarts), else in the period's last slot. A
+    /// publisher at the tick rate is so framed in the slot right after its pose
+    /// arrives: the pose waits at most a slot, not a tick. Each avatar's damping
+    /// advances by the time since its own last frame.
+    Slot,
 }
 
 /// What one tick produced.
@@ -512,21 +528,21 @@ impl Engine {
         watched: &dyn Fn(&str) -> bool,
     ) -> Result<TickOutput, EngineError> {
         let mut frames = Vec::new();
-        let mut out = self.tick_in_groups(synths, now, watched, 1, &mut |group| {
-            frames.extend(group.frames);
-        })?;
+        let mut out =
+            self.tick_in_groups(synths, now, watched, Schedule::Tick, 1, &mut |group| {
+                frames.extend(group.frames);
+            })?;
         out.frames = frames;
         Ok(out)
     }
 
-    /// [`Engine::tick_watched`] in `groups` groups of the streaming avatars (at most;
-    /// 0 counts as 1), the poses that have waited longest since they arrived first:
-    /// each group is synthesised and encoded, and its frames handed to `emit` (as a
-    /// [`TickOutput`] of this tick with only `frames` set), before
-    /// the next group starts. A server that sends each group as it comes gets the
-    /// first frames out after a fraction of the tick's work instead of all of it, and
-    /// the pose that arrived just after the last tick started, which waited longest
-    /// for this one, is among the first out. Returns the rest of the tick's output
+    /// [`Engine::tick_watched`] for the avatars `schedule` picks, in `groups` groups
+    /// (at most; 0 counts as 1), the poses that have waited longest since they
+    /// arrived first: each group is synthesised and encoded, and its frames handed to
+    /// `emit` (as a [`TickOutput`] of this tick with only `frames` set), before the next
+    /// group starts. A server that sends each group as it comes gets the first frames
+    /// out after a fraction of the tick's work instead of all of it, and the pose that
+    /// waited longest is among the first out. Returns the rest of the tick's output
     /// (its `frames` empty: they all went to `emit`).
     ///
     /// # Panics
@@ -537,45 +553,11 @@ impl Engine {
         synths: &[Synthesizer<'_>],
         now: f64,
         watched: &dyn Fn(&str) -> bool,
+        schedule: Schedule,
         groups: usize,
         emit: &mut dyn FnMut(TickOutput),
     ) -> Result<TickOutput, EngineError> {
-        self.run_tick(synths, now, watched, groups, false, emit)
-    }
-
-    /// One slot of a tick divided into [`EngineConfig::tick_slots`] slots (the server
-    /// calls it that many times per tick period; every `tick_slots` calls make one
-    /// period): [`Engine::tick_in_groups`] for the streaming avatars whose frame is due.
-    /// Each streaming avatar gets exactly one frame per period: in the first slot in
-    /// which it has a pose it has not been synthesised for (or is new, or restarts),
-    /// else in the period's last slot. A publisher at the tick rate is so framed in
-    /// the slot right after its pose arrives: the pose waits at most a slot, not a
-    /// tick. Each avatar's damping advances by the time since its own last frame.
-    ///
-    /// # Panics
-    /// If `synths` does not hold one synthesizer per garment (a programming error).
-    #[track_caller]
-    pub fn tick_slot(
-        &mut self,
-        synths: &[Synthesizer<'_>],
-        now: f64,
-        watched: &dyn Fn(&str) -> bool,
-        groups: usize,
-        emit: &mut dyn FnMut(TickOutput),
-    ) -> Result<TickOutput, EngineError> {
-        self.run_tick(synths, now, watched, groups, true, emit)
-    }
-
-    #[track_caller]
-    fn run_tick(
-        &mut self,
-        synths: &[Synthesizer<'_>],
-        now: f64,
-        watched: &dyn Fn(&str) -> bool,
-        groups: usize,
-        slotted: bool,
-        emit: &mut dyn FnMut(TickOutput),
-    ) -> Result<TickOutput, EngineError> {
+        let slotted = schedule == Schedule::Slot;
         assert_eq!(
             synths.len(),
             self.garments.len(),

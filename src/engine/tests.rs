@@ -704,7 +704,9 @@ fn groups_send_the_longest_waiting_poses_first_and_change_no_byte() {
         let all = whole.tick(synths, t).expect("tick");
         let mut emitted: Vec<TickOutput> = Vec::new();
         let rest = grouped
-            .tick_in_groups(synths, t, &|_| true, 2, &mut |g| emitted.push(g))
+            .tick_in_groups(synths, t, &|_| true, Schedule::Tick, 2, &mut |g| {
+                emitted.push(g)
+            })
             .expect("tick");
         assert!(rest.frames.is_empty(), "every frame went to emit");
         assert!(rest.failed.is_empty(), "{:?}", rest.failed);
@@ -779,7 +781,7 @@ fn slotted_ticks_frame_each_avatar_once_a_period_right_after_its_pose() {
             sent.push((at, id));
             poses_sent = poses_sent.max(at);
         }
-        e.tick_slot(synths, now, &|_| true, 1, &mut |g| {
+        e.tick_in_groups(synths, now, &|_| true, Schedule::Slot, 1, &mut |g| {
             frames.extend(g.frames.into_iter().map(|f| (now, f.avatar)));
         })
         .expect("tick");

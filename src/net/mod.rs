@@ -20,7 +20,7 @@ use axum::routing::get;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use crate::engine::{Engine, EngineConfig, EngineError, InputState, TickOutput};
+use crate::engine::{Engine, EngineConfig, EngineError, InputState, Schedule, TickOutput};
 use crate::mocap::PositionRetargeter;
 use crate::skeleton::Pose;
 use crate::sor::Database;
@@ -511,7 +511,7 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
         .iter()
         .map(|db| Engine::synthesizer(db, engine.config()))
         .collect();
-    // with tick slots, the loop runs once per slot (see Engine::tick_slot)
+    // with tick slots, the loop runs once per slot (see Schedule::Slot)
     let slots = engine.config().tick_slots.clamp(1, MAX_TICK_SLOTS);
     let period = Duration::from_secs_f64(
         1.0 / f64::from(engine.config().tick_hz.clamp(1.0, 240.0)) / f64::from(slots),
@@ -621,11 +621,12 @@ fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
                 sent += group.frames.len() as u64;
                 let _ = shared.frames.send(Arc::new(group));
             };
-            if slots > 1 {
-                engine.tick_slot(&synths, now, &watched, groups, &mut emit)
+            let schedule = if slots > 1 {
+                Schedule::Slot
             } else {
-                engine.tick_in_groups(&synths, now, &watched, groups, &mut emit)
-            }
+                Schedule::Tick
+            };
+            engine.tick_in_groups(&synths, now, &watched, schedule, groups, &mut emit)
         }));
         let Ok(ticked) = ticked else {
             m.tick_panics.fetch_add(1, Ordering::Relaxed);
