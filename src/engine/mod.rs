@@ -150,6 +150,8 @@ struct Avatar {
     dt: f32,
     /// The tick period of its last slotted frame (see [`Schedule::Slot`]).
     framed_period: Option<u64>,
+    /// A pose was set since the last tick (or slot).
+    arrived: bool,
     world: [f32; 7],
 }
 
@@ -188,6 +190,7 @@ impl Avatar {
             framed_at: None,
             dt: 0.0,
             framed_period: None,
+            arrived: true,
             world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
         }
     }
@@ -217,8 +220,8 @@ pub enum Schedule {
     /// Those due in this slot of a tick divided into [`EngineConfig::tick_slots`]
     /// slots (the server calls it that many times per tick period; every
     /// `tick_slots` calls make one period). Each streaming avatar gets exactly one
-    /// frame per period: in the first slot in which it has a pose that arrived since
-    /// the previous call (or is new, or restarts), else in the period's last slot. A
+    /// frame per period: in the first slot in which it has a pose set since the
+    /// previous call (or is new, or restarts), else in the period's last slot. A
     /// publisher at the tick rate is so framed in the slot right after its pose
     /// arrives: the pose waits at most a slot, not a tick. Each avatar's damping
     /// advances by the time since its own last frame.
@@ -458,6 +461,7 @@ impl Engine {
             a.pose = pose;
             a.pose_timestamp = pose_timestamp;
             a.received_at = now;
+            a.arrived = true;
             return Ok(());
         }
         if self.avatars.len() >= self.config.max_avatars {
@@ -564,8 +568,7 @@ impl Engine {
             "one synthesizer per garment"
         );
         let period = 1.0 / f64::from(self.config.tick_hz);
-        let previous = self.last_time;
-        let dt = previous.map_or(period, |t| (now - t).max(0.0));
+        let dt = self.last_time.map_or(period, |t| (now - t).max(0.0));
         self.last_time = Some(now);
         let slots = u64::from(self.config.tick_slots.max(1));
         // this call's tick period and slot within it (slotted ticks count slots)
@@ -588,6 +591,9 @@ impl Engine {
         let idle = self.config.idle_timeout;
         let mut live: Vec<(&String, &mut Avatar)> = Vec::new();
         for (id, a) in self.avatars.iter_mut() {
+            // handed over since the last call (not judged by its receive time: a pose
+            // received just before the last call may have reached the engine after it)
+            let arrived = std::mem::replace(&mut a.arrived, false);
             if now - a.received_at > idle {
                 continue;
             }
@@ -599,7 +605,6 @@ impl Engine {
             if slotted {
                 // once per tick period: in the first slot after a pose arrives, else
                 // in the period's last slot
-                let arrived = previous.is_none_or(|t| a.received_at > t);
                 let due = a.framed_period != Some(period_index)
                     && (arrived || a.framed_at.is_none() || a.paused || last_slot);
                 if !due {
