@@ -606,7 +606,7 @@ impl Engine {
                 // once per tick period: in the first slot after a pose arrives, else
                 // in the period's last slot
                 let due = a.framed_period != Some(period_index)
-                    && (arrived || a.framed_at.is_none() || a.paused || last_slot);
+                    && (arrived || a.paused || last_slot);
                 if !due {
                     continue;
                 }

@@ -319,7 +319,8 @@ pub async fn start_with_garments(
     if !config.open && (config.publisher_token.is_none() || config.viewer_token.is_none()) {
         return Err(NetError::NoAuth);
     }
-    // the broadcast holds viewer_queue × (send_groups + 1) messages, allocated up front
+    // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
+    // allocated up front
     for (name, value, most, range) in [
         (
             "viewer_queue",
