@@ -20,15 +20,16 @@ use axum::routing::get;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use crate::engine::{Engine, EngineConfig, EngineError, InputState, Schedule, TickOutput};
+use crate::engine::{Engine, EngineConfig, EngineError, InputState, TickOutput};
 use crate::mocap::PositionRetargeter;
 use crate::skeleton::Pose;
 use crate::sor::Database;
 
 mod conn;
+mod tick;
 mod watch;
 use conn::ws_upgrade;
-use watch::{Watched, Watchers};
+use watch::Watchers;
 
 /// Server settings.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -385,7 +386,7 @@ pub async fn start_with_garments(
         let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));
         std::thread::Builder::new()
             .name("clothcast-tick".into())
-            .spawn(move || tick_loop(engine, shared, stop))?
+            .spawn(move || tick::tick_loop(engine, shared, stop))?
     };
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     let addr = listener.local_addr()?;
@@ -502,171 +503,6 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                     }
                 }
             }
-        }
-    }
-}
-
-fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
-    let dbs = engine.databases();
-    let synths: Vec<_> = dbs
-        .iter()
-        .map(|db| Engine::synthesizer(db, engine.config()))
-        .collect();
-    // with tick slots, the loop runs once per slot (see Schedule::Slot)
-    let slots = engine.config().tick_slots.clamp(1, MAX_TICK_SLOTS);
-    let period = Duration::from_secs_f64(
-        1.0 / f64::from(engine.config().tick_hz.clamp(1.0, 240.0)) / f64::from(slots),
-    );
-    let mut next = Instant::now();
-    let m = &shared.metrics;
-    // send_groups counts per tick period: a slot's share of the avatars goes out in
-    // its share of the groups (tiny groups would leave a worker idle at each one's end)
-    let groups = shared.config.send_groups.max(1).div_ceil(slots as usize);
-    // poses received per avatar since `window_start`, published as rates once a second
-    let mut window: HashMap<String, u32> = HashMap::new();
-    let mut window_start = Instant::now();
-    let mut last_refusal_log: Option<Instant> = None;
-    while !stop.load(Ordering::SeqCst) {
-        next += period;
-        let now_i = Instant::now();
-        if next > now_i {
-            std::thread::sleep(next - now_i);
-        } else {
-            m.late_ticks.fetch_add(1, Ordering::Relaxed);
-            next = now_i;
-        }
-        let now = shared.start.elapsed().as_secs_f64();
-        let (poses, keys, arrivals) = match shared.inbox.lock() {
-            Ok(mut inbox) => (
-                std::mem::take(&mut inbox.poses),
-                std::mem::take(&mut inbox.keyframes),
-                std::mem::take(&mut inbox.arrivals),
-            ),
-            Err(_) => break,
-        };
-        let mut added = Vec::new();
-        for (avatar, (pose, ts, received)) in poses {
-            let new = !engine.has_avatar(&avatar);
-            match engine.set_pose(&avatar, pose, ts, received) {
-                Ok(()) if new => added.push(avatar),
-                Ok(()) => {}
-                Err(e) => {
-                    m.poses_refused.fetch_add(1, Ordering::Relaxed);
-                    // at most one line a second, however many are refused
-                    if last_refusal_log.is_none_or(|t: Instant| t.elapsed().as_secs_f64() >= 1.0) {
-                        tracing::warn!(%avatar, error = %e, "pose refused (clothcast_poses_refused_total counts them all)");
-                        last_refusal_log = Some(Instant::now());
-                    }
-                }
-            }
-        }
-        if !added.is_empty()
-            && let Ok(mut a) = shared.avatars.lock()
-        {
-            a.extend(added);
-        }
-        for (avatar, n) in arrivals {
-            if engine.has_avatar(&avatar) {
-                *window.entry(avatar).or_insert(0) += n;
-            }
-        }
-        let span = window_start.elapsed().as_secs_f64();
-        if span >= 1.0 {
-            // every existing avatar gets a rate (0 when it sent nothing: idle), in id
-            // order as the engine keeps them
-            let rates = engine
-                .avatar_ids()
-                .map(|id| {
-                    let n = window.get(id).copied().unwrap_or(0);
-                    (id.to_string(), f64::from(n) / span)
-                })
-                .collect();
-            if let Ok(mut r) = shared.input_rates.lock() {
-                *r = rates;
-            }
-            window.clear();
-            window_start = Instant::now();
-        }
-        // garment choices apply once their avatar exists (after its first pose)
-        if let Ok(mut inbox) = shared.inbox.lock() {
-            inbox.wear.retain(|avatar, garment| {
-                if !engine.has_avatar(avatar) {
-                    return true;
-                }
-                if let Err(e) = engine.wear(avatar, garment) {
-                    tracing::warn!(%avatar, error = %e, "wear refused");
-                }
-                false
-            });
-        }
-        for avatar in keys {
-            engine.request_keyframe(&avatar);
-        }
-        // only avatars some viewer is subscribed to are synthesised and encoded; the
-        // others keep their latest pose and restart with a keyframe when watched
-        // (which a viewer that subscribes to them expects anyway)
-        let watched = match shared.watchers.lock() {
-            Ok(w) => w.among(engine.avatar_ids()),
-            Err(_) => Watched::All,
-        };
-        if watched == Watched::Nobody {
-            m.unwatched_ticks.fetch_add(1, Ordering::Relaxed);
-        }
-        let t0 = Instant::now();
-        // a panic (a bug) loses this tick, not the server: the next tick goes on, and
-        // `/healthz` reports the tick stalled if no tick completes any more
-        let mut sent = 0u64;
-        let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let watched = |avatar: &str| watched.contains(avatar);
-            let mut emit = |group: TickOutput| {
-                sent += group.frames.len() as u64;
-                let _ = shared.frames.send(Arc::new(group));
-            };
-            let schedule = if slots > 1 {
-                Schedule::Slot
-            } else {
-                Schedule::Tick
-            };
-            engine.tick_in_groups(&synths, now, &watched, schedule, groups, &mut emit)
-        }));
-        let Ok(ticked) = ticked else {
-            m.tick_panics.fetch_add(1, Ordering::Relaxed);
-            tracing::error!("tick panicked; going on with the next");
-            continue;
-        };
-        match ticked {
-            Ok(out) => {
-                m.last_tick_micros.store(
-                    (shared.start.elapsed().as_micros() as u64).max(1),
-                    Ordering::Relaxed,
-                );
-                let us = t0.elapsed().as_micros() as u64;
-                m.ticks.fetch_add(1, Ordering::Relaxed);
-                m.tick_micros_last.store(us, Ordering::Relaxed);
-                m.tick_micros_max.fetch_max(us, Ordering::Relaxed);
-                m.avatars
-                    .store(engine.avatar_count() as u64, Ordering::Relaxed);
-                m.avatars_unwatched
-                    .store(out.unwatched as u64, Ordering::Relaxed);
-                m.avatars_held.store(out.held as u64, Ordering::Relaxed);
-                m.avatar_frames.fetch_add(sent, Ordering::Relaxed);
-                m.frame_errors
-                    .fetch_add(out.failed.len() as u64, Ordering::Relaxed);
-                for (avatar, e) in &out.failed {
-                    tracing::warn!(%avatar, error = %e, "no frame this tick");
-                }
-                if !out.gone.is_empty()
-                    && let Ok(mut a) = shared.avatars.lock()
-                {
-                    for id in &out.gone {
-                        a.remove(id);
-                    }
-                }
-                if !out.gone.is_empty() {
-                    let _ = shared.frames.send(Arc::new(out));
-                }
-            }
-            Err(e) => tracing::error!(error = %e, "tick failed"),
         }
     }
 }
