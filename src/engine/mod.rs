@@ -605,8 +605,8 @@ impl Engine {
             if slotted {
                 // once per tick period: in the first slot after a pose arrives, else
                 // in the period's last slot
-                let due = a.framed_period != Some(period_index)
-                    && (arrived || a.paused || last_slot);
+                let due =
+                    a.framed_period != Some(period_index) && (arrived || a.paused || last_slot);
                 if !due {
                     continue;
                 }
