@@ -10,6 +10,8 @@ use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, MODE_SKIP, NO_REF, SPATIAL_MEAN, SPATIAL_NONE,
     SPATIAL_PARALLELOGRAM, word_hash,
 };
+#[cfg(target_arch = "x86_64")]
+use super::motion::compensate_vertex_avx2;
 use super::motion::{QBone, RelMotion, compensate_vertex, valid_bone};
 use super::range::{IntModel, Prob, RangeDecoder, RangeEncoder, zero_context};
 use super::setup::GarmentSetup;
@@ -178,6 +180,8 @@ pub(super) struct Frames {
     /// Whether `mc` holds vertex v's compensated position this frame.
     mc_done: Vec<bool>,
     motions: Vec<RelMotion>,
+    /// Whether the CPU has AVX2 and FMA (motion compensation then runs four lanes wide).
+    wide: bool,
 }
 
 impl Frames {
@@ -190,6 +194,11 @@ impl Frames {
             mc: vec![[0; 3]; vertices],
             mc_done: vec![false; vertices],
             motions: vec![RelMotion::default(); bones],
+            #[cfg(target_arch = "x86_64")]
+            wide: std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma"),
+            #[cfg(not(target_arch = "x86_64"))]
+            wide: false,
         }
     }
 
@@ -209,17 +218,45 @@ impl Frames {
     /// Motion compensation of `vertices` and their predictor references into `mc`,
     /// each vertex once per frame.
     pub(super) fn compensate(&mut self, setup: &GarmentSetup, vertices: &[u32]) {
+        #[cfg(target_arch = "x86_64")]
+        if self.wide {
+            // SAFETY: `wide` is set only where the CPU has AVX2 and FMA
+            unsafe { self.compensate_wide(setup, vertices) };
+            return;
+        }
+        self.compensate_in::<false>(setup, vertices);
+    }
+
+    /// [`Frames::compensate`] compiled for AVX2 and FMA (the same integers).
+    ///
+    /// # Safety
+    /// The CPU must support AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn compensate_wide(&mut self, setup: &GarmentSetup, vertices: &[u32]) {
+        self.compensate_in::<true>(setup, vertices);
+    }
+
+    #[inline(always)]
+    fn compensate_in<const WIDE: bool>(&mut self, setup: &GarmentSetup, vertices: &[u32]) {
         for &v in vertices {
             let refs = &setup.predictor[v as usize];
             for u in std::iter::once(v).chain(refs.iter().copied()) {
                 let u = u as usize;
                 if u < self.mc_done.len() && !self.mc_done[u] {
-                    self.mc[u] = compensate_vertex(
-                        &self.motions,
-                        &setup.joints[u],
-                        &setup.weights[u],
-                        self.q[u],
-                    );
+                    let (j, w, p) = (&setup.joints[u], &setup.weights[u], self.q[u]);
+                    self.mc[u] = if WIDE {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: the WIDE form runs only inside `compensate_wide`,
+                        // which the caller has checked the CPU can run
+                        unsafe {
+                            compensate_vertex_avx2(&self.motions, j, w, p)
+                        }
+                        #[cfg(not(target_arch = "x86_64"))]
+                        compensate_vertex(&self.motions, j, w, p)
+                    } else {
+                        compensate_vertex(&self.motions, j, w, p)
+                    };
                     self.mc_done[u] = true;
                 }
             }

@@ -93,7 +93,15 @@ fn rotation(b: &QBone) -> [i64; 9] {
 pub(crate) struct RelMotion {
     a: [i64; 9],
     c: [i64; 3],
+    /// The same as doubles for [`compensate_vertex_avx2`]: the columns of A, then c,
+    /// each padded to four lanes (integers below 2^43 in magnitude, so exact).
+    cols: Lanes,
 }
+
+/// Four rows of four doubles, aligned for 256-bit loads.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(32))]
+struct Lanes([[f64; 4]; 4]);
 
 impl RelMotion {
     pub(crate) fn new(prev: &QBone, cur: &QBone) -> Self {
@@ -109,7 +117,14 @@ impl RelMotion {
         for i in 0..3 {
             c[i] = i64::from(cur[4 + i]) * ONE - (0..3).map(|k| a[3 * i + k] * tp[k]).sum::<i64>();
         }
-        Self { a, c }
+        let mut cols = Lanes::default();
+        for i in 0..3 {
+            for j in 0..3 {
+                cols.0[j][i] = a[3 * i + j] as f64;
+            }
+            cols.0[3][i] = c[i] as f64;
+        }
+        Self { a, c, cols }
     }
 }
 
@@ -141,4 +156,121 @@ pub(crate) fn compensate_vertex(
         }
     }
     x.map(|x| (x + D / 2).div_euclid(D).clamp(-limit, limit) as i32)
+}
+
+/// [`compensate_vertex`] in 256-bit lanes of doubles (x, y, z, unused), as the
+/// JavaScript decoder computes it: (Σ_k w_k A_k) p + Σ_k w_k c_k, then
+/// ⌊(· + D/2) / D⌋ with D = 255 · 2^14. The same integers, bit for bit: for any bones
+/// that pass [`valid_bone`] (quaternion components |·| ≤ 2^14, |t| < 2^21), |A| < 2^19.6
+/// and |c| < 2^42.3, so with weights summing to 255 and |p| < 2^21 every product and
+/// partial sum, in any order and fused or not, is an integer below 2^51.4 < 2^53 and
+/// exact; and the quotient's rounding error (< 2^-23.6) is smaller than the distance
+/// (≥ 1/D > 2^-22) from any non-integer quotient to the next integer, so the floor is
+/// exact too.
+///
+/// # Safety
+/// The CPU must support AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) unsafe fn compensate_vertex_avx2(
+    motions: &[RelMotion],
+    j: &[u8; 4],
+    w: &[u8; 4],
+    p: [i32; 3],
+) -> [i32; 3] {
+    use std::arch::x86_64::*;
+    const D: f64 = (WEIGHT_ONE * ONE) as f64;
+    let limit = f64::from(2 * LATTICE_LIMIT);
+    let mut m = [_mm256_setzero_pd(); 4];
+    for k in 0..4 {
+        // a zero weight adds exact zeros (its bone index is valid all the same)
+        let cols = &motions[usize::from(j[k])].cols.0;
+        let wk = _mm256_set1_pd(f64::from(w[k]));
+        for (mc, col) in m.iter_mut().zip(cols) {
+            // SAFETY: `col` is four initialised f64s
+            *mc = _mm256_fmadd_pd(wk, unsafe { _mm256_load_pd(col.as_ptr()) }, *mc);
+        }
+    }
+    let [q0, q1, q2] = p.map(|c| _mm256_set1_pd(f64::from(c)));
+    let x = _mm256_fmadd_pd(
+        m[0],
+        q0,
+        _mm256_fmadd_pd(m[1], q1, _mm256_fmadd_pd(m[2], q2, m[3])),
+    );
+    let y = _mm256_floor_pd(_mm256_div_pd(
+        _mm256_add_pd(x, _mm256_set1_pd(D / 2.0)),
+        _mm256_set1_pd(D),
+    ));
+    let y = _mm256_min_pd(
+        _mm256_max_pd(y, _mm256_set1_pd(-limit)),
+        _mm256_set1_pd(limit),
+    );
+    let mut out = [0i32; 4];
+    // SAFETY: `out` has room for the four 32-bit lanes
+    unsafe { _mm_storeu_si128(out.as_mut_ptr().cast(), _mm256_cvttpd_epi32(y)) };
+    [out[0], out[1], out[2]]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn bone() -> impl Strategy<Value = QBone> {
+        // any bone `valid_bone` lets through, extremes included: quaternions need not
+        // be unit (a hostile stream's need not)
+        let c = prop_oneof![
+            -(ONE as i32)..=ONE as i32,
+            Just(ONE as i32),
+            Just(-(ONE as i32))
+        ];
+        let t = prop_oneof![
+            -(LATTICE_LIMIT - 1)..LATTICE_LIMIT,
+            Just(LATTICE_LIMIT - 1),
+            Just(1 - LATTICE_LIMIT)
+        ];
+        (
+            [c.clone(), c.clone(), c.clone(), c],
+            [t.clone(), t.clone(), t],
+        )
+            .prop_map(|(r, t)| [r[0], r[1], r[2], r[3], t[0], t[1], t[2]])
+    }
+
+    fn weights() -> impl Strategy<Value = [u8; 4]> {
+        (0u8..=255, 0u8..=255, 0u8..=255, 0usize..4).prop_map(|(a, b, c, at)| {
+            let mut w = [0u8; 4];
+            let mut left = 255u32;
+            for (k, x) in [a, b, c].into_iter().enumerate() {
+                let x = u32::from(x).min(left);
+                w[(at + k) % 4] = x as u8;
+                left -= x;
+            }
+            w[(at + 3) % 4] = left as u8;
+            w
+        })
+    }
+
+    proptest! {
+        /// The doubles give the format's integers for every valid input.
+        #[test]
+        fn avx2_compensation_is_the_integer_one(
+            prev in proptest::collection::vec(bone(), 3),
+            cur in proptest::collection::vec(bone(), 3),
+            j in [0u8..3, 0u8..3, 0u8..3, 0u8..3],
+            w in weights(),
+            p in [-(LATTICE_LIMIT - 1)..LATTICE_LIMIT, -(LATTICE_LIMIT - 1)..LATTICE_LIMIT,
+                  -(LATTICE_LIMIT - 1)..LATTICE_LIMIT],
+        ) {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                let motions: Vec<RelMotion> =
+                    prev.iter().zip(&cur).map(|(a, b)| RelMotion::new(a, b)).collect();
+                let want = compensate_vertex(&motions, &j, &w, p);
+                // SAFETY: the CPU was just checked for AVX2 and FMA
+                let got = unsafe { compensate_vertex_avx2(&motions, &j, &w, p) };
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
 }
