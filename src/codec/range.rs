@@ -48,28 +48,31 @@ pub(crate) fn coord_context(prev: &[i32; 3], cur: &[i32; 3], k: usize) -> usize 
 }
 
 /// Range encoder writing into a caller's buffer (cleared first, capacity reused).
+///
+/// `low` and `range` change at every bit and the output only every eighth or so, so
+/// the output side lives in its own [`Sink`], reached through a call that is not
+/// inlined: then `low` and `range` stay in registers in the callers' loops, where
+/// [`RangeEncoder::bit`] and [`RangeEncoder::int`] are inlined.
 pub(crate) struct RangeEncoder<'a> {
     low: u64,
     range: u32,
+    sink: Sink<'a>,
+}
+
+/// The carry-propagating output of a [`RangeEncoder`].
+struct Sink<'a> {
     cache: u8,
     cache_size: u64,
     out: &'a mut Vec<u8>,
 }
 
-impl<'a> RangeEncoder<'a> {
-    pub(crate) fn new(out: &'a mut Vec<u8>) -> Self {
-        Self {
-            low: 0,
-            range: u32::MAX,
-            cache: 0,
-            cache_size: 1,
-            out,
-        }
-    }
-
-    fn shift_low(&mut self) {
-        if (self.low as u32) < 0xFF00_0000 || (self.low >> 32) != 0 {
-            let carry = (self.low >> 32) as u8;
+impl Sink<'_> {
+    /// Emits the top byte of `low` (resolving any pending carry) and returns `low`
+    /// shifted by a byte.
+    #[inline(never)]
+    fn shift_low(&mut self, low: u64) -> u64 {
+        if (low as u32) < 0xFF00_0000 || (low >> 32) != 0 {
+            let carry = (low >> 32) as u8;
             let mut temp = self.cache;
             loop {
                 self.out.push(temp.wrapping_add(carry));
@@ -79,14 +82,36 @@ impl<'a> RangeEncoder<'a> {
                     break;
                 }
             }
-            self.cache = ((self.low >> 24) & 0xFF) as u8;
+            self.cache = ((low >> 24) & 0xFF) as u8;
         }
         self.cache_size += 1;
-        self.low = (self.low & 0x00FF_FFFF) << 8;
+        (low & 0x00FF_FFFF) << 8
+    }
+}
+
+impl<'a> RangeEncoder<'a> {
+    pub(crate) fn new(out: &'a mut Vec<u8>) -> Self {
+        Self {
+            low: 0,
+            range: u32::MAX,
+            sink: Sink {
+                cache: 0,
+                cache_size: 1,
+                out,
+            },
+        }
+    }
+
+    #[inline(always)]
+    fn normalize(&mut self) {
+        while self.range < RANGE_TOP {
+            self.range <<= 8;
+            self.low = self.sink.shift_low(self.low);
+        }
     }
 
     /// Encodes one bit with an adaptive probability.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn bit(&mut self, p: &mut Prob, bit: bool) {
         let bound = (self.range >> PROB_BITS) * u32::from(*p);
         if bit {
@@ -97,30 +122,24 @@ impl<'a> RangeEncoder<'a> {
             self.range = bound;
             *p += ((1 << PROB_BITS) - *p) >> PROB_SHIFT;
         }
-        while self.range < RANGE_TOP {
-            self.range <<= 8;
-            self.shift_low();
-        }
+        self.normalize();
     }
 
     /// Encodes the low `count` bits of `value` with probability ½ each, high bit first.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn direct(&mut self, value: u32, count: u32) {
         for i in (0..count).rev() {
             self.range >>= 1;
             if (value >> i) & 1 == 1 {
                 self.low += u64::from(self.range);
             }
-            while self.range < RANGE_TOP {
-                self.range <<= 8;
-                self.shift_low();
-            }
+            self.normalize();
         }
     }
 
     /// Encodes a signed integer (|value| < 2^[`MAX_PREFIX`]) with `model`; `ctx` is
     /// the zero-flag context.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn int(&mut self, m: &mut IntModel, ctx: usize, value: i32) {
         self.bit(&mut m.zero[ctx], value != 0);
         if value == 0 {
@@ -142,7 +161,7 @@ impl<'a> RangeEncoder<'a> {
     /// Flushes; the buffer then holds the whole coded stream.
     pub(crate) fn finish(mut self) {
         for _ in 0..5 {
-            self.shift_low();
+            self.low = self.sink.shift_low(self.low);
         }
     }
 }
