@@ -66,7 +66,7 @@ const PULL: f64 = 0.4;
 /// to the point [`PULL`]·`r` from `x` towards `p` if that is inside the ball, with
 /// [`Effort::Small`] the result of [`snap_search`]; else the nearest lattice point to
 /// `x` (always within `r`, see [`Encoder::set_tolerance`]).
-#[inline]
+#[inline(always)]
 fn snap(p: [i64; 3], x: [f64; 3], r: f64, effort: Effort) -> [i32; 3] {
     let d = [p[0] as f64 - x[0], p[1] as f64 - x[1], p[2] as f64 - x[2]];
     let len2 = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
@@ -173,7 +173,7 @@ fn round(x: f64) -> f64 {
 }
 
 /// Chooses and stores the coded lattice points of `vertices` (in traversal order) for
-/// one prediction mode.
+/// one prediction mode, and their residuals into `residual` (the same order).
 #[allow(clippy::too_many_arguments, reason = "the encoder's disjoint buffers")]
 fn trial(
     setup: &GarmentSetup,
@@ -186,6 +186,7 @@ fn trial(
     q_new: &mut [[i32; 3]],
     residual: &mut [[i32; 3]],
 ) {
+    debug_assert_eq!(vertices.len(), residual.len());
     let t = Trial {
         setup,
         vertices,
@@ -220,12 +221,12 @@ impl Trial<'_> {
         q_new: &mut [[i32; 3]],
         residual: &mut [[i32; 3]],
     ) {
-        for &v in self.vertices {
+        for (&v, e) in self.vertices.iter().zip(residual) {
             let v = v as usize;
             let p = predict_in::<SP, BASE>(v, &self.setup.predictor[v], base, q_new);
             let q = snap(p, self.target[v], self.r, self.effort);
             q_new[v] = q;
-            residual[v] = std::array::from_fn(|k| (i64::from(q[k]) - p[k]) as i32);
+            *e = std::array::from_fn(|k| (i64::from(q[k]) - p[k]) as i32);
         }
     }
 }
@@ -317,7 +318,8 @@ pub struct Encoder {
     effort: Effort,
     target: Vec<[f64; 3]>,
     f: Frames,
-    /// Per vertex, the residual the last trial coded (what the range coder writes).
+    /// Per vertex in traversal order, the residual the last trial coded (what the
+    /// range coder writes, in that order).
     residual: Lattice,
     modes: Vec<u32>,
 }
@@ -506,8 +508,7 @@ impl Encoder {
         let mut enc = RangeEncoder::new(out);
         code_bones(&mut enc, &mut m, &self.f.bones_new, None);
         let mut prev = [0i32; 3];
-        for &v in &s.order {
-            let cur = self.residual[v as usize];
+        for &cur in &self.residual {
             for k in 0..3 {
                 enc.int(&mut m.coords[k], coord_context(&prev, &cur, k), cur[k]);
             }
@@ -607,7 +608,7 @@ impl Encoder {
                 r,
                 self.effort,
                 &mut self.f.q_new,
-                &mut self.residual,
+                &mut self.residual[pi * PATCH_SIZE..pi * PATCH_SIZE + patch.len()],
             );
             self.modes[pi] = mode;
         }
@@ -622,8 +623,7 @@ impl Encoder {
             let mode = self.modes[pi];
             m.encode_mode(&mut enc, last_mode, mode);
             if mode != MODE_SKIP {
-                for &v in patch {
-                    let cur = self.residual[v as usize];
+                for &cur in &self.residual[pi * PATCH_SIZE..pi * PATCH_SIZE + patch.len()] {
                     for k in 0..3 {
                         enc.int(&mut m.coords[k], coord_context(&prev, &cur, k), cur[k]);
                     }
