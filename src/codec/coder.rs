@@ -8,7 +8,7 @@ use super::CodecError;
 use super::format::PROB_INIT;
 use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, MODE_SKIP, NO_REF, SPATIAL_MEAN, SPATIAL_NONE,
-    SPATIAL_PARALLELOGRAM, word_hash,
+    SPATIAL_PARALLELOGRAM, WORD_HASH_START, word_hash, word_hash_step,
 };
 #[cfg(target_arch = "x86_64")]
 use super::motion::compensate_vertex_avx2;
@@ -272,6 +272,39 @@ impl Frames {
 
 pub(super) fn checksum(q: &[[i32; 3]]) -> u32 {
     word_hash(q.iter().flat_map(|p| p.map(|c| c as u32)))
+}
+
+/// [`checksum`] taken a vertex at a time, so that its chain of multiplications can run
+/// alongside other work (the encoder's range coding) instead of after it.
+pub(super) struct Checksum {
+    h: u32,
+    next: usize,
+}
+
+impl Checksum {
+    pub(super) fn new() -> Self {
+        Self {
+            h: WORD_HASH_START,
+            next: 0,
+        }
+    }
+
+    /// Hashes the next vertex of `q`, if any is left.
+    #[inline(always)]
+    pub(super) fn step(&mut self, q: &[[i32; 3]]) {
+        if let Some(p) = q.get(self.next) {
+            self.h = p.iter().fold(self.h, |h, &c| word_hash_step(h, c as u32));
+            self.next += 1;
+        }
+    }
+
+    /// The checksum of all of `q` (the vertices not yet hashed, then the result).
+    pub(super) fn finish(mut self, q: &[[i32; 3]]) -> u32 {
+        while self.next < q.len() {
+            self.step(q);
+        }
+        self.h
+    }
 }
 
 pub(super) fn code_bones(

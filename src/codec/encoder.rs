@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::CodecError;
 use super::coder::{
-    Frames, Lattice, Models, checksum, code_bones, predict_in, split_mode, write_out,
+    Checksum, Frames, Lattice, Models, checksum, code_bones, predict_in, split_mode, write_out,
 };
 use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT,
@@ -469,7 +469,15 @@ impl Encoder {
         Ok(self.code_key(self.frame, 0.0, out))
     }
 
-    fn finish(&self, kind: FrameKind, frame: u32, reference: u32, out: &mut [u8]) -> FrameHeader {
+    /// Writes the header of the frame in `out` (`sum`: the [`checksum`] of `q_new`).
+    fn finish(
+        &self,
+        kind: FrameKind,
+        frame: u32,
+        reference: u32,
+        sum: u32,
+        out: &mut [u8],
+    ) -> FrameHeader {
         let h = FrameHeader {
             kind,
             setup_id: self.setup.id(),
@@ -478,7 +486,7 @@ impl Encoder {
             reference,
             vertices: self.setup.vertex_count() as u32,
             bones: self.f.bones.len() as u32,
-            checksum: checksum(&self.f.q_new),
+            checksum: sum,
             payload_len: (out.len() - FRAME_HEADER_LEN) as u32,
         };
         let mut head = [0u8; FRAME_HEADER_LEN];
@@ -515,7 +523,8 @@ impl Encoder {
             prev = cur;
         }
         enc.finish();
-        self.finish(FrameKind::Key, frame, frame, out)
+        let sum = checksum(&self.f.q_new);
+        self.finish(FrameKind::Key, frame, frame, sum, out)
     }
 
     /// The prediction mode for a patch that moved, `previous` its mode last frame.
@@ -619,6 +628,9 @@ impl Encoder {
         code_bones(&mut enc, &mut m, &self.f.bones_new, Some(&self.f.bones));
         let mut prev = [0i32; 3];
         let mut last_mode = MODE_SKIP;
+        // the checksum's serial chain rides along with the range coder's, a vertex (in
+        // index order) per coded vertex
+        let mut sum = Checksum::new();
         for (pi, patch) in s.order.chunks(PATCH_SIZE).enumerate() {
             let mode = self.modes[pi];
             m.encode_mode(&mut enc, last_mode, mode);
@@ -628,12 +640,14 @@ impl Encoder {
                         enc.int(&mut m.coords[k], coord_context(&prev, &cur, k), cur[k]);
                     }
                     prev = cur;
+                    sum.step(&self.f.q_new);
                 }
             }
             last_mode = mode;
         }
         enc.finish();
-        self.finish(FrameKind::Delta, frame, self.frame, out)
+        let sum = sum.finish(&self.f.q_new);
+        self.finish(FrameKind::Delta, frame, self.frame, sum, out)
     }
 }
 

@@ -100,11 +100,16 @@ pub const MAX_PREFIX: usize = 26;
 /// FNV-1a (32-bit) over 32-bit little-endian words: the setup id and the frame
 /// checksum (one `Math.imul` per word in JavaScript).
 pub fn word_hash(words: impl IntoIterator<Item = u32>) -> u32 {
-    let mut h: u32 = 0x811C_9DC5;
-    for w in words {
-        h = (h ^ w).wrapping_mul(0x0100_0193);
-    }
-    h
+    words.into_iter().fold(WORD_HASH_START, word_hash_step)
+}
+
+/// [`word_hash`] of no words: where a running hash starts.
+pub(crate) const WORD_HASH_START: u32 = 0x811C_9DC5;
+
+/// One word's step of [`word_hash`].
+#[inline(always)]
+pub(crate) fn word_hash_step(h: u32, w: u32) -> u32 {
+    (h ^ w).wrapping_mul(0x0100_0193)
 }
 
 /// Largest possible encoded frame for `vertices` vertices and `bones` bones, in bytes
