@@ -251,10 +251,38 @@ mod tests {
         })
     }
 
+    /// The format's definition in 128-bit integers, straight from the quantised bones:
+    /// round(Σ_k w_k (A_k p + c_k) / (255 · 2^14)) with A = R_cur R_prevᵀ and
+    /// c = t_cur·2^14 − A t_prev, then clamped.
+    fn reference(prev: &[QBone], cur: &[QBone], j: &[u8; 4], w: &[u8; 4], p: [i32; 3]) -> [i32; 3] {
+        let d = i128::from(WEIGHT_ONE * ONE);
+        let limit = 2 * i128::from(LATTICE_LIMIT);
+        let mut x = [0i128; 3];
+        for k in 0..4 {
+            let b = usize::from(j[k]);
+            let (rp, rc) = (rotation(&prev[b]), rotation(&cur[b]));
+            for r in 0..3 {
+                let a: [i128; 3] = std::array::from_fn(|c| {
+                    i128::from(round_shift(
+                        (0..3).map(|t| rc[3 * r + t] * rp[3 * c + t]).sum(),
+                    ))
+                });
+                let c = i128::from(cur[b][4 + r]) * i128::from(ONE)
+                    - (0..3)
+                        .map(|t| a[t] * i128::from(prev[b][4 + t]))
+                        .sum::<i128>();
+                let moved = (0..3).map(|t| a[t] * i128::from(p[t])).sum::<i128>() + c;
+                x[r] += i128::from(w[k]) * moved;
+            }
+        }
+        x.map(|x| (x + d / 2).div_euclid(d).clamp(-limit, limit) as i32)
+    }
+
     proptest! {
-        /// The doubles give the format's integers for every valid input.
+        /// The integer form (64-bit) and, where the CPU has AVX2 and FMA, the doubles
+        /// give the format's integers (the 128-bit reference) for every valid input.
         #[test]
-        fn avx2_compensation_is_the_integer_one(
+        fn compensation_is_the_formats_integer(
             prev in proptest::collection::vec(bone(), 3),
             cur in proptest::collection::vec(bone(), 3),
             j in [0u8..3, 0u8..3, 0u8..3, 0u8..3],
@@ -262,11 +290,12 @@ mod tests {
             p in [-(LATTICE_LIMIT - 1)..LATTICE_LIMIT, -(LATTICE_LIMIT - 1)..LATTICE_LIMIT,
                   -(LATTICE_LIMIT - 1)..LATTICE_LIMIT],
         ) {
+            let motions: Vec<RelMotion> =
+                prev.iter().zip(&cur).map(|(a, b)| RelMotion::new(a, b)).collect();
+            let want = reference(&prev, &cur, &j, &w, p);
+            prop_assert_eq!(compensate_vertex(&motions, &j, &w, p), want);
             #[cfg(target_arch = "x86_64")]
             if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                let motions: Vec<RelMotion> =
-                    prev.iter().zip(&cur).map(|(a, b)| RelMotion::new(a, b)).collect();
-                let want = compensate_vertex(&motions, &j, &w, p);
                 // SAFETY: the CPU was just checked for AVX2 and FMA
                 let got = unsafe { compensate_vertex_avx2(&motions, &j, &w, p) };
                 prop_assert_eq!(got, want);
