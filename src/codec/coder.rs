@@ -8,7 +8,7 @@ use super::CodecError;
 use super::format::PROB_INIT;
 use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, MODE_SKIP, NO_REF, SPATIAL_MEAN, SPATIAL_NONE,
-    SPATIAL_PARALLELOGRAM, WORD_HASH_START, word_hash, word_hash_step,
+    SPATIAL_PARALLELOGRAM, WORD_HASH_START, word_hash_step,
 };
 #[cfg(target_arch = "x86_64")]
 use super::motion::compensate_vertex_avx2;
@@ -270,8 +270,10 @@ impl Frames {
     }
 }
 
+/// The frame checksum: [`word_hash`](super::format::word_hash) of the lattice
+/// coordinates, vertex by vertex.
 pub(super) fn checksum(q: &[[i32; 3]]) -> u32 {
-    word_hash(q.iter().flat_map(|p| p.map(|c| c as u32)))
+    Checksum::new().finish(q)
 }
 
 /// [`checksum`] taken a vertex at a time, so that its chain of multiplications can run
@@ -299,11 +301,12 @@ impl Checksum {
     }
 
     /// The checksum of all of `q` (the vertices not yet hashed, then the result).
-    pub(super) fn finish(mut self, q: &[[i32; 3]]) -> u32 {
-        while self.next < q.len() {
-            self.step(q);
-        }
-        self.h
+    pub(super) fn finish(self, q: &[[i32; 3]]) -> u32 {
+        q.get(self.next..)
+            .unwrap_or_default()
+            .iter()
+            .flatten()
+            .fold(self.h, |h, &c| word_hash_step(h, c as u32))
     }
 }
 
