@@ -11,7 +11,7 @@ use clothcast::sor::{AvatarState, Database, Scratch, Synthesizer};
 use glam::Vec3;
 use tokio_tungstenite::tungstenite::Message;
 
-fn db() -> Arc<Database> {
+pub(super) fn db() -> Arc<Database> {
     let p =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
     Arc::new(Database::read(&p).expect("golden database"))
@@ -33,7 +33,7 @@ fn arm_pose(avatar: &str, angle: f32, t: f64) -> ClientMessage {
     })
 }
 
-fn config() -> ServerConfig {
+pub(super) fn config() -> ServerConfig {
     ServerConfig {
         bind: "127.0.0.1:0".parse().expect("addr"),
         publisher_token: Some("pub".into()),
@@ -44,14 +44,14 @@ fn config() -> ServerConfig {
 }
 
 /// A publisher connection with the test token.
-async fn connect_publisher(url: &str) -> Client {
+pub(super) async fn connect_publisher(url: &str) -> Client {
     Client::connect(url, Role::Publisher, Some("pub".into()))
         .await
         .expect("publisher connects")
 }
 
 /// The next message of `client`, which must be an error with `code`; its message.
-async fn expect_error(client: &mut Client, code: &str) -> String {
+pub(super) async fn expect_error(client: &mut Client, code: &str) -> String {
     match tokio::time::timeout(Duration::from_secs(10), client.next()).await {
         Ok(Ok(ServerMessage::Error { code: got, message })) if got == code => message,
         other => panic!("expected a {code} error, got {other:?}"),
@@ -59,12 +59,12 @@ async fn expect_error(client: &mut Client, code: &str) -> String {
 }
 
 /// A viewer connection with the test token, subscribed to every avatar.
-async fn connect_viewer(url: &str) -> Client {
+pub(super) async fn connect_viewer(url: &str) -> Client {
     connect_viewer_to(url, None).await
 }
 
 /// A viewer connection with the test token, subscribed to `avatars` (`None`: all).
-async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Client {
+pub(super) async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Client {
     let mut viewer = Client::connect(url, Role::Viewer, Some("view".into()))
         .await
         .expect("viewer connects");
@@ -78,7 +78,7 @@ async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Client {
 }
 
 /// Reads messages until `f` says stop (or 10 s pass).
-async fn until(
+pub(super) async fn until(
     c: &mut Client,
     viewer: &mut Viewer,
     mut f: impl FnMut(&Viewer, Option<&str>) -> bool,
@@ -743,7 +743,7 @@ async fn play_and_watch_are_clients_of_the_server() {
 }
 
 /// A Kinect bridge's body frame (v2 or Azure shape) for a canonical pose.
-fn body_frame(
+pub(super) fn body_frame(
     azure: bool,
     id: &str,
     pose: &Pose,

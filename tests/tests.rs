@@ -2,3 +2,4 @@
 
 mod cli;
 mod server;
+mod turnover;

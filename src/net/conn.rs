@@ -14,8 +14,9 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::broadcast;
 
+use super::driven::Driven;
 use super::{Shared, Source};
-use crate::engine::{Applied, InputState, TickOutput, apply_joints, apply_pose_message};
+use crate::engine::{Applied, TickOutput, apply_joints, apply_pose_message};
 use crate::mocap::parse_body_frame;
 use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
 
@@ -235,7 +236,11 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
     let mut synced: HashSet<String> = HashSet::new();
     // per avatar, the number of the last frame sent to this viewer
     let mut sent_seq: HashMap<String, u32> = HashMap::new();
-    let mut inputs: HashMap<String, InputState> = HashMap::new();
+    // the avatars this publisher drives; silent ones give way to new ones (Kinect body
+    // ids change with every visitor)
+    let mut inputs: Driven<String> = Driven::new(s.config.engine.remove_after);
+    // when a body frame's body was last refused for want of room (told once a second)
+    let mut body_refused: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = closing.changed() => {
@@ -274,20 +279,34 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     match frame {
                         Ok(bodies) => {
                             let now = s.start.elapsed().as_secs_f64();
+                            let mut gone = false;
                             for b in bodies {
                                 let avatar = match &sensor {
                                     Some(name) => format!("kinect-{name}-{}", b.id),
                                     None => format!("kinect-{}", b.id),
                                 };
-                                if !inputs.contains_key(&avatar) && (inputs.len() >= s.config.max_avatars_per_publisher || !s.room_for(&avatar)) {
+                                let refusal = if !inputs.admit(&avatar, now, s.config.max_avatars_per_publisher) {
+                                    Some(("too_many_avatars", format!("body {}: a publisher may drive {} avatars", b.id, s.config.max_avatars_per_publisher)))
+                                } else if !inputs.contains(&avatar) && !s.room_for(&avatar) {
+                                    Some(("server_full", format!("body {}: the server drives at most {} avatars", b.id, s.config.engine.max_avatars)))
+                                } else {
+                                    None
+                                };
+                                if let Some((code, what)) = refusal {
+                                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                    if body_refused.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                                        body_refused = Some(Instant::now());
+                                        if !send(&mut sink, &ServerMessage::error(code, what)).await { gone = true; break; }
+                                    }
                                     continue;
                                 }
-                                let mut state = inputs.get(&avatar).cloned().unwrap_or_default();
+                                let mut state = inputs.state(&avatar);
                                 if let Ok(pose) = apply_joints(&b.joints, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
                                     s.pose_in(Source::Kinect, avatar.clone(), pose, (now, now), true);
-                                    inputs.insert(avatar, state);
+                                    inputs.store(avatar, state, now);
                                 }
                             }
+                            if gone { break; }
                         }
                         Err(e) => {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
@@ -303,17 +322,18 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         if !send(&mut sink, &ServerMessage::error("bad_message", e)).await { break; }
                     }
                     Some(Ok(ClientMessage::Pose(p))) if publisher => {
-                        if !inputs.contains_key(&p.avatar) && inputs.len() >= s.config.max_avatars_per_publisher {
+                        let now = s.start.elapsed().as_secs_f64();
+                        if !inputs.admit(&p.avatar, now, s.config.max_avatars_per_publisher) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !send(&mut sink, &ServerMessage::error("too_many_avatars", format!("a publisher may drive {} avatars", s.config.max_avatars_per_publisher))).await { break; }
                             continue;
                         }
-                        if !inputs.contains_key(&p.avatar) && !s.room_for(&p.avatar) {
+                        if !inputs.contains(&p.avatar) && !s.room_for(&p.avatar) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !send(&mut sink, &ServerMessage::error("server_full", format!("the server drives at most {} avatars", s.config.engine.max_avatars))).await { break; }
                             continue;
                         }
-                        let mut state = inputs.get(&p.avatar).cloned().unwrap_or_default();
+                        let mut state = inputs.state(&p.avatar);
                         match apply_pose_message(&p, &mut state, &s.retargeter, s.config.engine.filter.as_ref()) {
                             Ok(Applied { mut pose, held }) => {
                                 if !held.is_empty() {
@@ -327,9 +347,8 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                     state.calibrate();
                                     pose = state.calibrated(&state.pose);
                                 }
-                                let now = s.start.elapsed().as_secs_f64();
                                 s.pose_in(Source::WebSocket, p.avatar.clone(), pose, (p.timestamp, now), true);
-                                inputs.insert(p.avatar, state);
+                                inputs.store(p.avatar, state, now);
                             }
                             Err(e) => {
                                 m.bad_messages.fetch_add(1, Ordering::Relaxed);

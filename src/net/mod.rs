@@ -26,9 +26,11 @@ use crate::skeleton::Pose;
 use crate::sor::Database;
 
 mod conn;
+mod driven;
 mod tick;
 mod watch;
 use conn::ws_upgrade;
+use driven::Driven;
 use watch::Watchers;
 
 /// Server settings.
@@ -65,7 +67,8 @@ pub struct ServerConfig {
     /// Messages per second one connection may send (averaged over one second, burst of
     /// the same size); a connection over it is closed with code 1008.
     pub max_messages_per_second: f32,
-    /// Distinct avatars one publisher connection may drive.
+    /// Distinct avatars one publisher connection may drive at once (an avatar silent
+    /// for longer than the engine's `remove_after` gives its place back).
     pub max_avatars_per_publisher: usize,
     /// Viewers connected at once; more are closed with code 1013 (try again later).
     pub max_viewers: usize,
@@ -452,8 +455,11 @@ pub async fn start_with_garments(
 /// (from any publisher connection) captures its next pose as rest pose and facing.
 async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
     let m = &s.metrics;
-    let mut performers: HashMap<SocketAddr, (crate::mocap::VmcPerformer, InputState)> =
-        HashMap::new();
+    // per sender: its VMC state, and what is remembered of its input; a sender silent
+    // for longer than `remove_after` gives way to a new one (a VMC app that restarts
+    // sends from a new port)
+    let mut performers: HashMap<SocketAddr, crate::mocap::VmcPerformer> = HashMap::new();
+    let mut inputs: Driven<SocketAddr> = Driven::new(s.config.engine.remove_after);
     let mut buf = vec![0u8; 65536];
     let mut closing = s.closing.subscribe();
     // the avatar a sender drives: the configured one, else one per sender address
@@ -469,17 +475,24 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
             r = sock.recv_from(&mut buf) => {
                 let Ok((n, from)) = r else { continue };
                 // a new sender needs room for its avatar (known ones skip the check)
-                let new = !performers.contains_key(&from);
-                if new && (performers.len() >= s.config.engine.max_avatars || !s.room_for(&avatar_of(from))) {
+                let now = s.start.elapsed().as_secs_f64();
+                let new = !inputs.contains(&from);
+                if !inputs.admit(&from, now, s.config.engine.max_avatars) || (new && !s.room_for(&avatar_of(from))) {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                let (p, state) = performers.entry(from).or_default();
+                if new {
+                    // a fresh sender (or one forgotten): drop what is left of forgotten ones
+                    performers.retain(|a, _| inputs.contains(a));
+                    inputs.store(from, InputState::default(), now);
+                }
+                let p = performers.entry(from).or_default();
                 let frames_before = p.frames;
                 match p.feed(&buf[..n]) {
                     Ok(0) => {}
                     Ok(_) => {
                         let avatar = avatar_of(from);
+                        let Some(state) = inputs.get_mut(&from) else { continue };
                         state.pose = p.pose;
                         if s.calibrate.lock().is_ok_and(|mut c| c.remove(&avatar).is_some()) {
                             state.calibrate();
@@ -491,7 +504,7 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                             tracing::debug!(%from, error = %e, "VMC pose refused");
                             continue;
                         }
-                        let now = s.start.elapsed().as_secs_f64();
+                        inputs.touch(&from, now);
                         // VMC senders send /VMC/Ext/T once a frame; from one that never
                         // does, every packet that moved the pose counts
                         let frame = p.frames == 0 || p.frames != frames_before;

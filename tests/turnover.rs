@@ -1,0 +1,146 @@
+//! Long-lived sources whose performers come and go: the places they hold are given back
+//! when their avatars are removed, so a kiosk or a VMC listener keeps working after its
+//! first visitors have left.
+
+use std::time::Duration;
+
+use clothcast::client::{Client, Viewer};
+use clothcast::engine::EngineConfig;
+use clothcast::net::{ServerConfig, start};
+use clothcast::skeleton::{Pose, Skeleton};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::server::{
+    body_frame, config, connect_publisher, connect_viewer, db, expect_error, until,
+};
+
+/// Avatars go idle after 0.2 s of silence and are removed after 0.6 s.
+fn quick_removal(config: ServerConfig) -> ServerConfig {
+    ServerConfig {
+        engine: EngineConfig {
+            idle_timeout: 0.2,
+            remove_after: 0.6,
+            ..config.engine
+        },
+        ..config
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kinect_kiosk_takes_new_visitors_after_earlier_ones_have_left() {
+    let db = db();
+    let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
+    let server = start(
+        db,
+        quick_removal(ServerConfig {
+            max_avatars_per_publisher: 2,
+            ..config()
+        }),
+    )
+    .await
+    .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut viewer = connect_viewer(&url).await;
+    let mut kiosk = connect_publisher(&url).await;
+    let mut view = Viewer::default();
+    // each visitor is a new body id, as Kinect trackers number them
+    let visit = async |kiosk: &mut Client, viewer: &mut Client, view: &mut Viewer, id: &str| {
+        let avatar = format!("kinect-{id}");
+        let frame = body_frame(false, id, &Pose::rest(), &skeleton);
+        for _ in 0..3 {
+            kiosk
+                .send_raw(Message::Text(frame.clone().into()))
+                .await
+                .expect("send");
+        }
+        until(viewer, view, |v, _| {
+            v.avatars.get(&avatar).is_some_and(|a| a.frames >= 2)
+        })
+        .await;
+    };
+    visit(&mut kiosk, &mut viewer, &mut view, "1").await;
+    visit(&mut kiosk, &mut viewer, &mut view, "2").await;
+    // two visitors in front of the sensor: a third is refused, by name
+    let third = body_frame(false, "3", &Pose::rest(), &skeleton);
+    kiosk
+        .send_raw(Message::Text(third.clone().into()))
+        .await
+        .expect("send");
+    let why = expect_error(&mut kiosk, "too_many_avatars").await;
+    assert!(why.contains("body 3"), "{why}");
+    // the first two leave (their bodies drop out of the frames); once their avatars are
+    // removed, new visitors are driven, more of them over time than the limit
+    until(&mut viewer, &mut view, |v, _| {
+        !v.avatars.contains_key("kinect-1") && !v.avatars.contains_key("kinect-2")
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    visit(&mut kiosk, &mut viewer, &mut view, "3").await;
+    visit(&mut kiosk, &mut viewer, &mut view, "4").await;
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vmc_listener_takes_a_sender_on_a_new_port_after_the_old_one_went_silent() {
+    use rosc::{OscMessage, OscPacket, OscType};
+    let server = start(
+        db(),
+        quick_removal(ServerConfig {
+            vmc_bind: Some("127.0.0.1:0".parse().expect("addr")),
+            engine: EngineConfig {
+                max_avatars: 1,
+                ..EngineConfig::default()
+            },
+            ..config()
+        }),
+    )
+    .await
+    .expect("server starts");
+    let vmc = server.vmc_addr.expect("VMC listener");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut viewer = connect_viewer(&url).await;
+    let mut view = Viewer::default();
+    let hips = rosc::encoder::encode(&OscPacket::Message(OscMessage {
+        addr: "/VMC/Ext/Bone/Pos".into(),
+        args: vec![
+            OscType::String("Hips".into()),
+            0.0.into(),
+            0.0.into(),
+            0.0.into(),
+            0.0.into(),
+            0.0.into(),
+            0.0.into(),
+            1.0.into(),
+        ],
+    }))
+    .expect("encodes");
+    // a VMC app sends from an ephemeral port; restarted, it sends from another
+    for _ in 0..3 {
+        let sender = tokio::net::UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("udp");
+        let avatar = format!("vmc-{}", sender.local_addr().expect("addr"));
+        // it sends a pose every 20 ms (datagrams from a sender the server cannot take
+        // are dropped, as the VMC spec has it)
+        let sending = tokio::spawn({
+            let hips = hips.clone();
+            async move {
+                for _ in 0..250 {
+                    let _ = sender.send_to(&hips, vmc).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        });
+        until(&mut viewer, &mut view, |v, _| {
+            v.avatars.get(&avatar).is_some_and(|a| a.frames >= 2)
+        })
+        .await;
+        sending.abort();
+        // it stops; its avatar is removed
+        until(&mut viewer, &mut view, |v, _| {
+            !v.avatars.contains_key(&avatar)
+        })
+        .await;
+    }
+    server.shutdown().await;
+}
