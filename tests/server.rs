@@ -17,7 +17,7 @@ pub(super) fn db() -> Arc<Database> {
     Arc::new(Database::read(&p).expect("golden database"))
 }
 
-fn arm_pose(avatar: &str, angle: f32, t: f64) -> ClientMessage {
+pub(super) fn arm_pose(avatar: &str, angle: f32, t: f64) -> ClientMessage {
     let q = quat_exp(Vec3::new(0.0, 0.0, -angle)).to_array();
     ClientMessage::Pose(PoseMessage {
         avatar: avatar.into(),

@@ -1,6 +1,7 @@
-//! Long-lived sources whose performers come and go: the places they hold are given back
-//! when their avatars are removed, so a kiosk or a VMC listener keeps working after its
-//! first visitors have left.
+//! The places avatars hold on the server: given back when an avatar is removed, so a
+//! long-lived source whose performers come and go (a kiosk, a VMC listener) keeps
+//! working after its first visitors have left; and told by name to a publisher that
+//! lost the last place to another.
 
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use clothcast::skeleton::{Pose, Skeleton};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::server::{
-    body_frame, config, connect_publisher, connect_viewer, db, expect_error, until,
+    arm_pose, body_frame, config, connect_publisher, connect_viewer, db, expect_error, until,
 };
 
 /// Avatars go idle after 0.2 s of silence and are removed after 0.6 s.
@@ -142,5 +143,66 @@ async fn a_vmc_listener_takes_a_sender_on_a_new_port_after_the_old_one_went_sile
         })
         .await;
     }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishers_racing_for_the_last_place_are_told_who_lost() {
+    // slow ticks (a slot every 125 ms): both first poses arrive before the tick that
+    // admits avatars, so both pass the door and the engine keeps only one
+    let server = start(
+        db(),
+        ServerConfig {
+            engine: EngineConfig {
+                max_avatars: 1,
+                tick_hz: 2.0,
+                ..EngineConfig::default()
+            },
+            ..config()
+        },
+    )
+    .await
+    .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut a = connect_publisher(&url).await;
+    let mut b = connect_publisher(&url).await;
+    a.send(&arm_pose("a", 0.3, 0.0)).await.expect("pose");
+    b.send(&arm_pose("b", 0.3, 0.0)).await.expect("pose");
+    // each keeps publishing; the one whose avatar the engine refused hears of it
+    let mut told = Vec::new();
+    for step in 1..=12 {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        for (name, c) in [("a", &mut a), ("b", &mut b)] {
+            c.send(&arm_pose(name, 0.3, f64::from(step)))
+                .await
+                .expect("pose");
+            if let Ok(Ok(m)) = tokio::time::timeout(Duration::from_millis(5), c.next()).await {
+                match m {
+                    clothcast::protocol::ServerMessage::Error { code, .. }
+                        if code == "server_full" =>
+                    {
+                        told.push(name)
+                    }
+                    other => panic!("{name}: unexpected {other:?}"),
+                }
+            }
+        }
+    }
+    told.dedup();
+    assert_eq!(told.len(), 1, "exactly one publisher is told: {told:?}");
+    // and the other's avatar streams
+    let winner = if told[0] == "a" { "b" } else { "a" };
+    let mut viewer = connect_viewer(&url).await;
+    let mut view = Viewer::default();
+    let mut winning = if winner == "a" { a } else { b };
+    winning
+        .send(&arm_pose(winner, 0.3, 20.0))
+        .await
+        .expect("pose");
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get(winner).is_some_and(|x| x.frames >= 1)
+    })
+    .await;
+    assert!(!view.avatars.contains_key(told[0]));
     server.shutdown().await;
 }

@@ -287,7 +287,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                 };
                                 let refusal = if !inputs.admit(&avatar, now, s.config.max_avatars_per_publisher) {
                                     Some(("too_many_avatars", format!("body {}: a publisher may drive {} avatars", b.id, s.config.max_avatars_per_publisher)))
-                                } else if !inputs.contains(&avatar) && !s.room_for(&avatar) {
+                                } else if !s.room_for(&avatar) {
                                     Some(("server_full", format!("body {}: the server drives at most {} avatars", b.id, s.config.engine.max_avatars)))
                                 } else {
                                     None
@@ -328,7 +328,10 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             if !send(&mut sink, &ServerMessage::error("too_many_avatars", format!("a publisher may drive {} avatars", s.config.max_avatars_per_publisher))).await { break; }
                             continue;
                         }
-                        if !inputs.contains(&p.avatar) && !s.room_for(&p.avatar) {
+                        // asked at every pose, not only at an avatar's first: when several
+                        // connections take the last place between two ticks, the engine keeps
+                        // one and the others learn it here at their next pose
+                        if !s.room_for(&p.avatar) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !send(&mut sink, &ServerMessage::error("server_full", format!("the server drives at most {} avatars", s.config.engine.max_avatars))).await { break; }
                             continue;

@@ -238,8 +238,9 @@ struct Shared {
 
 impl Shared {
     /// Whether a pose for `avatar` can be taken: it exists, or the server has room for
-    /// another (checked again, and refused with a log line, by the engine at the tick,
-    /// since several connections may take the last place between two ticks).
+    /// another. Asked at every pose: several connections may take the last place
+    /// between two ticks; the engine keeps one at the tick (refusing the others with a
+    /// log line), and the others are refused here from their next pose on.
     fn room_for(&self, avatar: &str) -> bool {
         self.avatars.lock().map_or(true, |a| {
             a.contains(avatar) || a.len() < self.config.engine.max_avatars
@@ -477,7 +478,7 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                 // a new sender needs room for its avatar (known ones skip the check)
                 let now = s.start.elapsed().as_secs_f64();
                 let new = !inputs.contains(&from);
-                if !inputs.admit(&from, now, s.config.engine.max_avatars) || (new && !s.room_for(&avatar_of(from))) {
+                if !inputs.admit(&from, now, s.config.engine.max_avatars) || !s.room_for(&avatar_of(from)) {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
