@@ -409,6 +409,14 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         }
                     }
                     Some(Ok(ClientMessage::Subscribe { avatars })) if viewer => {
+                        // a list longer than the server's avatar limit names avatars that
+                        // cannot all exist, and would cost ~100 bytes of tables per name
+                        if let Some(list) = &avatars && list.len() > s.config.engine.max_avatars {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            let what = format!("a subscription names at most {} avatars (the server's limit), this one {}; subscribe to all by leaving `avatars` out", s.config.engine.max_avatars, list.len());
+                            if !send(&mut sink, &ServerMessage::error("bad_subscription", what)).await { break; }
+                            continue;
+                        }
                         if rx.is_none() {
                             let mut ok = true;
                             for asset in &s.assets {

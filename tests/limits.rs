@@ -1,7 +1,8 @@
-//! The places avatars hold on the server: given back when an avatar is removed, so a
-//! long-lived source whose performers come and go (a kiosk, a VMC listener) keeps
-//! working after its first visitors have left; and told by name to a publisher that
-//! lost the last place to another.
+//! What connections may hold on the server, over time: avatar places are given back
+//! when an avatar is removed, so a long-lived source whose performers come and go (a
+//! kiosk, a VMC listener) keeps working after its first visitors have left; a publisher
+//! that lost the last place to another is told by name; a viewer's subscription is
+//! bounded.
 
 use std::time::Duration;
 
@@ -204,5 +205,71 @@ async fn publishers_racing_for_the_last_place_are_told_who_lost() {
     })
     .await;
     assert!(!view.avatars.contains_key(told[0]));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by_name() {
+    let server = start(
+        db(),
+        ServerConfig {
+            engine: EngineConfig {
+                max_avatars: 4,
+                ..EngineConfig::default()
+            },
+            ..config()
+        },
+    )
+    .await
+    .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = connect_publisher(&url).await;
+    let mut viewer = super::server::connect_viewer_to(&url, Some(&["a"])).await;
+    let mut view = Viewer::default();
+    let mut t = 0.0;
+    let mut publish = async |publisher: &mut Client| {
+        t += 1.0;
+        publisher.send(&arm_pose("a", 0.3, t)).await.expect("pose");
+    };
+    publish(&mut publisher).await;
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get("a").is_some_and(|x| x.frames >= 1)
+    })
+    .await;
+    let names: Vec<String> = (0..5).map(|i| format!("x{i}")).collect();
+    viewer
+        .send(&clothcast::protocol::ClientMessage::Subscribe {
+            avatars: Some(names),
+        })
+        .await
+        .expect("subscribe");
+    // the refusal comes among the frames; the subscription before it still applies
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut refused = None;
+    let mut frames_after = 0;
+    while refused.is_none() || frames_after < 3 {
+        publish(&mut publisher).await;
+        let m = tokio::time::timeout_at(deadline, viewer.next())
+            .await
+            .expect("timed out")
+            .expect("message");
+        match m {
+            clothcast::protocol::ServerMessage::Error { code, message } => {
+                assert_eq!(code, "bad_subscription");
+                refused = Some(message);
+            }
+            other => {
+                if view.apply(other).expect("applies").as_deref() == Some("a") && refused.is_some()
+                {
+                    frames_after += 1;
+                }
+            }
+        }
+    }
+    let why = refused.unwrap_or_default();
+    assert!(
+        why.contains("at most 4 avatars") && why.contains("this one 5"),
+        "{why}"
+    );
     server.shutdown().await;
 }
