@@ -13,7 +13,8 @@ use clothcast::skeleton::{Pose, Skeleton};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::server::{
-    arm_pose, body_frame, config, connect_publisher, connect_viewer, db, expect_error, until,
+    arm_pose, body_frame, config, connect_publisher, connect_viewer, db, expect_error, metric,
+    until,
 };
 
 /// Avatars go idle after 0.2 s of silence and are removed after 0.6 s.
@@ -271,5 +272,55 @@ async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by
         why.contains("at most 4 avatars") && why.contains("this one 5"),
         "{why}"
     );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_limit_are_answered_503_before_the_upgrade() {
+    let server = start(
+        db(),
+        ServerConfig {
+            max_connections: 2,
+            ..config()
+        },
+    )
+    .await
+    .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    // two connections that have not said hello yet hold both places
+    let (first, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("first connects");
+    let (_second, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("second connects");
+    match tokio_tungstenite::connect_async(&url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            assert_eq!(r.status(), 503);
+            let body = String::from_utf8_lossy(r.body().as_deref().unwrap_or_default());
+            assert!(body.contains("connection limit of 2"), "{body}");
+        }
+        other => panic!("a third connection: {other:?}"),
+    }
+    assert_eq!(metric(server.addr, "clothcast_connections").await, 2.0);
+    assert_eq!(
+        metric(server.addr, "clothcast_connections_refused_total").await,
+        1.0
+    );
+    // one leaves: its place is free again, for a client that goes on to say hello
+    drop(first);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while metric(server.addr, "clothcast_connections").await > 1.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the place was not freed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut publisher = connect_publisher(&url).await;
+    publisher
+        .send(&arm_pose("a", 0.3, 0.0))
+        .await
+        .expect("pose");
     server.shutdown().await;
 }

@@ -1189,7 +1189,7 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
 }
 
 /// A counter or gauge from the server's /metrics text.
-async fn metric(addr: std::net::SocketAddr, name: &str) -> f64 {
+pub(super) async fn metric(addr: std::net::SocketAddr, name: &str) -> f64 {
     let text = http_get(addr, "/metrics").await;
     text.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))

@@ -79,14 +79,41 @@ fn valid_sensor_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
+/// Counts one open WebSocket connection in [`Shared`]'s metrics for as long as it lives.
+struct Open(Arc<Shared>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.metrics.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 pub(super) async fn ws_upgrade(
     ws: WebSocketUpgrade,
     State(s): State<Arc<Shared>>,
-) -> impl IntoResponse {
+) -> axum::response::Response {
+    // at the door, before the upgrade allocates the connection's buffers
+    let open = &s.metrics.connections;
+    if open.fetch_add(1, Ordering::Relaxed) as usize >= s.config.max_connections {
+        open.fetch_sub(1, Ordering::Relaxed);
+        s.metrics
+            .connections_refused
+            .fetch_add(1, Ordering::Relaxed);
+        let why = format!(
+            "connection limit of {} reached; try again later\n",
+            s.config.max_connections
+        );
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    }
+    let guard = Open(Arc::clone(&s));
     let limit = s.config.max_message_bytes;
     ws.max_message_size(limit)
         .max_frame_size(limit)
-        .on_upgrade(move |socket| connection(socket, s))
+        .on_upgrade(move |socket| async move {
+            connection(socket, s).await;
+            drop(guard);
+        })
+        .into_response()
 }
 
 /// Close codes (RFC 6455 application range).

@@ -72,6 +72,10 @@ pub struct ServerConfig {
     pub max_avatars_per_publisher: usize,
     /// Viewers connected at once; more are closed with code 1013 (try again later).
     pub max_viewers: usize,
+    /// WebSocket connections open at once, of any role, those still waiting for their
+    /// `hello` included (each holds ~130 KB of buffers); more are answered HTTP 503
+    /// before the upgrade.
+    pub max_connections: usize,
     /// UDP address of the VMC (OSC) listener; `None` turns it off. UDP carries no token:
     /// anyone who can reach this address can drive avatars.
     pub vmc_bind: Option<SocketAddr>,
@@ -99,6 +103,7 @@ impl Default for ServerConfig {
             max_messages_per_second: 2000.0,
             max_avatars_per_publisher: 64,
             max_viewers: 256,
+            max_connections: 1024,
             vmc_bind: Some(SocketAddr::from(([127, 0, 0, 1], 39539))),
             vmc_avatar: None,
             databases: Vec::new(),
@@ -198,6 +203,10 @@ struct Metrics {
     frame_errors: AtomicU64,
     viewers: AtomicU64,
     publishers: AtomicU64,
+    /// WebSocket connections open (any role, before `hello` too).
+    connections: AtomicU64,
+    /// Connections refused at the door for [`ServerConfig::max_connections`].
+    connections_refused: AtomicU64,
     /// Poses received, by [`Source`].
     poses_in: [AtomicU64; 3],
     bytes_out: AtomicU64,
@@ -642,6 +651,8 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_poses_refused_total counter\nclothcast_poses_refused_total {}\n\
          # TYPE clothcast_viewers gauge\nclothcast_viewers {}\n\
          # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
+         # TYPE clothcast_connections gauge\nclothcast_connections {}\n\
+         # TYPE clothcast_connections_refused_total counter\nclothcast_connections_refused_total {}\n\
          # TYPE clothcast_poses_in_total counter\n\
          clothcast_poses_in_total{{source=\"websocket\"}} {}\n\
          clothcast_poses_in_total{{source=\"kinect\"}} {}\n\
@@ -664,6 +675,8 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.poses_refused),
         g(&m.viewers),
         g(&m.publishers),
+        g(&m.connections),
+        g(&m.connections_refused),
         g(&m.poses_in[Source::WebSocket as usize]),
         g(&m.poses_in[Source::Kinect as usize]),
         g(&m.poses_in[Source::Vmc as usize]),
