@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::server::{
     arm_pose, body_frame, config, connect_publisher, connect_viewer, db, expect_error, metric,
-    until,
+    more_frames, until,
 };
 
 /// Avatars go idle after 0.2 s of silence and are removed after 0.6 s.
@@ -322,5 +322,123 @@ async fn connections_over_the_limit_are_answered_503_before_the_upgrade() {
         .send(&arm_pose("a", 0.3, 0.0))
         .await
         .expect("pose");
+    server.shutdown().await;
+}
+
+/// A raw WebSocket connection that says hello as `role` and then is never read (so it
+/// never answers a ping), its receive window `rcvbuf` bytes.
+async fn unread(
+    addr: std::net::SocketAddr,
+    role: clothcast::protocol::Role,
+    subscribe: bool,
+    rcvbuf: u32,
+) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
+    use clothcast::protocol::ClientMessage;
+    use futures_util::SinkExt;
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.set_recv_buffer_size(rcvbuf).expect("rcvbuf");
+    let stream = sock.connect(addr).await.expect("connect");
+    let url = format!("ws://{addr}/ws");
+    let (mut ws, _) = tokio_tungstenite::client_async(url.as_str(), stream)
+        .await
+        .expect("handshake");
+    let token = match role {
+        clothcast::protocol::Role::Viewer => "view",
+        _ => "pub",
+    };
+    let mut say = vec![ClientMessage::Hello {
+        version: clothcast::protocol::PROTOCOL_VERSION,
+        role,
+        token: Some(token.into()),
+        sensor: None,
+    }];
+    if subscribe {
+        say.push(ClientMessage::Subscribe { avatars: None });
+    }
+    for m in say {
+        ws.send(Message::Binary(m.to_msgpack().expect("encodes").into()))
+            .await
+            .expect("send");
+    }
+    ws
+}
+
+/// Waits (at most 10 s) until the metric `name` reads `want`.
+async fn metric_reaches(addr: std::net::SocketAddr, name: &str, want: f64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let got = metric(addr, name).await;
+        if got == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name} stays at {got}, not {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_that_vanish_or_stop_reading_are_closed_after_peer_timeout_and_no_one_else() {
+    use clothcast::protocol::Role;
+    let server = start(
+        db(),
+        ServerConfig {
+            peer_timeout: 0.6,
+            send_buffer_bytes: 16 * 1024,
+            ..config()
+        },
+    )
+    .await
+    .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    // a live publisher and viewer, which answer pings whenever they read
+    let mut publisher = connect_publisher(&url).await;
+    let mut viewer = connect_viewer(&url).await;
+    // a publisher whose network went away: it says hello, then nothing, not even pongs
+    let _vanished = unread(server.addr, Role::Publisher, false, 64 * 1024).await;
+    metric_reaches(server.addr, "clothcast_publishers", 2.0).await;
+    // a viewer that stops reading, with a tiny window so that the server's writes stall
+    let _stuck = unread(server.addr, Role::Viewer, true, 2048).await;
+    metric_reaches(server.addr, "clothcast_viewers", 2.0).await;
+    // 8 avatars stream for 2.5 s (four peer timeouts); the live viewer reads throughout
+    let mut view = Viewer::default();
+    let started = tokio::time::Instant::now();
+    let mut t = 0.0;
+    while started.elapsed() < Duration::from_millis(2500) {
+        t += 1.0 / 30.0;
+        for i in 0..8 {
+            publisher
+                .send(&arm_pose(
+                    &format!("crowd-{i}"),
+                    0.3 + 0.1 * (t as f32).sin(),
+                    t,
+                ))
+                .await
+                .expect("pose");
+        }
+        let until_t = tokio::time::Instant::now() + Duration::from_millis(33);
+        while let Ok(Ok(m)) = tokio::time::timeout_at(until_t, viewer.next()).await {
+            view.apply(m).expect("decodes");
+        }
+        // the publisher reads too (its pongs)
+        let _ = tokio::time::timeout(Duration::from_millis(1), publisher.next()).await;
+    }
+    // the two silent ones are gone, the live ones are not
+    metric_reaches(server.addr, "clothcast_publishers", 1.0).await;
+    metric_reaches(server.addr, "clothcast_viewers", 1.0).await;
+    assert!(
+        (0..8).all(|i| view
+            .avatars
+            .get(&format!("crowd-{i}"))
+            .is_some_and(|a| a.frames >= 30)),
+        "the live viewer got every avatar's frames"
+    );
+    publisher
+        .send(&arm_pose("crowd-0", 0.9, t + 1.0))
+        .await
+        .expect("pose");
+    more_frames(&mut viewer, &mut view, "crowd-0", 3).await;
     server.shutdown().await;
 }

@@ -97,7 +97,7 @@ pub(super) async fn until(
 }
 
 /// Reads messages until `avatar` has `n` more decoded frames than now.
-async fn more_frames(c: &mut Client, viewer: &mut Viewer, avatar: &str, n: u64) {
+pub(super) async fn more_frames(c: &mut Client, viewer: &mut Viewer, avatar: &str, n: u64) {
     let before = viewer.avatars.get(avatar).map_or(0, |a| a.frames);
     until(c, viewer, |v, _| {
         v.avatars

@@ -133,40 +133,73 @@ fn parse(msg: &Message) -> Option<Result<ClientMessage, String>> {
     }
 }
 
-/// Sends one of our messages; false when the socket failed. A message that cannot be
-/// encoded (a bug of ours) is logged and skipped, the connection goes on.
-async fn send(
-    socket: &mut futures_util::stream::SplitSink<WebSocket, Message>,
-    m: &ServerMessage,
-) -> bool {
-    match m.to_msgpack() {
-        Ok(bytes) => socket
-            .send(Message::Binary(Bytes::from(bytes)))
-            .await
-            .is_ok(),
-        Err(e) => {
-            tracing::error!(error = %e, "could not encode a reply");
-            true
+/// The writing half of a connection. Every write gives up after `stall`: a peer that
+/// has not taken a byte for that long (gone without a goodbye, or not reading) ends its
+/// connection instead of holding its place, and its task, for ever.
+struct Out {
+    sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    stall: Duration,
+}
+
+impl Out {
+    /// Sends one WebSocket message; false when the socket failed or stalled.
+    async fn message(&mut self, msg: Message) -> bool {
+        matches!(
+            tokio::time::timeout(self.stall, self.sink.send(msg)).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Queues one WebSocket message (written by [`Out::flush`] or when the queue is
+    /// full); false when the socket failed or stalled.
+    async fn feed(&mut self, msg: Message) -> bool {
+        matches!(
+            tokio::time::timeout(self.stall, self.sink.feed(msg)).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Writes out what [`Out::feed`] queued; false when the socket failed or stalled.
+    async fn flush(&mut self) -> bool {
+        matches!(
+            tokio::time::timeout(self.stall, self.sink.flush()).await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Sends one of our messages; false when the socket failed or stalled. A message
+    /// that cannot be encoded (a bug of ours) is logged and skipped, the connection
+    /// goes on.
+    async fn send(&mut self, m: &ServerMessage) -> bool {
+        match m.to_msgpack() {
+            Ok(bytes) => self.message(Message::Binary(Bytes::from(bytes))).await,
+            Err(e) => {
+                tracing::error!(error = %e, "could not encode a reply");
+                true
+            }
+        }
+    }
+
+    /// Says why in an `error` message, then closes with `code` and `reason`.
+    async fn close(mut self, code: u16, reason: &str) {
+        if self.send(&ServerMessage::error("closed", reason)).await {
+            let _ = self
+                .message(Message::Close(Some(CloseFrame {
+                    code,
+                    reason: reason.into(),
+                })))
+                .await;
         }
     }
 }
 
-async fn close_with(
-    mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
-    code: u16,
-    reason: &str,
-) {
-    let _ = send(&mut sink, &ServerMessage::error("closed", reason)).await;
-    let _ = sink
-        .send(Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        })))
-        .await;
-}
-
 async fn connection(socket: WebSocket, s: Arc<Shared>) {
-    let (mut sink, mut stream) = socket.split();
+    let (sink, mut stream) = socket.split();
+    let peer_timeout = Duration::from_secs_f32(s.config.peer_timeout.clamp(0.1, 3600.0));
+    let mut out = Out {
+        sink,
+        stall: peer_timeout,
+    };
     let m = &s.metrics;
     // hello first
     let hello = tokio::time::timeout(
@@ -183,18 +216,18 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                 sensor,
             })) => {
                 if version != PROTOCOL_VERSION {
-                    return close_with(sink, close::PROTOCOL, &format!("protocol version {version} not supported (server speaks {PROTOCOL_VERSION})")).await;
+                    return out.close(close::PROTOCOL, &format!("protocol version {version} not supported (server speaks {PROTOCOL_VERSION})")).await;
                 }
                 if let Some(name) = &sensor
                     && !valid_sensor_name(name)
                 {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                    return close_with(
-                        sink,
-                        close::PROTOCOL,
-                        "sensor name must be 1–32 ASCII letters, digits, - or _",
-                    )
-                    .await;
+                    return out
+                        .close(
+                            close::PROTOCOL,
+                            "sensor name must be 1–32 ASCII letters, digits, - or _",
+                        )
+                        .await;
                 }
                 let need = |t: &Option<String>| {
                     s.config.open || token_matches(token.as_deref(), t.as_deref())
@@ -205,19 +238,25 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     Role::Both => need(&s.config.publisher_token) && need(&s.config.viewer_token),
                 };
                 if !ok {
-                    return close_with(sink, close::UNAUTHORIZED, "wrong or missing token").await;
+                    return out
+                        .close(close::UNAUTHORIZED, "wrong or missing token")
+                        .await;
                 }
                 (role, sensor)
             }
             Some(Ok(_)) => {
-                return close_with(sink, close::PROTOCOL, "the first message must be hello").await;
+                return out
+                    .close(close::PROTOCOL, "the first message must be hello")
+                    .await;
             }
             Some(Err(e)) => {
                 m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                return close_with(sink, close::PROTOCOL, &format!("bad hello: {e}")).await;
+                return out.close(close::PROTOCOL, &format!("bad hello: {e}")).await;
             }
             None => {
-                return close_with(sink, close::PROTOCOL, "the first message must be hello").await;
+                return out
+                    .close(close::PROTOCOL, "the first message must be hello")
+                    .await;
             }
         },
         Ok(Some(Err(e))) => {
@@ -227,28 +266,26 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
             } else {
                 close::PROTOCOL
             };
-            return close_with(sink, code, &reason).await;
+            return out.close(code, &reason).await;
         }
         Ok(None) => return,
-        Err(_) => return close_with(sink, close::POLICY, "no hello in time").await,
+        Err(_) => return out.close(close::POLICY, "no hello in time").await,
     };
     let publisher = matches!(role, Role::Publisher | Role::Both);
     let viewer = matches!(role, Role::Viewer | Role::Both);
     let counter = if viewer { &m.viewers } else { &m.publishers };
     if viewer && counter.fetch_add(1, Ordering::Relaxed) as usize >= s.config.max_viewers {
         counter.fetch_sub(1, Ordering::Relaxed);
-        return close_with(sink, close::TRY_LATER, "viewer limit reached").await;
+        return out.close(close::TRY_LATER, "viewer limit reached").await;
     } else if !viewer {
         counter.fetch_add(1, Ordering::Relaxed);
     }
-    if !send(
-        &mut sink,
-        &ServerMessage::Welcome {
+    if !out
+        .send(&ServerMessage::Welcome {
             version: PROTOCOL_VERSION,
             tick_hz: s.config.engine.tick_hz,
-        },
-    )
-    .await
+        })
+        .await
     {
         counter.fetch_sub(1, Ordering::Relaxed);
         return;
@@ -268,10 +305,24 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
     let mut inputs: Driven<String> = Driven::new(s.config.engine.remove_after);
     // when a body frame's body was last refused for want of room (told once a second)
     let mut body_refused: Option<Instant> = None;
+    // pings every third of peer_timeout; a peer heard from (any message, pongs too)
+    // less recently than peer_timeout is gone
+    let mut heard = Instant::now();
+    let mut ping = tokio::time::interval(peer_timeout / 3);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ping.reset();
     loop {
         tokio::select! {
+            _ = ping.tick() => {
+                if heard.elapsed() >= peer_timeout {
+                    let why = format!("nothing heard for {:.1} s, not even a pong", peer_timeout.as_secs_f32());
+                    out.close(close::POLICY, &why).await;
+                    break;
+                }
+                if !out.message(Message::Ping(Bytes::new())).await { break; }
+            }
             _ = closing.changed() => {
-                close_with(sink, 1001, "server shutting down").await;
+                out.close(1001, "server shutting down").await;
                 break;
             }
             incoming = stream.next() => {
@@ -280,7 +331,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     Some(Err(e)) => {
                         let reason = e.to_string();
                         let code = if reason.contains("too long") || reason.contains("size") { close::TOO_BIG } else { close::PROTOCOL };
-                        close_with(sink, code, &reason).await;
+                        out.close(code, &reason).await;
                         break;
                     }
                     None => break,
@@ -288,12 +339,13 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                 if matches!(msg, Message::Close(_)) {
                     break;
                 }
+                heard = Instant::now();
                 tokens = (tokens + refilled.elapsed().as_secs_f64() * rate).min(rate);
                 refilled = Instant::now();
                 tokens -= 1.0;
                 if tokens < 0.0 {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                    close_with(sink, close::POLICY, "message rate limit exceeded").await;
+                    out.close(close::POLICY, "message rate limit exceeded").await;
                     break;
                 }
                 // Kinect bridges' body frames: {"bodies": [...]} as JSON text, no `type`
@@ -323,7 +375,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                                     if body_refused.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
                                         body_refused = Some(Instant::now());
-                                        if !send(&mut sink, &ServerMessage::error(code, what)).await { gone = true; break; }
+                                        if !out.send(&ServerMessage::error(code, what)).await { gone = true; break; }
                                     }
                                     continue;
                                 }
@@ -337,7 +389,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         }
                         Err(e) => {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                            if !send(&mut sink, &ServerMessage::error("bad_body_frame", e)).await { break; }
+                            if !out.send(&ServerMessage::error("bad_body_frame", e)).await { break; }
                         }
                     }
                     continue;
@@ -346,13 +398,13 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     None => {}
                     Some(Err(e)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        if !send(&mut sink, &ServerMessage::error("bad_message", e)).await { break; }
+                        if !out.send(&ServerMessage::error("bad_message", e)).await { break; }
                     }
                     Some(Ok(ClientMessage::Pose(p))) if publisher => {
                         let now = s.start.elapsed().as_secs_f64();
                         if !inputs.admit(&p.avatar, now, s.config.max_avatars_per_publisher) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                            if !send(&mut sink, &ServerMessage::error("too_many_avatars", format!("a publisher may drive {} avatars", s.config.max_avatars_per_publisher))).await { break; }
+                            if !out.send(&ServerMessage::error("too_many_avatars", format!("a publisher may drive {} avatars", s.config.max_avatars_per_publisher))).await { break; }
                             continue;
                         }
                         // asked at every pose, not only at an avatar's first: when several
@@ -360,7 +412,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         // one and the others learn it here at their next pose
                         if !s.room_for(&p.avatar) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                            if !send(&mut sink, &ServerMessage::error("server_full", format!("the server drives at most {} avatars", s.config.engine.max_avatars))).await { break; }
+                            if !out.send(&ServerMessage::error("server_full", format!("the server drives at most {} avatars", s.config.engine.max_avatars))).await { break; }
                             continue;
                         }
                         let mut state = inputs.state(&p.avatar);
@@ -371,7 +423,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                     let mut names = held.iter().take(8).map(String::as_str).collect::<Vec<_>>().join(", ");
                                     if held.len() > 8 { names += &format!(" and {} more", held.len() - 8); }
                                     let what = format!("held at their last values (NaN, infinite, out of range or not a rotation): {names}");
-                                    if !send(&mut sink, &ServerMessage::error("joints_held", what)).await { break; }
+                                    if !out.send(&ServerMessage::error("joints_held", what)).await { break; }
                                 }
                                 if s.calibrate.lock().is_ok_and(|mut c| c.remove(&p.avatar).is_some()) {
                                     state.calibrate();
@@ -382,7 +434,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             }
                             Err(e) => {
                                 m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                                if !send(&mut sink, &ServerMessage::error("bad_pose", e.to_string())).await { break; }
+                                if !out.send(&ServerMessage::error("bad_pose", e.to_string())).await { break; }
                             }
                         }
                     }
@@ -402,12 +454,12 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                 if !taken {
                                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                                     let what = format!("{MAX_PENDING_CALIBRATIONS} calibrations already wait for their avatars' next pose");
-                                    if !send(&mut sink, &ServerMessage::error("too_many_pending", what)).await { break; }
+                                    if !out.send(&ServerMessage::error("too_many_pending", what)).await { break; }
                                 }
                             }
                             None => {
                                 m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                                if !send(&mut sink, &ServerMessage::error("bad_message", "avatar id too long")).await { break; }
+                                if !out.send(&ServerMessage::error("bad_message", "avatar id too long")).await { break; }
                             }
                         }
                     }
@@ -415,10 +467,10 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         if !s.garments.contains(&garment) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             let what = format!("unknown garment {garment:?} (this server streams: {})", s.garments.join(", "));
-                            if !send(&mut sink, &ServerMessage::error("unknown_garment", what)).await { break; }
+                            if !out.send(&ServerMessage::error("unknown_garment", what)).await { break; }
                         } else if avatar.is_empty() || avatar.chars().count() > 64 {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                            if !send(&mut sink, &ServerMessage::error("bad_message", "avatar id must be 1–64 characters")).await { break; }
+                            if !out.send(&ServerMessage::error("bad_message", "avatar id must be 1–64 characters")).await { break; }
                         } else {
                             // choices wait for their avatar's first pose; the table of
                             // waiting choices is bounded, and a choice it cannot take is
@@ -431,7 +483,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                             if !taken {
                                 m.bad_messages.fetch_add(1, Ordering::Relaxed);
                                 let what = format!("{MAX_PENDING_WEAR} garment choices already wait for avatars that have not published a pose");
-                                if !send(&mut sink, &ServerMessage::error("too_many_pending", what)).await { break; }
+                                if !out.send(&ServerMessage::error("too_many_pending", what)).await { break; }
                             }
                         }
                     }
@@ -441,13 +493,13 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         if let Some(list) = &avatars && list.len() > s.config.engine.max_avatars {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             let what = format!("a subscription names at most {} avatars (the server's limit), this one {}; subscribe to all by leaving `avatars` out", s.config.engine.max_avatars, list.len());
-                            if !send(&mut sink, &ServerMessage::error("bad_subscription", what)).await { break; }
+                            if !out.send(&ServerMessage::error("bad_subscription", what)).await { break; }
                             continue;
                         }
                         if rx.is_none() {
                             let mut ok = true;
                             for asset in &s.assets {
-                                if sink.send(Message::Binary(asset.clone())).await.is_err() { ok = false; break; }
+                                if !out.message(Message::Binary(asset.clone())).await { ok = false; break; }
                             }
                             if !ok { break; }
                             rx = Some(s.frames.subscribe());
@@ -458,16 +510,16 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     Some(Ok(other)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
                         let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate { .. } | ClientMessage::Wear { .. } => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection" };
-                        if !send(&mut sink, &ServerMessage::error("unexpected", what)).await { break; }
+                        if !out.send(&ServerMessage::error("unexpected", what)).await { break; }
                     }
                 }
             }
             tick = async { match rx.as_mut() { Some(r) => r.recv().await, None => std::future::pending().await } } => {
                 match tick {
-                    Ok(out) => {
+                    Ok(ticked) => {
                         let wanted = |a: &str| subscription.as_ref().is_some_and(|sub| sub.wants(a));
                         let mut failed = false;
-                        for f in out.frames.iter().filter(|f| wanted(&f.avatar)) {
+                        for f in ticked.frames.iter().filter(|f| wanted(&f.avatar)) {
                             // in step: the delta, unless the stream (re)starts with a
                             // keyframe (first frame, or the avatar changed garment)
                             let bytes = if synced.contains(&f.avatar) && f.delta.is_some() {
@@ -491,14 +543,14 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                 m.bytes_out.fetch_add(b.len() as u64, Ordering::Relaxed);
                                 m.frames_out.fetch_add(1, Ordering::Relaxed);
                                 // queued; written out together below (one write per group, not per frame)
-                                if sink.feed(Message::Binary(b)).await.is_err() { failed = true; break; }
+                                if !out.feed(Message::Binary(b)).await { failed = true; break; }
                             }
                         }
-                        if !failed && sink.flush().await.is_err() { failed = true; }
-                        for g in &out.gone {
+                        if !failed && !out.flush().await { failed = true; }
+                        for g in &ticked.gone {
                             synced.remove(g);
                             sent_seq.remove(g);
-                            if wanted(g) && !send(&mut sink, &ServerMessage::Gone { avatar: g.clone() }).await { failed = true; }
+                            if wanted(g) && !out.send(&ServerMessage::Gone { avatar: g.clone() }).await { failed = true; }
                         }
                         if failed { break; }
                     }
@@ -508,7 +560,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                         synced.clear();
                     }
                     Err(broadcast::error::RecvError::Closed) => {
-                        close_with(sink, 1001, "server shutting down").await;
+                        out.close(1001, "server shutting down").await;
                         break;
                     }
                 }

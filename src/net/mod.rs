@@ -64,6 +64,11 @@ pub struct ServerConfig {
     pub send_buffer_bytes: usize,
     /// Seconds a new connection has to send `hello`.
     pub hello_timeout: f32,
+    /// Seconds a connection may go without the peer taking any of our bytes or sending
+    /// any (pongs count; the server pings every third of it): such a peer is gone
+    /// without a goodbye, or stuck, and its connection is closed (code 1008 where a
+    /// close can still be sent), which frees its place.
+    pub peer_timeout: f32,
     /// Messages per second one connection may send (averaged over one second, burst of
     /// the same size); a connection over it is closed with code 1008.
     pub max_messages_per_second: f32,
@@ -100,6 +105,7 @@ impl Default for ServerConfig {
             send_groups: 4,
             send_buffer_bytes: 256 * 1024,
             hello_timeout: 5.0,
+            peer_timeout: 30.0,
             max_messages_per_second: 2000.0,
             max_avatars_per_publisher: 64,
             max_viewers: 256,
