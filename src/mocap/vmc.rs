@@ -50,8 +50,8 @@ pub enum VmcError {
     /// Not an OSC packet.
     #[error("bad OSC packet: {0}")]
     Osc(String),
-    /// Bundles nested deeper than 8.
-    #[error("OSC bundles nested too deeply")]
+    /// Bundles nested deeper than [`MAX_BUNDLE_DEPTH`].
+    #[error("OSC bundles nested more than {MAX_BUNDLE_DEPTH} deep")]
     TooDeep,
     /// A pose that cannot be sent.
     #[error("pose cannot be sent over VMC: {0}")]
@@ -150,6 +150,46 @@ pub fn vmc_packet(pose: &Pose, hips_rest: Vec3, time: f64) -> Result<Vec<u8>, Vm
     rosc::encoder::encode(&bundle).map_err(|e| VmcError::Osc(format!("{e:?}")))
 }
 
+/// Deepest nesting of OSC bundles a datagram may have (a bare message: 0, a bundle of
+/// messages: 1). VMC senders nest one or two.
+pub const MAX_BUNDLE_DEPTH: usize = 8;
+
+/// The deepest nesting of OSC bundles in `datagram`, walked without recursion and
+/// without decoding anything else; it stops counting past [`MAX_BUNDLE_DEPTH`].
+///
+/// Asked before the OSC decoder runs, because that decoder recurses once per level: a
+/// single 64 KB datagram can nest ~3 000 bundles, which overflowed a 2 MB thread stack
+/// and aborted the whole server. It follows every element the decoder could descend
+/// into (an element whose first 8 bytes are `#bundle\0`, its size prefix within the
+/// datagram), so the decoder never goes deeper than this says.
+fn bundle_depth(datagram: &[u8]) -> usize {
+    const TAG: &[u8] = b"#bundle\0";
+    let mut deepest = 0;
+    // (packet bytes, depth of the bundle that holds it); each entry takes >= 4 bytes
+    // of the datagram, so the stack holds at most datagram.len() / 4
+    let mut stack = vec![(datagram, 0usize)];
+    while let Some((packet, outer)) = stack.pop() {
+        if !packet.starts_with(TAG) {
+            continue;
+        }
+        let depth = outer + 1;
+        deepest = deepest.max(depth);
+        if depth > MAX_BUNDLE_DEPTH {
+            break;
+        }
+        // tag, time tag, then elements: a big-endian u32 size and that many bytes
+        let mut rest = packet.get(16..).unwrap_or_default();
+        while let Some((size, after)) = rest.split_first_chunk::<4>() {
+            let Some(element) = after.get(..u32::from_be_bytes(*size) as usize) else {
+                break;
+            };
+            stack.push((element, depth));
+            rest = &after[element.len()..];
+        }
+    }
+    deepest
+}
+
 /// The pose of one VMC performer, updated packet by packet.
 #[derive(Clone, Debug, Default)]
 pub struct VmcPerformer {
@@ -173,6 +213,9 @@ pub struct VmcPerformer {
 impl VmcPerformer {
     /// Applies one UDP datagram; returns how many messages were used.
     pub fn feed(&mut self, datagram: &[u8]) -> Result<usize, VmcError> {
+        if bundle_depth(datagram) > MAX_BUNDLE_DEPTH {
+            return Err(VmcError::TooDeep);
+        }
         let (_, packet) =
             rosc::decoder::decode_udp(datagram).map_err(|e| VmcError::Osc(format!("{e:?}")))?;
         // applied to a copy, so a packet refused half-way changes nothing
@@ -192,7 +235,7 @@ impl VmcPerformer {
         match p {
             OscPacket::Message(m) => Ok(usize::from(self.message(&m.addr, &m.args))),
             OscPacket::Bundle(b) => {
-                if depth >= 8 {
+                if depth >= MAX_BUNDLE_DEPTH {
                     return Err(VmcError::TooDeep);
                 }
                 let mut n = 0;
@@ -430,6 +473,56 @@ mod tests {
         }
         assert!(matches!(p.feed(&bytes(&deep)), Err(VmcError::TooDeep)));
         assert_eq!(p.pose.rotations, before.rotations);
+    }
+
+    /// `levels` bundles, each holding the next, the innermost holding `inner`.
+    fn nested(levels: usize, inner: OscPacket) -> OscPacket {
+        (0..levels).fold(inner, |p, _| bundle(vec![p]))
+    }
+
+    #[test]
+    fn a_datagram_of_thousands_of_nested_bundles_is_refused_without_deep_recursion() {
+        // ~3 000 levels in one 64 KB datagram: decoding it recursed once per level and
+        // overflowed a 2 MB stack (a tokio worker's), aborting the server; it is
+        // refused by name before the decoder runs, here on a thread with such a stack
+        let mut datagram = b"#bundle\0\0\0\0\0\0\0\0\x01".to_vec();
+        while datagram.len() + 20 <= 65_507 {
+            let mut outer = b"#bundle\0\0\0\0\0\0\0\0\x01".to_vec();
+            outer.extend_from_slice(&(datagram.len() as u32).to_be_bytes());
+            outer.extend_from_slice(&datagram);
+            datagram = outer;
+        }
+        assert_eq!(
+            bundle_depth(&datagram),
+            MAX_BUNDLE_DEPTH + 1,
+            "stops counting"
+        );
+        let refused = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let mut p = VmcPerformer::default();
+                matches!(p.feed(&datagram), Err(VmcError::TooDeep))
+            })
+            .expect("thread")
+            .join()
+            .expect("no overflow");
+        assert!(refused);
+        // the count is the nesting the decoder sees, at the limit and one past it
+        let head = || bone("Head", [0.0, 0.0, 0.0, 1.0]);
+        for levels in [0, 1, 2, MAX_BUNDLE_DEPTH, MAX_BUNDLE_DEPTH + 1] {
+            let bytes = bytes(&nested(levels, head()));
+            assert_eq!(bundle_depth(&bytes), levels);
+            let fed = VmcPerformer::default().feed(&bytes);
+            assert_eq!(fed.is_ok(), levels <= MAX_BUNDLE_DEPTH, "{levels}: {fed:?}");
+        }
+        // a bundle beside messages, and sizes that run past the end, count as rosc reads
+        let wide = bundle(vec![head(), nested(3, head()), head()]);
+        let mut wide = bytes(&wide);
+        assert_eq!(bundle_depth(&wide), 4);
+        wide.truncate(wide.len() - 3);
+        assert!(bundle_depth(&wide) <= 4);
+        assert_eq!(bundle_depth(b"#bundle"), 0);
+        assert_eq!(bundle_depth(b""), 0);
     }
 
     proptest! {

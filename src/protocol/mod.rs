@@ -534,6 +534,50 @@ mod tests {
     }
 
     #[test]
+    fn values_nested_as_deep_as_a_message_allows_are_refused_without_overflow() {
+        // 64 KB of one-element arrays (MessagePack 0x91, JSON '[') in a pose's unknown
+        // field and in place of its joints, read on a thread with a 2 MB stack (a tokio
+        // worker's): the readers' depth limits refuse them, nothing overflows
+        let deep = 64 * 1024 - 64;
+        let mut cases: Vec<(bool, Vec<u8>)> = Vec::new();
+        for field in ["extra", "joints"] {
+            let mut mp = vec![0x82, 0xa4];
+            mp.extend_from_slice(b"type");
+            mp.extend_from_slice(&[0xa4]);
+            mp.extend_from_slice(b"pose");
+            mp.push(0xa0 | field.len() as u8);
+            mp.extend_from_slice(field.as_bytes());
+            mp.extend(std::iter::repeat_n(0x91, deep));
+            mp.push(0xc0);
+            cases.push((true, mp));
+            let mut js = format!("{{\"type\":\"pose\",\"{field}\":").into_bytes();
+            js.extend(std::iter::repeat_n(b'[', deep));
+            cases.push((false, js));
+        }
+        // and with the type last, so the reader scans for it first
+        let mut mp = vec![0x82, 0xa1, b'x'];
+        mp.extend(std::iter::repeat_n(0x91, deep));
+        mp.push(0xc0);
+        mp.extend_from_slice(&[0xa4, b't', b'y', b'p', b'e', 0xa4, b'p', b'o', b's', b'e']);
+        cases.push((true, mp));
+        let all_refused = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                cases.iter().all(|(msgpack, bytes)| {
+                    if *msgpack {
+                        ClientMessage::from_msgpack(bytes).is_err()
+                    } else {
+                        ClientMessage::from_json(std::str::from_utf8(bytes).unwrap_or("")).is_err()
+                    }
+                })
+            })
+            .expect("thread")
+            .join()
+            .expect("no overflow");
+        assert!(all_refused);
+    }
+
+    #[test]
     fn bad_messages_are_named() {
         assert!(matches!(
             ClientMessage::from_msgpack(&[0xc1]),
