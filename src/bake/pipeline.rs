@@ -479,7 +479,7 @@ fn write_part(path: &Path, e: &Example) -> Result<(), DbError> {
         path: path.display().to_string(),
         message: err.to_string(),
     };
-    let tmp = path.with_extension("partial");
+    let tmp = crate::sor::temporary_beside(path);
     std::fs::write(&tmp, encode_example(e)).map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)
 }

@@ -9,6 +9,7 @@ mod rig;
 mod stored;
 mod synth;
 
+pub(crate) use db::temporary_beside;
 pub use db::{
     BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, body_hash,
     decode_example, encode_example, garment_hash,
