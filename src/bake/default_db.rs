@@ -72,8 +72,13 @@ pub fn default_database_path() -> PathBuf {
 /// (resumably: finished examples survive an interruption) and cached.
 pub fn default_database(progress: Progress<'_>) -> Result<(Database, PathBuf), BakeError> {
     let path = default_database_path();
-    if let Ok(db) = Database::read(&path) {
-        return Ok((db, path));
+    match Database::read(&path) {
+        Ok(db) => return Ok((db, path)),
+        // say why a cached file is not used before spending minutes rebuilding it
+        Err(e) if path.exists() => {
+            tracing::warn!(path = %path.display(), error = %e, "cached default database refused; baking it again");
+        }
+        Err(_) => {}
     }
     let body = Body::default_body().map_err(|e| BakeError::Config(e.to_string()))?;
     let garment = Garment::generate(
