@@ -43,15 +43,21 @@ export interface ClothcastClientOptions {
   token?: string | null;
   /** Avatar ids to receive; null for all. */
   avatars?: string[] | null;
+  /** Reconnect after a dropped connection (0.5 s doubling to 10 s; not after close(),
+   *  a wrong token or a bad hello). Default true. */
+  reconnect?: boolean;
 }
 
-/** Events: "welcome", "asset" (Asset), "avatar" (Avatar), "frame" (Avatar), "gone" (id), "error" (Error), "close" ({code, reason}). */
+/** Events: "welcome", "asset" (Asset), "avatar" (Avatar), "frame" (Avatar), "gone" (id), "error" (Error), "close" ({code, reason, retryMs: ms until the next try, or null}). */
 export declare class ClothcastClient extends EventTarget {
   constructor(url: string, options?: ClothcastClientOptions);
   readonly avatars: Map<string, Avatar>;
   readonly assets: Map<string, Asset>;
   tickHz: number;
+  /** Connections opened so far (reconnects included). */
+  readonly connections: number;
   connect(): this;
+  /** Closes for good: no reconnecting. */
   close(): void;
 }
 

@@ -8,6 +8,14 @@
 //   cc.addEventListener("frame", (e) => draw(e.detail));   // e.detail: the Avatar
 //   cc.connect();
 //
+// The client reconnects by itself when the connection drops (server restarted, network
+// gone, peer timeout), after 0.5 s, doubling to at most 10 s while it keeps failing, and
+// reset once a server welcomes it again: every avatar is dropped ("gone") and streams
+// again from a keyframe. It does not retry after close() nor after a refusal that a
+// retry cannot change (4001 wrong token, 1002 bad hello or protocol version);
+// { reconnect: false } turns it off. A "close" event reports each drop with
+// { code, reason, retryMs } (retryMs null: no retry).
+//
 // Avatar: { id, asset, garment: Float32Array (canonical frame, metres, decoded in place),
 //           pose: Float32Array (pelvis translation + 22 local quaternions x,y,z,w),
 //           world: Float32Array(7) (garment canonical → world: quaternion, translation),
@@ -21,15 +29,26 @@ import { GarmentSetup, GarmentDecoder, CodecError } from "./codec.js";
 
 export const PROTOCOL_VERSION = 1;
 
+/** Reconnect delays, ms: the first, and the most it doubles to. */
+const RETRY_FIRST_MS = 500;
+const RETRY_MAX_MS = 10000;
+/** Close codes after which reconnecting cannot help: wrong token, bad hello/version. */
+const FINAL_CLOSE_CODES = new Set([4001, 1002]);
+
 const f32 = (b) => new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 const u32 = (b) => new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 
 export class ClothcastClient extends EventTarget {
-  constructor(url, { token = null, avatars = null } = {}) {
+  constructor(url, { token = null, avatars = null, reconnect = true } = {}) {
     super();
     this.url = url;
     this.token = token;
     this.subscription = avatars;
+    this.reconnect = reconnect;
+    this.retryMs = RETRY_FIRST_MS;
+    this.retryTimer = null;
+    this.closed = false;
+    this.connections = 0;
     this.assets = new Map();
     this.avatars = new Map();
     this.tickHz = 0;
@@ -38,6 +57,9 @@ export class ClothcastClient extends EventTarget {
   }
 
   connect() {
+    this.closed = false;
+    clearTimeout(this.retryTimer);
+    this.connections++;
     const ws = new WebSocket(this.url);
     ws.binaryType = "arraybuffer";
     ws.onopen = () => {
@@ -51,18 +73,37 @@ export class ClothcastClient extends EventTarget {
         this.dispatchEvent(new CustomEvent("error", { detail: e }));
       }
     };
-    ws.onclose = (ev) => this.dispatchEvent(new CustomEvent("close", { detail: { code: ev.code, reason: ev.reason } }));
+    ws.onclose = (ev) => {
+      if (this.ws !== ws) return;
+      // what this connection streamed is gone; the next one starts from keyframes
+      for (const id of [...this.avatars.keys()]) {
+        this.avatars.delete(id);
+        this.dispatchEvent(new CustomEvent("gone", { detail: id }));
+      }
+      this.clockOffset = Infinity;
+      const retry = this.reconnect && !this.closed && !FINAL_CLOSE_CODES.has(ev.code);
+      const retryMs = retry ? this.retryMs : null;
+      this.dispatchEvent(new CustomEvent("close", { detail: { code: ev.code, reason: ev.reason, retryMs } }));
+      if (retry) {
+        this.retryTimer = setTimeout(() => { if (!this.closed) this.connect(); }, retryMs);
+        this.retryMs = Math.min(2 * this.retryMs, RETRY_MAX_MS);
+      }
+    };
     this.ws = ws;
     return this;
   }
 
+  /** Closes the connection for good (no reconnecting). */
   close() {
+    this.closed = true;
+    clearTimeout(this.retryTimer);
     this.ws?.close(1000, "bye");
   }
 
   handle(m, size) {
     switch (m.type) {
       case "welcome":
+        this.retryMs = RETRY_FIRST_MS;
         this.tickHz = m.tick_hz;
         this.dispatchEvent(new CustomEvent("welcome", { detail: m }));
         break;

@@ -142,6 +142,14 @@ function gpuAvatar(av) {
 client.addEventListener("frame", (e) => { const g = gpuAvatar(e.detail); g.dirty = true; });
 client.addEventListener("gone", (e) => { const g = gpuAvatars.get(e.detail); g?.label.remove(); gpuAvatars.delete(e.detail); });
 client.addEventListener("error", (e) => console.warn("clothcast:", e.detail));
+// the connection's state, for the overlay: the client reconnects by itself
+let link = "connecting";
+client.addEventListener("welcome", () => { link = "connected"; });
+client.addEventListener("close", (e) => {
+  const { code, reason, retryMs } = e.detail;
+  const why = reason ? `${code} ${reason}` : `${code}`;
+  link = retryMs === null ? `closed (${why})` : `disconnected (${why}); retrying in ${(retryMs / 1000).toFixed(1)} s`;
+});
 
 // grid
 const gridVao = gl.createVertexArray();
@@ -246,10 +254,10 @@ function updateOverlay(now) {
   stats.lastBytes = total;
   fps = frames * 1000 / (now - lastFps);
   frames = 0; lastFps = now;
-  const lines = [`render ${fps.toFixed(0)} fps   stream ${stats.kbps.toFixed(0)} kbit/s   tick ${client.tickHz} Hz`];
+  const lines = [`render ${fps.toFixed(0)} fps   stream ${stats.kbps.toFixed(0)} kbit/s   tick ${client.tickHz} Hz   ${link}`];
   for (const av of client.avatars.values()) lines.push(`${av.id.padEnd(14)} frame ${String(av.seq).padStart(6)}  dropped ${av.dropped}  latency ${av.latencyMs.toFixed(0)} ms`);
   overlay.textContent = lines.join("\n");
-  window.__clothcast = { fps, kbps: stats.kbps, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)) })) };
+  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)) })) };
 }
 
 function render(now) {

@@ -30,8 +30,8 @@ function serveDir(dir) {
   return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
 }
 
-function startServer() {
-  const srv = spawn(bin, ['serve', '--db', join(root, 'tests/fixtures/db/v1/small.ccdb'), '--open', '--bind', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+function startServer(bind = '127.0.0.1:0') {
+  const srv = spawn(bin, ['serve', '--db', join(root, 'tests/fixtures/db/v1/small.ccdb'), '--open', '--bind', bind], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((ok, fail) => {
     let out = '';
     srv.stdout.on('data', (d) => {
@@ -101,6 +101,42 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     } finally {
       web.close();
     }
+  } finally {
+    await browser.close();
+    play.kill();
+    srv.kill();
+  }
+});
+
+test('the viewer page reconnects by itself when the server restarts', { timeout: 120000 }, async () => {
+  let { srv, addr } = await startServer();
+  const publish = () => spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '1', '--seconds', '60'], { stdio: 'ignore' });
+  let play = publish();
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  });
+  try {
+    const page = await browser.newPage({ viewport: { width: 400, height: 300 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(`http://${addr}/`);
+    await page.waitForFunction(() => window.__clothcast?.avatars?.length === 1 && window.__clothcast.avatars[0].frames > 5, null, { timeout: 60000 });
+    // the server goes away: the page drops the avatar and says it is retrying
+    const stopped = new Promise((ok) => srv.once('exit', ok));
+    play.kill();
+    srv.kill('SIGINT');
+    await stopped;
+    await page.waitForFunction(() => window.__clothcast?.avatars?.length === 0 && /retrying/.test(window.__clothcast.link), null, { timeout: 20000 });
+    // back on the same address: the same page streams again, from a keyframe
+    ({ srv } = await startServer(addr));
+    play = publish();
+    await page.waitForFunction(() => window.__clothcast?.connections >= 2 && window.__clothcast.link === 'connected'
+      && window.__clothcast.avatars.length === 1 && window.__clothcast.avatars[0].frames > 5, null, { timeout: 60000 });
+    const after = await page.evaluate(() => window.__clothcast);
+    assert.ok(after.avatars[0].sample.every(Number.isFinite));
+    assert.match(await page.locator('#overlay').innerText(), /connected/);
+    assert.deepEqual(errors, []);
   } finally {
     await browser.close();
     play.kill();
