@@ -80,6 +80,24 @@ async fn a_kinect_kiosk_takes_new_visitors_after_earlier_ones_have_left() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     visit(&mut kiosk, &mut viewer, &mut view, "3").await;
     visit(&mut kiosk, &mut viewer, &mut view, "4").await;
+    // a body whose avatar id (kinect-<sensor>-<id>) would pass 64 characters is refused
+    // by name rather than taken and then dropped at every tick
+    let mut long = Client::connect_with(
+        &url,
+        clothcast::protocol::Role::Publisher,
+        Some("pub".into()),
+        Some("s".repeat(32)),
+    )
+    .await
+    .expect("sensor connects");
+    let id = "b".repeat(32);
+    long.send_raw(Message::Text(
+        body_frame(false, &id, &Pose::rest(), &skeleton).into(),
+    ))
+    .await
+    .expect("send");
+    let why = expect_error(&mut long, "bad_avatar_id").await;
+    assert!(why.contains("longer than 64"), "{why}");
     server.shutdown().await;
 }
 

@@ -364,7 +364,9 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                                     Some(name) => format!("kinect-{name}-{}", b.id),
                                     None => format!("kinect-{}", b.id),
                                 };
-                                let refusal = if !inputs.admit(&avatar, now, s.config.max_avatars_per_publisher) {
+                                let refusal = if avatar.chars().count() > 64 {
+                                    Some(("bad_avatar_id", format!("body {}: its avatar id {avatar:?} is longer than 64 characters (a shorter sensor name or body id)", b.id)))
+                                } else if !inputs.admit(&avatar, now, s.config.max_avatars_per_publisher) {
                                     Some(("too_many_avatars", format!("body {}: a publisher may drive {} avatars", b.id, s.config.max_avatars_per_publisher)))
                                 } else if !s.room_for(&avatar) {
                                     Some(("server_full", format!("body {}: the server drives at most {} avatars", b.id, s.config.engine.max_avatars)))
