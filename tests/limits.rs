@@ -17,6 +17,13 @@ use super::server::{
     more_frames, until,
 };
 
+/// A server on the small test database; its handle and WebSocket URL.
+async fn serve(config: ServerConfig) -> (clothcast::net::ServerHandle, String) {
+    let server = start(db(), config).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    (server, url)
+}
+
 /// Avatars go idle after 0.2 s of silence and are removed after 0.6 s.
 fn quick_removal(config: ServerConfig) -> ServerConfig {
     ServerConfig {
@@ -104,21 +111,16 @@ async fn a_kinect_kiosk_takes_new_visitors_after_earlier_ones_have_left() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vmc_listener_takes_a_sender_on_a_new_port_after_the_old_one_went_silent() {
     use rosc::{OscMessage, OscPacket, OscType};
-    let server = start(
-        db(),
-        quick_removal(ServerConfig {
-            vmc_bind: Some("127.0.0.1:0".parse().expect("addr")),
-            engine: EngineConfig {
-                max_avatars: 1,
-                ..EngineConfig::default()
-            },
-            ..config()
-        }),
-    )
-    .await
-    .expect("server starts");
+    let (server, url) = serve(quick_removal(ServerConfig {
+        vmc_bind: Some("127.0.0.1:0".parse().expect("addr")),
+        engine: EngineConfig {
+            max_avatars: 1,
+            ..EngineConfig::default()
+        },
+        ..config()
+    }))
+    .await;
     let vmc = server.vmc_addr.expect("VMC listener");
-    let url = format!("ws://{}/ws", server.addr);
     let mut viewer = connect_viewer(&url).await;
     let mut view = Viewer::default();
     let hips = rosc::encoder::encode(&OscPacket::Message(OscMessage {
@@ -170,20 +172,15 @@ async fn a_vmc_listener_takes_a_sender_on_a_new_port_after_the_old_one_went_sile
 async fn publishers_racing_for_the_last_place_are_told_who_lost() {
     // slow ticks (a slot every 125 ms): both first poses arrive before the tick that
     // admits avatars, so both pass the door and the engine keeps only one
-    let server = start(
-        db(),
-        ServerConfig {
-            engine: EngineConfig {
-                max_avatars: 1,
-                tick_hz: 2.0,
-                ..EngineConfig::default()
-            },
-            ..config()
+    let (server, url) = serve(ServerConfig {
+        engine: EngineConfig {
+            max_avatars: 1,
+            tick_hz: 2.0,
+            ..EngineConfig::default()
         },
-    )
-    .await
-    .expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
+        ..config()
+    })
+    .await;
     let mut a = connect_publisher(&url).await;
     let mut b = connect_publisher(&url).await;
     a.send(&arm_pose("a", 0.3, 0.0)).await.expect("pose");
@@ -229,19 +226,14 @@ async fn publishers_racing_for_the_last_place_are_told_who_lost() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by_name() {
-    let server = start(
-        db(),
-        ServerConfig {
-            engine: EngineConfig {
-                max_avatars: 4,
-                ..EngineConfig::default()
-            },
-            ..config()
+    let (server, url) = serve(ServerConfig {
+        engine: EngineConfig {
+            max_avatars: 4,
+            ..EngineConfig::default()
         },
-    )
-    .await
-    .expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
+        ..config()
+    })
+    .await;
     let mut publisher = connect_publisher(&url).await;
     let mut viewer = super::server::connect_viewer_to(&url, Some(&["a"])).await;
     let mut view = Viewer::default();
@@ -295,16 +287,11 @@ async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_limit_are_answered_503_before_the_upgrade() {
-    let server = start(
-        db(),
-        ServerConfig {
-            max_connections: 2,
-            ..config()
-        },
-    )
-    .await
-    .expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
+    let (server, url) = serve(ServerConfig {
+        max_connections: 2,
+        ..config()
+    })
+    .await;
     // two connections that have not said hello yet hold both places
     let (first, _) = tokio_tungstenite::connect_async(&url)
         .await
@@ -400,17 +387,12 @@ async fn metric_reaches(addr: std::net::SocketAddr, name: &str, want: f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peers_that_vanish_or_stop_reading_are_closed_after_peer_timeout_and_no_one_else() {
     use clothcast::protocol::Role;
-    let server = start(
-        db(),
-        ServerConfig {
-            peer_timeout: 0.6,
-            send_buffer_bytes: 16 * 1024,
-            ..config()
-        },
-    )
-    .await
-    .expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
+    let (server, url) = serve(ServerConfig {
+        peer_timeout: 0.6,
+        send_buffer_bytes: 16 * 1024,
+        ..config()
+    })
+    .await;
     // a live publisher and viewer, which answer pings whenever they read
     let mut publisher = connect_publisher(&url).await;
     let mut viewer = connect_viewer(&url).await;
