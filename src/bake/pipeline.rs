@@ -475,13 +475,7 @@ pub fn part_path(dir: &Path, i: usize) -> PathBuf {
 }
 
 fn write_part(path: &Path, e: &Example) -> Result<(), DbError> {
-    let io = |err: std::io::Error| DbError::Io {
-        path: path.display().to_string(),
-        message: err.to_string(),
-    };
-    let tmp = crate::sor::temporary_beside(path);
-    std::fs::write(&tmp, encode_example(e)).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    crate::sor::write_whole(path, &encode_example(e))
 }
 
 /// Merges databases of the same garment and body (e.g. the shards of one bake) into one:

@@ -361,16 +361,7 @@ impl Database {
     /// then rename: two processes or threads writing the same cache at once each write
     /// whole files, and the last rename wins).
     pub fn write(&self, path: &Path) -> Result<(), DbError> {
-        let io = |e: std::io::Error| DbError::Io {
-            path: path.display().to_string(),
-            message: e.to_string(),
-        };
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io)?;
-        }
-        let tmp = temporary_beside(path);
-        std::fs::write(&tmp, self.to_bytes()).map_err(io)?;
-        std::fs::rename(&tmp, path).map_err(io)
+        super::file::write_whole(path, &self.to_bytes())
     }
 
     /// Reads and checks a database file.
@@ -412,16 +403,6 @@ impl Database {
         }
         Ok(())
     }
-}
-
-/// A name beside `path` that no other writer uses (process id and a per-process
-/// counter), for writing a file whole before renaming it to `path`.
-pub(crate) fn temporary_beside(path: &Path) -> std::path::PathBuf {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".partial.{}.{n}", std::process::id()));
-    path.with_file_name(name)
 }
 
 struct Reader<'a> {

@@ -3,17 +3,18 @@
 //! ([`Synthesizer`], SOR §5).
 
 mod db;
+mod file;
 mod local;
 mod motion;
 mod rig;
 mod stored;
 mod synth;
 
-pub(crate) use db::temporary_beside;
 pub use db::{
     BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, body_hash,
     decode_example, encode_example, garment_hash,
 };
+pub(crate) use file::write_whole;
 pub use motion::{BoneMotion, PoseDerivatives};
 pub use rig::{Example, GarmentRigInput, PosedBody, RigParams, RigReport, fit_example, tau_matrix};
 pub use synth::{

@@ -1,0 +1,37 @@
+//! Writing files whole: under a temporary name of the writer's own, then renamed, so
+//! that a reader (or a crash) never sees half a file and two writers of one path never
+//! write into the same temporary file.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::db::DbError;
+
+/// A name beside `path` that no other writer uses (process id and a per-process
+/// counter).
+fn temporary_beside(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".partial.{}.{n}", std::process::id()));
+    path.with_file_name(name)
+}
+
+/// Writes `bytes` to `path` (creating its folder): whole under a temporary name, then
+/// renamed onto `path`. Concurrent writers of one path each write a whole file, and the
+/// last rename wins.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), DbError> {
+    let io = |e: std::io::Error| DbError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let tmp = temporary_beside(path);
+    if let Err(e) = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(e));
+    }
+    Ok(())
+}
