@@ -39,7 +39,9 @@ fn parse(kind: u8, bytes: &[u8]) {
             let msg = if kind % 4 == 0 {
                 ClientMessage::from_msgpack(bytes)
             } else {
-                let Ok(text) = std::str::from_utf8(bytes) else { return };
+                let Ok(text) = std::str::from_utf8(bytes) else {
+                    return;
+                };
                 ClientMessage::from_json(text)
             };
             if let Ok(ClientMessage::Pose(p)) = msg {
@@ -54,10 +56,20 @@ fn parse(kind: u8, bytes: &[u8]) {
             }
         }
         2 => {
-            let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) else { return };
-            let Ok(bodies) = parse_body_frame(&v, None) else { return };
+            let Ok(v) = serde_json::from_slice::<serde_json::Value>(bytes) else {
+                return;
+            };
+            let Ok(bodies) = parse_body_frame(&v, None) else {
+                return;
+            };
             for (i, b) in bodies.iter().enumerate() {
-                if let Ok(pose) = apply_joints(&b.joints, &mut state, retargeter(), Some(&filter), i as f64 / 30.0) {
+                if let Ok(pose) = apply_joints(
+                    &b.joints,
+                    &mut state,
+                    retargeter(),
+                    Some(&filter),
+                    i as f64 / 30.0,
+                ) {
                     poses.push(pose);
                 }
             }
@@ -76,12 +88,17 @@ fn parse(kind: u8, bytes: &[u8]) {
     }
     for pose in poses {
         let mut checked = pose;
-        assert!(checked.validate().is_ok(), "an accepted pose is valid: {pose:?}");
+        assert!(
+            checked.validate().is_ok(),
+            "an accepted pose is valid: {pose:?}"
+        );
     }
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&kind, bytes)) = data.split_first() else { return };
+    let Some((&kind, bytes)) = data.split_first() else {
+        return;
+    };
     let bytes = bytes.to_vec();
     std::thread::Builder::new()
         .stack_size(2 << 20)
