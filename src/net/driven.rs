@@ -13,17 +13,17 @@ use std::hash::Hash;
 
 use crate::engine::InputState;
 
-/// Input state per driven key (avatar id, or UDP sender), with the server time (seconds)
-/// of the key's last accepted input. Holds at most the limit passed to
-/// [`Driven::admit`].
-pub(super) struct Driven<K> {
-    entries: HashMap<K, (InputState, f64)>,
+/// State `V` per driven key (avatar id, or UDP sender): what the server remembers of
+/// its input, by default an [`InputState`]; with the server time (seconds) of the key's
+/// last accepted input. Holds at most the limit passed to [`Driven::admit`].
+pub(super) struct Driven<K, V = InputState> {
+    entries: HashMap<K, (V, f64)>,
     /// Seconds of silence after which an entry may be forgotten (the engine's
     /// `remove_after`).
     forget_after: f64,
 }
 
-impl<K: Eq + Hash> Driven<K> {
+impl<K: Eq + Hash, V: Clone + Default> Driven<K, V> {
     /// An empty table whose entries may be forgotten after `forget_after` seconds of
     /// silence.
     pub(super) fn new(forget_after: f64) -> Self {
@@ -54,22 +54,22 @@ impl<K: Eq + Hash> Driven<K> {
         self.entries.contains_key(key)
     }
 
-    /// A copy of `key`'s input state to work on (the default for a new key); give it
-    /// back with [`Driven::store`] once the input is accepted.
-    pub(super) fn state(&self, key: &K) -> InputState {
+    /// A copy of `key`'s state to work on (the default for a new key); give it back
+    /// with [`Driven::store`] once the input is accepted.
+    pub(super) fn state(&self, key: &K) -> V {
         self.entries
             .get(key)
             .map(|e| e.0.clone())
             .unwrap_or_default()
     }
 
-    /// `key`'s input state, if it is driven.
-    pub(super) fn get_mut(&mut self, key: &K) -> Option<&mut InputState> {
+    /// `key`'s state, if it is driven.
+    pub(super) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         self.entries.get_mut(key).map(|e| &mut e.0)
     }
 
     /// Keeps `state` as `key`'s, its last input at server time `now` (seconds).
-    pub(super) fn store(&mut self, key: K, state: InputState, now: f64) {
+    pub(super) fn store(&mut self, key: K, state: V, now: f64) {
         self.entries.insert(key, (state, now));
     }
 

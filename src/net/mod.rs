@@ -474,8 +474,8 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
     // per sender: its VMC state, and what is remembered of its input; a sender silent
     // for longer than `remove_after` gives way to a new one (a VMC app that restarts
     // sends from a new port)
-    let mut performers: HashMap<SocketAddr, crate::mocap::VmcPerformer> = HashMap::new();
-    let mut inputs: Driven<SocketAddr> = Driven::new(s.config.engine.remove_after);
+    let mut senders: Driven<SocketAddr, (crate::mocap::VmcPerformer, InputState)> =
+        Driven::new(s.config.engine.remove_after);
     let mut buf = vec![0u8; 65536];
     let mut closing = s.closing.subscribe();
     // the avatar a sender drives: the configured one, else one per sender address
@@ -490,25 +490,21 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
             _ = closing.changed() => break,
             r = sock.recv_from(&mut buf) => {
                 let Ok((n, from)) = r else { continue };
-                // a new sender needs room for its avatar (known ones skip the check)
+                // a sender needs a place, and room for its avatar on the server
                 let now = s.start.elapsed().as_secs_f64();
-                let new = !inputs.contains(&from);
-                if !inputs.admit(&from, now, s.config.engine.max_avatars) || !s.room_for(&avatar_of(from)) {
+                let avatar = avatar_of(from);
+                if !senders.admit(&from, now, s.config.engine.max_avatars) || !s.room_for(&avatar) {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
-                if new {
-                    // a fresh sender (or one forgotten): drop what is left of forgotten ones
-                    performers.retain(|a, _| inputs.contains(a));
-                    inputs.store(from, InputState::default(), now);
+                if !senders.contains(&from) {
+                    senders.store(from, Default::default(), now);
                 }
-                let p = performers.entry(from).or_default();
+                let Some((p, state)) = senders.get_mut(&from) else { continue };
                 let frames_before = p.frames;
                 match p.feed(&buf[..n]) {
                     Ok(0) => {}
                     Ok(_) => {
-                        let avatar = avatar_of(from);
-                        let Some(state) = inputs.get_mut(&from) else { continue };
                         state.pose = p.pose;
                         if s.calibrate.lock().is_ok_and(|mut c| c.remove(&avatar).is_some()) {
                             state.calibrate();
@@ -520,11 +516,12 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                             tracing::debug!(%from, error = %e, "VMC pose refused");
                             continue;
                         }
-                        inputs.touch(&from, now);
                         // VMC senders send /VMC/Ext/T once a frame; from one that never
                         // does, every packet that moved the pose counts
                         let frame = p.frames == 0 || p.frames != frames_before;
-                        s.pose_in(Source::Vmc, avatar, pose, (p.time.unwrap_or(now), now), frame);
+                        let sent_at = p.time.unwrap_or(now);
+                        senders.touch(&from, now);
+                        s.pose_in(Source::Vmc, avatar, pose, (sent_at, now), frame);
                     }
                     Err(e) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
