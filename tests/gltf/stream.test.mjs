@@ -43,13 +43,18 @@ function startServer(bind = '127.0.0.1:0') {
   });
 }
 
-test('the viewer page shows streamed avatars with live garments', { timeout: 120000 }, async () => {
-  const { srv, addr } = await startServer();
-  const play = spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '2', '--seconds', '60'], { stdio: 'ignore' });
-  const browser = await chromium.launch({
+/** Headless Chromium with WebGL2 through SwiftShader. */
+function launchBrowser() {
+  return chromium.launch({
     executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
     args: ['--no-sandbox', '--disable-gpu', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
   });
+}
+
+test('the viewer page shows streamed avatars with live garments', { timeout: 120000 }, async () => {
+  const { srv, addr } = await startServer();
+  const play = spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '2', '--seconds', '60'], { stdio: 'ignore' });
+  const browser = await launchBrowser();
   try {
     const page = await browser.newPage({ viewport: { width: 800, height: 600 } });
     const errors = [];
@@ -112,10 +117,7 @@ test('the viewer page reconnects by itself when the server restarts', { timeout:
   let { srv, addr } = await startServer();
   const publish = () => spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '1', '--seconds', '60'], { stdio: 'ignore' });
   let play = publish();
-  const browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    args: ['--no-sandbox', '--disable-gpu', '--use-angle=swiftshader', '--enable-unsafe-swiftshader', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  });
+  const browser = await launchBrowser();
   try {
     const page = await browser.newPage({ viewport: { width: 400, height: 300 } });
     const errors = [];
