@@ -92,6 +92,15 @@ pub(super) async fn ws_upgrade(
     ws: WebSocketUpgrade,
     State(s): State<Arc<Shared>>,
 ) -> axum::response::Response {
+    // a server shutting down takes no one new (clients that were just closed with
+    // 1001 come straight back, and would be welcomed by a server about to exit)
+    if *s.closing.borrow() {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "server shutting down\n",
+        )
+            .into_response();
+    }
     // at the door, before the upgrade allocates the connection's buffers
     let open = &s.metrics.connections;
     if open.fetch_add(1, Ordering::Relaxed) as usize >= s.config.max_connections {
@@ -321,7 +330,8 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                 }
                 if !out.message(Message::Ping(Bytes::new())).await { break; }
             }
-            _ = closing.changed() => {
+            // (also when shutdown began before this connection subscribed)
+            _ = async { drop(closing.wait_for(|&c| c).await) } => {
                 out.close(1001, "server shutting down").await;
                 break;
             }
