@@ -1,5 +1,6 @@
 //! Integration tests: one test binary, one module per area.
 
 mod cli;
+mod clients;
 mod limits;
 mod server;

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::serve::{load_db, pose_message, runtime};
+use super::play::pose_message;
+use super::serve::{load_db, runtime};
 use crate::bake::DEFAULT_CLIP;
 use crate::client::Client;
 use crate::codec::Effort;

@@ -11,9 +11,11 @@ mod binding;
 mod common;
 mod drape;
 mod eval;
+mod play;
 mod render;
 mod retarget;
 mod serve;
+mod watch;
 
 use clap::{Parser, Subcommand};
 
@@ -50,13 +52,13 @@ pub(crate) enum Command {
     /// Run the streaming server (WebSocket publishers and viewers).
     Serve(serve::ServeArgs),
     /// Replay a BVH clip to a server as one or more performers.
-    Play(serve::PlayArgs),
+    Play(play::PlayArgs),
     /// Capture a performer's rest pose and facing (they hold a T-pose facing forward).
     Calibrate(serve::CalibrateArgs),
     /// Dress an avatar in another of the server's garments (try-on).
     Wear(serve::WearArgs),
     /// Watch a server's garment streams in the terminal (decodes them).
-    Watch(serve::WatchArgs),
+    Watch(watch::WatchArgs),
     /// Compare SOR, LBS and nearest-example skinning with the simulated ground truth on a clip.
     Eval(eval::EvalArgs),
 }
@@ -76,8 +78,8 @@ pub fn run() -> anyhow::Result<()> {
         Command::Eval(a) => eval::run(a),
         Command::Serve(a) => serve::run_serve(a),
         Command::Demo(a) => serve::run_demo(a),
-        Command::Play(a) => serve::run_play(a),
-        Command::Watch(a) => serve::run_watch(a),
+        Command::Play(a) => play::run_play(a),
+        Command::Watch(a) => watch::run_watch(a),
         Command::Calibrate(a) => serve::run_calibrate(a),
         Command::Wear(a) => serve::run_wear(a),
     }

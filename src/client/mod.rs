@@ -1,9 +1,12 @@
 //! Rust client of the protocol (tokio-tungstenite): connect, say hello, publish poses,
-//! subscribe, and decode each avatar's garment stream in place. Used by `clothcast
-//! play`, `clothcast watch` and the integration tests.
+//! subscribe, and decode each avatar's garment stream in place; notice a link that went
+//! dead ([`Client::keepalive`]) and reconnect with a [`Backoff`] unless the server's
+//! refusal is final ([`ClientError::is_final`]). Used by `clothcast play`, `clothcast
+//! watch` and the integration tests.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
@@ -35,12 +38,91 @@ pub enum ClientError {
         /// Explanation.
         message: String,
     },
-    /// The connection closed.
+    /// The connection closed without saying why.
     #[error("connection closed")]
     Closed,
+    /// The server closed the connection with this close code and reason.
+    #[error("closed by the server ({code}): {reason}")]
+    ClosedBy {
+        /// WebSocket close code (RFC 6455; 4001: wrong token).
+        code: u16,
+        /// The server's reason.
+        reason: String,
+    },
+    /// Nothing came from the server for this long, our pings included: the link is
+    /// dead (the server's host or the network went away without closing).
+    #[error("no word from the server for {0:.0?}")]
+    Silent(Duration),
+    /// A write did not complete in this long: the server stopped reading.
+    #[error("a write stalled for {0:.0?}")]
+    Stalled(Duration),
     /// A frame for an asset we never received, or a bad stream.
     #[error("stream: {0}")]
     Stream(String),
+}
+
+/// Close codes after which reconnecting cannot help (the same as the web client's):
+/// a wrong token (4001), a bad hello or protocol version (1002).
+pub const FINAL_CLOSE_CODES: [u16; 2] = [4001, 1002];
+
+impl ClientError {
+    /// Whether trying again cannot help: the server refused our credentials or hello
+    /// ([`FINAL_CLOSE_CODES`]), the URL is malformed, the HTTP upgrade was refused with
+    /// a client error (4xx: wrong path, say; not 408 or 429), or the server sent an
+    /// `error` reply. Everything else (the server is down, restarting, full, the link
+    /// broke or went silent) is worth another try.
+    pub fn is_final(&self) -> bool {
+        use tokio_tungstenite::tungstenite::Error as Ws;
+        match self {
+            Self::ClosedBy { code, .. } => FINAL_CLOSE_CODES.contains(code),
+            Self::Refused { .. } | Self::Protocol(_) => true,
+            Self::WebSocket(Ws::Url(_)) => true,
+            Self::WebSocket(Ws::Http(r)) => {
+                let s = r.status();
+                s.is_client_error() && s.as_u16() != 408 && s.as_u16() != 429
+            }
+            _ => false,
+        }
+    }
+}
+
+/// How long to wait before each reconnection: `first`, then twice the previous wait,
+/// at most `max`; [`Backoff::reset`] after a connection is welcomed. The default, 0.5 s
+/// doubling to 10 s, is the web client's.
+#[derive(Clone, Debug)]
+pub struct Backoff {
+    first: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    /// Waits of `first` doubling to at most `max`.
+    pub fn new(first: Duration, max: Duration) -> Self {
+        Self {
+            first,
+            max,
+            next: first.min(max),
+        }
+    }
+
+    /// The wait before the next try (and doubles the one after).
+    pub fn next_delay(&mut self) -> Duration {
+        let d = self.next;
+        self.next = self.next.saturating_mul(2).min(self.max);
+        d
+    }
+
+    /// Starts again from the first wait.
+    pub fn reset(&mut self) {
+        self.next = self.first.min(self.max);
+    }
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new(Duration::from_millis(500), Duration::from_secs(10))
+    }
 }
 
 /// A connected client.
@@ -48,6 +130,21 @@ pub struct Client {
     ws: Socket,
     /// Tick rate the server announced, Hz.
     pub tick_hz: f32,
+    /// When anything (a message, a ping or pong) last came from the server.
+    heard: Instant,
+    /// When we last pinged.
+    pinged: Instant,
+    /// When the first of the pings not answered yet went out.
+    unanswered: Option<Instant>,
+    /// After this long without word from the server, [`Client::keepalive`] pings it
+    /// (and again after each further `ping_after`).
+    pub ping_after: Duration,
+    /// A link whose first unanswered ping went out `dead_after − ping_after` ago is
+    /// dead ([`ClientError::Silent`]): with `keepalive` called every second or so, that
+    /// is about `dead_after` without word from the server.
+    pub dead_after: Duration,
+    /// A write that takes longer than this fails ([`ClientError::Stalled`]).
+    pub write_timeout: Duration,
 }
 
 impl Client {
@@ -71,7 +168,17 @@ impl Client {
     ) -> Result<Self, ClientError> {
         // poses and frames are small and late is useless: no Nagle delay
         let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true).await?;
-        let mut c = Self { ws, tick_hz: 0.0 };
+        let now = Instant::now();
+        let mut c = Self {
+            ws,
+            tick_hz: 0.0,
+            heard: now,
+            pinged: now,
+            unanswered: None,
+            ping_after: Duration::from_secs(5),
+            dead_after: Duration::from_secs(20),
+            write_timeout: Duration::from_secs(20),
+        };
         c.send(&ClientMessage::Hello {
             version: PROTOCOL_VERSION,
             role,
@@ -84,31 +191,79 @@ impl Client {
                 c.tick_hz = tick_hz;
                 Ok(c)
             }
-            ServerMessage::Error { code, message } => Err(ClientError::Refused { code, message }),
+            ServerMessage::Error { code, message } => {
+                // the server says why in an `error`, then closes with a code that tells
+                // whether trying again can help: prefer that
+                match tokio::time::timeout(Duration::from_secs(1), c.next()).await {
+                    Ok(Err(e @ ClientError::ClosedBy { .. })) => Err(e),
+                    _ => Err(ClientError::Refused { code, message }),
+                }
+            }
             other => Err(ClientError::Stream(format!(
                 "expected welcome, got {other:?}"
             ))),
         }
     }
 
+    /// [`Client::connect_with`], tried again after each of `backoff`'s waits while the
+    /// failure is one that trying again can help ([`ClientError::is_final`]); `on_retry`
+    /// is told each failure and the wait before the next try. Resets `backoff` once
+    /// welcomed. Gives up with the error of the last try when `deadline` would pass
+    /// before the next.
+    pub async fn connect_retrying(
+        url: &str,
+        role: Role,
+        token: Option<String>,
+        sensor: Option<String>,
+        backoff: &mut Backoff,
+        deadline: Option<tokio::time::Instant>,
+        mut on_retry: impl FnMut(&ClientError, Duration),
+    ) -> Result<Self, ClientError> {
+        loop {
+            match Self::connect_with(url, role, token.clone(), sensor.clone()).await {
+                Ok(c) => {
+                    backoff.reset();
+                    return Ok(c);
+                }
+                Err(e) if e.is_final() => return Err(e),
+                Err(e) => {
+                    let wait = backoff.next_delay();
+                    let at = tokio::time::Instant::now() + wait;
+                    if deadline.is_some_and(|d| at >= d) {
+                        return Err(e);
+                    }
+                    on_retry(&e, wait);
+                    tokio::time::sleep_until(at).await;
+                }
+            }
+        }
+    }
+
     /// Sends a message (MessagePack).
     pub async fn send(&mut self, m: &ClientMessage) -> Result<(), ClientError> {
-        self.ws
-            .send(Message::Binary(Bytes::from(m.to_msgpack()?)))
-            .await?;
-        Ok(())
+        self.send_raw(Message::Binary(Bytes::from(m.to_msgpack()?)))
+            .await
     }
 
-    /// Sends raw bytes (tests of hostile input).
+    /// Sends one WebSocket message as it is (tests of hostile input use it for bytes
+    /// no [`ClientMessage`] encodes to); fails with [`ClientError::Stalled`] after
+    /// `write_timeout`.
     pub async fn send_raw(&mut self, m: Message) -> Result<(), ClientError> {
-        self.ws.send(m).await?;
-        Ok(())
+        match tokio::time::timeout(self.write_timeout, self.ws.send(m)).await {
+            Ok(sent) => Ok(sent?),
+            Err(_) => Err(ClientError::Stalled(self.write_timeout)),
+        }
     }
 
-    /// The next server message (pings and pongs skipped).
+    /// The next server message (pings and pongs skipped; they count as word from the
+    /// server for [`Client::keepalive`]). Cancel-safe: dropping the future before it
+    /// completes loses no message.
     pub async fn next(&mut self) -> Result<ServerMessage, ClientError> {
         loop {
-            match self.ws.next().await {
+            let m = self.ws.next().await;
+            self.heard = Instant::now();
+            self.unanswered = None;
+            match m {
                 None => return Err(ClientError::Closed),
                 Some(Err(e)) => return Err(e.into()),
                 Some(Ok(Message::Binary(b))) => return Ok(ServerMessage::from_msgpack(&b)?),
@@ -116,10 +271,36 @@ impl Client {
                     return serde_json::from_str(t.as_str())
                         .map_err(|e| ClientError::Stream(e.to_string()));
                 }
-                Some(Ok(Message::Close(_))) => return Err(ClientError::Closed),
+                Some(Ok(Message::Close(Some(f)))) => {
+                    return Err(ClientError::ClosedBy {
+                        code: u16::from(f.code),
+                        reason: f.reason.to_string(),
+                    });
+                }
+                Some(Ok(Message::Close(None))) => return Err(ClientError::Closed),
                 Some(Ok(_)) => {}
             }
         }
+    }
+
+    /// Call every second or so while also reading with [`Client::next`] (its replies
+    /// are what this waits for): pings the server after `ping_after` without word from
+    /// it, and fails with [`ClientError::Silent`] once a ping has gone unanswered for
+    /// `dead_after − ping_after`, which is how a client notices a server host or
+    /// network that vanished without closing (TCP alone may take many minutes to
+    /// tell). A server with nothing to say is not dead: it answers pings.
+    pub async fn keepalive(&mut self) -> Result<(), ClientError> {
+        let grace = self.dead_after.saturating_sub(self.ping_after);
+        if self.unanswered.is_some_and(|t| t.elapsed() >= grace) {
+            return Err(ClientError::Silent(self.heard.elapsed()));
+        }
+        if self.heard.elapsed() >= self.ping_after && self.pinged.elapsed() >= self.ping_after {
+            let now = Instant::now();
+            self.pinged = now;
+            self.unanswered.get_or_insert(now);
+            self.send_raw(Message::Ping(Bytes::new())).await?;
+        }
+        Ok(())
     }
 }
 
@@ -199,6 +380,72 @@ impl Viewer {
             }
             ServerMessage::Error { code, message } => Err(ClientError::Refused { code, message }),
             ServerMessage::Welcome { .. } => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_tungstenite::tungstenite::{Error as Ws, http};
+
+    #[test]
+    fn backoff_doubles_to_its_cap_and_starts_again_after_a_reset() {
+        let mut b = Backoff::default();
+        let waits: Vec<f32> = (0..7).map(|_| b.next_delay().as_secs_f32()).collect();
+        assert_eq!(waits, [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]);
+        b.reset();
+        assert_eq!(b.next_delay(), Duration::from_millis(500));
+        // no overflow however long the waits
+        let mut huge = Backoff::new(Duration::MAX / 2, Duration::MAX);
+        assert_eq!(huge.next_delay(), Duration::MAX / 2);
+        assert_eq!(huge.next_delay(), Duration::MAX - Duration::from_nanos(1));
+        assert_eq!(huge.next_delay(), Duration::MAX);
+    }
+
+    fn http_refusal(status: u16) -> ClientError {
+        let response = http::Response::builder()
+            .status(status)
+            .body(None)
+            .expect("a valid response");
+        ClientError::WebSocket(Ws::Http(Box::new(response)))
+    }
+
+    #[test]
+    fn only_refusals_that_a_retry_cannot_change_are_final() {
+        let closed = |code| ClientError::ClosedBy {
+            code,
+            reason: String::new(),
+        };
+        // a wrong token, a bad hello, a wrong path, a refused reply: final
+        for e in [
+            closed(4001),
+            closed(1002),
+            http_refusal(404),
+            http_refusal(401),
+            ClientError::Refused {
+                code: "bad_subscription".into(),
+                message: String::new(),
+            },
+        ] {
+            assert!(e.is_final(), "{e} should be final");
+        }
+        // a server going down, full, busy, or a link that broke or went quiet: retry
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        for e in [
+            closed(1001),
+            closed(1008),
+            closed(1013),
+            ClientError::Closed,
+            ClientError::Silent(Duration::from_secs(20)),
+            ClientError::Stalled(Duration::from_secs(20)),
+            ClientError::WebSocket(Ws::Io(refused)),
+            ClientError::WebSocket(Ws::ConnectionClosed),
+            http_refusal(503),
+            http_refusal(502),
+            http_refusal(429),
+        ] {
+            assert!(!e.is_final(), "{e} should be worth a retry");
         }
     }
 }

@@ -1,0 +1,306 @@
+//! `clothcast play`: replays a BVH clip as live performers, over a publisher connection
+//! that comes back when the server restarts or the network drops, or as VMC senders.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+
+use super::common::load_clip;
+use super::serve::runtime;
+use crate::client::{Backoff, Client, ClientError};
+use crate::protocol::{ClientMessage, JointSample, PoseMessage, Role, ServerMessage};
+use crate::skeleton::{JointId, Pose, Skeleton};
+
+/// Arguments of `clothcast play`.
+#[derive(Args, Debug)]
+pub(crate) struct PlayArgs {
+    /// Motion clip (BVH).
+    bvh: PathBuf,
+    /// Server URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
+    url: String,
+    /// Number of avatars (each starts at a different point of the clip).
+    #[arg(long, default_value_t = 1)]
+    avatars: usize,
+    /// Skeleton profile of the clip (detected when omitted).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Publisher token.
+    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN")]
+    token: Option<String>,
+    /// Poses per second sent per avatar.
+    #[arg(long, default_value_t = 30.0)]
+    rate: f32,
+    /// Stop after this many seconds (default: loop forever).
+    #[arg(long)]
+    seconds: Option<f32>,
+    /// Avatar id prefix.
+    #[arg(long, default_value = "performer")]
+    prefix: String,
+    /// Send VMC (OSC over UDP) to this address instead of WebSocket messages to
+    /// `--url`: to a clothcast server's VMC listener (127.0.0.1:39539 by default) or any
+    /// VMC receiver (VSeeFace, Warudo, Unity EVMC4U, …). Each avatar is one performer,
+    /// sending from its own UDP port.
+    #[arg(long)]
+    vmc: Option<std::net::SocketAddr>,
+    /// Exit when the server cannot be reached or the connection drops, instead of
+    /// reconnecting (after 0.5 s, doubling to 10 s; the clip plays on meanwhile, so
+    /// the avatars come back where a live performer would be). A wrong token or a bad
+    /// hello always exits.
+    #[arg(long)]
+    no_reconnect: bool,
+}
+
+/// The pose of avatar `k` of `n` at `t` seconds into a looping clip, the avatars
+/// spread evenly over it. The clip must have frames.
+pub(crate) fn staggered(clip: &crate::mocap::Clip, t: f64, k: usize, n: usize) -> &Pose {
+    let frame = (t / f64::from(clip.frame_time)) as usize;
+    &clip.poses[(frame + k * clip.poses.len() / n.max(1)) % clip.poses.len()]
+}
+
+/// A pose message of the canonical profile for `pose`.
+pub(crate) fn pose_message(avatar: &str, pose: &Pose, t: f64) -> ClientMessage {
+    ClientMessage::Pose(PoseMessage {
+        avatar: avatar.to_string(),
+        profile: "canonical".into(),
+        timestamp: t,
+        root: Some(pose.translation.to_array()),
+        joints: JointId::all()
+            .map(|j| JointSample {
+                name: j.name().to_string(),
+                rotation: Some(pose.rotation(j).to_array()),
+                position: None,
+                confidence: None,
+            })
+            .collect(),
+    })
+}
+
+pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
+    let skeleton = Skeleton::from_proportions(&crate::body::BodyShape::default().proportions());
+    let clip = load_clip(&a.bvh, a.profile.as_deref(), &skeleton)?;
+    anyhow::ensure!(!clip.poses.is_empty(), "the clip has no frames");
+    anyhow::ensure!(
+        a.rate.is_finite() && a.rate > 0.0,
+        "--rate must be positive"
+    );
+    let hips = skeleton.rest_positions()[JointId::PELVIS.index()];
+    runtime()?.block_on(async move {
+        // where the poses go: pose messages on one WebSocket connection, or VMC
+        // datagrams from one UDP socket per performer
+        let mut out = match a.vmc {
+            None => PlayTo::WebSocket(Box::new(Link::new(
+                a.url.clone(),
+                a.token.clone(),
+                !a.no_reconnect,
+            ))),
+            Some(to) => {
+                let local: std::net::SocketAddr = if to.is_ipv4() {
+                    ([0, 0, 0, 0], 0).into()
+                } else {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                };
+                let mut sockets = Vec::with_capacity(a.avatars);
+                for _ in 0..a.avatars {
+                    sockets.push(
+                        tokio::net::UdpSocket::bind(local)
+                            .await
+                            .context("opening UDP sockets for the VMC performers")?,
+                    );
+                }
+                PlayTo::Vmc(to, sockets)
+            }
+        };
+        let start = Instant::now();
+        let period = Duration::from_secs_f32(1.0 / a.rate);
+        let mut next = tokio::time::Instant::now();
+        let mut sent = 0u64;
+        loop {
+            let t = start.elapsed().as_secs_f64();
+            if a.seconds.is_some_and(|s| t >= f64::from(s)) {
+                break;
+            }
+            match &mut out {
+                PlayTo::WebSocket(link) => {
+                    let poses = (0..a.avatars).map(|k| {
+                        let pose = staggered(&clip, t, k, a.avatars);
+                        pose_message(&format!("{}-{k}", a.prefix), pose, t)
+                    });
+                    sent += link.send_all(poses).await?;
+                }
+                PlayTo::Vmc(to, sockets) => {
+                    for (k, socket) in sockets.iter().enumerate() {
+                        let pose = staggered(&clip, t, k, a.avatars);
+                        let packet = crate::mocap::vmc_packet(pose, hips, t)?;
+                        socket
+                            .send_to(&packet, *to)
+                            .await
+                            .with_context(|| format!("sending VMC to {to}"))?;
+                        sent += 1;
+                    }
+                }
+            }
+            next += period;
+            match &mut out {
+                PlayTo::WebSocket(link) => link.listen_until(next).await?,
+                PlayTo::Vmc(..) => tokio::time::sleep_until(next).await,
+            }
+        }
+        print!(
+            "sent {sent} poses for {} avatars in {:.1} s",
+            a.avatars,
+            start.elapsed().as_secs_f32()
+        );
+        match &out {
+            PlayTo::WebSocket(link) if link.connections > 1 || link.unsent > 0 => println!(
+                " over {} connections ({} poses not sent while disconnected)",
+                link.connections, link.unsent
+            ),
+            _ => println!(),
+        }
+        anyhow::Ok(())
+    })
+}
+
+/// Where `clothcast play` sends its poses.
+enum PlayTo {
+    /// Pose messages on a publisher connection.
+    WebSocket(Box<Link>),
+    /// VMC datagrams to this address, one socket (one performer) per avatar.
+    Vmc(std::net::SocketAddr, Vec<tokio::net::UdpSocket>),
+}
+
+/// How long one connection attempt may take (a host that vanished answers nothing,
+/// and TCP alone would wait minutes).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A publisher connection that is made again after it drops: while it is down the
+/// poses of those ticks are not sent (a live performer's poses would be stale by the
+/// time it is back, and the server wants only the latest anyway) and it is tried
+/// again after each of a [`Backoff`]'s waits. The server's `error` replies are shown,
+/// at most one line a second.
+struct Link {
+    url: String,
+    token: Option<String>,
+    reconnect: bool,
+    client: Option<Client>,
+    backoff: Backoff,
+    /// No connection attempt before this.
+    retry_at: tokio::time::Instant,
+    /// Connections made, and poses not sent while there was none.
+    connections: u64,
+    unsent: u64,
+    /// When an `error` reply was last shown, and how many were not shown since.
+    shown: Option<Instant>,
+    hidden: u64,
+}
+
+impl Link {
+    fn new(url: String, token: Option<String>, reconnect: bool) -> Self {
+        Self {
+            url,
+            token,
+            reconnect,
+            client: None,
+            backoff: Backoff::default(),
+            retry_at: tokio::time::Instant::now(),
+            connections: 0,
+            unsent: 0,
+            shown: None,
+            hidden: 0,
+        }
+    }
+
+    /// Sends these messages, connecting first if the link is down and its wait is
+    /// over; returns how many were sent. Fails only when the connection cannot come
+    /// back ([`ClientError::is_final`], or reconnecting is off).
+    async fn send_all(
+        &mut self,
+        messages: impl ExactSizeIterator<Item = ClientMessage>,
+    ) -> anyhow::Result<u64> {
+        let n = messages.len() as u64;
+        if self.client.is_none() && tokio::time::Instant::now() >= self.retry_at {
+            let connect = Client::connect(&self.url, Role::Publisher, self.token.clone());
+            match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
+                Ok(Ok(c)) => {
+                    self.connections += 1;
+                    if self.connections > 1 {
+                        eprintln!("{}: connected again", self.url);
+                    }
+                    self.backoff.reset();
+                    self.client = Some(c);
+                }
+                Ok(Err(e)) => self.lost(e)?,
+                Err(_) => self.lost(ClientError::Silent(CONNECT_TIMEOUT))?,
+            }
+        }
+        let Some(client) = &mut self.client else {
+            self.unsent += n;
+            return Ok(0);
+        };
+        let mut sent = 0;
+        for m in messages {
+            if let Err(e) = client.send(&m).await {
+                self.unsent += n - sent;
+                self.lost(e)?;
+                return Ok(sent);
+            }
+            sent += 1;
+        }
+        if let Err(e) = client.keepalive().await {
+            self.lost(e)?;
+        }
+        Ok(sent)
+    }
+
+    /// Reads the server's replies until `until`: shows its errors, notices a close.
+    async fn listen_until(&mut self, until: tokio::time::Instant) -> anyhow::Result<()> {
+        while let Some(client) = &mut self.client {
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => return Ok(()),
+                m = client.next() => match m {
+                    // "closed" precedes the close frame, which says it again with its code
+                    Ok(ServerMessage::Error { code, message }) if code != "closed" => {
+                        self.show(&code, &message)
+                    }
+                    Ok(_) => {}
+                    Err(e) => self.lost(e)?,
+                }
+            }
+        }
+        tokio::time::sleep_until(until).await;
+        Ok(())
+    }
+
+    /// Shows a server error, at most one a second (a full server answers every pose).
+    fn show(&mut self, code: &str, message: &str) {
+        if self
+            .shown
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
+            self.hidden += 1;
+            return;
+        }
+        let more = match std::mem::take(&mut self.hidden) {
+            0 => String::new(),
+            h => format!(" ({h} more since the last shown)"),
+        };
+        eprintln!("{}: server error {code}: {message}{more}", self.url);
+        self.shown = Some(Instant::now());
+    }
+
+    /// The connection failed or dropped with `e`: schedule the next try, or fail when
+    /// trying again cannot help or is not wanted.
+    fn lost(&mut self, e: ClientError) -> anyhow::Result<()> {
+        self.client = None;
+        if !self.reconnect || e.is_final() {
+            return Err(anyhow::Error::new(e).context(format!("publishing to {}", self.url)));
+        }
+        let wait = self.backoff.next_delay();
+        self.retry_at = tokio::time::Instant::now() + wait;
+        eprintln!("{}: {e}; trying again in {wait:.1?}", self.url);
+        Ok(())
+    }
+}

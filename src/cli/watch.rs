@@ -1,0 +1,230 @@
+//! `clothcast watch`: a viewer in the terminal that decodes every frame and reports
+//! per-avatar rate, bandwidth and latency each second, and comes back after the server
+//! restarts or the network drops.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Args;
+
+use super::serve::runtime;
+use crate::client::{Backoff, Client, ClientError, Viewer};
+use crate::protocol::{ClientMessage, Role};
+
+/// Arguments of `clothcast watch`.
+#[derive(Args, Debug)]
+pub(crate) struct WatchArgs {
+    /// Server URL.
+    #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
+    url: String,
+    /// Viewer token.
+    #[arg(long, env = "CLOTHCAST_VIEWER_TOKEN")]
+    token: Option<String>,
+    /// Avatars to watch (default: all).
+    #[arg(long = "avatar")]
+    avatars: Vec<String>,
+    /// Stop after this many seconds.
+    #[arg(long)]
+    seconds: Option<f32>,
+    /// Exit when the server cannot be reached or the connection drops, instead of
+    /// reconnecting (after 0.5 s, doubling to 10 s). A wrong token or a bad hello
+    /// always exits.
+    #[arg(long)]
+    no_reconnect: bool,
+}
+
+/// What `clothcast watch` keeps per avatar between its reports.
+struct WatchStats {
+    /// Frames and bytes decoded when the interval began.
+    frames: u64,
+    bytes: u64,
+    /// Frame delays (arrival minus tick time, seconds) this interval: sum, count, max.
+    delay_sum: f64,
+    delays: u64,
+    delay_max: f64,
+    /// Last frame number, and frames missed in all (gaps in the numbers).
+    last_seq: Option<u32>,
+    missed: u64,
+}
+
+impl Default for WatchStats {
+    fn default() -> Self {
+        Self {
+            frames: 0,
+            bytes: 0,
+            delay_sum: 0.0,
+            delays: 0,
+            delay_max: f64::NEG_INFINITY,
+            last_seq: None,
+            missed: 0,
+        }
+    }
+}
+
+impl WatchStats {
+    /// A decoded frame numbered `seq` that arrived `delay` seconds after its tick (on
+    /// unshared clocks).
+    fn frame(&mut self, seq: u32, delay: f64) {
+        self.delay_sum += delay;
+        self.delays += 1;
+        self.delay_max = self.delay_max.max(delay);
+        // a stream that restarts (another garment, a restarted server) counts from 0
+        // again: no gap
+        if let Some(last) = self.last_seq {
+            let gap = seq.wrapping_sub(last);
+            if (1..1 << 20).contains(&gap) {
+                self.missed += u64::from(gap - 1);
+            }
+        }
+        self.last_seq = Some(seq);
+    }
+
+    /// Starts the next report interval at these totals.
+    fn next_interval(&mut self, frames: u64, bytes: u64) {
+        (self.frames, self.bytes) = (frames, bytes);
+        (self.delay_sum, self.delays, self.delay_max) = (0.0, 0, f64::NEG_INFINITY);
+    }
+}
+
+/// The reports of one `watch` run, across its connections.
+struct Report {
+    start: Instant,
+    last: Instant,
+    /// The smallest arrival-minus-tick-time seen on the current connection: latency is
+    /// reported above it, since the two clocks are not shared (a restarted server
+    /// starts its clock again, so this starts again with each connection).
+    fastest: f64,
+    stats: HashMap<String, WatchStats>,
+}
+
+impl Report {
+    /// A decoded frame of `id` (the viewer's last frame of it).
+    fn frame(&mut self, viewer: &Viewer, id: String) {
+        if let Some(f) = viewer.avatars.get(&id).and_then(|v| v.last.as_ref()) {
+            let d = self.start.elapsed().as_secs_f64() - f.timestamp;
+            self.fastest = self.fastest.min(d);
+            self.stats.entry(id).or_default().frame(f.seq, d);
+        }
+    }
+
+    /// Prints a line per avatar once a second.
+    fn maybe_print(&mut self, viewer: &Viewer) {
+        if self.last.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let dt = self.last.elapsed().as_secs_f64();
+        self.last = Instant::now();
+        // avatars that left start from zero if they come back
+        self.stats.retain(|id, _| viewer.avatars.contains_key(id));
+        let mut ids: Vec<_> = viewer.avatars.keys().cloned().collect();
+        ids.sort();
+        for id in ids {
+            let Some(v) = viewer.avatars.get(&id) else {
+                continue;
+            };
+            let st = self.stats.entry(id.clone()).or_default();
+            let garment = viewer.garments.get(&v.asset).map_or("", String::as_str);
+            let latency = if st.delays > 0 {
+                format!(
+                    "latency {:5.1} ms (max {:5.1})",
+                    (st.delay_sum / st.delays as f64 - self.fastest) * 1000.0,
+                    (st.delay_max - self.fastest) * 1000.0
+                )
+            } else {
+                format!("latency {:>22}", "-")
+            };
+            println!(
+                "{id:>16}: {garment:>8} {:5.1} fps  {:7.1} kbit/s  {latency}  missed {}  {} vertices  frame {}",
+                v.frames.saturating_sub(st.frames) as f64 / dt,
+                v.bytes.saturating_sub(st.bytes) as f64 * 8.0 / 1000.0 / dt,
+                st.missed,
+                v.positions.len() / 3,
+                v.last.as_ref().map_or(0, |f| f.seq)
+            );
+            st.next_interval(v.frames, v.bytes);
+        }
+    }
+}
+
+pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
+    runtime()?.block_on(async move {
+        let start = Instant::now();
+        let deadline = a
+            .seconds
+            .map(|s| tokio::time::Instant::now() + Duration::from_secs_f32(s.clamp(0.0, 1e7)));
+        let subscribe = ClientMessage::Subscribe {
+            avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
+        };
+        let mut report = Report {
+            start,
+            last: start,
+            fastest: f64::INFINITY,
+            stats: HashMap::new(),
+        };
+        let mut backoff = Backoff::default();
+        let mut connections = 0u64;
+        loop {
+            let client = if a.no_reconnect {
+                Client::connect(&a.url, Role::Viewer, a.token.clone()).await
+            } else {
+                let retry = |e: &ClientError, wait: Duration| {
+                    eprintln!("{}: {e}; trying again in {wait:.1?}", a.url);
+                };
+                let client = Client::connect_retrying(
+                    &a.url,
+                    Role::Viewer,
+                    a.token.clone(),
+                    None,
+                    &mut backoff,
+                    deadline,
+                    retry,
+                );
+                match deadline {
+                    Some(d) => match tokio::time::timeout_at(d, client).await {
+                        Ok(c) => c,
+                        Err(_) if connections > 0 => break,
+                        Err(_) => anyhow::bail!("could not connect to {} in --seconds", a.url),
+                    },
+                    None => client.await,
+                }
+            };
+            let mut client = client.with_context(|| format!("connecting to {}", a.url))?;
+            connections += 1;
+            if connections > 1 {
+                eprintln!("{}: connected again", a.url);
+            }
+            client.send(&subscribe).await?;
+            // a new connection starts every stream again from a keyframe
+            let mut viewer = Viewer::default();
+            report.fastest = f64::INFINITY;
+            let lost = loop {
+                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                    return anyhow::Ok(());
+                }
+                let m = tokio::time::timeout(Duration::from_secs(1), client.next()).await;
+                let applied = match m {
+                    Ok(Ok(m)) => viewer.apply(m),
+                    Ok(Err(e)) => break e,
+                    Err(_) => Ok(None),
+                };
+                match applied {
+                    Ok(Some(id)) => report.frame(&viewer, id),
+                    Ok(None) => {}
+                    // "closed" precedes the close frame, which says it again with its code
+                    Err(ClientError::Refused { code, .. }) if code == "closed" => {}
+                    Err(e) => return Err(e.into()),
+                }
+                if let Err(e) = client.keepalive().await {
+                    break e;
+                }
+                report.maybe_print(&viewer);
+            };
+            if a.no_reconnect || lost.is_final() {
+                return Err(anyhow::Error::new(lost).context(format!("watching {}", a.url)));
+            }
+            eprintln!("{}: connection lost: {lost}", a.url);
+        }
+        anyhow::Ok(())
+    })
+}

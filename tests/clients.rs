@@ -1,0 +1,227 @@
+//! The clients against a server that goes away: `clothcast play` and `clothcast watch`
+//! come back by themselves after a restart, give up at once on a refusal that trying
+//! again cannot change, and a client notices a server that went silent without closing.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clothcast::client::{Client, ClientError, Viewer};
+use clothcast::net::{ServerConfig, start};
+use clothcast::protocol::Role;
+
+use super::server::{config, connect_viewer, db, until};
+
+fn clip() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mocap/cmu_131_01.bvh")
+}
+
+/// Waits for a child and returns its status, stdout and stderr.
+async fn finish(child: std::process::Child) -> (std::process::ExitStatus, String, String) {
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("joins")
+        .expect("the child runs");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Reads a viewer until `avatar` has decoded `n` frames.
+async fn frames_of(url: &str, avatar: &str, n: u64) {
+    let mut c = connect_viewer(url).await;
+    let mut view = Viewer::default();
+    until(&mut c, &mut view, |v, _| {
+        v.avatars.get(avatar).is_some_and(|a| a.frames >= n)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn play_and_watch_come_back_after_the_server_restarts() {
+    let server = start(db(), config()).await.expect("server starts");
+    let addr = server.addr;
+    let url = format!("ws://{addr}/ws");
+    let bin = env!("CARGO_BIN_EXE_clothcast");
+    let play = Command::new(bin)
+        .arg("play")
+        .arg(clip())
+        .args(["--url", &url, "--token", "pub", "--prefix", "walker"])
+        .args(["--seconds", "14"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast play runs");
+    let watch = Command::new(bin)
+        .args(["watch", "--url", &url, "--token", "view", "--seconds", "14"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast watch runs");
+    frames_of(&url, "walker-0", 10).await;
+    // the server goes away (closing every connection with 1001) and comes back on
+    // the same port a moment later, with no avatar and no memory of its clients
+    server.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let server = start(
+        db(),
+        ServerConfig {
+            bind: addr,
+            ..config()
+        },
+    )
+    .await
+    .expect("the server starts again on its port");
+    // play is back: its walker streams again from the new server
+    frames_of(&url, "walker-0", 10).await;
+    let (status, out, err) = finish(play).await;
+    assert!(status.success(), "play failed: {status}\n{out}\n{err}");
+    assert!(out.contains("over 2 connections"), "play printed:\n{out}");
+    for said in [
+        "closed by the server (1001)",
+        "trying again in",
+        "connected again",
+    ] {
+        assert!(
+            err.contains(said),
+            "{said:?} missing from play's stderr:\n{err}"
+        );
+    }
+    // watch is back too: it lost the link, made it again, and its last report shows
+    // the walker streaming at the tick rate
+    let (status, out, err) = finish(watch).await;
+    assert!(status.success(), "watch failed: {status}\n{out}\n{err}");
+    for said in ["connection lost", "connected again"] {
+        assert!(
+            err.contains(said),
+            "{said:?} missing from watch's stderr:\n{err}"
+        );
+    }
+    let last = out
+        .lines()
+        .rfind(|l| l.contains("walker-0:"))
+        .unwrap_or_else(|| panic!("watch printed no line for walker-0:\n{out}"));
+    let fps: f32 = last
+        .split_whitespace()
+        .nth(2)
+        .and_then(|f| f.parse().ok())
+        .unwrap_or_else(|| panic!("no fps in {last:?}"));
+    assert!(fps > 20.0, "{fps} fps after the restart: {last:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn play_and_watch_give_up_at_once_on_a_wrong_token() {
+    let server = start(db(), config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let bin = env!("CARGO_BIN_EXE_clothcast");
+    let started = Instant::now();
+    let play = Command::new(bin)
+        .arg("play")
+        .arg(clip())
+        .args(["--url", &url, "--token", "wrong", "--seconds", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast play runs");
+    let watch = Command::new(bin)
+        .args([
+            "watch",
+            "--url",
+            &url,
+            "--token",
+            "wrong",
+            "--seconds",
+            "30",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast watch runs");
+    for (name, child) in [("play", play), ("watch", watch)] {
+        let (status, _, err) = finish(child).await;
+        assert!(!status.success(), "{name} with a wrong token succeeded");
+        assert!(
+            err.contains("4001") && err.contains("wrong or missing token"),
+            "{name}'s stderr:\n{err}"
+        );
+        assert!(!err.contains("trying again"), "{name} retried:\n{err}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "they waited for --seconds instead of giving up"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_notices_a_server_that_went_silent_and_not_one_that_answers_pings() {
+    // a "server" that welcomes, then neither reads nor writes: a host that vanished
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binds");
+    let silent = listener.local_addr().expect("addr");
+    let fake = tokio::spawn(async move {
+        use futures_util::{SinkExt, StreamExt};
+        let (tcp, _) = listener.accept().await.expect("accepts");
+        let mut ws = tokio_tungstenite::accept_async(tcp)
+            .await
+            .expect("handshake");
+        let _hello = ws.next().await;
+        let welcome = r#"{"type": "welcome", "version": 1, "tick_hz": 30.0}"#;
+        ws.send(tokio_tungstenite::tungstenite::Message::text(welcome))
+            .await
+            .expect("welcome");
+        // hold the socket open, silent
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        drop(ws);
+    });
+    let live = start(db(), config()).await.expect("server starts");
+    let quick = |mut c: Client| {
+        c.ping_after = Duration::from_millis(100);
+        c.dead_after = Duration::from_millis(600);
+        c
+    };
+    let mut to_silent = quick(
+        Client::connect(&format!("ws://{silent}/ws"), Role::Viewer, None)
+            .await
+            .expect("the silent server welcomes"),
+    );
+    let mut to_live = quick(
+        Client::connect(
+            &format!("ws://{}/ws", live.addr),
+            Role::Viewer,
+            Some("view".into()),
+        )
+        .await
+        .expect("the live server welcomes"),
+    );
+    // the way `watch` reads: a message or a short wait, then keepalive
+    let started = Instant::now();
+    let gone = loop {
+        let _ = tokio::time::timeout(Duration::from_millis(50), to_silent.next()).await;
+        if let Err(e) = to_silent.keepalive().await {
+            break e;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the silent server was not noticed"
+        );
+    };
+    assert!(matches!(gone, ClientError::Silent(_)), "{gone}");
+    assert!(!gone.is_final(), "a silent server is worth another try");
+    // the live server answers the pings (it sends nothing else to an unsubscribed
+    // viewer), so the same settings keep its connection for longer than they gave
+    // the silent one
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(2000) {
+        let _ = tokio::time::timeout(Duration::from_millis(50), to_live.next()).await;
+        to_live
+            .keepalive()
+            .await
+            .expect("a server that answers pings is alive");
+    }
+    fake.abort();
+    live.shutdown().await;
+}
