@@ -67,8 +67,10 @@ pub struct Applied {
     pub held: Vec<String>,
 }
 
-/// What the server remembers of one input avatar between its messages.
-#[derive(Clone, Debug, Default)]
+/// What the server remembers of one input avatar between its messages. Plain data
+/// (`Copy`): a message is applied to a copy that replaces the state only when the whole
+/// message was good, and that copy must not allocate at every pose.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct InputState {
     /// The last accepted pose (joints a message leaves out keep their rotation).
     pub pose: Pose,
@@ -178,10 +180,7 @@ pub fn apply_joints(
     raw.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
     // the retargeter continues from the unfiltered pose; the avatar gets the filtered one
-    let mut f = state
-        .filter
-        .clone()
-        .or_else(|| filter.map(|c| PoseFilter::new(c.clone())));
+    let mut f = state.filter.or_else(|| filter.map(PoseFilter::new));
     let calibrated = state.calibrated(&raw);
     let mut pose = match f.as_mut() {
         Some(f) => f.apply(&calibrated, t, &[1.0; JOINT_COUNT]),

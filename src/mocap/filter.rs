@@ -43,20 +43,46 @@ fn alpha(cutoff: f32, dt: f32) -> f32 {
     1.0 / (1.0 + tau / dt)
 }
 
-/// Filter state of one pose stream.
-#[derive(Clone, Debug)]
+/// [`FilterConfig`] as the filter reads it at every pose: the per-joint scales in a
+/// fixed array (a joint the config leaves out has scale 1), so that a filter is copied,
+/// as the engine does at every pose to apply it atomically, without allocating.
+#[derive(Clone, Copy, Debug)]
+struct Tuning {
+    min_cutoff: f32,
+    beta: f32,
+    d_cutoff: f32,
+    joint_scale: [f32; JOINT_COUNT],
+    translation_min_cutoff: f32,
+    translation_beta: f32,
+}
+
+impl From<&FilterConfig> for Tuning {
+    fn from(c: &FilterConfig) -> Self {
+        Self {
+            min_cutoff: c.min_cutoff,
+            beta: c.beta,
+            d_cutoff: c.d_cutoff,
+            joint_scale: std::array::from_fn(|j| c.joint_scale.get(j).copied().unwrap_or(1.0)),
+            translation_min_cutoff: c.translation_min_cutoff,
+            translation_beta: c.translation_beta,
+        }
+    }
+}
+
+/// Filter state of one pose stream (plain data: copying it allocates nothing).
+#[derive(Clone, Copy, Debug)]
 pub struct PoseFilter {
-    config: FilterConfig,
+    config: Tuning,
     last: Option<(Pose, f64)>,
     speed: [Vec3; JOINT_COUNT],
     translation_speed: Vec3,
 }
 
 impl PoseFilter {
-    /// A new stream.
-    pub fn new(config: FilterConfig) -> Self {
+    /// A new stream filtered with `config`.
+    pub fn new(config: &FilterConfig) -> Self {
         Self {
-            config,
+            config: config.into(),
             last: None,
             speed: [Vec3::ZERO; JOINT_COUNT],
             translation_speed: Vec3::ZERO,
@@ -87,8 +113,7 @@ impl PoseFilter {
             // tangent step from the previous output
             let step = quat_log(p.inverse() * q);
             self.speed[j] = self.speed[j].lerp(step / dt, ad);
-            let scale =
-                c.joint_scale.get(j).copied().unwrap_or(1.0) * confidence[j].clamp(0.05, 1.0);
+            let scale = c.joint_scale[j] * confidence[j].clamp(0.05, 1.0);
             let cutoff = c.min_cutoff * scale + c.beta * self.speed[j].length();
             out.rotations[j] = (p * quat_exp(step * alpha(cutoff, dt))).normalize();
         }
@@ -117,7 +142,7 @@ mod tests {
     #[test]
     fn jitter_is_smoothed_and_fast_moves_follow() {
         let ones = [1.0; JOINT_COUNT];
-        let mut f = PoseFilter::new(FilterConfig::default());
+        let mut f = PoseFilter::new(&FilterConfig::default());
         let mut rng = 7u64;
         let (mut raw_jitter, mut out_jitter) = (0.0f32, 0.0f32);
         let mut prev_out: Option<f32> = None;
@@ -150,8 +175,8 @@ mod tests {
         }
         assert!((last - 1.7).abs() < 0.1, "lags: {last}");
         // low confidence smooths harder
-        let mut lo = PoseFilter::new(FilterConfig::default());
-        let mut hi = PoseFilter::new(FilterConfig::default());
+        let mut lo = PoseFilter::new(&FilterConfig::default());
+        let mut hi = PoseFilter::new(&FilterConfig::default());
         let half = [0.2; JOINT_COUNT];
         lo.apply(&arm(0.0), 0.0, &half);
         hi.apply(&arm(0.0), 0.0, &ones);
