@@ -406,8 +406,11 @@ async fn peers_that_vanish_or_stop_reading_are_closed_after_peer_timeout_and_no_
     let mut view = Viewer::default();
     let started = tokio::time::Instant::now();
     let mut t = 0.0;
+    // the stuck viewer shows in the metrics while its writes wait
+    let mut stalled_seen = 0.0f64;
     while started.elapsed() < Duration::from_millis(2500) {
         t += 1.0 / 30.0;
+        stalled_seen = stalled_seen.max(metric(server.addr, "clothcast_connections_stalled").await);
         for i in 0..8 {
             publisher
                 .send(&arm_pose(
@@ -428,6 +431,18 @@ async fn peers_that_vanish_or_stop_reading_are_closed_after_peer_timeout_and_no_
     // the two silent ones are gone, the live ones are not
     metric_reaches(server.addr, "clothcast_publishers", 1.0).await;
     metric_reaches(server.addr, "clothcast_viewers", 1.0).await;
+    assert_eq!(
+        stalled_seen, 1.0,
+        "the stuck viewer, and only it, counted as stalled"
+    );
+    assert_eq!(
+        metric(server.addr, "clothcast_connections_stalled").await,
+        0.0
+    );
+    assert_eq!(
+        metric(server.addr, "clothcast_peers_timed_out_total").await,
+        2.0
+    );
     assert!(
         (0..8).all(|i| view
             .avatars

@@ -142,38 +142,81 @@ fn parse(msg: &Message) -> Option<Result<ClientMessage, String>> {
     }
 }
 
+/// The share of `peer_timeout` (at most a second) that a write may wait for the peer
+/// before the connection counts as stalled in the metrics
+/// (`clothcast_connections_stalled`); it is closed after the whole `peer_timeout`.
+const STALLED_AFTER: Duration = Duration::from_secs(1);
+
 /// The writing half of a connection. Every write gives up after `stall`: a peer that
 /// has not taken a byte for that long (gone without a goodbye, or not reading) ends its
 /// connection instead of holding its place, and its task, for ever.
 struct Out {
     sink: futures_util::stream::SplitSink<WebSocket, Message>,
     stall: Duration,
+    shared: Arc<Shared>,
+    /// A write gave up after `stall`.
+    timed_out: bool,
+}
+
+/// How a write of [`Out`] ended.
+#[derive(PartialEq)]
+enum Wrote {
+    Done,
+    Failed,
+    TimedOut,
+}
+
+/// Runs one write of a connection whose writes give up after `stall`. While it has
+/// waited longer than [`STALLED_AFTER`] (or a quarter of `stall`, if less) the
+/// connection counts as stalled.
+async fn timed<E>(
+    shared: &Shared,
+    stall: Duration,
+    write: impl std::future::Future<Output = Result<(), E>>,
+) -> Wrote {
+    let done = |r: Result<(), E>| {
+        if r.is_ok() {
+            Wrote::Done
+        } else {
+            Wrote::Failed
+        }
+    };
+    tokio::pin!(write);
+    let first = (stall / 4).min(STALLED_AFTER);
+    if let Ok(r) = tokio::time::timeout(first, &mut write).await {
+        return done(r);
+    }
+    let stalled = &shared.metrics.connections_stalled;
+    stalled.fetch_add(1, Ordering::Relaxed);
+    let r = tokio::time::timeout(stall.saturating_sub(first), write).await;
+    stalled.fetch_sub(1, Ordering::Relaxed);
+    r.map_or(Wrote::TimedOut, done)
 }
 
 impl Out {
+    /// Notes a write's end; true when it was done.
+    fn wrote(&mut self, w: Wrote) -> bool {
+        self.timed_out |= w == Wrote::TimedOut;
+        w == Wrote::Done
+    }
+
     /// Sends one WebSocket message; false when the socket failed or stalled.
     async fn message(&mut self, msg: Message) -> bool {
-        matches!(
-            tokio::time::timeout(self.stall, self.sink.send(msg)).await,
-            Ok(Ok(()))
-        )
+        let w = timed(&self.shared, self.stall, self.sink.send(msg)).await;
+        self.wrote(w)
     }
 
     /// Queues one WebSocket message (written by [`Out::flush`] or when the queue is
     /// full); false when the socket failed or stalled.
     async fn feed(&mut self, msg: Message) -> bool {
-        matches!(
-            tokio::time::timeout(self.stall, self.sink.feed(msg)).await,
-            Ok(Ok(()))
-        )
+        let w = timed(&self.shared, self.stall, self.sink.feed(msg)).await;
+        self.wrote(w)
     }
 
     /// Writes out what [`Out::feed`] queued; false when the socket failed or stalled.
     async fn flush(&mut self) -> bool {
-        matches!(
-            tokio::time::timeout(self.stall, self.sink.flush()).await,
-            Ok(Ok(()))
-        )
+        let w = timed(&self.shared, self.stall, self.sink.flush()).await;
+        self.wrote(w)
     }
 
     /// Sends one of our messages; false when the socket failed or stalled. A message
@@ -190,7 +233,7 @@ impl Out {
     }
 
     /// Says why in an `error` message, then closes with `code` and `reason`.
-    async fn close(mut self, code: u16, reason: &str) {
+    async fn close(&mut self, code: u16, reason: &str) {
         if self.send(&ServerMessage::error("closed", reason)).await {
             let _ = self
                 .message(Message::Close(Some(CloseFrame {
@@ -208,6 +251,8 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
     let mut out = Out {
         sink,
         stall: peer_timeout,
+        shared: Arc::clone(&s),
+        timed_out: false,
     };
     let m = &s.metrics;
     // hello first
@@ -317,6 +362,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
     // pings every third of peer_timeout; a peer heard from (any message, pongs too)
     // less recently than peer_timeout is gone
     let mut heard = Instant::now();
+    let mut silent = false;
     let mut ping = tokio::time::interval(peer_timeout / 3);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ping.reset();
@@ -324,6 +370,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
         tokio::select! {
             _ = ping.tick() => {
                 if heard.elapsed() >= peer_timeout {
+                    silent = true;
                     let why = format!("nothing heard for {:.1} s, not even a pong", peer_timeout.as_secs_f32());
                     out.close(close::POLICY, &why).await;
                     break;
@@ -580,6 +627,9 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
         }
     }
     counter.fetch_sub(1, Ordering::Relaxed);
+    if silent || out.timed_out {
+        m.peers_timed_out.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]

@@ -213,6 +213,12 @@ struct Metrics {
     connections: AtomicU64,
     /// Connections refused at the door for [`ServerConfig::max_connections`].
     connections_refused: AtomicU64,
+    /// Connections whose peer has taken none of a write's bytes for over a second
+    /// (a viewer that stopped reading, a headset that vanished): closed after
+    /// [`ServerConfig::peer_timeout`].
+    connections_stalled: AtomicU64,
+    /// Connections closed for [`ServerConfig::peer_timeout`] (silent, or not reading).
+    peers_timed_out: AtomicU64,
     /// Poses received, by [`Source`].
     poses_in: [AtomicU64; 3],
     bytes_out: AtomicU64,
@@ -656,6 +662,8 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
          # TYPE clothcast_connections gauge\nclothcast_connections {}\n\
          # TYPE clothcast_connections_refused_total counter\nclothcast_connections_refused_total {}\n\
+         # TYPE clothcast_connections_stalled gauge\nclothcast_connections_stalled {}\n\
+         # TYPE clothcast_peers_timed_out_total counter\nclothcast_peers_timed_out_total {}\n\
          # TYPE clothcast_poses_in_total counter\n\
          clothcast_poses_in_total{{source=\"websocket\"}} {}\n\
          clothcast_poses_in_total{{source=\"kinect\"}} {}\n\
@@ -680,6 +688,8 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.publishers),
         g(&m.connections),
         g(&m.connections_refused),
+        g(&m.connections_stalled),
+        g(&m.peers_timed_out),
         g(&m.poses_in[Source::WebSocket as usize]),
         g(&m.poses_in[Source::Kinect as usize]),
         g(&m.poses_in[Source::Vmc as usize]),
