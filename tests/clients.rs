@@ -1,6 +1,7 @@
 //! The clients against a server that goes away: `clothcast play` and `clothcast watch`
 //! come back by themselves after a restart, give up at once on a refusal that trying
 //! again cannot change, and a client notices a server that went silent without closing.
+//! The server, for its part, logs each connection and why it ended.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -224,4 +225,82 @@ async fn a_client_notices_a_server_that_went_silent_and_not_one_that_answers_pin
     }
     fake.abort();
     live.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_logs_who_connected_and_why_each_connection_ended() {
+    use std::io::BufRead;
+    let config =
+        std::env::temp_dir().join(format!("clothcast-log-test-{}.toml", std::process::id()));
+    std::fs::write(
+        &config,
+        "publisher_token = \"pub\"\nviewer_token = \"view\"\n",
+    )
+    .expect("writes the config");
+    let db =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .arg("serve")
+        .arg("--config")
+        .arg(&config)
+        .arg("--db")
+        .arg(&db)
+        .args(["--bind", "127.0.0.1:0"])
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast serve runs");
+    let stdout = server.stdout.take().expect("stdout");
+    let url = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split_whitespace()
+                    .find(|w| w.starts_with("ws://"))
+                    .map(str::to_string)
+            })
+    })
+    .await
+    .expect("joins")
+    .expect("the server prints its URL");
+    // refused at hello, then a viewer that is welcomed and says goodbye
+    let refused = Client::connect(&url, Role::Viewer, Some("wrong".into())).await;
+    assert!(refused.is_err_and(|e| e.is_final()));
+    let viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("the viewer is welcomed");
+    viewer.close().await;
+    // and a publisher that vanishes without a goodbye
+    let publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+        .await
+        .expect("the publisher is welcomed");
+    drop(publisher);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    server.kill().expect("stops the server");
+    let (_, _, log) = finish(server).await;
+    let _ = std::fs::remove_file(&config);
+    let line = |what: &str, with: &[&str]| {
+        log.lines()
+            .find(|l| l.contains(what) && with.iter().all(|w| l.contains(w)))
+            .unwrap_or_else(|| panic!("no {what:?} line with {with:?} in the log:\n{log}"))
+            .to_string()
+    };
+    line(
+        "not welcomed",
+        &[
+            "peer=127.0.0.1:",
+            "closed by us (4001): wrong or missing token",
+        ],
+    );
+    line("connected", &["peer=127.0.0.1:", "role=Viewer"]);
+    line(
+        "disconnected",
+        &["peer=127.0.0.1:", "role=Viewer", "closed by the peer"],
+    );
+    line(
+        "disconnected",
+        &["role=Publisher", "the peer left without a close"],
+    );
 }

@@ -148,6 +148,12 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                 PlayTo::Vmc(..) => tokio::time::sleep_until(next).await,
             }
         }
+        // a goodbye, so that the server logs a clean close
+        if let PlayTo::WebSocket(link) = &mut out
+            && let Some(client) = link.client.take()
+        {
+            client.close().await;
+        }
         print!(
             "sent {sent} poses for {} avatars in {:.1} s",
             a.avatars,

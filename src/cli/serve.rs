@@ -221,7 +221,9 @@ fn one_shot(url: &str, token: Option<String>, msg: ClientMessage, ok: &str) -> a
             .with_context(|| format!("connecting to {url}"))?;
         client.send(&msg).await?;
         // an error reply would arrive at once; silence means accepted
-        match tokio::time::timeout(Duration::from_millis(300), client.next()).await {
+        let reply = tokio::time::timeout(Duration::from_millis(300), client.next()).await;
+        client.close().await;
+        match reply {
             Ok(Ok(crate::protocol::ServerMessage::Error { code, message })) => {
                 anyhow::bail!("{code}: {message}")
             }

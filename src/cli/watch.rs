@@ -200,6 +200,7 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
             report.fastest = f64::INFINITY;
             let lost = loop {
                 if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                    client.close().await;
                     return anyhow::Ok(());
                 }
                 let m = tokio::time::timeout(Duration::from_secs(1), client.next()).await;

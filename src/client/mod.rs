@@ -239,6 +239,17 @@ impl Client {
         }
     }
 
+    /// Says goodbye: sends a close frame (1000) and waits up to a second for the
+    /// server's, so that the server sees a clean close rather than a broken link.
+    pub async fn close(mut self) {
+        if self.ws.close(None).await.is_ok() {
+            let _ = tokio::time::timeout(Duration::from_secs(1), async {
+                while let Some(Ok(_)) = self.ws.next().await {}
+            })
+            .await;
+        }
+    }
+
     /// Sends a message (MessagePack).
     pub async fn send(&mut self, m: &ClientMessage) -> Result<(), ClientError> {
         self.send_raw(Message::Binary(Bytes::from(m.to_msgpack()?)))

@@ -3,6 +3,7 @@
 //! frame fan-out, limits and close codes.
 
 use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -91,6 +92,7 @@ impl Drop for Open {
 pub(super) async fn ws_upgrade(
     ws: WebSocketUpgrade,
     State(s): State<Arc<Shared>>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>,
 ) -> axum::response::Response {
     // a server shutting down takes no one new (clients that were just closed with
     // 1001 come straight back, and would be welcomed by a server about to exit)
@@ -119,7 +121,7 @@ pub(super) async fn ws_upgrade(
     ws.max_message_size(limit)
         .max_frame_size(limit)
         .on_upgrade(move |socket| async move {
-            connection(socket, s).await;
+            connection(socket, s, peer).await;
             drop(guard);
         })
         .into_response()
@@ -156,6 +158,12 @@ struct Out {
     shared: Arc<Shared>,
     /// A write gave up after `stall`.
     timed_out: bool,
+    /// A write failed (the socket broke).
+    failed: bool,
+    /// The close code and reason we sent, if we closed.
+    closed_with: Option<(u16, String)>,
+    /// The peer went away without a close handshake.
+    left: bool,
 }
 
 /// How a write of [`Out`] ended.
@@ -197,6 +205,7 @@ impl Out {
     /// Notes a write's end; true when it was done.
     fn wrote(&mut self, w: Wrote) -> bool {
         self.timed_out |= w == Wrote::TimedOut;
+        self.failed |= w == Wrote::Failed;
         w == Wrote::Done
     }
 
@@ -232,8 +241,30 @@ impl Out {
         }
     }
 
+    /// A read failed with `e`. A peer that went away without a close handshake is let
+    /// go (its socket is gone: there is no one to tell); one that sent an oversized or
+    /// malformed frame is closed with the code that says which.
+    async fn read_failed(&mut self, e: axum::Error) {
+        use tokio_tungstenite::tungstenite::{Error as Ws, error::ProtocolError};
+        let reason = e.to_string();
+        match e.into_inner().downcast_ref::<Ws>() {
+            Some(
+                Ws::Protocol(ProtocolError::ResetWithoutClosingHandshake)
+                | Ws::Io(_)
+                | Ws::ConnectionClosed
+                | Ws::AlreadyClosed,
+            ) => self.left = true,
+            Some(Ws::Capacity(_)) => self.close(close::TOO_BIG, &reason).await,
+            _ if reason.contains("too long") || reason.contains("size") => {
+                self.close(close::TOO_BIG, &reason).await;
+            }
+            _ => self.close(close::PROTOCOL, &reason).await,
+        }
+    }
+
     /// Says why in an `error` message, then closes with `code` and `reason`.
     async fn close(&mut self, code: u16, reason: &str) {
+        self.closed_with = Some((code, reason.to_string()));
         if self.send(&ServerMessage::error("closed", reason)).await {
             let _ = self
                 .message(Message::Close(Some(CloseFrame {
@@ -245,15 +276,47 @@ impl Out {
     }
 }
 
-async fn connection(socket: WebSocket, s: Arc<Shared>) {
-    let (sink, mut stream) = socket.split();
-    let peer_timeout = Duration::from_secs_f32(s.config.peer_timeout.clamp(0.1, 3600.0));
+/// One connection from `peer`, logged when it is welcomed and when it ends (with why).
+async fn connection(socket: WebSocket, s: Arc<Shared>, peer: SocketAddr) {
+    let (sink, stream) = socket.split();
     let mut out = Out {
         sink,
-        stall: peer_timeout,
+        stall: peer_timeout(&s),
         shared: Arc::clone(&s),
         timed_out: false,
+        failed: false,
+        closed_with: None,
+        left: false,
     };
+    let mut role = None;
+    session(&mut out, stream, s, peer, &mut role).await;
+    let why = match &out.closed_with {
+        Some((code, reason)) => format!("closed by us ({code}): {reason}"),
+        None if out.timed_out => "took none of our bytes for peer_timeout".to_string(),
+        None if out.left || out.failed => "the peer left without a close".to_string(),
+        None => "closed by the peer".to_string(),
+    };
+    match role {
+        Some(role) => tracing::info!(%peer, ?role, %why, "disconnected"),
+        None => tracing::info!(%peer, %why, "not welcomed"),
+    }
+}
+
+/// The server's `peer_timeout` (bounded to 0.1 s … 1 h).
+fn peer_timeout(s: &Shared) -> Duration {
+    Duration::from_secs_f32(s.config.peer_timeout.clamp(0.1, 3600.0))
+}
+
+/// The connection's life after the upgrade: `hello`, then its role's messages until
+/// one side ends it. Sets `welcomed` to the role once welcomed.
+async fn session(
+    out: &mut Out,
+    mut stream: futures_util::stream::SplitStream<WebSocket>,
+    s: Arc<Shared>,
+    peer: SocketAddr,
+    welcomed: &mut Option<Role>,
+) {
+    let peer_timeout = peer_timeout(&s);
     let m = &s.metrics;
     // hello first
     let hello = tokio::time::timeout(
@@ -313,15 +376,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                     .await;
             }
         },
-        Ok(Some(Err(e))) => {
-            let reason = e.to_string();
-            let code = if reason.contains("too long") || reason.contains("size") {
-                close::TOO_BIG
-            } else {
-                close::PROTOCOL
-            };
-            return out.close(code, &reason).await;
-        }
+        Ok(Some(Err(e))) => return out.read_failed(e).await,
         Ok(None) => return,
         Err(_) => return out.close(close::POLICY, "no hello in time").await,
     };
@@ -344,6 +399,8 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
         counter.fetch_sub(1, Ordering::Relaxed);
         return;
     }
+    *welcomed = Some(role);
+    tracing::info!(%peer, ?role, sensor = sensor.as_deref().unwrap_or("-"), "connected");
     // token bucket of the message rate limit
     let rate = f64::from(s.config.max_messages_per_second.max(1.0));
     let mut tokens = rate;
@@ -386,9 +443,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>) {
                 let msg = match incoming {
                     Some(Ok(msg)) => msg,
                     Some(Err(e)) => {
-                        let reason = e.to_string();
-                        let code = if reason.contains("too long") || reason.contains("size") { close::TOO_BIG } else { close::PROTOCOL };
-                        out.close(code, &reason).await;
+                        out.read_failed(e).await;
                         break;
                     }
                     None => break,

@@ -439,6 +439,8 @@ pub async fn start_with_garments(
         .with_state(Arc::clone(&shared));
     let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
     let serve = tokio::spawn(async move {
+        // the peer's address, for the connection logs
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         axum::serve(listener, app)
             .with_graceful_shutdown(async move {
                 let _ = shutdown_rx.await;
