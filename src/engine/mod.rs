@@ -48,6 +48,13 @@ pub struct EngineConfig {
     /// more engine CPU per frame) or `small` (~4 % fewer again, ~25 % more encode time);
     /// see [`Effort`].
     pub codec_effort: Effort,
+    /// Shortest time between two keyframes of one avatar's stream made for viewers that
+    /// ask (they joined, subscribed to it, or fell behind), seconds; a request in
+    /// between waits for it. Viewers that keep asking (resubscribing at every message,
+    /// always behind) then add at most one keyframe per avatar per interval to the
+    /// encoder's work, however many they are. A stream's own restarts (its first frame,
+    /// a new garment, after a pause) are not held back.
+    pub keyframe_interval: f64,
 }
 
 impl Default for EngineConfig {
@@ -61,6 +68,7 @@ impl Default for EngineConfig {
             synth: SynthParams::default(),
             filter: Some(FilterConfig::default()),
             codec_effort: Effort::Fastest,
+            keyframe_interval: 0.1,
         }
     }
 }
@@ -137,6 +145,8 @@ struct Avatar {
     delta: Vec<u8>,
     key: Vec<u8>,
     want_key: bool,
+    /// Server time of its last keyframe.
+    keyed_at: Option<f64>,
     /// Skipped by a tick because no viewer watched it: its next frame restarts the
     /// stream (keyframe) and its synthesis (no damping from the stale distances).
     paused: bool,
@@ -184,6 +194,7 @@ impl Avatar {
             delta: Vec::new(),
             key: Vec::new(),
             want_key: true,
+            keyed_at: None,
             paused: false,
             synthesised: None,
             held: false,
@@ -634,8 +645,9 @@ impl Engine {
         }
         let size = live.len().div_ceil(groups.max(1)).max(1);
         let garments = &self.garments;
+        let interval = self.config.keyframe_interval;
         for group in live.chunks_mut(size) {
-            let frames = synthesise_and_encode(garments, synths, group, now);
+            let frames = synthesise_and_encode(garments, synths, group, now, interval);
             // one avatar's failure (a bug, or a garment outside the codec's lattice)
             // costs that avatar its frame, not the tick: the others' frames still go
             // out, and it restarts with a keyframe next tick (its encoder may have
@@ -672,6 +684,7 @@ fn synthesise_and_encode(
     synths: &[Synthesizer<'_>],
     group: &mut [(&String, &mut Avatar)],
     now: f64,
+    keyframe_interval: f64,
 ) -> Vec<Result<AvatarFrame, EngineError>> {
     group
         .par_iter_mut()
@@ -692,7 +705,7 @@ fn synthesise_and_encode(
             }
             // an encoder panic (a bug) costs this avatar its frame, as an error does
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                encode_avatar(&garments[a.garment], id, a, now)
+                encode_avatar(&garments[a.garment], id, a, now, keyframe_interval)
             }))
             .unwrap_or(Err(EngineError::Panicked("encoding")))
         })
@@ -700,12 +713,14 @@ fn synthesise_and_encode(
 }
 
 /// Encodes one avatar's synthesised garment (`a.out`) into its ready-made `frame`
-/// messages: the delta, and a keyframe where its stream (re)starts or a viewer asked.
+/// messages: the delta, and a keyframe where its stream (re)starts, or where a viewer
+/// asked and the last keyframe is `keyframe_interval` seconds old.
 fn encode_avatar(
     garment: &Garment,
     id: &str,
     a: &mut Avatar,
     now: f64,
+    keyframe_interval: f64,
 ) -> Result<AvatarFrame, EngineError> {
     let skeleton = &garment.skeleton;
     let asset = &garment.asset_hash;
@@ -758,15 +773,21 @@ fn encode_avatar(
             .to_msgpack()?,
         ))
     };
+    let due = a
+        .keyed_at
+        .is_none_or(|t| !(0.0..keyframe_interval).contains(&(now - t)));
     let (delta, key) = if first {
         (None, Some(message(&a.delta)?))
-    } else if a.want_key {
+    } else if a.want_key && due {
         a.encoder.keyframe(&mut a.key)?;
         (Some(message(&a.delta)?), Some(message(&a.key)?))
     } else {
         (Some(message(&a.delta)?), None)
     };
-    a.want_key = false;
+    if key.is_some() {
+        a.keyed_at = Some(now);
+        a.want_key = false;
+    }
     Ok(AvatarFrame {
         avatar: id.to_string(),
         frame: h.frame,

@@ -168,6 +168,57 @@ fn keyframes_on_request_and_idle_then_removal() {
     assert_eq!(engine.avatar_count(), 1);
 }
 
+/// Viewers that ask for a keyframe at every tick (resubscribing, always behind) get one
+/// at most every `keyframe_interval`, each within the interval of asking; with an
+/// interval of 0 every request is served at the next tick.
+#[test]
+fn keyframes_asked_for_at_every_tick_are_made_at_most_once_per_interval() {
+    let db = db();
+    let keyed_times = |interval: f64| {
+        let cfg = EngineConfig {
+            keyframe_interval: interval,
+            ..EngineConfig::default()
+        };
+        let mut engine = Engine::new(Arc::clone(&db), cfg.clone()).expect("engine");
+        let synth = Engine::synthesizer(&db, &cfg);
+        engine.set_pose("a", arm(0.5), 0.0, 0.0).expect("pose");
+        let first = engine
+            .tick(std::slice::from_ref(&synth), 0.0)
+            .expect("tick");
+        assert!(
+            first.frames[0].key.is_some(),
+            "a stream starts with a keyframe"
+        );
+        let mut keyed = vec![0.0];
+        for i in 1..=60 {
+            let t = f64::from(i) / 30.0;
+            engine
+                .set_pose("a", arm(0.5 + 0.005 * i as f32), t, t)
+                .expect("pose");
+            engine.request_keyframe("a");
+            let out = engine.tick(std::slice::from_ref(&synth), t).expect("tick");
+            let f = &out.frames[0];
+            assert!(f.delta.is_some(), "in-step viewers get the delta at {t}");
+            if f.key.is_some() {
+                keyed.push(t);
+            }
+        }
+        keyed
+    };
+    let throttled = keyed_times(0.1);
+    let gaps: Vec<f64> = throttled.windows(2).map(|w| w[1] - w[0]).collect();
+    assert!(
+        gaps.iter()
+            .all(|&g| g > 0.1 - 1e-9 && g < 0.1 + 1.0 / 30.0 + 1e-9),
+        "keyframes at {throttled:?}"
+    );
+    assert!(
+        (14..=21).contains(&throttled.len()),
+        "keyframes at {throttled:?}"
+    );
+    assert_eq!(keyed_times(0.0).len(), 61, "no interval: one per request");
+}
+
 /// A tick that panics after removing avatars (here: in the `watched` callback) does
 /// not lose the removals: the next tick reports them, once; and an avatar back
 /// before its removal was reported is not reported gone.

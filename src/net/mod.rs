@@ -198,6 +198,9 @@ struct Metrics {
     avatars_unwatched: AtomicU64,
     avatars_held: AtomicU64,
     avatar_frames: AtomicU64,
+    /// Keyframes made (streams starting, viewers joining or resyncing; at most one per
+    /// avatar per `keyframe_interval` for the latter).
+    keyframes: AtomicU64,
     /// When the last tick completed, µs since the server started (0: none yet).
     last_tick_micros: AtomicU64,
     /// Ticks that panicked (a bug): the tick loop carries on with the next.
@@ -658,6 +661,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_avatars_unwatched gauge\nclothcast_avatars_unwatched {}\n\
          # TYPE clothcast_avatars_held gauge\nclothcast_avatars_held {}\n\
          # TYPE clothcast_avatar_frames_total counter\nclothcast_avatar_frames_total {}\n\
+         # TYPE clothcast_keyframes_total counter\nclothcast_keyframes_total {}\n\
          # TYPE clothcast_frame_errors_total counter\nclothcast_frame_errors_total {}\n\
          # TYPE clothcast_poses_refused_total counter\nclothcast_poses_refused_total {}\n\
          # TYPE clothcast_viewers gauge\nclothcast_viewers {}\n\
@@ -684,6 +688,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.avatars_unwatched),
         g(&m.avatars_held),
         g(&m.avatar_frames),
+        g(&m.keyframes),
         g(&m.frame_errors),
         g(&m.poses_refused),
         g(&m.viewers),
