@@ -457,3 +457,79 @@ async fn peers_that_vanish_or_stop_reading_are_closed_after_peer_timeout_and_no_
     more_frames(&mut viewer, &mut view, "crowd-0", 3).await;
     server.shutdown().await;
 }
+
+/// A viewer that subscribes again to what it already watches costs no keyframe (its
+/// streams stay in step), however often it does; one that comes back to an avatar it
+/// had dropped gets a keyframe of it, and the frames it did not want are not counted as
+/// dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resubscribing_costs_no_keyframes_for_avatars_still_watched() {
+    use clothcast::protocol::ClientMessage;
+    let (server, url) = serve(config()).await;
+    let mut publisher = connect_publisher(&url).await;
+    // another viewer watches everything throughout, reading all it is sent
+    let mut other = connect_viewer(&url).await;
+    let other = tokio::spawn(async move { while other.next().await.is_ok() {} });
+    let mut viewer = super::server::connect_viewer_to(&url, Some(&["a"])).await;
+    metric_reaches(server.addr, "clothcast_viewers", 2.0).await;
+    let mut view = Viewer::default();
+    let t = std::cell::Cell::new(0.0f64);
+    // publishes a pose of "a" before each message read, until it has `n` more frames
+    let frames = async |publisher: &mut Client, viewer: &mut Client, view: &mut Viewer, n| {
+        let before = view.avatars.get("a").map_or(0, |x| x.frames);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while view.avatars.get("a").map_or(0, |x| x.frames) < before + n {
+            t.set(t.get() + 1.0 / 30.0);
+            publisher
+                .send(&arm_pose("a", 0.3 + 0.2 * (t.get() as f32).sin(), t.get()))
+                .await
+                .expect("pose");
+            let m = tokio::time::timeout_at(deadline, viewer.next())
+                .await
+                .expect("timed out")
+                .expect("message");
+            view.apply(m).expect("decodes");
+        }
+    };
+    frames(&mut publisher, &mut viewer, &mut view, 5).await;
+    let keys = metric(server.addr, "clothcast_keyframes_total").await;
+    assert_eq!(keys, 1.0, "the stream started with one keyframe");
+    let subscribe = |avatars: &[&str]| ClientMessage::Subscribe {
+        avatars: Some(avatars.iter().map(|a| a.to_string()).collect()),
+    };
+    for _ in 0..30 {
+        viewer.send(&subscribe(&["a"])).await.expect("subscribe");
+    }
+    frames(&mut publisher, &mut viewer, &mut view, 10).await;
+    assert_eq!(
+        metric(server.addr, "clothcast_keyframes_total").await,
+        keys,
+        "resubscribing to the same avatar made keyframes"
+    );
+    // away and back while the other viewer keeps "a" streaming: a keyframe, and the
+    // frames it did not want meanwhile are not counted as dropped
+    viewer.send(&subscribe(&["b"])).await.expect("subscribe");
+    for _ in 0..10 {
+        t.set(t.get() + 1.0 / 30.0);
+        publisher
+            .send(&arm_pose("a", 0.3, t.get()))
+            .await
+            .expect("pose");
+        tokio::time::sleep(Duration::from_millis(33)).await;
+    }
+    viewer.send(&subscribe(&["a"])).await.expect("subscribe");
+    let seq_before = view.avatars["a"].last.as_ref().map_or(0, |f| f.seq);
+    frames(&mut publisher, &mut viewer, &mut view, 5).await;
+    let seq_after = view.avatars["a"].last.as_ref().map_or(0, |f| f.seq);
+    assert!(seq_after > seq_before + 10, "the stream went on meanwhile");
+    assert_eq!(
+        metric(server.addr, "clothcast_keyframes_total").await,
+        keys + 1.0
+    );
+    assert_eq!(
+        metric(server.addr, "clothcast_frames_dropped_total").await,
+        0.0
+    );
+    other.abort();
+    server.shutdown().await;
+}

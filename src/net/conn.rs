@@ -618,8 +618,13 @@ async fn session(
                             if !ok { break; }
                             rx = Some(s.frames.subscribe());
                         }
-                        subscription = Some(Subscription::new(&s, avatars.map(|a| a.into_iter().collect())));
-                        synced.clear();
+                        let sub = Subscription::new(&s, avatars.map(|a| a.into_iter().collect()));
+                        // avatars it still watches stay in step (no keyframe); those it
+                        // dropped start again with a keyframe should it come back, and the
+                        // frames it did not want are not counted as dropped
+                        synced.retain(|a| sub.wants(a));
+                        sent_seq.retain(|a, _| sub.wants(a));
+                        subscription = Some(sub);
                     }
                     Some(Ok(other)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
