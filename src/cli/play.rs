@@ -142,7 +142,10 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                     }
                 }
             }
-            next += period;
+            // ticks missed (a slow connection attempt, a busy machine) are not made up
+            // for with a burst of stale poses, which could also trip the server's
+            // message rate limit: the next tick is now, the ones after a period apart
+            next = (next + period).max(tokio::time::Instant::now());
             match &mut out {
                 PlayTo::WebSocket(link) => link.listen_until(next).await?,
                 PlayTo::Vmc(..) => tokio::time::sleep_until(next).await,
