@@ -104,7 +104,82 @@ async fn a_kinect_kiosk_takes_new_visitors_after_earlier_ones_have_left() {
     .await
     .expect("send");
     let why = expect_error(&mut long, "bad_avatar_id").await;
-    assert!(why.contains("longer than 64"), "{why}");
+    assert!(why.contains("1–64 characters"), "{why}");
+    // so is one whose body id carries a terminal escape sequence (an operator's
+    // `clothcast watch` would run it)
+    let mut kiosk = connect_publisher(&url).await;
+    let escape = "\u{1b}]0;pwned\u{7}";
+    kiosk
+        .send_raw(Message::Text(
+            body_frame(false, escape, &Pose::rest(), &skeleton).into(),
+        ))
+        .await
+        .expect("send");
+    let why = expect_error(&mut kiosk, "bad_avatar_id").await;
+    assert!(why.contains("control or invisible"), "{why}");
+    assert!(
+        !why.contains('\u{1b}'),
+        "the refusal quotes the id escaped: {why:?}"
+    );
+    server.shutdown().await;
+}
+
+/// Avatar ids with control or invisible characters are refused wherever an id comes
+/// in (a pose, a wear or calibrate message, a configured VMC avatar), and no such
+/// avatar reaches the engine, the logs or the metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn avatar_ids_with_control_or_invisible_characters_are_refused() {
+    use clothcast::protocol::ClientMessage;
+    let refused = start(
+        db(),
+        ServerConfig {
+            vmc_avatar: Some("vtuber\nINFO fake log line".into()),
+            ..config()
+        },
+    )
+    .await;
+    match refused {
+        Err(e @ clothcast::net::NetError::BadVmcAvatar(_)) => {
+            assert!(e.to_string().contains("vmc_avatar"), "{e}");
+        }
+        Err(e) => panic!("wrong error {e}"),
+        Ok(_) => panic!("a vmc_avatar with a newline was accepted"),
+    }
+    let (server, url) = serve(config()).await;
+    let mut publisher = connect_publisher(&url).await;
+    for id in [
+        "alice\u{1b}[2J",
+        "bob\nmallory",
+        "\u{202e}eve",
+        "zero\u{200b}width",
+    ] {
+        publisher.send(&arm_pose(id, 0.3, 1.0)).await.expect("pose");
+        let why = expect_error(&mut publisher, "bad_pose").await;
+        assert!(why.contains("control or invisible"), "{id:?}: {why}");
+        let wear = ClientMessage::Wear {
+            avatar: id.into(),
+            garment: "tshirt".into(),
+        };
+        publisher.send(&wear).await.expect("wear");
+        expect_error(&mut publisher, "bad_message").await;
+        let calibrate = ClientMessage::Calibrate { avatar: id.into() };
+        publisher.send(&calibrate).await.expect("calibrate");
+        expect_error(&mut publisher, "bad_message").await;
+    }
+    // a good id on the same connection still works
+    publisher
+        .send(&arm_pose("alice", 0.3, 2.0))
+        .await
+        .expect("pose");
+    let mut viewer = connect_viewer(&url).await;
+    let mut view = Viewer::default();
+    more_frames(&mut viewer, &mut view, "alice", 2).await;
+    assert_eq!(
+        view.avatars.len(),
+        1,
+        "{:?}",
+        view.avatars.keys().collect::<Vec<_>>()
+    );
     server.shutdown().await;
 }
 

@@ -134,6 +134,12 @@ impl Report {
             } else {
                 format!("latency {:>22}", "-")
             };
+            // escaped: names come from the server (and, through it, from publishers);
+            // a control character must not reach the terminal
+            let (id, garment) = (
+                id.escape_debug().to_string(),
+                garment.escape_debug().to_string(),
+            );
             println!(
                 "{id:>16}: {garment:>8} {:5.1} fps  {:7.1} kbit/s  {latency}  missed {}  {} vertices  frame {}",
                 v.frames.saturating_sub(st.frames) as f64 / dt,

@@ -21,7 +21,7 @@ pub fn pose_from_message(
     msg: &PoseMessage,
     previous: &Pose,
 ) -> Result<(Pose, Vec<String>), EngineError> {
-    if msg.avatar.is_empty() || msg.avatar.chars().count() > 64 {
+    if !crate::protocol::valid_avatar_id(&msg.avatar) {
         return Err(EngineError::BadAvatarId);
     }
     if msg.profile != "canonical" {
@@ -128,7 +128,7 @@ pub fn apply_pose_message(
             pose
         }
         Some(kind) => {
-            if msg.avatar.is_empty() || msg.avatar.chars().count() > 64 {
+            if !crate::protocol::valid_avatar_id(&msg.avatar) {
                 return Err(EngineError::BadAvatarId);
             }
             if !msg.timestamp.is_finite() {

@@ -86,8 +86,8 @@ pub enum EngineError {
     /// NaN, infinite, or not a rotation.
     #[error("bad value: {0}")]
     BadValue(String),
-    /// Bad avatar id.
-    #[error("avatar id must be 1–64 characters")]
+    /// An avatar id that breaks [`crate::protocol::AVATAR_ID_RULE`].
+    #[error("bad avatar id: {}", crate::protocol::AVATAR_ID_RULE)]
     BadAvatarId,
     /// Too many avatars.
     #[error("avatar limit of {0} reached")]
@@ -474,6 +474,9 @@ impl Engine {
             a.received_at = now;
             a.arrived = true;
             return Ok(());
+        }
+        if !crate::protocol::valid_avatar_id(avatar) {
+            return Err(EngineError::BadAvatarId);
         }
         if self.avatars.len() >= self.config.max_avatars {
             return Err(EngineError::TooManyAvatars(self.config.max_avatars));

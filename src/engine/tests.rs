@@ -311,12 +311,27 @@ fn bad_poses_are_refused_by_name() {
         pose_from_message(&late, &rest),
         Err(EngineError::BadValue(_))
     ));
-    let mut long = msg("canonical", "left_elbow", [0.0, 0.0, 0.0, 1.0]);
-    long.avatar = "x".repeat(65);
+    for bad in [
+        "x".repeat(65),
+        "a\nb".into(),
+        "\u{1b}[2J".into(),
+        String::new(),
+    ] {
+        let mut m = msg("canonical", "left_elbow", [0.0, 0.0, 0.0, 1.0]);
+        m.avatar = bad;
+        assert!(matches!(
+            pose_from_message(&m, &rest),
+            Err(EngineError::BadAvatarId)
+        ));
+    }
+    // the engine checks too, whatever the input path
+    let db = db();
+    let mut engine = engine_on(&db);
     assert!(matches!(
-        pose_from_message(&long, &rest),
+        engine.set_pose("\u{1b}[2J", Pose::rest(), 0.0, 0.0),
         Err(EngineError::BadAvatarId)
     ));
+    assert_eq!(engine.avatar_count(), 0);
 }
 
 #[test]

@@ -19,7 +19,9 @@ use super::driven::Driven;
 use super::{Shared, Source};
 use crate::engine::{Applied, TickOutput, apply_joints, apply_pose_message};
 use crate::mocap::parse_body_frame;
-use crate::protocol::{ClientMessage, PROTOCOL_VERSION, Role, ServerMessage};
+use crate::protocol::{
+    AVATAR_ID_RULE, ClientMessage, PROTOCOL_VERSION, Role, ServerMessage, valid_avatar_id,
+};
 
 /// Garment choices (`wear`) that may wait at once for avatars without a pose yet.
 const MAX_PENDING_WEAR: usize = 4096;
@@ -476,8 +478,8 @@ async fn session(
                                     Some(name) => format!("kinect-{name}-{}", b.id),
                                     None => format!("kinect-{}", b.id),
                                 };
-                                let refusal = if avatar.chars().count() > 64 {
-                                    Some(("bad_avatar_id", format!("body {}: its avatar id {avatar:?} is longer than 64 characters (a shorter sensor name or body id)", b.id)))
+                                let refusal = if !valid_avatar_id(&avatar) {
+                                    Some(("bad_avatar_id", format!("body {:?}: its avatar id {avatar:?} is refused: {AVATAR_ID_RULE} (a shorter sensor name or body id)", b.id)))
                                 } else if !inputs.admit(&avatar, now, s.config.max_avatars_per_publisher) {
                                     Some(("too_many_avatars", format!("body {}: a publisher may drive {} avatars", b.id, s.config.max_avatars_per_publisher)))
                                 } else if !s.room_for(&avatar) {
@@ -555,7 +557,7 @@ async fn session(
                     Some(Ok(ClientMessage::Calibrate { avatar })) if publisher => {
                         match inputs.get_mut(&avatar) {
                             Some(state) => state.calibrate(),
-                            None if avatar.chars().count() <= 64 => {
+                            None if valid_avatar_id(&avatar) => {
                                 // published elsewhere: its connection applies it next pose;
                                 // the table is bounded, and a request it cannot take is
                                 // refused by name rather than dropped
@@ -573,7 +575,7 @@ async fn session(
                             }
                             None => {
                                 m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                                if !out.send(&ServerMessage::error("bad_message", "avatar id too long")).await { break; }
+                                if !out.send(&ServerMessage::error("bad_message", AVATAR_ID_RULE)).await { break; }
                             }
                         }
                     }
@@ -582,9 +584,9 @@ async fn session(
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             let what = format!("unknown garment {garment:?} (this server streams: {})", s.garments.join(", "));
                             if !out.send(&ServerMessage::error("unknown_garment", what)).await { break; }
-                        } else if avatar.is_empty() || avatar.chars().count() > 64 {
+                        } else if !valid_avatar_id(&avatar) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                            if !out.send(&ServerMessage::error("bad_message", "avatar id must be 1–64 characters")).await { break; }
+                            if !out.send(&ServerMessage::error("bad_message", AVATAR_ID_RULE)).await { break; }
                         } else {
                             // choices wait for their avatar's first pose; the table of
                             // waiting choices is bounded, and a choice it cannot take is

@@ -137,6 +137,9 @@ pub enum NetError {
     /// Neither tokens nor `open = true`.
     #[error("no publisher/viewer tokens configured; set tokens or `open = true` explicitly")]
     NoAuth,
+    /// `vmc_avatar` is not a valid avatar id.
+    #[error("setting `vmc_avatar` = {0:?} is refused: {rule}", rule = crate::protocol::AVATAR_ID_RULE)]
+    BadVmcAvatar(String),
     /// A setting outside what the server can honour.
     #[error("setting `{name}` = {value} is out of range ({range})")]
     BadSetting {
@@ -347,6 +350,11 @@ pub async fn start_with_garments(
 ) -> Result<ServerHandle, NetError> {
     if !config.open && (config.publisher_token.is_none() || config.viewer_token.is_none()) {
         return Err(NetError::NoAuth);
+    }
+    if let Some(id) = &config.vmc_avatar
+        && !crate::protocol::valid_avatar_id(id)
+    {
+        return Err(NetError::BadVmcAvatar(id.clone()));
     }
     // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
     // allocated up front

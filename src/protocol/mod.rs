@@ -13,6 +13,31 @@ use serde_bytes::ByteBuf;
 /// Protocol version spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// Most characters (Unicode scalar values) in an avatar id.
+pub const MAX_AVATAR_ID_CHARS: usize = 64;
+
+/// The rule [`valid_avatar_id`] checks, in words (for error messages).
+pub const AVATAR_ID_RULE: &str =
+    "an avatar id is 1–64 characters, none of them a control or invisible formatting character";
+
+/// Whether `id` may name an avatar: 1 to [`MAX_AVATAR_ID_CHARS`] characters, none of
+/// them a control character (C0, DEL, C1) or an invisible formatting one (bidirectional
+/// overrides and isolates, zero-width characters, the byte-order mark, soft hyphen).
+/// Ids come from publishers and are printed by `clothcast watch`, written to the
+/// server's logs and metrics and shown by viewers: such characters would let a
+/// publisher rewrite an operator's terminal (escape sequences), forge log lines
+/// (newlines) or make one avatar's name look like another's.
+pub fn valid_avatar_id(id: &str) -> bool {
+    let invisible = |c: char| {
+        matches!(c,
+            '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}'
+            | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
+    };
+    (1..=MAX_AVATAR_ID_CHARS).contains(&id.chars().count())
+        && id.chars().all(|c| !c.is_control() && !invisible(c))
+}
+
 /// What a connection does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -726,6 +751,34 @@ mod tests {
             if let Ok(text) = std::str::from_utf8(&bytes) {
                 let _ = leading_type_json(text);
             }
+        }
+    }
+
+    #[test]
+    fn avatar_ids_without_control_or_invisible_characters_are_valid() {
+        for ok in [
+            "alice",
+            "kinect-kiosk_a-7",
+            "vmc-127.0.0.1:39540",
+            "Zoë 🎭",
+            &"x".repeat(64),
+        ] {
+            assert!(valid_avatar_id(ok), "{ok:?}");
+        }
+        for bad in [
+            "",
+            &"x".repeat(65),
+            "tab\there",
+            "two\nlines",
+            "\u{1b}[2J\u{1b}[Hclear",
+            "del\u{7f}",
+            "c1\u{9b}31m",
+            "rtl\u{202e}evil",
+            "zero\u{200b}width",
+            "bom\u{feff}",
+            "soft\u{ad}hyphen",
+        ] {
+            assert!(!valid_avatar_id(bad), "{bad:?}");
         }
     }
 }
