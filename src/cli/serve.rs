@@ -130,6 +130,7 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         let server = start(db, config).await?;
         let url = format!("ws://{}/ws", server.addr);
         println!("clothcast demo: {} avatars walking on {url}", a.avatars);
+        println!("see them:        http://{}/ (in a browser)", server.addr);
         println!("watch them:      clothcast watch --url {url}");
         println!("metrics:         http://{}/metrics", server.addr);
         let mut client = Client::connect(&url, Role::Publisher, None).await?;
