@@ -8,7 +8,7 @@ use super::*;
 use crate::codec::Decoder;
 use crate::mocap::PositionRetargeter;
 use crate::protocol::{JointSample, PoseMessage, ServerMessage};
-use crate::skeleton::quat_exp;
+use crate::skeleton::{canonicalize, quat_exp};
 use glam::Quat;
 
 fn db() -> Arc<Database> {
