@@ -608,3 +608,48 @@ async fn resubscribing_costs_no_keyframes_for_avatars_still_watched() {
     other.abort();
     server.shutdown().await;
 }
+
+/// A client that opens connections and never finishes a request (slowloris) does not
+/// hold them: each connection has `hello_timeout` to send its request headers, and is
+/// closed after it; a client that finishes in time is served as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_that_never_finish_their_request_headers_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (server, url) = serve(ServerConfig {
+        hello_timeout: 0.5,
+        ..config()
+    })
+    .await;
+    let mut slow = Vec::new();
+    for _ in 0..8 {
+        let mut tcp = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connects");
+        tcp.write_all(b"GET /ws HTTP/1.1\r\nHost: clothcast\r\n")
+            .await
+            .expect("writes");
+        slow.push(tcp);
+    }
+    let started = tokio::time::Instant::now();
+    for mut tcp in slow {
+        let mut buf = [0u8; 256];
+        // closed (possibly after a 408 reply) rather than left waiting for the rest
+        let deadline = started + Duration::from_secs(5);
+        loop {
+            match tokio::time::timeout_at(deadline, tcp.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(_)) => {}
+                Err(_) => panic!("a half-sent request was kept open for 5 s"),
+            }
+        }
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "closed too early"
+    );
+    // a client that sends its request in time is served
+    let health = super::server::http_get(server.addr, "/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let _viewer = connect_viewer(&url).await;
+    server.shutdown().await;
+}

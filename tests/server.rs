@@ -1276,7 +1276,7 @@ async fn only_watched_avatars_are_synthesised_and_a_viewer_still_starts_on_a_key
 }
 
 /// A plain HTTP/1.1 GET on loopback (no client library needed for one request).
-async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+pub(super) async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())

@@ -27,6 +27,7 @@ use crate::sor::Database;
 
 mod conn;
 mod driven;
+mod http;
 mod tick;
 mod watch;
 use conn::ws_upgrade;
@@ -62,7 +63,9 @@ pub struct ServerConfig {
     /// Kernel send buffer per connection, bytes: with `viewer_queue` it bounds what a
     /// slow viewer can have queued before it starts losing frames.
     pub send_buffer_bytes: usize,
-    /// Seconds a new connection has to send `hello`.
+    /// Seconds a connection has to send each request's HTTP headers (the WebSocket
+    /// upgrade, a `/metrics` scrape; also how long an idle keep-alive connection is
+    /// kept), and then a WebSocket its `hello`.
     pub hello_timeout: f32,
     /// Seconds a connection may go without the peer taking any of our bytes or sending
     /// any (pongs count; the server pings every third of it): such a peer is gone
@@ -304,7 +307,7 @@ pub struct ServerHandle {
     stop: Arc<AtomicBool>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     tick: Option<std::thread::JoinHandle<()>>,
-    serve: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    serve: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl ServerHandle {
@@ -427,17 +430,16 @@ pub async fn start_with_garments(
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
     let addr = listener.local_addr()?;
     let send_buffer = config.send_buffer_bytes.max(4096);
-    let listener =
-        axum::serve::ListenerExt::tap_io(listener, move |tcp: &mut tokio::net::TcpStream| {
-            if let Err(e) = socket2::SockRef::from(&*tcp).set_send_buffer_size(send_buffer) {
-                tracing::debug!(error = %e, "could not set the send buffer size");
-            }
-            // frames and poses are small and late is useless: no Nagle delay (with it,
-            // a small write waits for the peer's delayed ACK, up to 40 ms on Linux)
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!(error = %e, "could not turn off Nagle's algorithm");
-            }
-        });
+    let tune = move |tcp: &tokio::net::TcpStream| {
+        if let Err(e) = socket2::SockRef::from(tcp).set_send_buffer_size(send_buffer) {
+            tracing::debug!(error = %e, "could not set the send buffer size");
+        }
+        // frames and poses are small and late is useless: no Nagle delay (with it,
+        // a small write waits for the peer's delayed ACK, up to 40 ms on Linux)
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not turn off Nagle's algorithm");
+        }
+    };
     let app = axum::Router::new()
         .route("/ws", get(ws_upgrade))
         .route("/healthz", get(healthz))
@@ -449,15 +451,14 @@ pub async fn start_with_garments(
         )
         .with_state(Arc::clone(&shared));
     let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
-    let serve = tokio::spawn(async move {
-        // the peer's address, for the connection logs
-        let app = app.into_make_service_with_connect_info::<SocketAddr>();
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = shutdown_rx.await;
-            })
-            .await
-    });
+    let header_timeout = Duration::from_secs_f32(config.hello_timeout.clamp(0.1, 3600.0));
+    let serve = tokio::spawn(http::serve(
+        listener,
+        app,
+        header_timeout,
+        tune,
+        shutdown_rx,
+    ));
     let vmc_addr = match config.vmc_bind {
         Some(b) => match tokio::net::UdpSocket::bind(b).await {
             Ok(sock) => {
