@@ -653,3 +653,47 @@ async fn connections_that_never_finish_their_request_headers_are_closed() {
     let _viewer = connect_viewer(&url).await;
     server.shutdown().await;
 }
+
+/// Connections still served as plain HTTP are bounded by `max_connections` too: a
+/// flood of half-sent requests within `hello_timeout` is closed as it is accepted,
+/// counted as refused, and the server serves again once they are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_unfinished_requests_is_bounded_by_max_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (server, url) = serve(ServerConfig {
+        hello_timeout: 3.0,
+        max_connections: 3,
+        ..config()
+    })
+    .await;
+    let mut flood = Vec::new();
+    for _ in 0..6 {
+        let mut tcp = tokio::net::TcpStream::connect(server.addr)
+            .await
+            .expect("connects");
+        // (a write to a connection the server already closed may fail: that is fine)
+        let _ = tcp.write_all(b"GET /ws HTTP/1.1\r\n").await;
+        flood.push(tcp);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // three are held (until hello_timeout), three were closed at once
+    let mut closed = 0;
+    for tcp in &mut flood {
+        let mut buf = [0u8; 64];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(300), tcp.read(&mut buf)).await
+        {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 3, "connections over the limit closed at once");
+    // once the held ones have timed out, the server serves again
+    tokio::time::sleep(Duration::from_millis(3300)).await;
+    assert_eq!(
+        metric(server.addr, "clothcast_connections_refused_total").await,
+        3.0,
+        "refusals counted"
+    );
+    let _viewer = connect_viewer(&url).await;
+    server.shutdown().await;
+}

@@ -2,8 +2,13 @@
 //! WebSocket upgrades) under a deadline on request headers. `axum::serve` sets no
 //! deadline, so a client that opened connections and never finished a request
 //! (slowloris) held them, and the server's file descriptors, for ever; now each gets
-//! `header_timeout` to send its request headers, on every request of a connection.
+//! `header_timeout` to send its request headers, on every request of a connection. And
+//! at most `max_pending` connections may be open before their upgrade or between
+//! requests: more are closed as soon as they are accepted, so a flood of connections
+//! within that time cannot take every file descriptor either.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
@@ -15,15 +20,20 @@ use tokio::net::{TcpListener, TcpStream};
 /// then accepts no more, asks every HTTP connection to finish its request in flight
 /// and close (upgraded WebSocket connections are the server's own tasks by then), and
 /// returns. `tune` runs on each accepted socket; each request carries its peer's
-/// address as [`ConnectInfo`].
+/// address as [`ConnectInfo`]. A connection accepted while `max_pending` others are
+/// still HTTP (not yet upgraded, or idle between requests) is closed at once and
+/// counted in `refused`.
 pub(super) async fn serve(
     listener: TcpListener,
     app: axum::Router,
     header_timeout: Duration,
+    max_pending: usize,
+    refused: impl Fn() + Send + 'static,
     tune: impl Fn(&TcpStream) + Send + 'static,
     shutdown: tokio::sync::oneshot::Receiver<()>,
 ) {
     let (closing, _) = tokio::sync::watch::channel(false);
+    let pending = Arc::new(AtomicUsize::new(0));
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -39,6 +49,13 @@ pub(super) async fn serve(
             },
             _ = &mut shutdown => break,
         };
+        if pending.fetch_add(1, Ordering::Relaxed) >= max_pending {
+            pending.fetch_sub(1, Ordering::Relaxed);
+            refused();
+            drop(tcp);
+            continue;
+        }
+        let guard = Pending(Arc::clone(&pending));
         tune(&tcp);
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
@@ -64,7 +81,18 @@ pub(super) async fn serve(
             if let Err(e) = done {
                 tracing::debug!(%peer, error = %e, "HTTP connection ended");
             }
+            // (an upgraded connection ends here as HTTP and lives on as a WebSocket)
+            drop(guard);
         });
     }
     closing.send_replace(true);
+}
+
+/// Counts one connection still served as HTTP for as long as it lives.
+struct Pending(Arc<AtomicUsize>);
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }

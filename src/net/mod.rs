@@ -82,7 +82,9 @@ pub struct ServerConfig {
     pub max_viewers: usize,
     /// WebSocket connections open at once, of any role, those still waiting for their
     /// `hello` included (each holds ~130 KB of buffers); more are answered HTTP 503
-    /// before the upgrade.
+    /// before the upgrade. Also the most connections that may be open as plain HTTP at
+    /// once (before their upgrade, or idle between requests): more are closed as soon
+    /// as they are accepted.
     pub max_connections: usize,
     /// UDP address of the VMC (OSC) listener; `None` turns it off. UDP carries no token:
     /// anyone who can reach this address can drive avatars.
@@ -452,10 +454,19 @@ pub async fn start_with_garments(
         .with_state(Arc::clone(&shared));
     let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
     let header_timeout = Duration::from_secs_f32(config.hello_timeout.clamp(0.1, 3600.0));
+    let refused = {
+        let shared = Arc::clone(&shared);
+        move || {
+            let m = &shared.metrics.connections_refused;
+            m.fetch_add(1, Ordering::Relaxed);
+        }
+    };
     let serve = tokio::spawn(http::serve(
         listener,
         app,
         header_timeout,
+        config.max_connections,
+        refused,
         tune,
         shutdown_rx,
     ));
