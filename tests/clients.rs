@@ -304,3 +304,49 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
         &["role=Publisher", "the peer left without a close"],
     );
 }
+
+/// `clothcast play --kinect` stands in for a Kinect bridge: the clip's bodies, sent as
+/// v2 or Azure body frames on a connection naming its sensor, move avatars through the
+/// server's Kinect path (position retargeting, One Euro filtering).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn play_kinect_drives_avatars_through_the_kinect_path() {
+    let server = start(db(), config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    for (kind, sensor) in [("v2", "kiosk-a"), ("azure", "kiosk-b")] {
+        let play = Command::new(env!("CARGO_BIN_EXE_clothcast"))
+            .arg("play")
+            .arg(clip())
+            .args(["--url", &url, "--token", "pub", "--kinect", kind])
+            .args(["--prefix", sensor, "--avatars", "2", "--seconds", "3"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("clothcast play runs");
+        let mut viewer = connect_viewer(&url).await;
+        let mut view = Viewer::default();
+        let ids = [format!("kinect-{sensor}-0"), format!("kinect-{sensor}-1")];
+        until(&mut viewer, &mut view, |v, _| {
+            ids.iter()
+                .all(|id| v.avatars.get(id).is_some_and(|a| a.frames >= 10))
+        })
+        .await;
+        // the walk moves the garment (sleeves swing with the arms)
+        let first = view.avatars[&ids[0]].positions.clone();
+        super::server::more_frames(&mut viewer, &mut view, &ids[0], 20).await;
+        let moved = first
+            .chunks_exact(3)
+            .zip(view.avatars[&ids[0]].positions.chunks_exact(3))
+            .map(|(a, b)| (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f32>().sqrt())
+            .fold(0.0f32, f32::max);
+        assert!(moved > 0.02, "{kind}: the garment did not move ({moved} m)");
+        let (status, out, err) = finish(play).await;
+        assert!(
+            status.success(),
+            "play --kinect {kind} failed: {out}\n{err}"
+        );
+        assert!(out.contains("for 2 avatars"), "{out}");
+    }
+    let kinect = r#"clothcast_poses_in_total{source="kinect"}"#;
+    assert!(super::server::metric(server.addr, kinect).await >= 40.0);
+    server.shutdown().await;
+}

@@ -10,8 +10,10 @@ use clap::Args;
 use super::common::load_clip;
 use super::serve::runtime;
 use crate::client::{Backoff, Client, ClientError};
+use crate::mocap::KinectKind;
 use crate::protocol::{ClientMessage, JointSample, PoseMessage, Role, ServerMessage};
 use crate::skeleton::{JointId, Pose, Skeleton};
+use tokio_tungstenite::tungstenite::Message;
 
 /// Arguments of `clothcast play`.
 #[derive(Args, Debug)]
@@ -45,6 +47,13 @@ pub(crate) struct PlayArgs {
     /// sending from its own UDP port.
     #[arg(long)]
     vmc: Option<std::net::SocketAddr>,
+    /// Send the avatars as the body frames a Kinect bridge sends (`v2` or `azure`),
+    /// one JSON text frame per tick with a body per avatar (ids 0, 1, …), on a
+    /// publisher connection whose `hello` names the sensor `--prefix`: the server's
+    /// Kinect path (position retargeting, filtering) drives avatars
+    /// `kinect-<prefix>-<id>`. Tries a kiosk's server without a sensor.
+    #[arg(long, conflicts_with = "vmc")]
+    kinect: Option<KinectArg>,
     /// Exit when the server cannot be reached or the connection drops, instead of
     /// reconnecting (after 0.5 s, doubling to 10 s; the clip plays on meanwhile, so
     /// the avatars come back where a live performer would be). A wrong token or a bad
@@ -52,6 +61,18 @@ pub(crate) struct PlayArgs {
     #[arg(long)]
     no_reconnect: bool,
 }
+
+/// Which Kinect bridge `play --kinect` imitates.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum KinectArg {
+    /// Kinect for Windows v2 (metres, `trackingId`, `jointType`, `cameraX..Z`).
+    V2,
+    /// Azure Kinect body tracking (millimetres, Y down, `body_id`, `name`, `position`).
+    Azure,
+}
+
+/// Most bodies `play --kinect` sends in a frame (what the server reads in one).
+const KINECT_BODIES: usize = 16;
 
 /// The pose of avatar `k` of `n` at `t` seconds into a looping clip, the avatars
 /// spread evenly over it. The clip must have frames.
@@ -87,6 +108,24 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         "--rate must be positive"
     );
     let hips = skeleton.rest_positions()[JointId::PELVIS.index()];
+    let kinect = a.kinect.map(|k| match k {
+        KinectArg::V2 => KinectKind::V2,
+        KinectArg::Azure => KinectKind::Azure,
+    });
+    if kinect.is_some() {
+        anyhow::ensure!(
+            a.avatars <= KINECT_BODIES,
+            "--kinect sends at most {KINECT_BODIES} bodies a frame (--avatars {})",
+            a.avatars
+        );
+        anyhow::ensure!(
+            (1..=32).contains(&a.prefix.len())
+                && a.prefix
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+            "with --kinect, --prefix names the sensor: 1–32 ASCII letters, digits, - or _"
+        );
+    }
     runtime()?.block_on(async move {
         // where the poses go: pose messages on one WebSocket connection, or VMC
         // datagrams from one UDP socket per performer
@@ -94,6 +133,7 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
             None => PlayTo::WebSocket(Box::new(Link::new(
                 a.url.clone(),
                 a.token.clone(),
+                kinect.map(|_| a.prefix.clone()),
                 !a.no_reconnect,
             ))),
             Some(to) => {
@@ -124,11 +164,34 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
             }
             match &mut out {
                 PlayTo::WebSocket(link) => {
-                    let poses = (0..a.avatars).map(|k| {
-                        let pose = staggered(&clip, t, k, a.avatars);
-                        pose_message(&format!("{}-{k}", a.prefix), pose, t)
-                    });
-                    sent += link.send_all(poses).await?;
+                    let mut batch = Vec::with_capacity(a.avatars);
+                    match kinect {
+                        // one body frame with every avatar's body, as a bridge sends it
+                        Some(kind) => {
+                            let bodies: Vec<serde_json::Value> = (0..a.avatars)
+                                .map(|k| {
+                                    let pose = staggered(&clip, t, k, a.avatars);
+                                    let joints = skeleton.joint_positions(pose);
+                                    crate::mocap::body_json(kind, &k.to_string(), &joints, 2.0)
+                                })
+                                .collect();
+                            let frame = serde_json::json!({ "bodies": bodies });
+                            batch.push(Message::text(frame.to_string()));
+                        }
+                        None => {
+                            for k in 0..a.avatars {
+                                let pose = staggered(&clip, t, k, a.avatars);
+                                let m = pose_message(&format!("{}-{k}", a.prefix), pose, t);
+                                batch.push(Message::Binary(m.to_msgpack()?.into()));
+                            }
+                        }
+                    }
+                    let per_message = if kinect.is_some() {
+                        a.avatars as u64
+                    } else {
+                        1
+                    };
+                    sent += per_message * link.send_all(batch).await?;
                 }
                 PlayTo::Vmc(to, sockets) => {
                     for (k, socket) in sockets.iter().enumerate() {
@@ -165,7 +228,14 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         match &out {
             PlayTo::WebSocket(link) if link.connections > 1 || link.unsent > 0 => println!(
                 " over {} connections ({} poses not sent while disconnected)",
-                link.connections, link.unsent
+                link.connections,
+                // a body frame carries every avatar's pose
+                link.unsent
+                    * if kinect.is_some() {
+                        a.avatars as u64
+                    } else {
+                        1
+                    }
             ),
             _ => println!(),
         }
@@ -193,6 +263,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 struct Link {
     url: String,
     token: Option<String>,
+    /// The sensor name the `hello` gives (Kinect body frames).
+    sensor: Option<String>,
     reconnect: bool,
     client: Option<Client>,
     backoff: Backoff,
@@ -207,10 +279,11 @@ struct Link {
 }
 
 impl Link {
-    fn new(url: String, token: Option<String>, reconnect: bool) -> Self {
+    fn new(url: String, token: Option<String>, sensor: Option<String>, reconnect: bool) -> Self {
         Self {
             url,
             token,
+            sensor,
             reconnect,
             client: None,
             backoff: Backoff::default(),
@@ -225,13 +298,11 @@ impl Link {
     /// Sends these messages, connecting first if the link is down and its wait is
     /// over; returns how many were sent. Fails only when the connection cannot come
     /// back ([`ClientError::is_final`], or reconnecting is off).
-    async fn send_all(
-        &mut self,
-        messages: impl ExactSizeIterator<Item = ClientMessage>,
-    ) -> anyhow::Result<u64> {
+    async fn send_all(&mut self, messages: Vec<Message>) -> anyhow::Result<u64> {
         let n = messages.len() as u64;
         if self.client.is_none() && tokio::time::Instant::now() >= self.retry_at {
-            let connect = Client::connect(&self.url, Role::Publisher, self.token.clone());
+            let (token, sensor) = (self.token.clone(), self.sensor.clone());
+            let connect = Client::connect_with(&self.url, Role::Publisher, token, sensor);
             match tokio::time::timeout(CONNECT_TIMEOUT, connect).await {
                 Ok(Ok(c)) => {
                     self.connections += 1;
@@ -251,7 +322,7 @@ impl Link {
         };
         let mut sent = 0;
         for m in messages {
-            if let Err(e) = client.send(&m).await {
+            if let Err(e) = client.send_raw(m).await {
                 self.unsent += n - sent;
                 self.lost(e)?;
                 return Ok(sent);

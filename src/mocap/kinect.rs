@@ -52,6 +52,37 @@ enum Src {
 
 const SRC_COUNT: usize = 23;
 
+/// Each source joint's name in Kinect v2 (no clavicles) and in Azure Kinect body
+/// tracking, in [`Src`] order.
+const NAMES: [(Src, Option<&str>, &str); SRC_COUNT] = {
+    use Src::*;
+    [
+        (Pelvis, Some("SpineBase"), "PELVIS"),
+        (SpineMid, Some("SpineMid"), "SPINE_NAVEL"),
+        (Chest, Some("SpineShoulder"), "SPINE_CHEST"),
+        (Neck, Some("Neck"), "NECK"),
+        (Head, Some("Head"), "HEAD"),
+        (ClavicleL, None, "CLAVICLE_LEFT"),
+        (ClavicleR, None, "CLAVICLE_RIGHT"),
+        (ShoulderL, Some("ShoulderLeft"), "SHOULDER_LEFT"),
+        (ShoulderR, Some("ShoulderRight"), "SHOULDER_RIGHT"),
+        (ElbowL, Some("ElbowLeft"), "ELBOW_LEFT"),
+        (ElbowR, Some("ElbowRight"), "ELBOW_RIGHT"),
+        (WristL, Some("WristLeft"), "WRIST_LEFT"),
+        (WristR, Some("WristRight"), "WRIST_RIGHT"),
+        (HandL, Some("HandLeft"), "HAND_LEFT"),
+        (HandR, Some("HandRight"), "HAND_RIGHT"),
+        (HipL, Some("HipLeft"), "HIP_LEFT"),
+        (HipR, Some("HipRight"), "HIP_RIGHT"),
+        (KneeL, Some("KneeLeft"), "KNEE_LEFT"),
+        (KneeR, Some("KneeRight"), "KNEE_RIGHT"),
+        (AnkleL, Some("AnkleLeft"), "ANKLE_LEFT"),
+        (AnkleR, Some("AnkleRight"), "ANKLE_RIGHT"),
+        (FootL, Some("FootLeft"), "FOOT_LEFT"),
+        (FootR, Some("FootRight"), "FOOT_RIGHT"),
+    ]
+};
+
 impl KinectKind {
     /// The profile name used in pose messages.
     pub fn from_profile(name: &str) -> Option<Self> {
@@ -77,33 +108,19 @@ impl KinectKind {
     }
 
     fn source(self, name: &str) -> Option<Src> {
-        use Src::*;
-        Some(match (self, name) {
-            (Self::V2, "SpineBase") | (Self::Azure, "PELVIS") => Pelvis,
-            (Self::V2, "SpineMid") | (Self::Azure, "SPINE_NAVEL") => SpineMid,
-            (Self::V2, "SpineShoulder") | (Self::Azure, "SPINE_CHEST") => Chest,
-            (Self::V2, "Neck") | (Self::Azure, "NECK") => Neck,
-            (Self::V2, "Head") | (Self::Azure, "HEAD") => Head,
-            (Self::Azure, "CLAVICLE_LEFT") => ClavicleL,
-            (Self::Azure, "CLAVICLE_RIGHT") => ClavicleR,
-            (Self::V2, "ShoulderLeft") | (Self::Azure, "SHOULDER_LEFT") => ShoulderL,
-            (Self::V2, "ShoulderRight") | (Self::Azure, "SHOULDER_RIGHT") => ShoulderR,
-            (Self::V2, "ElbowLeft") | (Self::Azure, "ELBOW_LEFT") => ElbowL,
-            (Self::V2, "ElbowRight") | (Self::Azure, "ELBOW_RIGHT") => ElbowR,
-            (Self::V2, "WristLeft") | (Self::Azure, "WRIST_LEFT") => WristL,
-            (Self::V2, "WristRight") | (Self::Azure, "WRIST_RIGHT") => WristR,
-            (Self::V2, "HandLeft") | (Self::Azure, "HAND_LEFT") => HandL,
-            (Self::V2, "HandRight") | (Self::Azure, "HAND_RIGHT") => HandR,
-            (Self::V2, "HipLeft") | (Self::Azure, "HIP_LEFT") => HipL,
-            (Self::V2, "HipRight") | (Self::Azure, "HIP_RIGHT") => HipR,
-            (Self::V2, "KneeLeft") | (Self::Azure, "KNEE_LEFT") => KneeL,
-            (Self::V2, "KneeRight") | (Self::Azure, "KNEE_RIGHT") => KneeR,
-            (Self::V2, "AnkleLeft") | (Self::Azure, "ANKLE_LEFT") => AnkleL,
-            (Self::V2, "AnkleRight") | (Self::Azure, "ANKLE_RIGHT") => AnkleR,
-            (Self::V2, "FootLeft") | (Self::Azure, "FOOT_LEFT") => FootL,
-            (Self::V2, "FootRight") | (Self::Azure, "FOOT_RIGHT") => FootR,
-            _ => return None,
-        })
+        NAMES
+            .iter()
+            .find(|&&(s, _, _)| self.name(s) == Some(name))
+            .map(|&(s, _, _)| s)
+    }
+
+    /// The SDK's name of a source joint (`None`: this sensor has no such joint).
+    fn name(self, s: Src) -> Option<&'static str> {
+        let (_, v2, azure) = NAMES[s as usize];
+        match self {
+            Self::V2 => v2,
+            Self::Azure => Some(azure),
+        }
     }
 
     /// Camera coordinates (the SDK's units) → clothcast world (metres, +Y up, the
@@ -419,6 +436,69 @@ pub struct KinectBody {
 /// Most bodies per frame (the SDKs track 6).
 const MAX_BODIES: usize = 16;
 
+/// One body of a JSON body frame as a Kinect bridge emits it (the shapes
+/// [`parse_body_frame`] reads: `trackingId`, `jointType`, `cameraX..Z` in metres and
+/// `trackingState` for v2; `body_id`, `name`, `position` in millimetres and `confidence`
+/// for Azure), every joint tracked, from canonical joint positions (`joints`: world
+/// frame, metres, +Y up, the performer facing +Z, e.g. [`Skeleton::joint_positions`]).
+/// The performer stands `distance` metres in front of the sensor, facing it. Hands are
+/// put a third of the forearm beyond the wrists (the canonical skeleton has none).
+/// What `clothcast play --kinect` sends, so a kiosk's server can be tried without a
+/// sensor.
+pub fn body_json(
+    kind: KinectKind,
+    id: &str,
+    joints: &[Vec3; JOINT_COUNT],
+    distance: f32,
+) -> serde_json::Value {
+    use Src::*;
+    let at = |j: JointId| joints[j.index()];
+    let hand = |w: JointId, e: JointId| at(w) + (at(w) - at(e)) / 3.0;
+    let joint = |s: Src| match s {
+        Pelvis => at(JointId::PELVIS),
+        SpineMid => at(JointId::SPINE2),
+        Chest => at(JointId::SPINE3),
+        Neck => at(JointId::NECK),
+        Head => at(JointId::HEAD),
+        ClavicleL => at(JointId::LEFT_COLLAR),
+        ClavicleR => at(JointId::RIGHT_COLLAR),
+        ShoulderL => at(JointId::LEFT_SHOULDER),
+        ShoulderR => at(JointId::RIGHT_SHOULDER),
+        ElbowL => at(JointId::LEFT_ELBOW),
+        ElbowR => at(JointId::RIGHT_ELBOW),
+        WristL => at(JointId::LEFT_WRIST),
+        WristR => at(JointId::RIGHT_WRIST),
+        HandL => hand(JointId::LEFT_WRIST, JointId::LEFT_ELBOW),
+        HandR => hand(JointId::RIGHT_WRIST, JointId::RIGHT_ELBOW),
+        HipL => at(JointId::LEFT_HIP),
+        HipR => at(JointId::RIGHT_HIP),
+        KneeL => at(JointId::LEFT_KNEE),
+        KneeR => at(JointId::RIGHT_KNEE),
+        AnkleL => at(JointId::LEFT_ANKLE),
+        AnkleR => at(JointId::RIGHT_ANKLE),
+        FootL => at(JointId::LEFT_FOOT),
+        FootR => at(JointId::RIGHT_FOOT),
+    };
+    let list: Vec<serde_json::Value> = NAMES
+        .iter()
+        .filter_map(|&(s, ..)| Some((kind.name(s)?, joint(s))))
+        .map(|(name, p)| {
+            // world → camera: the inverse of `to_world`, the performer `distance` away
+            let w = p - Vec3::new(0.0, 0.0, distance);
+            match kind {
+                KinectKind::V2 => serde_json::json!({"jointType": name,
+                    "cameraX": -w.x, "cameraY": w.y, "cameraZ": -w.z, "trackingState": 2}),
+                KinectKind::Azure => serde_json::json!({"name": name,
+                    "position": [w.x * 1000.0, -w.y * 1000.0, -w.z * 1000.0], "confidence": 2}),
+            }
+        })
+        .collect();
+    match kind {
+        KinectKind::V2 => serde_json::json!({"trackingId": id, "joints": list}),
+        KinectKind::Azure => serde_json::json!({"body_id": id, "joints": list}),
+    }
+}
+
 /// Reads the JSON body frames Kinect bridges emit: `{"bodies": [{"trackingId": …,
 /// "joints": [{"jointType": "SpineBase", "cameraX": …, "cameraY": …, "cameraZ": …,
 /// "trackingState": 2}, …]}]}` (Kinect v2; `joints` may also be an object keyed by
@@ -533,6 +613,46 @@ pub fn parse_body_frame(
 #[cfg(test)]
 mod frame_tests {
     use super::*;
+
+    #[test]
+    fn the_name_table_is_in_source_joint_order() {
+        for (i, (s, ..)) in NAMES.iter().enumerate() {
+            assert_eq!(*s as usize, i);
+        }
+    }
+
+    /// A body written as a bridge writes it reads back as the joints it came from, in
+    /// the world frame, for both sensors (Kinect v2 has no clavicles).
+    #[test]
+    fn written_bodies_read_back_as_their_joints() {
+        use crate::skeleton::{Proportions, quat_exp};
+        let skel = Skeleton::from_proportions(&Proportions::default());
+        let mut pose = Pose::rest();
+        pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -0.6)));
+        pose.set_rotation(JointId::RIGHT_KNEE, quat_exp(Vec3::new(0.5, 0.0, 0.0)));
+        let joints = skel.joint_positions(&pose);
+        for (kind, count) in [(KinectKind::V2, 21), (KinectKind::Azure, 23)] {
+            let frame = serde_json::json!({"bodies": [body_json(kind, "7", &joints, 2.0)]});
+            let bodies = parse_body_frame(&frame, None).expect("reads back");
+            let b = &bodies[0];
+            assert_eq!(
+                (b.kind, b.id.as_str(), b.joints.count()),
+                (kind, "7", count)
+            );
+            // the sensor sees the performer 2 m away; clothcast's world has them at the
+            // origin again once that offset is taken off
+            let seen = |s: Src| b.joints.get(s).map(|p| p + Vec3::new(0.0, 0.0, 2.0));
+            for (s, j) in [
+                (Src::Pelvis, JointId::PELVIS),
+                (Src::ElbowL, JointId::LEFT_ELBOW),
+                (Src::KneeR, JointId::RIGHT_KNEE),
+                (Src::Head, JointId::HEAD),
+            ] {
+                let p = seen(s).expect("tracked");
+                assert!(p.distance(joints[j.index()]) < 1e-3, "{kind:?} {j:?}: {p}");
+            }
+        }
+    }
 
     #[test]
     fn bridge_shapes_of_both_sensors_parse() {
