@@ -742,43 +742,22 @@ async fn play_and_watch_are_clients_of_the_server() {
     server.shutdown().await;
 }
 
-/// A Kinect bridge's body frame (v2 or Azure shape) for a canonical pose.
+/// A Kinect bridge's body frame (v2 or Azure shape) for a canonical pose, the performer
+/// 2 m in front of the sensor.
 pub(super) fn body_frame(
     azure: bool,
     id: &str,
     pose: &Pose,
     skeleton: &clothcast::skeleton::Skeleton,
 ) -> String {
-    let p = skeleton.joint_positions(pose);
-    let names: [(&str, &str, JointId); 13] = [
-        ("SpineBase", "PELVIS", JointId::PELVIS),
-        ("SpineMid", "SPINE_NAVEL", JointId::SPINE2),
-        ("SpineShoulder", "SPINE_CHEST", JointId::SPINE3),
-        ("Neck", "NECK", JointId::NECK),
-        ("Head", "HEAD", JointId::HEAD),
-        ("ShoulderLeft", "SHOULDER_LEFT", JointId::LEFT_SHOULDER),
-        ("ShoulderRight", "SHOULDER_RIGHT", JointId::RIGHT_SHOULDER),
-        ("ElbowLeft", "ELBOW_LEFT", JointId::LEFT_ELBOW),
-        ("ElbowRight", "ELBOW_RIGHT", JointId::RIGHT_ELBOW),
-        ("WristLeft", "WRIST_LEFT", JointId::LEFT_WRIST),
-        ("WristRight", "WRIST_RIGHT", JointId::RIGHT_WRIST),
-        ("HipLeft", "HIP_LEFT", JointId::LEFT_HIP),
-        ("HipRight", "HIP_RIGHT", JointId::RIGHT_HIP),
-    ];
-    let joints: Vec<serde_json::Value> = names
-        .iter()
-        .map(|(v2, az, j)| {
-            // the performer stands 2 m in front of the sensor
-            let w = p[j.index()] - Vec3::new(0.0, 0.0, 2.0);
-            if azure {
-                serde_json::json!({"name": az, "position": [w.x * 1000.0, -w.y * 1000.0, -w.z * 1000.0], "confidence": 2})
-            } else {
-                serde_json::json!({"jointType": v2, "cameraX": -w.x, "cameraY": w.y, "cameraZ": -w.z, "trackingState": 2})
-            }
-        })
-        .collect();
-    let key = if azure { "body_id" } else { "trackingId" };
-    serde_json::json!({"bodies": [{key: id, "joints": joints}]}).to_string()
+    use clothcast::mocap::{KinectKind, body_json};
+    let kind = if azure {
+        KinectKind::Azure
+    } else {
+        KinectKind::V2
+    };
+    let body = body_json(kind, id, &skeleton.joint_positions(pose), 2.0);
+    serde_json::json!({ "bodies": [body] }).to_string()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
