@@ -119,11 +119,9 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
             a.avatars
         );
         anyhow::ensure!(
-            (1..=32).contains(&a.prefix.len())
-                && a.prefix
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
-            "with --kinect, --prefix names the sensor: 1–32 ASCII letters, digits, - or _"
+            crate::protocol::valid_sensor_name(&a.prefix),
+            "with --kinect, --prefix names the sensor ({})",
+            crate::protocol::SENSOR_NAME_RULE
         );
     }
     runtime()?.block_on(async move {

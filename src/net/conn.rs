@@ -20,7 +20,8 @@ use super::{Shared, Source};
 use crate::engine::{Applied, TickOutput, apply_joints, apply_pose_message};
 use crate::mocap::parse_body_frame;
 use crate::protocol::{
-    AVATAR_ID_RULE, ClientMessage, PROTOCOL_VERSION, Role, ServerMessage, valid_avatar_id,
+    AVATAR_ID_RULE, ClientMessage, PROTOCOL_VERSION, Role, SENSOR_NAME_RULE, ServerMessage,
+    valid_avatar_id, valid_sensor_name,
 };
 
 /// Garment choices (`wear`) that may wait at once for avatars without a pose yet.
@@ -71,15 +72,6 @@ fn token_matches(given: Option<&str>, expected: Option<&str>) -> bool {
         }
         _ => false,
     }
-}
-
-/// A sensor name from a `hello`: 1–32 ASCII letters, digits, `-` or `_` (it becomes
-/// part of avatar ids).
-fn valid_sensor_name(name: &str) -> bool {
-    (1..=32).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 /// Counts one open WebSocket connection in [`Shared`]'s metrics for as long as it lives.
@@ -158,7 +150,8 @@ struct Out {
     sink: futures_util::stream::SplitSink<WebSocket, Message>,
     stall: Duration,
     shared: Arc<Shared>,
-    /// A write gave up after `stall`.
+    /// The peer timed out: a write gave up after `stall`, or nothing was heard from it
+    /// for `peer_timeout`.
     timed_out: bool,
     /// A write failed (the socket broke).
     failed: bool,
@@ -291,7 +284,10 @@ async fn connection(socket: WebSocket, s: Arc<Shared>, peer: SocketAddr) {
         left: false,
     };
     let mut role = None;
-    session(&mut out, stream, s, peer, &mut role).await;
+    session(&mut out, stream, Arc::clone(&s), peer, &mut role).await;
+    if out.timed_out {
+        s.metrics.peers_timed_out.fetch_add(1, Ordering::Relaxed);
+    }
     let why = match &out.closed_with {
         Some((code, reason)) => format!("closed by us ({code}): {reason}"),
         None if out.timed_out => "took none of our bytes for peer_timeout".to_string(),
@@ -341,12 +337,7 @@ async fn session(
                     && !valid_sensor_name(name)
                 {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                    return out
-                        .close(
-                            close::PROTOCOL,
-                            "sensor name must be 1–32 ASCII letters, digits, - or _",
-                        )
-                        .await;
+                    return out.close(close::PROTOCOL, SENSOR_NAME_RULE).await;
                 }
                 let need = |t: &Option<String>| {
                     s.config.open || token_matches(token.as_deref(), t.as_deref())
@@ -421,7 +412,6 @@ async fn session(
     // pings every third of peer_timeout; a peer heard from (any message, pongs too)
     // less recently than peer_timeout is gone
     let mut heard = Instant::now();
-    let mut silent = false;
     let mut ping = tokio::time::interval(peer_timeout / 3);
     ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ping.reset();
@@ -429,7 +419,7 @@ async fn session(
         tokio::select! {
             _ = ping.tick() => {
                 if heard.elapsed() >= peer_timeout {
-                    silent = true;
+                    out.timed_out = true;
                     let why = format!("nothing heard for {:.1} s, not even a pong", peer_timeout.as_secs_f32());
                     out.close(close::POLICY, &why).await;
                     break;
@@ -689,9 +679,6 @@ async fn session(
         }
     }
     counter.fetch_sub(1, Ordering::Relaxed);
-    if silent || out.timed_out {
-        m.peers_timed_out.fetch_add(1, Ordering::Relaxed);
-    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,18 @@ use serde_bytes::ByteBuf;
 /// Protocol version spoken by this build.
 pub const PROTOCOL_VERSION: u32 = 1;
 
+/// The rule [`valid_sensor_name`] checks, in words (for error messages).
+pub const SENSOR_NAME_RULE: &str = "sensor name must be 1–32 ASCII letters, digits, - or _";
+
+/// Whether `name` may name a sensor in a `hello` (it becomes part of the avatar ids
+/// `kinect-<sensor>-<body id>`): 1–32 ASCII letters, digits, `-` or `_`.
+pub fn valid_sensor_name(name: &str) -> bool {
+    (1..=32).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// Most characters (Unicode scalar values) in an avatar id.
 pub const MAX_AVATAR_ID_CHARS: usize = 64;
 
