@@ -174,8 +174,10 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
             let client = if a.no_reconnect {
                 Client::connect(&a.url, Role::Viewer, a.token.clone()).await
             } else {
+                let mut last = String::new();
                 let retry = |e: &ClientError, wait: Duration| {
                     eprintln!("{}: {e}; trying again in {wait:.1?}", a.url);
+                    last = e.to_string();
                 };
                 let client = Client::connect_retrying(
                     &a.url,
@@ -183,14 +185,16 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
                     a.token.clone(),
                     None,
                     &mut backoff,
-                    deadline,
                     retry,
                 );
                 match deadline {
                     Some(d) => match tokio::time::timeout_at(d, client).await {
                         Ok(c) => c,
                         Err(_) if connections > 0 => break,
-                        Err(_) => anyhow::bail!("could not connect to {} in --seconds", a.url),
+                        Err(_) => anyhow::bail!(
+                            "could not connect to {} in --seconds (last: {last})",
+                            a.url
+                        ),
                     },
                     None => client.await,
                 }

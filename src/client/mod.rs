@@ -208,15 +208,13 @@ impl Client {
     /// [`Client::connect_with`], tried again after each of `backoff`'s waits while the
     /// failure is one that trying again can help ([`ClientError::is_final`]); `on_retry`
     /// is told each failure and the wait before the next try. Resets `backoff` once
-    /// welcomed. Gives up with the error of the last try when `deadline` would pass
-    /// before the next.
+    /// welcomed. Without a final error it tries for ever: bound it with a timeout.
     pub async fn connect_retrying(
         url: &str,
         role: Role,
         token: Option<String>,
         sensor: Option<String>,
         backoff: &mut Backoff,
-        deadline: Option<tokio::time::Instant>,
         mut on_retry: impl FnMut(&ClientError, Duration),
     ) -> Result<Self, ClientError> {
         loop {
@@ -228,12 +226,8 @@ impl Client {
                 Err(e) if e.is_final() => return Err(e),
                 Err(e) => {
                     let wait = backoff.next_delay();
-                    let at = tokio::time::Instant::now() + wait;
-                    if deadline.is_some_and(|d| at >= d) {
-                        return Err(e);
-                    }
                     on_retry(&e, wait);
-                    tokio::time::sleep_until(at).await;
+                    tokio::time::sleep(wait).await;
                 }
             }
         }
