@@ -333,11 +333,7 @@ async fn play_kinect_drives_avatars_through_the_kinect_path() {
         // the walk moves the garment (sleeves swing with the arms)
         let first = view.avatars[&ids[0]].positions.clone();
         super::server::more_frames(&mut viewer, &mut view, &ids[0], 20).await;
-        let moved = first
-            .chunks_exact(3)
-            .zip(view.avatars[&ids[0]].positions.chunks_exact(3))
-            .map(|(a, b)| (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f32>().sqrt())
-            .fold(0.0f32, f32::max);
+        let moved = super::server::max_moved(&first, &view.avatars[&ids[0]].positions);
         assert!(moved > 0.02, "{kind}: the garment did not move ({moved} m)");
         let (status, out, err) = finish(play).await;
         assert!(

@@ -663,11 +663,7 @@ async fn play_vmc_sends_a_clip_as_vmc_performers_that_move_avatars() {
     let first = view.avatars[&ids[0]].positions.clone();
     more_frames(&mut viewer, &mut view, &ids[0], 20).await;
     let later = &view.avatars[&ids[0]].positions;
-    let moved = first
-        .chunks_exact(3)
-        .zip(later.chunks_exact(3))
-        .map(|(a, b)| (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f32>().sqrt())
-        .fold(0.0f32, f32::max);
+    let moved = max_moved(&first, later);
     assert!(
         moved > 0.03,
         "the VMC walk did not move the garment ({moved} m)"
@@ -740,6 +736,15 @@ async fn play_and_watch_are_clients_of_the_server() {
         .unwrap_or_else(|| panic!("no fps in {last:?}"));
     assert!(fps > 20.0, "{fps} fps in {last:?}");
     server.shutdown().await;
+}
+
+/// The farthest any vertex moved between two decoded garments (xyz triples), metres.
+pub(super) fn max_moved(before: &[f32], after: &[f32]) -> f32 {
+    before
+        .chunks_exact(3)
+        .zip(after.chunks_exact(3))
+        .map(|(a, b)| (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f32>().sqrt())
+        .fold(0.0f32, f32::max)
 }
 
 /// A Kinect bridge's body frame (v2 or Azure shape) for a canonical pose, the performer
