@@ -30,7 +30,7 @@ fn main() -> ExitCode {
             }) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", clothcast::cli::error_report(&e));
             ExitCode::FAILURE
         }
     }

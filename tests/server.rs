@@ -402,6 +402,26 @@ async fn settings_the_server_cannot_honour_are_refused_by_name() {
     )
     .await
     .expect("the largest settings start");
+    // a port already taken is refused with its address, and the server holding it
+    // is not disturbed
+    let taken = server.addr;
+    match start(
+        db(),
+        ServerConfig {
+            bind: taken,
+            ..config()
+        },
+    )
+    .await
+    {
+        Err(e @ clothcast::net::NetError::Bind { .. }) => {
+            assert!(e.to_string().contains(&taken.to_string()), "{e}");
+        }
+        Err(e) => panic!("port in use: wrong error {e}"),
+        Ok(_) => panic!("a second server got a port already in use"),
+    }
+    let health = http_get(taken, "/healthz").await;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
     server.shutdown().await;
 }
 

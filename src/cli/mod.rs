@@ -84,3 +84,49 @@ pub fn run() -> anyhow::Result<()> {
         Command::Wear(a) => serve::run_wear(a),
     }
 }
+
+/// An error and its causes on one line, `outer: cause: …`, for the terminal. Many
+/// errors (ours wrapping a library's, and libraries' own) print their cause in their
+/// message *and* report it as their source; a cause whose text already ends the line
+/// is not repeated.
+pub fn error_report(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.is_empty() {
+            line = text;
+        } else if !text.is_empty() && !line.ends_with(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_report;
+
+    #[derive(Debug, thiserror::Error)]
+    enum Wrapped {
+        #[error("network: {0}")]
+        Io(#[from] std::io::Error),
+    }
+
+    #[test]
+    fn an_error_report_names_each_cause_once() {
+        let io = || std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+        // the cause in the message and as the source: once
+        let e = anyhow::Error::from(Wrapped::Io(io())).context("starting the server");
+        assert_eq!(
+            error_report(&e),
+            "starting the server: network: address in use"
+        );
+        // the cause only as the source (anyhow's context): still printed
+        let e = anyhow::Error::from(io()).context("cannot listen on 127.0.0.1:8470");
+        assert_eq!(
+            error_report(&e),
+            "cannot listen on 127.0.0.1:8470: address in use"
+        );
+    }
+}

@@ -133,7 +133,16 @@ pub const MAX_TICK_SLOTS: u32 = 16;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NetError {
-    /// Binding or serving failed.
+    /// The HTTP/WebSocket address could not be had (in use, not this machine's, a
+    /// privileged port).
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// `bind` from the config.
+        addr: SocketAddr,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// Serving failed (a thread or socket the operating system would not give).
     #[error("network: {0}")]
     Io(#[from] std::io::Error),
     /// The engine refused the database.
@@ -394,6 +403,14 @@ pub async fn start_with_garments(
     if config.open {
         tracing::warn!("authentication is off (open = true): anyone can publish and view");
     }
+    // the port first: a server that cannot have it starts nothing
+    let listener = tokio::net::TcpListener::bind(config.bind)
+        .await
+        .map_err(|source| NetError::Bind {
+            addr: config.bind,
+            source,
+        })?;
+    let addr = listener.local_addr()?;
     let engine = Engine::with_garments(dbs, config.engine.clone())?;
     let db = Arc::clone(engine.database());
     // a tick (or tick slot) broadcasts at most one message per group and one for
@@ -429,8 +446,6 @@ pub async fn start_with_garments(
             .name("clothcast-tick".into())
             .spawn(move || tick::tick_loop(engine, shared, stop))?
     };
-    let listener = tokio::net::TcpListener::bind(config.bind).await?;
-    let addr = listener.local_addr()?;
     let send_buffer = config.send_buffer_bytes.max(4096);
     let tune = move |tcp: &tokio::net::TcpStream| {
         if let Err(e) = socket2::SockRef::from(tcp).set_send_buffer_size(send_buffer) {
