@@ -581,7 +581,7 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
 
 /// The browser viewer (clients/web), built into the binary so `serve` and `demo` need
 /// no files at run time.
-const WEB_FILES: [(&str, &str, &str); 5] = [
+const WEB_FILES: [(&str, &str, &str); 7] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -606,6 +606,17 @@ const WEB_FILES: [(&str, &str, &str); 5] = [
         "msgpack.js",
         "text/javascript",
         include_str!("../../clients/web/msgpack.js"),
+    ),
+    // the page links the icon; browsers also ask for /favicon.ico regardless
+    (
+        "favicon.svg",
+        "image/svg+xml",
+        include_str!("../../clients/web/favicon.svg"),
+    ),
+    (
+        "favicon.ico",
+        "image/svg+xml",
+        include_str!("../../clients/web/favicon.svg"),
     ),
 ];
 

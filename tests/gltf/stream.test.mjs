@@ -59,6 +59,8 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     const page = await browser.newPage({ viewport: { width: 800, height: 600 } });
     const errors = [];
     page.on('pageerror', (e) => errors.push(String(e)));
+    // the browser's own complaints too (a missing file, a WebGL error)
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text() + ' ' + m.location().url); });
     await page.goto(`http://${addr}/`);
     await page.waitForFunction(() => window.__clothcast?.avatars?.length === 2 && window.__clothcast.avatars.every((a) => a.frames > 10), null, { timeout: 60000 });
     const a = await page.evaluate(() => window.__clothcast);
