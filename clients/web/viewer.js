@@ -238,11 +238,20 @@ function drawScene(viewProj) {
   gl.bindVertexArray(null);
 }
 
-function avatarCentre() {
+// The orbit centre (the avatars' mean position on the floor) and how far the
+// farthest avatar stands from it, metres.
+function avatarSpread() {
   let n = 0; const c = [0, 0, 0];
   for (const av of client.avatars.values()) { if (av.frames) { c[0] += av.world[4]; c[2] += av.world[6]; n++; } }
-  return n ? [c[0] / n, 0.95, c[2] / n] : cam.target;
+  if (!n) return [cam.target, 0];
+  const centre = [c[0] / n, 0.95, c[2] / n];
+  let r = 0;
+  for (const av of client.avatars.values()) if (av.frames) r = Math.max(r, Math.hypot(av.world[4] - centre[0], av.world[6] - centre[2]));
+  return [centre, r];
 }
+// Extra camera distance that keeps every avatar in view (eased, so the camera does not
+// jump when an avatar comes or goes); the wheel zooms on top of it.
+let fitDist = 0, lastRender = 0;
 
 let frames = 0, fps = 0, lastFps = performance.now();
 const stats = { bytes: 0, lastBytes: 0, kbps: 0 };
@@ -266,7 +275,13 @@ function render(now) {
   gl.bindFramebuffer(gl.FRAMEBUFFER, null);
   gl.viewport(0, 0, w, h);
   upload();
-  let target = avatarCentre();
+  let [target, spread] = avatarSpread();
+  // half the vertical field of view is 0.4 rad: an avatar `spread` from the centre,
+  // even on the camera's side of it, stays in the picture
+  const ease = 1 - Math.exp(-Math.min(now - lastRender, 1000) / 500);
+  lastRender = now;
+  fitDist += (2.4 * spread - fitDist) * ease;
+  const dist = cam.dist + fitDist;
   let eye;
   if (mirror) {
     // face the (first) avatar from the front, mirrored like a looking glass
@@ -278,7 +293,7 @@ function render(now) {
       eye = [target[0] + 2.6 * fwd[0], 1.2, target[2] + 2.6 * fwd[2]];
     }
   }
-  eye ??= [target[0] + cam.dist * Math.cos(cam.pitch) * Math.sin(cam.yaw), target[1] + cam.dist * Math.sin(cam.pitch), target[2] + cam.dist * Math.cos(cam.pitch) * Math.cos(cam.yaw)];
+  eye ??= [target[0] + dist * Math.cos(cam.pitch) * Math.sin(cam.yaw), target[1] + dist * Math.sin(cam.pitch), target[2] + dist * Math.cos(cam.pitch) * Math.cos(cam.yaw)];
   const proj = perspective(0.8, w / Math.max(h, 1), 0.05, 100);
   if (mirror) { proj[0] = -proj[0]; gl.frontFace(gl.CW); } else gl.frontFace(gl.CCW);
   const viewProj = mul(proj, lookAt(eye, target));
