@@ -391,6 +391,29 @@ async fn settings_the_server_cannot_honour_are_refused_by_name() {
             Ok(_) => panic!("{name}: an absurd value was accepted"),
         }
     }
+    // a config file may say nan or inf (TOML reads both): refused by name before
+    // anything starts, not a panic in a timer (hello_timeout = nan did that)
+    for (text, name) in [
+        ("hello_timeout = nan", "hello_timeout"),
+        ("peer_timeout = inf", "peer_timeout"),
+        ("[engine]\ntick_hz = -5.0", "engine.tick_hz"),
+        ("[engine.synth]\nk = nan", "engine.synth.k"),
+    ] {
+        let file: ServerConfig = toml::from_str(text).expect(text);
+        let config = ServerConfig {
+            hello_timeout: file.hello_timeout,
+            peer_timeout: file.peer_timeout,
+            engine: file.engine,
+            ..config()
+        };
+        match start(db(), config).await {
+            Err(e @ clothcast::net::NetError::BadSetting { .. }) => {
+                assert!(e.to_string().contains(&format!("`{name}`")), "{e}");
+            }
+            Err(e) => panic!("{text}: wrong error {e}"),
+            Ok(_) => panic!("{text}: accepted"),
+        }
+    }
     // the largest allowed values start
     let server = start(
         db(),

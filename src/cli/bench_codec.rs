@@ -29,14 +29,14 @@ pub(crate) struct CodecBench {
     #[arg(long)]
     db: Option<PathBuf>,
     /// Seconds of each motion.
-    #[arg(long, default_value_t = 6.0)]
+    #[arg(long, default_value_t = 6.0, value_parser = super::common::parse_seconds)]
     seconds: f32,
     /// Vertex count of the large garment (its motion is the SOR garment's, carried by
     /// barycentric binding to the default-resolution garment).
     #[arg(long, default_value_t = 12500)]
     large: usize,
     /// Seconds between keyframes.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = super::common::parse_seconds)]
     keyframe_interval: f32,
     /// Write the golden streams (tests/fixtures/codec/v1) into this folder and stop.
     #[arg(long)]

@@ -38,7 +38,7 @@ pub(crate) struct ServeBench {
     #[arg(long, default_value_t = 30.0)]
     tick_hz: f32,
     /// Seconds measured per avatar count (after one second of warm-up).
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = super::common::parse_seconds)]
     seconds: f32,
     /// Example database (default: the default database).
     #[arg(long)]

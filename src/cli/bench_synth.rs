@@ -29,7 +29,7 @@ pub(crate) struct SynthBench {
     #[arg(long, default_value_t = 64)]
     avatars: usize,
     /// Seconds to measure each figure for.
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = 2.0, value_parser = super::common::parse_seconds)]
     seconds: f32,
     /// Vertex count of the large garment.
     #[arg(long, default_value_t = 12500)]

@@ -179,3 +179,33 @@ pub(crate) fn load_clip(
     Clip::from_bvh_text(&text, profile.as_ref(), target)
         .with_context(|| format!("reading {}", path.display()))
 }
+
+/// Longest duration a command-line option takes, seconds (~116 days: longer is a typo,
+/// and would overflow the timers).
+pub(crate) const MAX_SECONDS: f32 = 1e7;
+
+/// A duration option (`--seconds`, `--keyframe-interval`): a number of seconds above 0
+/// and at most [`MAX_SECONDS`]; NaN, infinities and the rest are refused by clap with
+/// this message.
+pub(crate) fn parse_seconds(s: &str) -> Result<f32, String> {
+    let v: f32 = s.trim().parse().map_err(|e| format!("{e}"))?;
+    if v.is_finite() && v > 0.0 && v <= MAX_SECONDS {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{v} is not a duration: give seconds above 0 and at most {MAX_SECONDS:e}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durations_are_positive_finite_seconds() {
+        assert_eq!(super::parse_seconds("2.5"), Ok(2.5));
+        assert_eq!(super::parse_seconds(" 60 "), Ok(60.0));
+        for bad in ["nan", "NaN", "inf", "-inf", "0", "-1", "1e30", "", "soon"] {
+            assert!(super::parse_seconds(bad).is_err(), "{bad:?} was taken");
+        }
+    }
+}

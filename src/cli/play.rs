@@ -36,7 +36,7 @@ pub(crate) struct PlayArgs {
     #[arg(long, default_value_t = 30.0)]
     rate: f32,
     /// Stop after this many seconds (default: loop forever).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_seconds)]
     seconds: Option<f32>,
     /// Avatar id prefix.
     #[arg(long, default_value = "performer")]

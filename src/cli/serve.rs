@@ -109,7 +109,7 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value = "127.0.0.1:8470")]
     bind: std::net::SocketAddr,
     /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_seconds)]
     seconds: Option<f32>,
 }
 

@@ -25,7 +25,7 @@ pub(crate) struct WatchArgs {
     #[arg(long = "avatar")]
     avatars: Vec<String>,
     /// Stop after this many seconds.
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_seconds)]
     seconds: Option<f32>,
     /// Exit when the server cannot be reached or the connection drops, instead of
     /// reconnecting (after 0.5 s, doubling to 10 s). A wrong token or a bad hello

@@ -28,13 +28,18 @@ use crate::sor::Database;
 mod conn;
 mod driven;
 mod http;
+mod settings;
 mod tick;
 mod watch;
 use conn::ws_upgrade;
 use driven::Driven;
+pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};
 use watch::Watchers;
 
-/// Server settings.
+/// Server settings. [`start`] checks every number in them (here, in the engine's,
+/// the SOR runtime's and the filter's settings) and refuses one it cannot honour
+/// (NaN, infinite, negative where it must not be, beyond its ceiling) as
+/// [`NetError::BadSetting`], naming it as the config file does.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
@@ -159,8 +164,8 @@ pub enum NetError {
     BadSetting {
         /// The setting's name in the config file.
         name: &'static str,
-        /// Its value.
-        value: u64,
+        /// Its value, as read.
+        value: String,
         /// What it may be.
         range: &'static str,
     },
@@ -370,36 +375,7 @@ pub async fn start_with_garments(
     {
         return Err(NetError::BadVmcAvatar(id.clone()));
     }
-    // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
-    // allocated up front
-    for (name, value, most, range) in [
-        (
-            "viewer_queue",
-            config.viewer_queue,
-            MAX_VIEWER_QUEUE,
-            "0 to 1024 ticks",
-        ),
-        (
-            "send_groups",
-            config.send_groups,
-            MAX_SEND_GROUPS,
-            "0 to 64 groups",
-        ),
-        (
-            "engine.tick_slots",
-            config.engine.tick_slots as usize,
-            MAX_TICK_SLOTS as usize,
-            "0 to 16 slots",
-        ),
-    ] {
-        if value > most {
-            return Err(NetError::BadSetting {
-                name,
-                value: value as u64,
-                range,
-            });
-        }
-    }
+    settings::check(&config)?;
     if config.open {
         tracing::warn!("authentication is off (open = true): anyone can publish and view");
     }
