@@ -1,7 +1,8 @@
 //! The clients against a server that goes away: `clothcast play` and `clothcast watch`
 //! come back by themselves after a restart, give up at once on a refusal that trying
 //! again cannot change, and a client notices a server that went silent without closing.
-//! The server, for its part, logs each connection and why it ended.
+//! The server, for its part, logs each connection and why it ended, and answers a
+//! client that speaks only JSON in JSON.
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -344,5 +345,94 @@ async fn play_kinect_drives_avatars_through_the_kinect_path() {
     }
     let kinect = r#"clothcast_poses_in_total{source="kinect"}"#;
     assert!(super::server::metric(server.addr, kinect).await >= 40.0);
+    server.shutdown().await;
+}
+
+/// The next message of a raw connection that is not a ping or pong, within 5 s.
+async fn next_raw<S>(ws: &mut S) -> tokio_tungstenite::tungstenite::Message
+where
+    S: futures_util::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin,
+{
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .expect("a reply in time")
+            .expect("open")
+            .expect("readable");
+        if !matches!(m, Message::Ping(_) | Message::Pong(_)) {
+            return m;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_says_hello_in_json_is_answered_in_json() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let server = start(db(), config()).await.expect("server");
+    let url = format!("ws://{}/ws", server.addr);
+    let json = |m: Message| -> serde_json::Value {
+        match m {
+            Message::Text(t) => serde_json::from_str(t.as_str()).expect("JSON"),
+            other => panic!("not a text message: {other:?}"),
+        }
+    };
+    // a Kinect bridge or a script with no MessagePack library
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("connects");
+    let hello = r#"{"type": "hello", "version": 1, "role": "publisher", "token": "pub"}"#;
+    ws.send(Message::Text(hello.into())).await.expect("hello");
+    let welcome = json(next_raw(&mut ws).await);
+    assert_eq!(welcome["type"], "welcome", "{welcome}");
+    assert_eq!(welcome["version"], 1, "{welcome}");
+    let pose = r#"{"type": "pose", "avatar": "alice", "profile": "canonical", "timestamp": 1.0,
+        "joints": [{"name": "left_shoulder", "rotation": [0.0, 0.0, -0.38, "x"]}]}"#;
+    ws.send(Message::Text(pose.into())).await.expect("pose");
+    let error = json(next_raw(&mut ws).await);
+    assert_eq!(error["type"], "error", "{error}");
+    assert_eq!(error["code"], "bad_message", "{error}");
+    assert!(
+        error["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{error}"
+    );
+    // refused at the door: the reason in JSON too, then the close code
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("connects");
+    let wrong = r#"{"type": "hello", "version": 1, "role": "publisher", "token": "nope"}"#;
+    ws.send(Message::Text(wrong.into())).await.expect("hello");
+    let error = json(next_raw(&mut ws).await);
+    assert_eq!(error["code"], "closed", "{error}");
+    match next_raw(&mut ws).await {
+        Message::Close(Some(f)) => assert_eq!(u16::from(f.code), 4001),
+        other => panic!("no close: {other:?}"),
+    }
+    // a MessagePack hello is answered in MessagePack, as before
+    let (mut ws, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("connects");
+    let hello = clothcast::protocol::ClientMessage::Hello {
+        version: clothcast::protocol::PROTOCOL_VERSION,
+        role: Role::Viewer,
+        token: Some("view".into()),
+        sensor: None,
+    };
+    let bytes = hello.to_msgpack().expect("encodes");
+    ws.send(Message::Binary(bytes.into())).await.expect("hello");
+    match next_raw(&mut ws).await {
+        Message::Binary(b) => assert!(matches!(
+            clothcast::protocol::ServerMessage::from_msgpack(&b),
+            Ok(clothcast::protocol::ServerMessage::Welcome { .. })
+        )),
+        other => panic!("not MessagePack: {other:?}"),
+    }
     server.shutdown().await;
 }

@@ -159,6 +159,10 @@ struct Out {
     closed_with: Option<(u16, String)>,
     /// The peer went away without a close handshake.
     left: bool,
+    /// The peer's first message was JSON text: our replies to it (`welcome`, `error`,
+    /// `gone`) go as JSON text too, so that a client that speaks only JSON can read
+    /// them. `asset` and `frame`, which carry binary payloads, stay MessagePack.
+    json: bool,
 }
 
 /// How a write of [`Out`] ended.
@@ -227,8 +231,13 @@ impl Out {
     /// that cannot be encoded (a bug of ours) is logged and skipped, the connection
     /// goes on.
     async fn send(&mut self, m: &ServerMessage) -> bool {
-        match m.to_msgpack() {
-            Ok(bytes) => self.message(Message::Binary(Bytes::from(bytes))).await,
+        let encoded = if self.json && m.is_control() {
+            m.to_json().map(|t| Message::Text(t.into()))
+        } else {
+            m.to_msgpack().map(|b| Message::Binary(Bytes::from(b)))
+        };
+        match encoded {
+            Ok(msg) => self.message(msg).await,
             Err(e) => {
                 tracing::error!(error = %e, "could not encode a reply");
                 true
@@ -282,6 +291,7 @@ async fn connection(socket: WebSocket, s: Arc<Shared>, peer: SocketAddr) {
         failed: false,
         closed_with: None,
         left: false,
+        json: false,
     };
     let mut role = None;
     session(&mut out, stream, Arc::clone(&s), peer, &mut role).await;
@@ -322,6 +332,9 @@ async fn session(
         stream.next(),
     )
     .await;
+    if let Ok(Some(Ok(msg))) = &hello {
+        out.json = matches!(msg, Message::Text(_));
+    }
     let (role, sensor) = match hello {
         Ok(Some(Ok(msg))) => match parse(&msg) {
             Some(Ok(ClientMessage::Hello {

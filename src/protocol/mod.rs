@@ -429,6 +429,19 @@ impl ServerMessage {
         rmp_serde::to_vec_named(self).map_err(|e| ProtocolError::Encode(e.to_string()))
     }
 
+    /// Writes the message as JSON text: what the server sends a client whose `hello`
+    /// was JSON, for the [control](Self::is_control) messages.
+    pub fn to_json(&self) -> Result<String, ProtocolError> {
+        serde_json::to_string(self).map_err(|e| ProtocolError::Encode(e.to_string()))
+    }
+
+    /// `welcome`, `error` and `gone`: messages without binary payloads, which the
+    /// server writes in the encoding of the client's `hello` (`asset` and `frame`
+    /// are always MessagePack).
+    pub fn is_control(&self) -> bool {
+        !matches!(self, ServerMessage::Asset(_) | ServerMessage::Frame(_))
+    }
+
     /// Reads a binary (MessagePack) message.
     pub fn from_msgpack(bytes: &[u8]) -> Result<Self, ProtocolError> {
         if kind_msgpack(bytes).as_deref() == Some("frame")
