@@ -165,19 +165,23 @@ async fn a_client_notices_a_server_that_went_silent_and_not_one_that_answers_pin
         .expect("binds");
     let silent = listener.local_addr().expect("addr");
     let fake = tokio::spawn(async move {
-        use futures_util::{SinkExt, StreamExt};
-        let (tcp, _) = listener.accept().await.expect("accepts");
-        let mut ws = tokio_tungstenite::accept_async(tcp)
-            .await
-            .expect("handshake");
-        let _hello = ws.next().await;
-        let welcome = r#"{"type": "welcome", "version": 1, "tick_hz": 30.0}"#;
-        ws.send(tokio_tungstenite::tungstenite::Message::text(welcome))
-            .await
-            .expect("welcome");
-        // hold the socket open, silent
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        drop(ws);
+        loop {
+            let (tcp, _) = listener.accept().await.expect("accepts");
+            tokio::spawn(async move {
+                use futures_util::{SinkExt, StreamExt};
+                let mut ws = tokio_tungstenite::accept_async(tcp)
+                    .await
+                    .expect("handshake");
+                let _hello = ws.next().await;
+                let welcome = r#"{"type": "welcome", "version": 1, "tick_hz": 30.0}"#;
+                ws.send(tokio_tungstenite::tungstenite::Message::text(welcome))
+                    .await
+                    .expect("welcome");
+                // hold the socket open, silent
+                tokio::time::sleep(Duration::from_secs(30)).await;
+                drop(ws);
+            });
+        }
     });
     let live = start(db(), config()).await.expect("server starts");
     let quick = |mut c: Client| {
@@ -213,6 +217,18 @@ async fn a_client_notices_a_server_that_went_silent_and_not_one_that_answers_pin
     };
     assert!(matches!(gone, ClientError::Silent(_)), "{gone}");
     assert!(!gone.is_final(), "a silent server is worth another try");
+    // a library user who only reads, never calling keepalive, is told too
+    let mut reader = quick(
+        Client::connect(&format!("ws://{silent}/ws"), Role::Viewer, None)
+            .await
+            .expect("the silent server welcomes"),
+    );
+    let started = Instant::now();
+    let gone = tokio::time::timeout(Duration::from_secs(5), reader.next())
+        .await
+        .expect("next() gave up on the silent server by itself");
+    assert!(matches!(gone, Err(ClientError::Silent(_))), "{gone:?}");
+    assert!(started.elapsed() >= Duration::from_millis(500), "too soon");
     // the live server answers the pings (it sends nothing else to an unsubscribed
     // viewer), so the same settings keep its connection for longer than they gave
     // the silent one
@@ -224,6 +240,13 @@ async fn a_client_notices_a_server_that_went_silent_and_not_one_that_answers_pin
             .await
             .expect("a server that answers pings is alive");
     }
+    // and so does next() alone
+    assert!(
+        tokio::time::timeout(Duration::from_millis(2000), to_live.next())
+            .await
+            .is_err(),
+        "next() ended on a live server that had nothing to say"
+    );
     fake.abort();
     live.shutdown().await;
 }

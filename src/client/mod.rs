@@ -1,6 +1,6 @@
 //! Rust client of the protocol (tokio-tungstenite): connect, say hello, publish poses,
 //! subscribe, and decode each avatar's garment stream in place; notice a link that went
-//! dead ([`Client::keepalive`]) and reconnect with a [`Backoff`] unless the server's
+//! dead (while [`Client::next`] waits, or [`Client::keepalive`] between reads) and reconnect with a [`Backoff`] unless the server's
 //! refusal is final ([`ClientError::is_final`]). Used by `clothcast play`, `clothcast
 //! watch` and the integration tests.
 
@@ -124,6 +124,10 @@ impl Default for Backoff {
         Self::new(Duration::from_millis(500), Duration::from_secs(10))
     }
 }
+
+/// How often [`Client::next`] checks, while it waits, whether the link needs a ping
+/// or is dead.
+const KEEPALIVE_CHECK: Duration = Duration::from_millis(500);
 
 /// A connected client.
 pub struct Client {
@@ -261,11 +265,20 @@ impl Client {
     }
 
     /// The next server message (pings and pongs skipped; they count as word from the
-    /// server for [`Client::keepalive`]). Cancel-safe: dropping the future before it
+    /// server). While it waits it keeps the link alive as [`Client::keepalive`] does
+    /// (checking every half second, or every `ping_after` if shorter), so a reader
+    /// of a server that went silent without closing gets [`ClientError::Silent`]
+    /// instead of waiting for ever. Cancel-safe: dropping the future before it
     /// completes loses no message.
     pub async fn next(&mut self) -> Result<ServerMessage, ClientError> {
+        let check = KEEPALIVE_CHECK
+            .min(self.ping_after)
+            .max(Duration::from_millis(1));
         loop {
-            let m = self.ws.next().await;
+            let Ok(m) = tokio::time::timeout(check, self.ws.next()).await else {
+                self.keepalive().await?;
+                continue;
+            };
             self.heard = Instant::now();
             self.unanswered = None;
             match m {
@@ -288,8 +301,9 @@ impl Client {
         }
     }
 
-    /// Call every second or so while also reading with [`Client::next`] (its replies
-    /// are what this waits for): pings the server after `ping_after` without word from
+    /// What [`Client::next`] does while it waits; call it every second or so when not
+    /// reading with `next` for a while (the replies are read by `next`): pings the
+    /// server after `ping_after` without word from
     /// it, and fails with [`ClientError::Silent`] once a ping has gone unanswered for
     /// `dead_after − ping_after`, which is how a client notices a server host or
     /// network that vanished without closing (TCP alone may take many minutes to
