@@ -1,8 +1,9 @@
 //! Rust client of the protocol (tokio-tungstenite): connect, say hello, publish poses,
 //! subscribe, and decode each avatar's garment stream in place; notice a link that went
-//! dead (while [`Client::next`] waits, or [`Client::keepalive`] between reads) and reconnect with a [`Backoff`] unless the server's
-//! refusal is final ([`ClientError::is_final`]). Used by `clothcast play`, `clothcast
-//! watch` and the integration tests.
+//! dead (while [`Client::next`] waits, or [`Client::keepalive`] between reads) and
+//! reconnect with a [`Backoff`] unless the server's refusal is final
+//! ([`ClientError::is_final`]). Used by `clothcast play`, `clothcast watch` and the
+//! integration tests.
 
 use std::collections::HashMap;
 use std::sync::Arc;
