@@ -396,7 +396,7 @@ where
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_says_hello_in_json_is_answered_in_json() {
+async fn a_client_that_says_hello_in_json_is_answered_in_json_and_pings_are_answered() {
     use futures_util::SinkExt;
     use tokio_tungstenite::tungstenite::Message;
     let server = start(db(), config()).await.expect("server");
@@ -416,6 +416,12 @@ async fn a_client_that_says_hello_in_json_is_answered_in_json() {
     let welcome = json(next_raw(&mut ws).await);
     assert_eq!(welcome["type"], "welcome", "{welcome}");
     assert_eq!(welcome["version"], 1, "{welcome}");
+    // the application-level ping that browsers use to tell a quiet server from a dead link
+    ws.send(Message::Text(r#"{"type": "ping"}"#.into()))
+        .await
+        .expect("ping");
+    let pong = json(next_raw(&mut ws).await);
+    assert_eq!(pong, serde_json::json!({"type": "pong"}));
     let pose = r#"{"type": "pose", "avatar": "alice", "profile": "canonical", "timestamp": 1.0,
         "joints": [{"name": "left_shoulder", "rotation": [0.0, 0.0, -0.38, "x"]}]}"#;
     ws.send(Message::Text(pose.into())).await.expect("pose");
@@ -455,6 +461,17 @@ async fn a_client_that_says_hello_in_json_is_answered_in_json() {
             clothcast::protocol::ServerMessage::from_msgpack(&b),
             Ok(clothcast::protocol::ServerMessage::Welcome { .. })
         )),
+        other => panic!("not MessagePack: {other:?}"),
+    }
+    let ping = clothcast::protocol::ClientMessage::Ping
+        .to_msgpack()
+        .expect("encodes");
+    ws.send(Message::Binary(ping.into())).await.expect("ping");
+    match next_raw(&mut ws).await {
+        Message::Binary(b) => assert_eq!(
+            clothcast::protocol::ServerMessage::from_msgpack(&b).expect("reads"),
+            clothcast::protocol::ServerMessage::Pong
+        ),
         other => panic!("not MessagePack: {other:?}"),
     }
     server.shutdown().await;

@@ -46,6 +46,11 @@ export interface ClothcastClientOptions {
   /** Reconnect after a dropped connection (0.5 s doubling to 10 s; not after close(),
    *  a wrong token or a bad hello). Default true. */
   reconnect?: boolean;
+  /** Without word from the server for this long, send it a `ping`, ms (default 5000). */
+  pingAfterMs?: number;
+  /** Without word from the server for this long (a ping unanswered), drop the
+   *  connection as dead and reconnect, ms (default 20000). */
+  deadAfterMs?: number;
 }
 
 /** Events: "welcome", "asset" (Asset), "avatar" (Avatar), "frame" (Avatar), "gone" (id), "error" (Error), "close" ({code, reason, retryMs: ms until the next try, or null}). */

@@ -16,6 +16,13 @@
 // { reconnect: false } turns it off. A "close" event reports each drop with
 // { code, reason, retryMs } (retryMs null: no retry).
 //
+// A link that dies without closing (a kiosk's network gone, a server host powered off)
+// can take the browser minutes to notice, and it cannot see WebSocket pings: after
+// pingAfterMs (5 s) without word from the server the client sends a `ping` message, and
+// when one has gone unanswered until deadAfterMs (20 s) without word it drops the
+// connection itself (code 1006) and reconnects as above. A connection that has not
+// opened within deadAfterMs is dropped the same way.
+//
 // Avatar: { id, asset, garment: Float32Array (canonical frame, metres, decoded in place),
 //           pose: Float32Array (pelvis translation + 22 local quaternions x,y,z,w),
 //           world: Float32Array(7) (garment canonical → world: quaternion, translation),
@@ -32,6 +39,9 @@ export const PROTOCOL_VERSION = 1;
 /** Reconnect delays, ms: the first, and the most it doubles to. */
 const RETRY_FIRST_MS = 500;
 const RETRY_MAX_MS = 10000;
+/** Without word from the server: ping after this long, ms; give up after this long. */
+const PING_AFTER_MS = 5000;
+const DEAD_AFTER_MS = 20000;
 /** Close codes after which reconnecting cannot help: wrong token, bad hello/version. */
 const FINAL_CLOSE_CODES = new Set([4001, 1002]);
 
@@ -39,12 +49,15 @@ const f32 = (b) => new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + 
 const u32 = (b) => new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 
 export class ClothcastClient extends EventTarget {
-  constructor(url, { token = null, avatars = null, reconnect = true } = {}) {
+  constructor(url, { token = null, avatars = null, reconnect = true, pingAfterMs = PING_AFTER_MS, deadAfterMs = DEAD_AFTER_MS } = {}) {
     super();
     this.url = url;
     this.token = token;
     this.subscription = avatars;
     this.reconnect = reconnect;
+    this.pingAfterMs = pingAfterMs;
+    this.deadAfterMs = Math.max(deadAfterMs, pingAfterMs);
+    this.watchdog = null;
     this.retryMs = RETRY_FIRST_MS;
     this.retryTimer = null;
     this.closed = false;
@@ -62,41 +75,65 @@ export class ClothcastClient extends EventTarget {
     this.connections++;
     const ws = new WebSocket(this.url);
     ws.binaryType = "arraybuffer";
+    // the watchdog: word from the server is any message; a ping goes out after
+    // pingAfterMs of silence (once welcomed), and deadAfterMs of silence drops the link
+    let heard = performance.now(), pinged = -Infinity, welcomed = false;
+    clearInterval(this.watchdog);
+    this.watchdog = setInterval(() => {
+      const now = performance.now(), quiet = now - heard;
+      if (quiet >= this.deadAfterMs) {
+        this.lost(ws, 1006, `no word from the server for ${(quiet / 1000).toFixed(1)} s`);
+        try { ws.close(); } catch { /* already closing */ }
+      } else if (welcomed && quiet >= this.pingAfterMs && now - pinged >= this.pingAfterMs && ws.readyState === WebSocket.OPEN) {
+        pinged = now;
+        ws.send('{"type":"ping"}');
+      }
+    }, Math.max(10, Math.min(1000, this.pingAfterMs / 2)));
     ws.onopen = () => {
       ws.send(JSON.stringify({ type: "hello", version: PROTOCOL_VERSION, role: "viewer", token: this.token }));
       ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription }));
     };
     ws.onmessage = (ev) => {
+      if (this.ws !== ws) return;
+      heard = performance.now();
       try {
-        this.handle(ev.data instanceof ArrayBuffer ? decode(ev.data) : JSON.parse(ev.data), ev.data.byteLength ?? 0);
+        const m = ev.data instanceof ArrayBuffer ? decode(ev.data) : JSON.parse(ev.data);
+        if (m.type === "welcome") welcomed = true;
+        this.handle(m, ev.data.byteLength ?? 0);
       } catch (e) {
         this.dispatchEvent(new CustomEvent("error", { detail: e }));
       }
     };
-    ws.onclose = (ev) => {
-      if (this.ws !== ws) return;
-      // what this connection streamed is gone; the next one starts from keyframes
-      for (const id of [...this.avatars.keys()]) {
-        this.avatars.delete(id);
-        this.dispatchEvent(new CustomEvent("gone", { detail: id }));
-      }
-      this.clockOffset = Infinity;
-      const retry = this.reconnect && !this.closed && !FINAL_CLOSE_CODES.has(ev.code);
-      const retryMs = retry ? this.retryMs : null;
-      this.dispatchEvent(new CustomEvent("close", { detail: { code: ev.code, reason: ev.reason, retryMs } }));
-      if (retry) {
-        this.retryTimer = setTimeout(() => { if (!this.closed) this.connect(); }, retryMs);
-        this.retryMs = Math.min(2 * this.retryMs, RETRY_MAX_MS);
-      }
-    };
+    ws.onclose = (ev) => this.lost(ws, ev.code, ev.reason);
     this.ws = ws;
     return this;
+  }
+
+  /** Connection `ws` ended (closed, or given up on by the watchdog). */
+  lost(ws, code, reason) {
+    if (this.ws !== ws) return;
+    this.ws = null;
+    clearInterval(this.watchdog);
+    // what this connection streamed is gone; the next one starts from keyframes
+    for (const id of [...this.avatars.keys()]) {
+      this.avatars.delete(id);
+      this.dispatchEvent(new CustomEvent("gone", { detail: id }));
+    }
+    this.clockOffset = Infinity;
+    const retry = this.reconnect && !this.closed && !FINAL_CLOSE_CODES.has(code);
+    const retryMs = retry ? this.retryMs : null;
+    this.dispatchEvent(new CustomEvent("close", { detail: { code, reason, retryMs } }));
+    if (retry) {
+      this.retryTimer = setTimeout(() => { if (!this.closed) this.connect(); }, retryMs);
+      this.retryMs = Math.min(2 * this.retryMs, RETRY_MAX_MS);
+    }
   }
 
   /** Closes the connection for good (no reconnecting). */
   close() {
     this.closed = true;
     clearTimeout(this.retryTimer);
+    clearInterval(this.watchdog);
     this.ws?.close(1000, "bye");
   }
 
@@ -153,6 +190,8 @@ export class ClothcastClient extends EventTarget {
         this.dispatchEvent(new CustomEvent("frame", { detail: av }));
         break;
       }
+      case "pong": // an answer to the watchdog's ping: hearing it was the point
+        break;
       case "gone":
         this.avatars.delete(m.avatar);
         this.dispatchEvent(new CustomEvent("gone", { detail: m.avatar }));

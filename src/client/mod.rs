@@ -399,7 +399,7 @@ impl Viewer {
                 Ok(None)
             }
             ServerMessage::Error { code, message } => Err(ClientError::Refused { code, message }),
-            ServerMessage::Welcome { .. } => Ok(None),
+            ServerMessage::Welcome { .. } | ServerMessage::Pong => Ok(None),
         }
     }
 }

@@ -631,9 +631,12 @@ async fn session(
                         sent_seq.retain(|a, _| sub.wants(a));
                         subscription = Some(sub);
                     }
+                    Some(Ok(ClientMessage::Ping)) => {
+                        if !out.send(&ServerMessage::Pong).await { break; }
+                    }
                     Some(Ok(other)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate { .. } | ClientMessage::Wear { .. } => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection" };
+                        let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate { .. } | ClientMessage::Wear { .. } => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection", ClientMessage::Ping => "ping" };
                         if !out.send(&ServerMessage::error("unexpected", what)).await { break; }
                     }
                 }

@@ -140,6 +140,10 @@ pub enum ClientMessage {
         #[serde(default)]
         avatars: Option<Vec<String>>,
     },
+    /// Are you there? (any role, after `hello`): the server answers `pong`. For clients
+    /// that cannot see WebSocket pings (browsers) to tell a quiet server from a link
+    /// that died without closing.
+    Ping,
 }
 
 /// Static data of an avatar's assets, sent once per viewer, keyed by content hash.
@@ -216,6 +220,8 @@ pub enum ServerMessage {
         /// Human-readable explanation.
         message: String,
     },
+    /// Reply to `ping`.
+    Pong,
 }
 
 /// A message's `type` alone (every other field skipped unread), so that the messages

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join, dirname, normalize, extname } from 'node:path';
 import { createServer } from 'node:http';
+import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { writeFileSync, mkdtempSync, existsSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,7 +20,7 @@ const shot = process.env.CLOTHCAST_SCREENSHOT ?? join(mkdtempSync(join(tmpdir(),
 
 /** A static file server for a folder (the three.js example and its node_modules). */
 function serveDir(dir) {
-  const types = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json' };
+  const types = { '.html': 'text/html', '.md': 'text/plain', '.js': 'text/javascript', '.mjs': 'text/javascript', '.json': 'application/json' };
   const server = createServer((req, res) => {
     const path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname));
     const file = join(dir, path);
@@ -144,6 +145,80 @@ test('the viewer page reconnects by itself when the server restarts', { timeout:
   } finally {
     await browser.close();
     play.kill();
+    srv.kill();
+  }
+});
+
+/**
+ * A WebSocket "server" that welcomes and then says nothing more, nor answers anything:
+ * a host that vanished without closing. Collects the client's text messages.
+ */
+function silentServer() {
+  const received = [];
+  const server = createServer();
+  server.on('upgrade', (req, sock) => {
+    const accept = createHash('sha1').update(req.headers['sec-websocket-key'] + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
+    sock.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`);
+    const welcome = Buffer.from('{"type":"welcome","version":1,"tick_hz":30}');
+    sock.write(Buffer.concat([Buffer.from([0x81, welcome.length]), welcome]));
+    // the client's frames: small and masked (RFC 6455 §5.2); text ones recorded
+    let buf = Buffer.alloc(0);
+    sock.on('data', (d) => {
+      buf = Buffer.concat([buf, d]);
+      while (buf.length >= 6 && (buf[1] & 0x7f) < 126 && buf.length >= 6 + (buf[1] & 0x7f)) {
+        const len = buf[1] & 0x7f, mask = buf.subarray(2, 6);
+        const payload = Buffer.from(buf.subarray(6, 6 + len).map((b, i) => b ^ mask[i % 4]));
+        if ((buf[0] & 0x0f) === 1) received.push(payload.toString());
+        buf = buf.subarray(6 + len);
+      }
+    });
+    sock.on('error', () => {});
+  });
+  return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok({ server, received })));
+}
+
+/** In `page`, a ClothcastClient on `url` with short watchdog times, watched for `ms`. */
+function watchClient(page, url, ms) {
+  return page.evaluate(async ([url, ms]) => {
+    const { ClothcastClient } = await import('/clothcast.js');
+    const events = [];
+    const c = new ClothcastClient(url, { pingAfterMs: 200, deadAfterMs: 1500 });
+    c.addEventListener('welcome', () => events.push({ type: 'welcome' }));
+    c.addEventListener('close', (e) => events.push({ type: 'close', ...e.detail }));
+    c.connect();
+    const t0 = performance.now();
+    await new Promise((ok) => { const i = setInterval(() => { if (events.some((e) => e.type === 'close') || performance.now() - t0 > ms) { clearInterval(i); ok(); } }, 20); });
+    const waited = performance.now() - t0;
+    c.close();
+    return { events, waited };
+  }, [url, ms]);
+}
+
+test('the client drops a link gone silent and keeps one that answers its pings', { timeout: 120000 }, async () => {
+  const { server: fake, received } = await silentServer();
+  const { srv, addr } = await startServer();
+  const web = await serveDir(join(root, 'clients/web'));
+  const browser = await launchBrowser();
+  try {
+    const page = await browser.newPage();
+    // a page of the same origin as the module (any file of the folder will do)
+    await page.goto(`http://127.0.0.1:${web.address().port}/README.md`);
+    const silent = await watchClient(page, `ws://127.0.0.1:${fake.address().port}/ws`, 10000);
+    assert.equal(silent.events[0]?.type, 'welcome', JSON.stringify(silent));
+    const closed = silent.events.find((e) => e.type === 'close');
+    assert.ok(closed, `the silent server was not noticed in ${silent.waited} ms`);
+    assert.equal(closed.code, 1006);
+    assert.match(closed.reason, /no word from the server/);
+    assert.ok(closed.retryMs > 0, 'it would reconnect');
+    assert.ok(silent.waited >= 1400, `gave up after ${silent.waited} ms`);
+    assert.ok(received.includes('{"type":"ping"}'), `no ping among ${JSON.stringify(received)}`);
+    // the real server, with nothing to stream, answers the pings: the link stays
+    const live = await watchClient(page, `ws://${addr}/ws`, 4000);
+    assert.deepEqual(live.events.map((e) => e.type), ['welcome'], JSON.stringify(live));
+  } finally {
+    await browser.close();
+    web.close();
+    fake.close();
     srv.kill();
   }
 });
