@@ -632,7 +632,8 @@ async fn session(
                         subscription = Some(sub);
                     }
                     Some(Ok(ClientMessage::Ping)) => {
-                        if !out.send(&ServerMessage::Pong).await { break; }
+                        let answered = out.send(&ServerMessage::Pong).await;
+                        if !answered { break; }
                     }
                     Some(Ok(other)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
