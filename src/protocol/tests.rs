@@ -1,0 +1,343 @@
+//! Tests of the protocol's messages: round trips, the fast `type` paths, the id rules.
+
+use super::*;
+
+#[test]
+fn messages_round_trip_in_both_encodings() {
+    let pose = ClientMessage::Pose(PoseMessage {
+        avatar: "alice".into(),
+        profile: "canonical".into(),
+        timestamp: 1.5,
+        root: Some([0.0, 0.1, 0.0]),
+        joints: vec![JointSample {
+            name: "left_shoulder".into(),
+            rotation: Some([0.0, 0.0, 0.38, 0.92]),
+            position: None,
+            confidence: Some(1.0),
+        }],
+    });
+    assert_eq!(
+        ClientMessage::from_msgpack(&pose.to_msgpack().expect("encodes")).expect("msgpack"),
+        pose
+    );
+    let json = serde_json::to_string(&pose).expect("json");
+    assert!(json.contains("\"type\":\"pose\""), "{json}");
+    assert_eq!(ClientMessage::from_json(&json).expect("json"), pose);
+    let frame = ServerMessage::Frame(FrameMessage {
+        avatar: "a".into(),
+        seq: 3,
+        timestamp: 0.1,
+        pose_timestamp: 0.0,
+        asset: "ff".into(),
+        pose: ByteBuf::from(vec![0u8; 12]),
+        world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+        garment: ByteBuf::from(vec![1u8, 2, 3]),
+    });
+    let bytes = frame.to_msgpack().expect("encodes");
+    // byte payloads are MessagePack bin (0xc4), not arrays of integers
+    assert!(bytes.windows(2).any(|w| w == [0xc4, 3]));
+    assert_eq!(ServerMessage::from_msgpack(&bytes).expect("back"), frame);
+}
+
+proptest::proptest! {
+    /// A pose reads the same through the fast path (its `type` anywhere in the
+    /// map) as through serde's tagged enum.
+    #[test]
+    fn poses_read_as_the_tagged_enum_reads_them(
+        avatar in "[a-z0-9-]{1,12}",
+        timestamp in -1e6f64..1e6,
+        root in proptest::option::of(proptest::array::uniform3(-5.0f32..5.0)),
+        joints in proptest::collection::vec(
+            ("[a-z_]{1,16}", proptest::option::of(proptest::array::uniform4(-1.0f32..1.0)),
+             proptest::option::of(proptest::array::uniform3(-5.0f32..5.0)),
+             proptest::option::of(0.0f32..1.0)),
+            0..30,
+        ),
+        tag_at in 0usize..6,
+    ) {
+        let pose = ClientMessage::Pose(PoseMessage {
+            avatar,
+            profile: "canonical".into(),
+            timestamp,
+            root,
+            joints: joints
+                .into_iter()
+                .map(|(name, rotation, position, confidence)| JointSample { name, rotation, position, confidence })
+                .collect(),
+        });
+        // the same map with `type` moved to position tag_at
+        let serde_json::Value::Object(map) = serde_json::to_value(&pose).expect("value") else {
+            panic!("a pose is a map");
+        };
+        let mut entries: Vec<(String, serde_json::Value)> =
+            map.into_iter().filter(|(k, _)| k != "type").collect();
+        entries.insert(tag_at.min(entries.len()), ("type".into(), "pose".into()));
+        let json = format!(
+            "{{{}}}",
+            entries
+                .iter()
+                .map(|(k, v)| format!("{:?}:{}", k, v))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let via_enum: ClientMessage = serde_json::from_str(&json).expect("serde reads it");
+        proptest::prop_assert_eq!(&ClientMessage::from_json(&json).expect("json"), &via_enum);
+        proptest::prop_assert_eq!(&via_enum, &pose);
+        let packed = pose.to_msgpack().expect("msgpack");
+        let via_enum: ClientMessage = rmp_serde::from_slice(&packed).expect("serde reads it");
+        proptest::prop_assert_eq!(&ClientMessage::from_msgpack(&packed).expect("msgpack"), &via_enum);
+    }
+}
+
+proptest::proptest! {
+    /// A frame reads the same through the fast path as through serde's tagged enum.
+    #[test]
+    fn frames_read_as_the_tagged_enum_reads_them(
+        avatar in "[a-z0-9-]{1,12}",
+        seq in proptest::prelude::any::<u32>(),
+        garment in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        cut in 0usize..400,
+    ) {
+        let frame = ServerMessage::Frame(FrameMessage {
+            avatar,
+            seq,
+            timestamp: 2.5,
+            pose_timestamp: 2.4,
+            asset: "0123abcd".into(),
+            pose: ByteBuf::from(vec![7u8; 12]),
+            world: [0.0, 0.0, 0.0, 1.0, 0.5, 0.0, -0.5],
+            garment: ByteBuf::from(garment),
+        });
+        let bytes = frame.to_msgpack().expect("encodes");
+        let via_enum: ServerMessage = rmp_serde::from_slice(&bytes).expect("serde reads it");
+        proptest::prop_assert_eq!(&via_enum, &frame);
+        proptest::prop_assert_eq!(&ServerMessage::from_msgpack(&bytes).expect("reads"), &frame);
+        // a truncated frame is refused with serde's error
+        let short = &bytes[..cut.min(bytes.len() - 1)];
+        let slow = rmp_serde::from_slice::<ServerMessage>(short).expect_err("truncated");
+        let fast = ServerMessage::from_msgpack(short).expect_err("truncated");
+        proptest::prop_assert_eq!(fast.to_string(), format!("bad MessagePack: {slow}"));
+    }
+}
+
+#[test]
+fn values_nested_as_deep_as_a_message_allows_are_refused_without_overflow() {
+    // 64 KB of one-element arrays (MessagePack 0x91, JSON '[') in a pose's unknown
+    // field and in place of its joints, read on a thread with a 2 MB stack (a tokio
+    // worker's): the readers' depth limits refuse them, nothing overflows
+    let deep = 64 * 1024 - 64;
+    let mut cases: Vec<(bool, Vec<u8>)> = Vec::new();
+    for field in ["extra", "joints"] {
+        let mut mp = vec![0x82, 0xa4];
+        mp.extend_from_slice(b"type");
+        mp.extend_from_slice(&[0xa4]);
+        mp.extend_from_slice(b"pose");
+        mp.push(0xa0 | field.len() as u8);
+        mp.extend_from_slice(field.as_bytes());
+        mp.extend(std::iter::repeat_n(0x91, deep));
+        mp.push(0xc0);
+        cases.push((true, mp));
+        let mut js = format!("{{\"type\":\"pose\",\"{field}\":").into_bytes();
+        js.extend(std::iter::repeat_n(b'[', deep));
+        cases.push((false, js));
+    }
+    // and with the type last, so the reader scans for it first
+    let mut mp = vec![0x82, 0xa1, b'x'];
+    mp.extend(std::iter::repeat_n(0x91, deep));
+    mp.push(0xc0);
+    mp.extend_from_slice(&[0xa4, b't', b'y', b'p', b'e', 0xa4, b'p', b'o', b's', b'e']);
+    cases.push((true, mp));
+    let all_refused = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || {
+            cases.iter().all(|(msgpack, bytes)| {
+                if *msgpack {
+                    ClientMessage::from_msgpack(bytes).is_err()
+                } else {
+                    ClientMessage::from_json(std::str::from_utf8(bytes).unwrap_or("")).is_err()
+                }
+            })
+        })
+        .expect("thread")
+        .join()
+        .expect("no overflow");
+    assert!(all_refused);
+}
+
+#[test]
+fn bad_messages_are_named() {
+    assert!(matches!(
+        ClientMessage::from_msgpack(&[0xc1]),
+        Err(ProtocolError::MessagePack(_))
+    ));
+    assert!(matches!(
+        ClientMessage::from_json("{\"type\":\"pose\"}"),
+        Err(ProtocolError::Json(_))
+    ));
+    assert!(ClientMessage::from_json("{\"type\":\"launch\"}").is_err());
+    // a bad pose gets the error serde's tagged enum gives, in both encodings (and
+    // whatever that path reads, the fast one reads the same)
+    let same = |fast: Result<ClientMessage, ProtocolError>,
+                slow: Result<ClientMessage, String>,
+                what: &str| {
+        match (fast, slow) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{what}"),
+            (Err(a), Err(b)) => {
+                assert!(a.to_string().ends_with(&b), "{what}: {a} / {b}");
+                assert!(!b.contains("marker"), "{what}: {b}");
+            }
+            (a, b) => panic!("{what}: {a:?} / {b:?}"),
+        }
+    };
+    for text in [
+        r#"{"type":"pose","avatar":"a","profile":"canonical","timestamp":0}"#,
+        r#"{"type":"pose","avatar":"a","profile":"canonical","timestamp":0,"joints":[],"mood":1}"#,
+        r#"{"type":"pose","avatar":"a","profile":"canonical","timestamp":"now","joints":[]}"#,
+        r#"{"type":"pose","avatar":"a","profile":"canonical","timestamp":0,"joints":[]} x"#,
+        r#"{"type":"pose","type":"pose","avatar":"a","profile":"canonical","timestamp":0,"joints":[]}"#,
+        r#"{"avatar":"a","type":"pose","profile":"canonical","timestamp":0,"joints":[{"name":1}]}"#,
+    ] {
+        let slow = serde_json::from_str::<ClientMessage>(text).map_err(|e| e.to_string());
+        assert!(
+            slow.is_err() || text.contains(r#""type":"pose","type""#),
+            "{text}"
+        );
+        same(ClientMessage::from_json(text), slow, text);
+        let Ok(value) = serde_json::from_str::<serde_json::Value>(text) else {
+            continue;
+        };
+        let packed = rmp_serde::to_vec_named(&value).expect("msgpack");
+        let slow = rmp_serde::from_slice::<ClientMessage>(&packed).map_err(|e| e.to_string());
+        same(ClientMessage::from_msgpack(&packed), slow, text);
+    }
+    assert!(
+        ClientMessage::from_json("{\"type\":\"hello\",\"version\":\"one\",\"role\":\"viewer\"}")
+            .is_err()
+    );
+    // a second `type` after a leading "pose" (the peek routes it to the pose
+    // reader, which must not simply skip it): whatever serde's enum says
+    let mut packed = vec![0x87, 0xa4];
+    packed.extend_from_slice(b"type");
+    packed.push(0xa4);
+    packed.extend_from_slice(b"pose");
+    for (key, value) in [
+        ("avatar", serde_json::json!("a")),
+        ("profile", serde_json::json!("canonical")),
+        ("timestamp", serde_json::json!(0.0)),
+        ("joints", serde_json::json!([])),
+        ("type", serde_json::json!("subscribe")),
+        ("avatars", serde_json::json!(null)),
+    ] {
+        packed.extend(rmp_serde::to_vec(key).expect("key"));
+        packed.extend(rmp_serde::to_vec(&value).expect("value"));
+    }
+    let slow = rmp_serde::from_slice::<ClientMessage>(&packed).map_err(|e| e.to_string());
+    same(
+        ClientMessage::from_msgpack(&packed),
+        slow,
+        "msgpack, two types",
+    );
+    let text = r#"{"type":"pose","avatar":"a","profile":"canonical","timestamp":0,"joints":[],"type":"subscribe","avatars":null}"#;
+    let slow = serde_json::from_str::<ClientMessage>(text).map_err(|e| e.to_string());
+    same(ClientMessage::from_json(text), slow, text);
+}
+
+/// The leading-`type` peek reads what our writers write, declines anything else
+/// (the scan then decides), and never reads past the input.
+#[test]
+fn leading_type_peek() {
+    let hello = ClientMessage::Hello {
+        version: 1,
+        role: Role::Viewer,
+        token: None,
+        sensor: None,
+    };
+    let packed = hello.to_msgpack().expect("msgpack");
+    assert_eq!(leading_type_msgpack(&packed), Some("hello"));
+    let text = serde_json::to_string(&hello).expect("json");
+    assert_eq!(leading_type_json(&text), Some("hello"));
+    assert_eq!(
+        leading_type_json(" \n{ \"type\" :\t\"pose\" , \"avatar\": 1}"),
+        Some("pose")
+    );
+    for text in [
+        r#"{"avatar":"a","type":"pose"}"#,
+        r#"{"type":"po\u0073e"}"#,
+        r#"{"type":1}"#,
+        r#"{"type":"pose"#,
+        r#"["type","pose"]"#,
+        "",
+    ] {
+        assert_eq!(leading_type_json(text), None, "{text}");
+    }
+    let mut value = serde_json::json!({"avatar": "a", "type": "pose"});
+    assert_eq!(
+        leading_type_msgpack(&rmp_serde::to_vec_named(&value).expect("msgpack")),
+        None
+    );
+    value = serde_json::json!({"type": 7});
+    assert_eq!(
+        leading_type_msgpack(&rmp_serde::to_vec_named(&value).expect("msgpack")),
+        None
+    );
+    // an empty map followed by what would be a `type` entry is not a leading type
+    let mut empty = vec![0x80, 0xa4];
+    empty.extend_from_slice(b"type");
+    empty.push(0xa4);
+    empty.extend_from_slice(b"pose");
+    assert_eq!(leading_type_msgpack(&empty), None);
+    // a prefix is peeked once it holds the whole `type` entry (map marker, "type",
+    // "hello": 12 bytes), and the message it starts is still refused whole
+    for cut in 0..packed.len() {
+        let short = &packed[..cut];
+        assert_eq!(
+            leading_type_msgpack(short),
+            (cut >= 12).then_some("hello"),
+            "cut {cut}"
+        );
+        assert!(ClientMessage::from_msgpack(short).is_err(), "cut {cut}");
+    }
+}
+
+proptest::proptest! {
+    /// Any bytes: the peek neither panics nor claims a `type` serde would not see
+    /// first.
+    #[test]
+    fn leading_type_peek_is_safe_on_any_bytes(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+        if let Some(kind) = leading_type_msgpack(&bytes) {
+            proptest::prop_assert!(bytes.windows(4).any(|w| w == b"type"));
+            proptest::prop_assert!(kind.len() < bytes.len());
+        }
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            let _ = leading_type_json(text);
+        }
+    }
+}
+
+#[test]
+fn avatar_ids_without_control_or_invisible_characters_are_valid() {
+    for ok in [
+        "alice",
+        "kinect-kiosk_a-7",
+        "vmc-127.0.0.1:39540",
+        "Zoë 🎭",
+        &"x".repeat(64),
+    ] {
+        assert!(valid_avatar_id(ok), "{ok:?}");
+    }
+    for bad in [
+        "",
+        &"x".repeat(65),
+        "tab\there",
+        "two\nlines",
+        "\u{1b}[2J\u{1b}[Hclear",
+        "del\u{7f}",
+        "c1\u{9b}31m",
+        "rtl\u{202e}evil",
+        "zero\u{200b}width",
+        "bom\u{feff}",
+        "soft\u{ad}hyphen",
+    ] {
+        assert!(!valid_avatar_id(bad), "{bad:?}");
+    }
+}
