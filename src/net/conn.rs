@@ -160,7 +160,7 @@ struct Out {
     /// The peer went away without a close handshake.
     left: bool,
     /// The peer's first message was JSON text: our replies to it (`welcome`, `error`,
-    /// `gone`) go as JSON text too, so that a client that speaks only JSON can read
+    /// `gone`, `pong`) go as JSON text too, so that a client that speaks only JSON can read
     /// them. `asset` and `frame`, which carry binary payloads, stay MessagePack.
     json: bool,
 }

@@ -441,7 +441,7 @@ impl ServerMessage {
         serde_json::to_string(self).map_err(|e| ProtocolError::Encode(e.to_string()))
     }
 
-    /// `welcome`, `error` and `gone`: messages without binary payloads, which the
+    /// `welcome`, `error`, `gone` and `pong`: messages without binary payloads, which the
     /// server writes in the encoding of the client's `hello` (`asset` and `frame`
     /// are always MessagePack).
     pub fn is_control(&self) -> bool {
