@@ -34,8 +34,8 @@ pub(crate) struct SynthBench {
     /// Vertex count of the large garment.
     #[arg(long, default_value_t = 12500)]
     large: usize,
-    /// Examples used per region (K).
-    #[arg(long, default_value_t = 5)]
+    /// Examples used per region (K), 1–64.
+    #[arg(long, default_value_t = 5, value_parser = super::common::parse_one_to_64)]
     top_k: usize,
     /// Each figure's measuring time is split into this many equal windows and the
     /// fastest window is reported (on a shared machine the slow windows measure the

@@ -198,6 +198,23 @@ pub(crate) fn parse_seconds(s: &str) -> Result<f32, String> {
     }
 }
 
+/// A count of at least 1 (`--avatars`).
+pub(crate) fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        Ok(_) => Err("must be at least 1".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// A count from 1 to 64 (`demo --avatars`, `--top-k`).
+pub(crate) fn parse_one_to_64(s: &str) -> Result<usize, String> {
+    match parse_positive(s)? {
+        n @ 1..=64 => Ok(n),
+        n => Err(format!("{n} is more than 64")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -207,5 +224,15 @@ mod tests {
         for bad in ["nan", "NaN", "inf", "-inf", "0", "-1", "1e30", "", "soon"] {
             assert!(super::parse_seconds(bad).is_err(), "{bad:?} was taken");
         }
+    }
+
+    #[test]
+    fn counts_are_whole_and_within_their_range() {
+        assert_eq!(super::parse_positive("3"), Ok(3));
+        assert_eq!(super::parse_one_to_64("64"), Ok(64));
+        for bad in ["0", "-1", "1.5", "", "many"] {
+            assert!(super::parse_positive(bad).is_err(), "{bad:?} was taken");
+        }
+        assert!(super::parse_one_to_64("65").is_err());
     }
 }

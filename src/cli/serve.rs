@@ -102,8 +102,10 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
 /// Arguments of `clothcast demo`.
 #[derive(Args, Debug)]
 pub(crate) struct DemoArgs {
-    /// Number of avatars walking (the built-in CMU 131_01 clip, staggered).
-    #[arg(long, default_value_t = 4)]
+    /// Number of avatars walking (the built-in CMU 131_01 clip, staggered), 1–64: the
+    /// demo publishes them on one connection, and 64 is what the server's default
+    /// limits let one publisher drive (`bench serve` spreads more over connections).
+    #[arg(long, default_value_t = 4, value_parser = super::common::parse_one_to_64)]
     avatars: usize,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8470")]
