@@ -12,181 +12,154 @@ pub const MAX_SETTING_SECONDS: f64 = 86_400.0;
 /// Highest tick rate, Hz.
 pub const MAX_TICK_HZ: f64 = 240.0;
 
-/// `value` within `lo..=hi` (`lo` itself excluded when `open_low`), finite.
-fn within(
-    name: &'static str,
-    value: f64,
-    (lo, open_low, hi): (f64, bool, f64),
-    range: &'static str,
-) -> Result<(), NetError> {
-    let low_ok = if open_low { value > lo } else { value >= lo };
-    if value.is_finite() && low_ok && value <= hi {
-        Ok(())
-    } else {
-        Err(NetError::BadSetting {
-            name,
-            value: value.to_string(),
-            range,
-        })
+/// Where a setting's value must lie: `lo` (excluded when `open_low`) to `hi`, and how
+/// the error says it.
+struct Range {
+    lo: f64,
+    open_low: bool,
+    hi: f64,
+    text: &'static str,
+}
+
+const fn range(lo: f64, open_low: bool, hi: f64, text: &'static str) -> Range {
+    Range {
+        lo,
+        open_low,
+        hi,
+        text,
     }
 }
 
 /// A duration in seconds: above 0, at most a day.
-fn seconds(name: &'static str, value: f64) -> Result<(), NetError> {
-    within(
-        name,
-        value,
-        (0.0, true, MAX_SETTING_SECONDS),
-        "seconds above 0, at most 86400",
-    )
-}
-
-/// A count with a ceiling.
-fn count(
-    name: &'static str,
-    value: usize,
-    most: usize,
-    range: &'static str,
-) -> Result<(), NetError> {
-    if value <= most {
-        Ok(())
-    } else {
-        Err(NetError::BadSetting {
-            name,
-            value: value.to_string(),
-            range,
-        })
-    }
-}
+const SECONDS: Range = range(
+    0.0,
+    true,
+    MAX_SETTING_SECONDS,
+    "seconds above 0, at most 86400",
+);
+/// A One Euro cutoff frequency.
+const HZ: Range = range(0.0, true, 1000.0, "Hz above 0, at most 1000");
+/// A One Euro speed coefficient.
+const BETA: Range = range(0.0, false, 1000.0, "0 to 1000");
 
 /// Every numeric setting of `config` (server, engine, SOR runtime, filter) within what
 /// the server can honour; the first that is not, by its name in the config file.
 pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
-    // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
-    // allocated up front
-    count(
-        "viewer_queue",
-        config.viewer_queue,
-        MAX_VIEWER_QUEUE,
-        "0 to 1024 ticks",
-    )?;
-    count(
-        "send_groups",
-        config.send_groups,
-        MAX_SEND_GROUPS,
-        "0 to 64 groups",
-    )?;
     let e = &config.engine;
-    count(
-        "engine.tick_slots",
-        e.tick_slots as usize,
-        MAX_TICK_SLOTS as usize,
-        "0 to 16 slots",
-    )?;
-    seconds("hello_timeout", f64::from(config.hello_timeout))?;
-    seconds("peer_timeout", f64::from(config.peer_timeout))?;
-    within(
-        "max_messages_per_second",
-        f64::from(config.max_messages_per_second),
-        (0.0, true, 1e9),
-        "above 0",
-    )?;
-    within(
-        "engine.tick_hz",
-        f64::from(e.tick_hz),
-        (1.0, false, MAX_TICK_HZ),
-        "1 to 240 Hz",
-    )?;
-    seconds("engine.idle_timeout", e.idle_timeout)?;
-    seconds("engine.remove_after", e.remove_after)?;
-    within(
-        "engine.keyframe_interval",
-        e.keyframe_interval,
-        (0.0, false, MAX_SETTING_SECONDS),
-        "seconds, 0 to 86400",
-    )?;
     let s = &e.synth;
-    // (D + ε)^−k of distances up to ~1e3 must stay a finite f64
-    within(
-        "engine.synth.k",
-        s.k,
-        (0.0, true, 32.0),
-        "above 0, at most 32",
-    )?;
-    count("engine.synth.top_k", s.top_k, 64, "1 to 64")?;
-    if s.top_k == 0 {
-        return Err(NetError::BadSetting {
-            name: "engine.synth.top_k",
-            value: "0".into(),
-            range: "1 to 64",
-        });
+    let f = f64::from;
+    let n = |v: usize| v as f64;
+    // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
+    // allocated up front; (D + ε)^−k of distances up to ~1e3 must stay a finite f64
+    let mut settings: Vec<(&'static str, f64, Range)> = vec![
+        (
+            "viewer_queue",
+            n(config.viewer_queue),
+            range(0.0, false, n(MAX_VIEWER_QUEUE), "0 to 1024 ticks"),
+        ),
+        (
+            "send_groups",
+            n(config.send_groups),
+            range(0.0, false, n(MAX_SEND_GROUPS), "0 to 64 groups"),
+        ),
+        ("hello_timeout", f(config.hello_timeout), SECONDS),
+        ("peer_timeout", f(config.peer_timeout), SECONDS),
+        (
+            "max_messages_per_second",
+            f(config.max_messages_per_second),
+            range(0.0, true, 1e9, "above 0"),
+        ),
+        (
+            "engine.tick_slots",
+            f64::from(e.tick_slots),
+            range(0.0, false, f64::from(MAX_TICK_SLOTS), "0 to 16 slots"),
+        ),
+        (
+            "engine.tick_hz",
+            f(e.tick_hz),
+            range(1.0, false, MAX_TICK_HZ, "1 to 240 Hz"),
+        ),
+        ("engine.idle_timeout", e.idle_timeout, SECONDS),
+        ("engine.remove_after", e.remove_after, SECONDS),
+        (
+            "engine.keyframe_interval",
+            e.keyframe_interval,
+            range(0.0, false, MAX_SETTING_SECONDS, "seconds, 0 to 86400"),
+        ),
+        (
+            "engine.synth.k",
+            s.k,
+            range(0.0, true, 32.0, "above 0, at most 32"),
+        ),
+        (
+            "engine.synth.top_k",
+            n(s.top_k),
+            range(1.0, false, 64.0, "1 to 64"),
+        ),
+        (
+            "engine.synth.t_mix",
+            f(s.t_mix),
+            range(0.0, false, 60.0, "seconds, 0 to 60"),
+        ),
+        (
+            "engine.synth.penetration_margin",
+            f(s.penetration_margin),
+            range(0.0, false, 0.1, "metres, 0 to 0.1"),
+        ),
+        (
+            "engine.synth.epsilon",
+            s.epsilon,
+            range(0.0, true, 1.0, "above 0, at most 1 (m²)"),
+        ),
+        (
+            "engine.synth.min_share",
+            f(s.min_share),
+            range(0.0, false, 0.5, "0 to 0.5"),
+        ),
+    ];
+    if let Some(c) = &e.filter {
+        settings.extend([
+            ("engine.filter.min_cutoff", f(c.min_cutoff), HZ),
+            ("engine.filter.d_cutoff", f(c.d_cutoff), HZ),
+            (
+                "engine.filter.translation_min_cutoff",
+                f(c.translation_min_cutoff),
+                HZ,
+            ),
+            ("engine.filter.beta", f(c.beta), BETA),
+            (
+                "engine.filter.translation_beta",
+                f(c.translation_beta),
+                BETA,
+            ),
+            (
+                "engine.filter.joint_scale (its length)",
+                n(c.joint_scale.len()),
+                range(
+                    0.0,
+                    false,
+                    n(JOINT_COUNT),
+                    "at most one factor per joint (22)",
+                ),
+            ),
+        ]);
+        for &v in &c.joint_scale {
+            let each = range(0.0, true, 1000.0, "each above 0, at most 1000");
+            settings.push(("engine.filter.joint_scale", f(v), each));
+        }
     }
-    within(
-        "engine.synth.t_mix",
-        f64::from(s.t_mix),
-        (0.0, false, 60.0),
-        "seconds, 0 to 60",
-    )?;
-    within(
-        "engine.synth.penetration_margin",
-        f64::from(s.penetration_margin),
-        (0.0, false, 0.1),
-        "metres, 0 to 0.1",
-    )?;
-    within(
-        "engine.synth.epsilon",
-        s.epsilon,
-        (0.0, true, 1.0),
-        "above 0, at most 1 (m²)",
-    )?;
-    within(
-        "engine.synth.min_share",
-        f64::from(s.min_share),
-        (0.0, false, 0.5),
-        "0 to 0.5",
-    )?;
-    if let Some(f) = &e.filter {
-        let hz = (0.0, true, 1000.0);
-        let hz_range = "Hz above 0, at most 1000";
-        within(
-            "engine.filter.min_cutoff",
-            f64::from(f.min_cutoff),
-            hz,
-            hz_range,
-        )?;
-        within(
-            "engine.filter.d_cutoff",
-            f64::from(f.d_cutoff),
-            hz,
-            hz_range,
-        )?;
-        within(
-            "engine.filter.translation_min_cutoff",
-            f64::from(f.translation_min_cutoff),
-            hz,
-            hz_range,
-        )?;
-        let beta = (0.0, false, 1000.0);
-        within("engine.filter.beta", f64::from(f.beta), beta, "0 to 1000")?;
-        within(
-            "engine.filter.translation_beta",
-            f64::from(f.translation_beta),
-            beta,
-            "0 to 1000",
-        )?;
-        count(
-            "engine.filter.joint_scale (its length)",
-            f.joint_scale.len(),
-            JOINT_COUNT,
-            "at most one factor per joint (22)",
-        )?;
-        for &v in &f.joint_scale {
-            within(
-                "engine.filter.joint_scale",
-                f64::from(v),
-                (0.0, true, 1000.0),
-                "each above 0, at most 1000",
-            )?;
+    for (name, value, r) in settings {
+        let low_ok = if r.open_low {
+            value > r.lo
+        } else {
+            value >= r.lo
+        };
+        if !(value.is_finite() && low_ok && value <= r.hi) {
+            return Err(NetError::BadSetting {
+                name,
+                value: value.to_string(),
+                range: r.text,
+            });
         }
     }
     Ok(())
