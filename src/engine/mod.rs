@@ -12,8 +12,11 @@ use serde_bytes::ByteBuf;
 
 mod frame;
 mod input;
+mod settings;
 
 pub use input::{Applied, InputState, apply_joints, apply_pose_message, pose_from_message};
+pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};
+pub(crate) use settings::{Range, SECONDS, first_bad, range};
 
 use crate::codec::{BoneTransform, CodecConfig, CodecError, Effort, Encoder, GarmentSetup};
 use crate::mocap::FilterConfig;
@@ -111,6 +114,16 @@ pub enum EngineError {
     /// A message of ours could not be encoded (a bug).
     #[error(transparent)]
     Protocol(#[from] crate::protocol::ProtocolError),
+    /// A setting outside what the engine can honour ([`EngineConfig::check`]).
+    #[error("setting `{name}` = {value} is out of range ({range})")]
+    BadSetting {
+        /// The setting's name in the `[engine]` table of a config file.
+        name: &'static str,
+        /// Its value, as read.
+        value: String,
+        /// What it may be.
+        range: &'static str,
+    },
 }
 
 /// The codec setup of a garment skinned to the canonical skeleton (default lattice).
@@ -357,6 +370,7 @@ impl Engine {
         if dbs.is_empty() {
             return Err(EngineError::NoGarment);
         }
+        config.check()?;
         let mut garments: Vec<Garment> = Vec::with_capacity(dbs.len());
         for db in dbs {
             let g = Garment::new(db)?;

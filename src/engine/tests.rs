@@ -474,6 +474,21 @@ fn calibration_maps_the_performers_rest_pose_and_facing_to_the_t_pose() {
 }
 
 #[test]
+fn an_engine_with_a_setting_it_cannot_honour_is_refused() {
+    let cfg = EngineConfig {
+        remove_after: f64::NAN,
+        ..EngineConfig::default()
+    };
+    assert!(matches!(
+        Engine::new(db(), cfg),
+        Err(EngineError::BadSetting {
+            name: "remove_after",
+            ..
+        })
+    ));
+}
+
+#[test]
 fn avatars_wear_one_of_several_garments_and_switch() {
     let db = db();
     let other = second_garment(&db);

@@ -33,7 +33,6 @@ mod tick;
 mod watch;
 use conn::ws_upgrade;
 use driven::Driven;
-pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};
 use watch::Watchers;
 
 /// Server settings. [`start`] checks every number in them (here, in the engine's,
@@ -162,8 +161,9 @@ pub enum NetError {
     /// A setting outside what the server can honour.
     #[error("setting `{name}` = {value} is out of range ({range})")]
     BadSetting {
-        /// The setting's name in the config file.
-        name: &'static str,
+        /// The setting's name in the config file (`engine.tick_hz` for `tick_hz` of the
+        /// `[engine]` table).
+        name: String,
         /// Its value, as read.
         value: String,
         /// What it may be.
