@@ -41,6 +41,47 @@ async fn frames_of(url: &str, avatar: &str, n: u64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn play_spreads_its_avatars_over_connections_within_the_servers_limits() {
+    // a server that lets a publisher drive 2 avatars; play drives 5, 2 a connection
+    let server = start(
+        db(),
+        ServerConfig {
+            max_avatars_per_publisher: 2,
+            ..config()
+        },
+    )
+    .await
+    .expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let play = Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .arg("play")
+        .arg(clip())
+        .args(["--url", &url, "--token", "pub", "--avatars", "5"])
+        .args(["--per-connection", "2", "--seconds", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast play runs");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while super::server::metric(server.addr, "clothcast_avatars").await < 5.0 {
+        assert!(Instant::now() < deadline, "not all 5 avatars arrived");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, out, err) = finish(play).await;
+    assert!(status.success(), "play failed: {status}\n{out}\n{err}");
+    assert!(
+        out.contains("for 5 avatars") && out.contains("over 3 connections"),
+        "{out}"
+    );
+    assert!(!err.contains("too_many_avatars"), "{err}");
+    assert_eq!(
+        super::server::metric(server.addr, "clothcast_avatars").await,
+        5.0
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn play_and_watch_come_back_after_the_server_restarts() {
     let server = start(db(), config()).await.expect("server starts");
     let addr = server.addr;

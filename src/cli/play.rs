@@ -1,5 +1,5 @@
-//! `clothcast play`: replays a BVH clip as live performers, over a publisher connection
-//! that comes back when the server restarts or the network drops, or as VMC senders.
+//! `clothcast play`: replays a BVH clip as live performers, over publisher connections
+//! that come back when the server restarts or the network drops, or as VMC senders.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -54,6 +54,13 @@ pub(crate) struct PlayArgs {
     /// `kinect-<prefix>-<id>`. Tries a kiosk's server without a sensor.
     #[arg(long, conflicts_with = "vmc")]
     kinect: Option<KinectArg>,
+    /// Avatars per publisher connection: more are spread over more connections, as a
+    /// room's performers would be. The server limits each connection's avatars (64 by
+    /// default) and messages per second (2000): 32 avatars at 30 poses a second stay
+    /// well inside both. (`--vmc` sends from a socket per avatar, `--kinect` on one
+    /// sensor's connection.)
+    #[arg(long, default_value_t = 32, value_parser = super::common::parse_positive)]
+    per_connection: usize,
     /// Exit when the server cannot be reached or the connection drops, instead of
     /// reconnecting (after 0.5 s, doubling to 10 s; the clip plays on meanwhile, so
     /// the avatars come back where a live performer would be). A wrong token or a bad
@@ -128,12 +135,19 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         // where the poses go: pose messages on one WebSocket connection, or VMC
         // datagrams from one UDP socket per performer
         let mut out = match a.vmc {
-            None => PlayTo::WebSocket(Box::new(Link::new(
-                a.url.clone(),
-                a.token.clone(),
-                kinect.map(|_| a.prefix.clone()),
-                !a.no_reconnect,
-            ))),
+            None => {
+                // a Kinect bridge is one connection; performers a connection per chunk
+                let links = if kinect.is_some() {
+                    1
+                } else {
+                    a.avatars.div_ceil(a.per_connection)
+                };
+                let link = || {
+                    let sensor = kinect.map(|_| a.prefix.clone());
+                    Link::new(a.url.clone(), a.token.clone(), sensor, !a.no_reconnect)
+                };
+                PlayTo::WebSocket((0..links).map(|_| link()).collect())
+            }
             Some(to) => {
                 let local: std::net::SocketAddr = if to.is_ipv4() {
                     ([0, 0, 0, 0], 0).into()
@@ -155,41 +169,46 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         let period = Duration::from_secs_f32(1.0 / a.rate);
         let mut next = tokio::time::Instant::now();
         let mut sent = 0u64;
+        // a body frame carries every avatar's pose
+        let poses_per_message = if kinect.is_some() {
+            a.avatars as u64
+        } else {
+            1
+        };
         loop {
             let t = start.elapsed().as_secs_f64();
             if a.seconds.is_some_and(|s| t >= f64::from(s)) {
                 break;
             }
             match &mut out {
-                PlayTo::WebSocket(link) => {
-                    let mut batch = Vec::with_capacity(a.avatars);
-                    match kinect {
-                        // one body frame with every avatar's body, as a bridge sends it
-                        Some(kind) => {
-                            let bodies: Vec<serde_json::Value> = (0..a.avatars)
-                                .map(|k| {
+                PlayTo::WebSocket(links) => {
+                    for (i, link) in links.iter_mut().enumerate() {
+                        let mut batch = Vec::with_capacity(a.per_connection);
+                        match kinect {
+                            // one body frame with every avatar's body, as a bridge sends it
+                            Some(kind) => {
+                                let bodies: Vec<serde_json::Value> = (0..a.avatars)
+                                    .map(|k| {
+                                        let pose = staggered(&clip, t, k, a.avatars);
+                                        let joints = skeleton.joint_positions(pose);
+                                        let id = k.to_string();
+                                        crate::mocap::body_json(kind, &id, &joints, 2.0)
+                                    })
+                                    .collect();
+                                let frame = serde_json::json!({ "bodies": bodies });
+                                batch.push(Message::text(frame.to_string()));
+                            }
+                            None => {
+                                let first = i * a.per_connection;
+                                for k in first..(first + a.per_connection).min(a.avatars) {
                                     let pose = staggered(&clip, t, k, a.avatars);
-                                    let joints = skeleton.joint_positions(pose);
-                                    crate::mocap::body_json(kind, &k.to_string(), &joints, 2.0)
-                                })
-                                .collect();
-                            let frame = serde_json::json!({ "bodies": bodies });
-                            batch.push(Message::text(frame.to_string()));
-                        }
-                        None => {
-                            for k in 0..a.avatars {
-                                let pose = staggered(&clip, t, k, a.avatars);
-                                let m = pose_message(&format!("{}-{k}", a.prefix), pose, t);
-                                batch.push(Message::Binary(m.to_msgpack()?.into()));
+                                    let m = pose_message(&format!("{}-{k}", a.prefix), pose, t);
+                                    batch.push(Message::Binary(m.to_msgpack()?.into()));
+                                }
                             }
                         }
+                        sent += poses_per_message * link.send_all(batch).await?;
                     }
-                    let per_message = if kinect.is_some() {
-                        a.avatars as u64
-                    } else {
-                        1
-                    };
-                    sent += per_message * link.send_all(batch).await?;
                 }
                 PlayTo::Vmc(to, sockets) => {
                     for (k, socket) in sockets.iter().enumerate() {
@@ -208,15 +227,20 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
             // message rate limit: the next tick is now, the ones after a period apart
             next = (next + period).max(tokio::time::Instant::now());
             match &mut out {
-                PlayTo::WebSocket(link) => link.listen_until(next).await?,
+                PlayTo::WebSocket(links) => {
+                    let heard = links.iter_mut().map(|link| link.listen_until(next));
+                    for r in futures_util::future::join_all(heard).await {
+                        r?;
+                    }
+                }
                 PlayTo::Vmc(..) => tokio::time::sleep_until(next).await,
             }
         }
         // a goodbye, so that the server logs a clean close
-        if let PlayTo::WebSocket(link) = &mut out
-            && let Some(client) = link.client.take()
-        {
-            client.close().await;
+        if let PlayTo::WebSocket(links) = &mut out {
+            for client in links.iter_mut().filter_map(|link| link.client.take()) {
+                client.close().await;
+            }
         }
         print!(
             "sent {sent} poses for {} avatars in {:.1} s",
@@ -224,18 +248,20 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
             start.elapsed().as_secs_f32()
         );
         match &out {
-            PlayTo::WebSocket(link) if link.connections > 1 || link.unsent > 0 => println!(
-                " over {} connections ({} poses not sent while disconnected)",
-                link.connections,
-                // a body frame carries every avatar's pose
-                link.unsent
-                    * if kinect.is_some() {
-                        a.avatars as u64
-                    } else {
-                        1
-                    }
-            ),
-            _ => println!(),
+            PlayTo::WebSocket(links) => {
+                let connections: u64 = links.iter().map(|l| l.connections).sum();
+                let unsent: u64 = links.iter().map(|l| l.unsent).sum();
+                let links = links.len() as u64;
+                match (connections, unsent) {
+                    (1, 0) => println!(),
+                    (c, 0) if c == links => println!(" over {c} connections"),
+                    (c, u) => println!(
+                        " over {c} connections ({} poses not sent while disconnected)",
+                        u * poses_per_message
+                    ),
+                }
+            }
+            PlayTo::Vmc(..) => println!(),
         }
         anyhow::Ok(())
     })
@@ -243,8 +269,8 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
 
 /// Where `clothcast play` sends its poses.
 enum PlayTo {
-    /// Pose messages on a publisher connection.
-    WebSocket(Box<Link>),
+    /// Pose messages on publisher connections, each driving its share of the avatars.
+    WebSocket(Vec<Link>),
     /// VMC datagrams to this address, one socket (one performer) per avatar.
     Vmc(std::net::SocketAddr, Vec<tokio::net::UdpSocket>),
 }
