@@ -207,7 +207,7 @@ pub(crate) fn parse_positive(s: &str) -> Result<usize, String> {
     }
 }
 
-/// A count from 1 to 64 (`demo --avatars`, `--top-k`).
+/// A count from 1 to 64 (`--top-k`).
 pub(crate) fn parse_one_to_64(s: &str) -> Result<usize, String> {
     match parse_positive(s)? {
         n @ 1..=64 => Ok(n),

@@ -102,10 +102,9 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
 /// Arguments of `clothcast demo`.
 #[derive(Args, Debug)]
 pub(crate) struct DemoArgs {
-    /// Number of avatars walking (the built-in CMU 131_01 clip, staggered), 1–64: the
-    /// demo publishes them on one connection, and 64 is what the server's default
-    /// limits let one publisher drive (`bench serve` spreads more over connections).
-    #[arg(long, default_value_t = 4, value_parser = super::common::parse_one_to_64)]
+    /// Number of avatars walking (the built-in CMU 131_01 clip, staggered), 1–256 (the
+    /// server's default `max_avatars`), published 32 to a connection as `play` does.
+    #[arg(long, default_value_t = 4, value_parser = parse_demo_avatars)]
     avatars: usize,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8470")]
@@ -113,6 +112,18 @@ pub(crate) struct DemoArgs {
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long, value_parser = super::common::parse_seconds)]
     seconds: Option<f32>,
+}
+
+/// Avatars `demo` publishes on one connection.
+const DEMO_PER_CONNECTION: usize = 32;
+
+/// `demo --avatars`: 1 to the server's default `max_avatars`.
+fn parse_demo_avatars(s: &str) -> Result<usize, String> {
+    let most = crate::engine::EngineConfig::default().max_avatars;
+    match super::common::parse_positive(s)? {
+        n if n <= most => Ok(n),
+        n => Err(format!("{n} is more than the server's {most} avatars")),
+    }
 }
 
 pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
@@ -135,7 +146,11 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         println!("see them:        http://{}/ (in a browser)", server.addr);
         println!("watch them:      clothcast watch --url {url}");
         println!("metrics:         http://{}/metrics", server.addr);
-        let mut client = Client::connect(&url, Role::Publisher, None).await?;
+        // 32 avatars a connection keep within the server's per-publisher limits
+        let mut clients = Vec::new();
+        for _ in 0..a.avatars.div_ceil(DEMO_PER_CONNECTION) {
+            clients.push(Client::connect(&url, Role::Publisher, None).await?);
+        }
         let start_t = Instant::now();
         let mut next = tokio::time::Instant::now();
         let period = Duration::from_secs_f32(1.0 / 30.0);
@@ -154,7 +169,9 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
                 _ = tokio::time::sleep_until(next) => {
                     let t = start_t.elapsed().as_secs_f64();
                     for k in 0..a.avatars {
-                        client.send(&pose_message(&format!("walker-{k}"), staggered(&clip, t, k, a.avatars), t)).await?;
+                        let pose = staggered(&clip, t, k, a.avatars);
+                        let client = &mut clients[k / DEMO_PER_CONNECTION];
+                        client.send(&pose_message(&format!("walker-{k}"), pose, t)).await?;
                     }
                     next += period;
                 }
