@@ -16,7 +16,7 @@ mod settings;
 
 pub use input::{Applied, InputState, apply_joints, apply_pose_message, pose_from_message};
 pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};
-pub(crate) use settings::{Range, SECONDS, first_bad, range};
+pub(crate) use settings::{Range, first_bad, range};
 
 use crate::codec::{BoneTransform, CodecConfig, CodecError, Effort, Encoder, GarmentSetup};
 use crate::mocap::FilterConfig;

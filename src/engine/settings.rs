@@ -46,7 +46,7 @@ impl Range {
 }
 
 /// A duration in seconds: above 0, at most a day.
-pub(crate) const SECONDS: Range = range(
+const SECONDS: Range = range(
     0.0,
     true,
     MAX_SETTING_SECONDS,

@@ -2,11 +2,21 @@
 //! ([`crate::engine::EngineConfig::check`]), each named as in the config file.
 
 use super::{MAX_SEND_GROUPS, MAX_TICK_SLOTS, MAX_VIEWER_QUEUE, NetError, ServerConfig};
-use crate::engine::{EngineError, Range, SECONDS, first_bad, range};
+use crate::engine::{EngineError, MAX_SETTING_SECONDS, Range, first_bad, range};
 
-/// Every numeric setting of `config` (server, engine, SOR runtime, filter) within what
-/// the server can honour; the first that is not, by its name in the config file.
+/// A connection deadline: timers need a period above zero, and the server pings every
+/// third of `peer_timeout`.
+const TIMEOUT: Range = range(0.1, false, MAX_SETTING_SECONDS, "seconds, 0.1 to 86400");
+
+/// Every setting of `config` (server, engine, SOR runtime, filter) within what the
+/// server can honour; the first that is not, by its name in the config file. What is
+/// checked here is used as it is elsewhere, unclamped.
 pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
+    if let Some(id) = &config.vmc_avatar
+        && !crate::protocol::valid_avatar_id(id)
+    {
+        return Err(NetError::BadVmcAvatar(id.clone()));
+    }
     let n = |v: usize| v as f64;
     // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
     // allocated up front
@@ -26,12 +36,13 @@ pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
             f64::from(config.engine.tick_slots),
             range(0.0, false, f64::from(MAX_TICK_SLOTS), "0 to 16 slots"),
         ),
-        ("hello_timeout", f64::from(config.hello_timeout), SECONDS),
-        ("peer_timeout", f64::from(config.peer_timeout), SECONDS),
+        ("hello_timeout", f64::from(config.hello_timeout), TIMEOUT),
+        ("peer_timeout", f64::from(config.peer_timeout), TIMEOUT),
+        // the token bucket holds a second's worth: below 1 no message would pass
         (
             "max_messages_per_second",
             f64::from(config.max_messages_per_second),
-            range(0.0, true, 1e9, "above 0"),
+            range(1.0, false, 1e9, "at least 1"),
         ),
     ];
     if let Some((name, value, range)) = first_bad(settings) {

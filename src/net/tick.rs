@@ -20,9 +20,8 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
         .collect();
     // with tick slots, the loop runs once per slot (see Schedule::Slot)
     let slots = engine.config().tick_slots.clamp(1, MAX_TICK_SLOTS);
-    let period = Duration::from_secs_f64(
-        1.0 / f64::from(engine.config().tick_hz.clamp(1.0, 240.0)) / f64::from(slots),
-    );
+    let period =
+        Duration::from_secs_f64(1.0 / f64::from(engine.config().tick_hz) / f64::from(slots));
     let mut next = Instant::now();
     let m = &shared.metrics;
     // send_groups counts per tick period: a slot's share of the avatars goes out in
