@@ -59,7 +59,7 @@ pub(crate) struct PlayArgs {
     /// default) and messages per second (2000): 32 avatars at 30 poses a second stay
     /// well inside both. (`--vmc` sends from a socket per avatar, `--kinect` on one
     /// sensor's connection.)
-    #[arg(long, default_value_t = 32, value_parser = super::common::parse_positive)]
+    #[arg(long, default_value_t = PER_CONNECTION, value_parser = super::common::parse_positive)]
     per_connection: usize,
     /// Exit when the server cannot be reached or the connection drops, instead of
     /// reconnecting (after 0.5 s, doubling to 10 s; the clip plays on meanwhile, so
@@ -77,6 +77,11 @@ pub(crate) enum KinectArg {
     /// Azure Kinect body tracking (millimetres, Y down, `body_id`, `name`, `position`).
     Azure,
 }
+
+/// Avatars `play` (by default) and `demo` drive on one publisher connection: well
+/// within the server's default limits of 64 avatars and 2000 messages a second per
+/// connection at 30 poses a second.
+pub(crate) const PER_CONNECTION: usize = 32;
 
 /// Most bodies `play --kinect` sends in a frame (what the server reads in one).
 const KINECT_BODIES: usize = 16;

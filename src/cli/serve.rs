@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 
-use super::play::{pose_message, staggered};
+use super::play::{PER_CONNECTION, pose_message, staggered};
 use crate::bake::default_database;
 use crate::client::Client;
 use crate::net::{ServerConfig, start, start_with_garments};
@@ -114,9 +114,6 @@ pub(crate) struct DemoArgs {
     seconds: Option<f32>,
 }
 
-/// Avatars `demo` publishes on one connection.
-const DEMO_PER_CONNECTION: usize = 32;
-
 /// `demo --avatars`: 1 to the server's default `max_avatars`.
 fn parse_demo_avatars(s: &str) -> Result<usize, String> {
     let most = crate::engine::EngineConfig::default().max_avatars;
@@ -146,9 +143,9 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         println!("see them:        http://{}/ (in a browser)", server.addr);
         println!("watch them:      clothcast watch --url {url}");
         println!("metrics:         http://{}/metrics", server.addr);
-        // 32 avatars a connection keep within the server's per-publisher limits
+        // a connection per PER_CONNECTION avatars keeps within the per-publisher limits
         let mut clients = Vec::new();
-        for _ in 0..a.avatars.div_ceil(DEMO_PER_CONNECTION) {
+        for _ in 0..a.avatars.div_ceil(PER_CONNECTION) {
             clients.push(Client::connect(&url, Role::Publisher, None).await?);
         }
         let start_t = Instant::now();
@@ -170,7 +167,7 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
                     let t = start_t.elapsed().as_secs_f64();
                     for k in 0..a.avatars {
                         let pose = staggered(&clip, t, k, a.avatars);
-                        let client = &mut clients[k / DEMO_PER_CONNECTION];
+                        let client = &mut clients[k / PER_CONNECTION];
                         client.send(&pose_message(&format!("walker-{k}"), pose, t)).await?;
                     }
                     next += period;
