@@ -643,6 +643,29 @@ async fn vmc_over_udp_moves_an_avatar() {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(metric(server.addr, counted).await - before, 5.0);
+    // a frame overtaken on the way (its T behind the last one applied) is dropped whole
+    let stale = rosc::encoder::encode(&OscPacket::Bundle(OscBundle {
+        timetag: OscTime {
+            seconds: 0,
+            fractional: 1,
+        },
+        content: vec![
+            OscPacket::Message(OscMessage {
+                addr: "/VMC/Ext/T".into(),
+                args: vec![OscType::Float(10.05)],
+            }),
+            bone("LeftUpperArm", [0.0, 0.0, 0.0, 1.0]),
+        ],
+    }))
+    .expect("encodes");
+    sender.send_to(&stale, vmc).await.expect("send");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(metric(server.addr, "clothcast_vmc_stale_total").await, 1.0);
+    assert_eq!(metric(server.addr, counted).await - before, 5.0);
+    assert_eq!(
+        metric(server.addr, "clothcast_bad_messages_total").await,
+        0.0
+    );
     // garbage datagrams are ignored; the avatar keeps streaming
     sender.send_to(b"garbage", vmc).await.expect("send");
     // a bone whose finite components overflow when squared (found by the `ingest` fuzz

@@ -21,4 +21,4 @@ pub use kinect::{
 };
 pub use profile::{BUILTIN_PROFILES, Profile, ProfileError, normalize_name};
 pub use retarget::{RetargetError, Retargeter, SourceSkeleton};
-pub use vmc::{MAX_BUNDLE_DEPTH, VmcError, VmcPerformer, vmc_packet};
+pub use vmc::{MAX_BUNDLE_DEPTH, REORDER_WINDOW, VmcError, VmcPerformer, vmc_packet};

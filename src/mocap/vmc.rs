@@ -56,7 +56,24 @@ pub enum VmcError {
     /// A pose that cannot be sent.
     #[error("pose cannot be sent over VMC: {0}")]
     Pose(String),
+    /// A datagram whose `/VMC/Ext/T` is earlier than the frame already applied, by at
+    /// most [`REORDER_WINDOW`]: it was overtaken on the way (UDP keeps no order) and
+    /// would move the performer back in time, so nothing of it is used.
+    #[error("datagram of an earlier frame (T = {time} s after T = {last} s): arrived out of order")]
+    Stale {
+        /// The datagram's `/VMC/Ext/T`, seconds.
+        time: f64,
+        /// The latest `/VMC/Ext/T` applied, seconds.
+        last: f64,
+    },
 }
+
+/// How far back (seconds of sender time) a datagram's `/VMC/Ext/T` may lie behind the
+/// latest applied one and still be taken as overtaken on the way ([`VmcError::Stale`]).
+/// A larger step back is a sender that restarted its clock (taken as it comes), so a
+/// sender restarted on the same port loses at most this much of its new motion;
+/// networks reorder datagrams by milliseconds.
+pub const REORDER_WINDOW: f64 = 1.0;
 
 /// Farthest a VMC position may lie from the origin on any axis, metres (the bound a
 /// pose message's root has); beyond it the message is dropped, so that sums of
@@ -221,6 +238,13 @@ impl VmcPerformer {
         // applied to a copy, so a packet refused half-way changes nothing
         let mut next = self.clone();
         let used = next.packet(&packet, 0)?;
+        if let (Some(last), Some(time)) = (self.time, next.time)
+            && next.frames > self.frames
+            && time < last
+            && last - time <= REORDER_WINDOW
+        {
+            return Err(VmcError::Stale { time, last });
+        }
         next.update_root();
         *self = next;
         Ok(used)
@@ -417,6 +441,46 @@ mod tests {
         // turn it towards −Y as well
         let arm = q * Vec3::X;
         assert!(arm.y < -0.8, "{arm:?}");
+    }
+
+    /// A frame: the left upper arm turned by `angle` about Unity's Z, and `/VMC/Ext/T`.
+    fn frame(angle: f32, t: f32) -> Vec<u8> {
+        let (s, c) = ((angle / 2.0).sin(), (angle / 2.0).cos());
+        bytes(&bundle(vec![
+            bone("LeftUpperArm", [0.0, 0.0, s, c]),
+            OscPacket::Message(OscMessage {
+                addr: "/VMC/Ext/T".into(),
+                args: vec![OscType::Float(t)],
+            }),
+        ]))
+    }
+
+    #[test]
+    fn a_datagram_overtaken_on_the_way_is_dropped_and_a_restarted_clock_is_not() {
+        let mut p = VmcPerformer::default();
+        p.feed(&frame(0.2, 10.0)).expect("first frame");
+        p.feed(&frame(0.4, 10.1)).expect("later frame");
+        let arm = p.pose.rotation(JointId::LEFT_SHOULDER);
+        // the frame of T = 10.05 s arrives after the one of 10.1 s: nothing of it is used
+        match p.feed(&frame(0.3, 10.05)) {
+            Err(e @ VmcError::Stale { .. }) => {
+                assert!(e.to_string().contains("out of order"), "{e}");
+            }
+            other => panic!("expected Stale, got {other:?}"),
+        }
+        assert_eq!(p.pose.rotation(JointId::LEFT_SHOULDER), arm);
+        assert_eq!((p.time, p.frames), (Some(f64::from(10.1f32)), 2));
+        // a second datagram of the same frame (same T) is not stale
+        p.feed(&frame(0.5, 10.1)).expect("same frame");
+        assert_ne!(p.pose.rotation(JointId::LEFT_SHOULDER), arm);
+        // a sender that restarted its clock (T back by more than the window) is followed
+        p.feed(&frame(0.1, 0.0)).expect("restarted clock");
+        assert_eq!(p.time, Some(0.0));
+        p.feed(&frame(0.2, 0.033)).expect("next after the restart");
+        // datagrams without a T (senders that never send it) are never stale
+        let bare = bytes(&bone("LeftUpperArm", [0.0, 0.0, 0.0, 1.0]));
+        p.feed(&bare).expect("no T");
+        assert_eq!(p.pose.rotation(JointId::LEFT_SHOULDER), Quat::IDENTITY);
     }
 
     #[test]

@@ -250,6 +250,9 @@ struct Metrics {
     frames_out: AtomicU64,
     frames_dropped: AtomicU64,
     bad_messages: AtomicU64,
+    /// VMC datagrams of an earlier frame than one already applied (overtaken on the
+    /// way), dropped unread.
+    vmc_stale: AtomicU64,
 }
 
 struct Shared {
@@ -540,6 +543,10 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                         senders.touch(&from, now);
                         s.pose_in(Source::Vmc, avatar, pose, (sent_at, now), frame);
                     }
+                    Err(e @ crate::mocap::VmcError::Stale { .. }) => {
+                        m.vmc_stale.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%from, error = %e, "VMC packet dropped");
+                    }
                     Err(e) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!(%from, error = %e, "VMC packet refused");
@@ -694,7 +701,8 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_bytes_out_total counter\nclothcast_bytes_out_total {}\n\
          # TYPE clothcast_frames_out_total counter\nclothcast_frames_out_total {}\n\
          # TYPE clothcast_frames_dropped_total counter\nclothcast_frames_dropped_total {}\n\
-         # TYPE clothcast_bad_messages_total counter\nclothcast_bad_messages_total {}\n",
+         # TYPE clothcast_bad_messages_total counter\nclothcast_bad_messages_total {}\n\
+         # TYPE clothcast_vmc_stale_total counter\nclothcast_vmc_stale_total {}\n",
         g(&m.ticks),
         g(&m.late_ticks),
         g(&m.tick_panics),
@@ -721,6 +729,7 @@ async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.frames_out),
         g(&m.frames_dropped),
         g(&m.bad_messages),
+        g(&m.vmc_stale),
     );
     if let Ok(rates) = s.input_rates.lock() {
         text.push_str("# TYPE clothcast_avatar_input_hz gauge\n");
