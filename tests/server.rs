@@ -1336,3 +1336,85 @@ pub(super) async fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     s.read_to_string(&mut body).await.expect("response");
     body
 }
+
+/// The README's first command, on the small golden database: `clothcast demo` starts a
+/// server on the address it prints, walks its avatars there and stops after
+/// `--seconds`, cleanly, although nobody read its stdout after the first lines (it
+/// panicked in `println!` at "shutting down" when its stdout was closed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_serves_its_walking_avatars_where_it_says() {
+    use std::io::BufRead;
+    let small =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let mut demo = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .arg("demo")
+        .arg("--db")
+        .arg(&small)
+        .args(["--avatars", "3", "--bind", "127.0.0.1:0", "--seconds", "8"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("clothcast demo runs");
+    let stdout = demo.stdout.take().expect("piped stdout");
+    // the lines it prints before streaming, up to the metrics address
+    let lines = tokio::task::spawn_blocking(move || {
+        let mut lines = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            let last = line.starts_with("metrics:");
+            lines.push(line);
+            if last {
+                break;
+            }
+        }
+        lines
+    })
+    .await
+    .expect("joins");
+    let url = lines
+        .iter()
+        .find_map(|l| l.split_whitespace().find(|w| w.starts_with("ws://")))
+        .unwrap_or_else(|| panic!("no ws:// address in {lines:?}"))
+        .to_string();
+    assert!(
+        lines[0].contains("3 avatars"),
+        "first line should say how many avatars: {lines:?}"
+    );
+    let page = lines
+        .iter()
+        .find_map(|l| {
+            l.split_whitespace()
+                .find(|w| w.starts_with("http://") && w.ends_with('/'))
+        })
+        .unwrap_or_else(|| panic!("no viewer address in {lines:?}"));
+    let addr: std::net::SocketAddr = page
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .expect("viewer address");
+    assert!(http_get(addr, "/").await.starts_with("HTTP/1.1 200"));
+    // every avatar streams, and walks: its garment moves
+    let mut viewer = connect_viewer_to(&url, None).await;
+    let mut view = Viewer::default();
+    until(&mut viewer, &mut view, |v, _| {
+        (0..3).all(|k| {
+            v.avatars
+                .get(&format!("walker-{k}"))
+                .is_some_and(|a| a.frames >= 3)
+        })
+    })
+    .await;
+    assert_eq!(view.avatars.len(), 3, "{:?}", view.avatars.keys());
+    let first = view.avatars["walker-0"].positions.clone();
+    more_frames(&mut viewer, &mut view, "walker-0", 30).await;
+    let moved = max_moved(&first, &view.avatars["walker-0"].positions);
+    assert!(
+        moved > 0.03,
+        "the demo's walker did not move its garment ({moved} m)"
+    );
+    let status = tokio::task::spawn_blocking(move || demo.wait())
+        .await
+        .expect("joins")
+        .expect("demo exits");
+    assert!(status.success(), "clothcast demo failed: {status}");
+}

@@ -12,6 +12,13 @@ use crate::mesh::{GlbScene, Image, write_glb};
 use crate::mocap::{Clip, Profile};
 use crate::skeleton::Skeleton;
 
+/// Writes a status line to stdout, and goes on if nobody reads it: a server (`serve`,
+/// `demo`) or a publisher (`play`) whose stdout was closed (`| head`, a log pipe that
+/// died) keeps running instead of panicking in `println!`.
+pub(crate) fn say(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stdout().lock(), "{line}");
+}
+
 /// Body shape and resolution flags.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct BodyArgs {

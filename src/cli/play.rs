@@ -247,27 +247,27 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                 client.close().await;
             }
         }
-        print!(
-            "sent {sent} poses for {} avatars in {:.1} s",
-            a.avatars,
-            start.elapsed().as_secs_f32()
-        );
-        match &out {
+        let over = match &out {
             PlayTo::WebSocket(links) => {
                 let connections: u64 = links.iter().map(|l| l.connections).sum();
                 let unsent: u64 = links.iter().map(|l| l.unsent).sum();
                 let links = links.len() as u64;
                 match (connections, unsent) {
-                    (1, 0) => println!(),
-                    (c, 0) if c == links => println!(" over {c} connections"),
-                    (c, u) => println!(
+                    (1, 0) => String::new(),
+                    (c, 0) if c == links => format!(" over {c} connections"),
+                    (c, u) => format!(
                         " over {c} connections ({} poses not sent while disconnected)",
                         u * poses_per_message
                     ),
                 }
             }
-            PlayTo::Vmc(..) => println!(),
-        }
+            PlayTo::Vmc(..) => String::new(),
+        };
+        super::common::say(format_args!(
+            "sent {sent} poses for {} avatars in {:.1} s{over}",
+            a.avatars,
+            start.elapsed().as_secs_f32()
+        ));
         anyhow::Ok(())
     })
 }

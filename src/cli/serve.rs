@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 
+use super::common::say;
 use super::play::{PER_CONNECTION, pose_message, staggered};
 use crate::bake::default_database;
 use crate::client::Client;
@@ -88,12 +89,12 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(garments = %names.join(", "), "garments");
     runtime()?.block_on(async move {
         let server = start_with_garments(dbs, config).await?;
-        println!(
+        say(format_args!(
             "clothcast serving on ws://{}/ws (metrics: http://{}/metrics)",
             server.addr, server.addr
-        );
+        ));
         tokio::signal::ctrl_c().await?;
-        println!("shutting down");
+        say(format_args!("shutting down"));
         server.shutdown().await;
         anyhow::Ok(())
     })
@@ -112,6 +113,10 @@ pub(crate) struct DemoArgs {
     /// Stop after this many seconds (default: until Ctrl-C).
     #[arg(long, value_parser = super::common::parse_seconds)]
     seconds: Option<f32>,
+    /// Example database to wear (default: the default database, baked and cached when
+    /// missing); its body's skeleton is what the built-in clip is retargeted to.
+    #[arg(long)]
+    db: Option<PathBuf>,
 }
 
 /// `demo --avatars`: 1 to the server's default `max_avatars`.
@@ -124,7 +129,7 @@ fn parse_demo_avatars(s: &str) -> Result<usize, String> {
 }
 
 pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
-    let db = load_db(None)?;
+    let db = load_db(a.db.as_ref())?;
     let clip = crate::mocap::Clip::from_bvh_text(
         crate::bake::DEFAULT_CLIP,
         None,
@@ -139,10 +144,19 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
     runtime()?.block_on(async move {
         let server = start(db, config).await?;
         let url = format!("ws://{}/ws", server.addr);
-        println!("clothcast demo: {} avatars walking on {url}", a.avatars);
-        println!("see them:        http://{}/ (in a browser)", server.addr);
-        println!("watch them:      clothcast watch --url {url}");
-        println!("metrics:         http://{}/metrics", server.addr);
+        say(format_args!(
+            "clothcast demo: {} avatars walking on {url}",
+            a.avatars
+        ));
+        say(format_args!(
+            "see them:        http://{}/ (in a browser)",
+            server.addr
+        ));
+        say(format_args!("watch them:      clothcast watch --url {url}"));
+        say(format_args!(
+            "metrics:         http://{}/metrics",
+            server.addr
+        ));
         // a connection per PER_CONNECTION avatars keeps within the per-publisher limits
         let mut clients = Vec::new();
         for _ in 0..a.avatars.div_ceil(PER_CONNECTION) {
@@ -174,7 +188,7 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
                 }
             }
         }
-        println!("shutting down");
+        say(format_args!("shutting down"));
         server.shutdown().await;
         anyhow::Ok(())
     })
@@ -244,7 +258,7 @@ fn one_shot(url: &str, token: Option<String>, msg: ClientMessage, ok: &str) -> a
             Ok(Ok(crate::protocol::ServerMessage::Error { code, message })) => {
                 anyhow::bail!("{code}: {message}")
             }
-            _ => println!("{ok}"),
+            _ => say(format_args!("{ok}")),
         }
         anyhow::Ok(())
     })

@@ -3,6 +3,7 @@
 //! restarts or the network drops.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -108,11 +109,12 @@ impl Report {
         }
     }
 
-    /// Prints a line per avatar once a second.
-    fn maybe_print(&mut self, viewer: &Viewer) {
+    /// Prints a line per avatar once a second (an error: stdout cannot be written).
+    fn maybe_print(&mut self, viewer: &Viewer) -> std::io::Result<()> {
         if self.last.elapsed() < Duration::from_secs(1) {
-            return;
+            return Ok(());
         }
+        let mut out = std::io::stdout().lock();
         let dt = self.last.elapsed().as_secs_f64();
         self.last = Instant::now();
         // avatars that left start from zero if they come back
@@ -140,16 +142,18 @@ impl Report {
                 id.escape_debug().to_string(),
                 garment.escape_debug().to_string(),
             );
-            println!(
+            writeln!(
+                out,
                 "{id:>16}: {garment:>8} {:5.1} fps  {:7.1} kbit/s  {latency}  missed {}  {} vertices  frame {}",
                 v.frames.saturating_sub(st.frames) as f64 / dt,
                 v.bytes.saturating_sub(st.bytes) as f64 * 8.0 / 1000.0 / dt,
                 st.missed,
                 v.positions.len() / 3,
                 v.last.as_ref().map_or(0, |f| f.seq)
-            );
+            )?;
             st.next_interval(v.frames, v.bytes);
         }
+        out.flush()
     }
 }
 
@@ -229,7 +233,18 @@ pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
                 if let Err(e) = client.keepalive().await {
                     break e;
                 }
-                report.maybe_print(&viewer);
+                match report.maybe_print(&viewer) {
+                    Ok(()) => {}
+                    // nobody reads the table any more (`watch | head`): done
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                        client.close().await;
+                        return anyhow::Ok(());
+                    }
+                    Err(e) => {
+                        client.close().await;
+                        return Err(anyhow::Error::new(e).context("writing to stdout"));
+                    }
+                }
             };
             if a.no_reconnect || lost.is_final() {
                 return Err(anyhow::Error::new(lost).context(format!("watching {}", a.url)));
