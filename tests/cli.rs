@@ -134,3 +134,39 @@ fn bad_inputs_fail_with_a_readable_error() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no profile named \"nosuch\""));
 }
+
+/// A report whose reader went away (`inspect DB | head -1`) ends quietly with status 0,
+/// as `head` expects (it panicked in `println!`); one that cannot be written (a full
+/// disk) ends with the error.
+#[test]
+fn a_report_to_a_closed_or_full_stdout_ends_cleanly() {
+    let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let mut child = bin()
+        .arg("inspect")
+        .arg(&db)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    // the reader goes away before the report is written
+    drop(child.stdout.take());
+    let o = child.wait_with_output().expect("waits");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{}: {err}", o.status);
+    assert!(!err.contains("panicked"), "{err}");
+    if std::path::Path::new("/dev/full").exists() {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full");
+        let o = bin()
+            .arg("inspect")
+            .arg(&db)
+            .stdout(full)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("writing to stdout"), "{err}");
+    }
+}

@@ -38,7 +38,7 @@ pub(crate) fn run(a: AssetsArgs) -> anyhow::Result<()> {
             animation: None,
         },
     )?;
-    println!(
+    outln!(
         "{}  body, {} vertices, 22-joint skin",
         body_path.display(),
         body.mesh.vertex_count()
@@ -64,7 +64,7 @@ pub(crate) fn run(a: AssetsArgs) -> anyhow::Result<()> {
         write_file(&obj, |w| {
             write_obj(w, &g.mesh, &format!("clothcast {name}, rest pose, metres"))
         })?;
-        println!(
+        outln!(
             "{}  {name}, {} vertices, {} regions (also {})",
             glb.display(),
             g.vertex_count(),
@@ -87,6 +87,6 @@ pub(crate) fn run(a: AssetsArgs) -> anyhow::Result<()> {
         },
     )
     .context("writing avatar.glb")?;
-    println!("{}  body and garments together", avatar.display());
+    outln!("{}  body and garments together", avatar.display());
     Ok(())
 }

@@ -146,7 +146,7 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
             db
         }
     };
-    println!(
+    outln!(
         "{}  {} examples of {} ({} vertices), {:.0} s",
         a.out.display(),
         db.examples.len(),
@@ -176,7 +176,7 @@ pub(crate) fn run_merge(a: MergeArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let db = merge(dbs)?;
     db.write(&a.out)?;
-    println!("{}  {} examples", a.out.display(), db.examples.len());
+    outln!("{}  {} examples", a.out.display(), db.examples.len());
     Ok(())
 }
 
@@ -190,32 +190,32 @@ pub(crate) struct InspectArgs {
 pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
     let bytes = std::fs::read(&a.db).with_context(|| format!("reading {}", a.db.display()))?;
     let db = Database::from_bytes(&bytes).with_context(|| format!("reading {}", a.db.display()))?;
-    println!(
+    outln!(
         "{}: clothcast database, format version {}, {} bytes",
         a.db.display(),
         crate::sor::DB_VERSION,
         bytes.len()
     );
-    println!(
+    outln!(
         "garment      {} — {} vertices, {} triangles, hash {:016x}",
         db.garment.name,
         db.vertex_count(),
         db.garment.triangles.len(),
         crate::sor::garment_hash(&db.garment)
     );
-    println!(
+    outln!(
         "regions      {} ({})",
         db.region_count(),
         db.garment.region_names.join(", ")
     );
-    println!(
+    outln!(
         "body         {} vertices, {} triangles, height {:.3} m, hash {:016x}",
         db.body.positions.len(),
         db.body.triangles.len(),
         db.body.to_body().shape.height,
         crate::sor::body_hash(&db.body)
     );
-    println!("examples     {}", db.examples.len());
+    outln!("examples     {}", db.examples.len());
     let max_angle = db
         .examples
         .iter()
@@ -226,7 +226,7 @@ pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
                 .fold(0.0f32, f32::max)
         })
         .fold(0.0f32, f32::max);
-    println!(
+    outln!(
         "pose spread  largest joint rotation from rest {:.0}°",
         max_angle.to_degrees()
     );
@@ -237,16 +237,19 @@ pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
         .filter(|&&a| a > 0.01)
         .count();
     let total = db.examples.len() * db.vertex_count();
-    println!(
+    outln!(
         "remote bones α > 0.01 on {:.1} % of example vertices",
         100.0 * remote as f64 / total.max(1) as f64
     );
-    println!(
+    outln!(
         "bake         sampler {}, seed {}, {:.0} s, {}",
-        db.bake.sampler, db.bake.seed, db.bake.seconds, db.bake.built_by
+        db.bake.sampler,
+        db.bake.seed,
+        db.bake.seconds,
+        db.bake.built_by
     );
     for s in &db.bake.sources {
-        println!("  source     {s}");
+        outln!("  source     {s}");
     }
     Ok(())
 }

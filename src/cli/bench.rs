@@ -50,11 +50,11 @@ pub(crate) fn run(a: BenchArgs) -> anyhow::Result<()> {
 fn bench_sim(b: SimBench) -> anyhow::Result<()> {
     let body = Body::default_body()?;
     let params = SimParams::default();
-    println!(
+    outln!(
         "cloth statics, T-shirt on the default body ({} vertices), one thread",
         body.mesh.vertex_count()
     );
-    println!(
+    outln!(
         "{:>8} {:>7} | {:>11} {:>9} | {:>10} | {:>12} {:>7} | {:>12}",
         "vertices",
         "DOF",
@@ -92,7 +92,7 @@ fn bench_sim(b: SimBench) -> anyhow::Result<()> {
         tracing::debug!(rhs = ?sens.rhs_time, factor = ?sens.factor_time, solve = ?sens.solve_time, "sensitivity phases");
         let factor_ms = 1000.0 * (rest.report.factor_time + eq.report.factor_time).as_secs_f64()
             / (rest.report.factorizations + eq.report.factorizations).max(1) as f64;
-        println!(
+        outln!(
             "{:>8} {:>7} | {:>11} {:>9.2} | {:>10.1} | {:>12.2} {:>7} | {:>12.2}",
             garment.vertex_count(),
             3 * garment.vertex_count(),

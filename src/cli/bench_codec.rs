@@ -95,20 +95,28 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
     let large = Garment::generate(&default_body, &cfg)?;
     let binding = Binding::new(&coarse, &large.mesh.positions)?;
     let large_setup = setup_of(&large.mesh.triangles, &large.skin)?;
-    println!(
+    outln!(
         "garment stream codec, one thread; max error 1 mm; the lossless peers code exactly the frames clothcast reconstructs;"
     );
-    println!(
+    outln!(
         "bits per vertex per frame count every byte of the message, keyframes every {:.0} s included;",
         b.keyframe_interval
     );
-    println!(
+    outln!(
         "clothcast's times are the fastest of {} passes over each sequence\n",
         b.passes
     );
-    println!(
+    outln!(
         "{:<26} {:<20} {:>7} {:>7} {:>7} {:>8} {:>8} {:>9} {:>9}",
-        "sequence", "method", "mean", "p95", "max", "max mm", "rms mm", "enc µs", "dec µs"
+        "sequence",
+        "method",
+        "mean",
+        "p95",
+        "max",
+        "max mm",
+        "rms mm",
+        "enc µs",
+        "dec µs"
     );
     for (setup, bind) in [(&small_setup, None), (&large_setup, Some(&binding))] {
         for fps in [30u32, 60] {
@@ -117,7 +125,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
                 let label = format!("{} {}v {}fps", seq.name, setup.vertex_count(), seq.fps);
                 let key_every = ((b.keyframe_interval * fps as f32) as usize).max(1);
                 for r in run_methods(setup, &seq, key_every, b.js, b.passes)? {
-                    println!(
+                    outln!(
                         "{:<26} {:<20} {:>7.2} {:>7.2} {:>7.1} {:>8.3} {:>8.3} {:>9} {:>9.0}",
                         label,
                         r.method,
@@ -582,7 +590,7 @@ fn write_golden(
     write_file(&dir.join("last.f32"), |w| {
         w.write_all(bytemuck::cast_slice(&rec))
     })?;
-    println!(
+    outln!(
         "wrote golden stream of {} records ({} bytes) for {n} vertices to {}",
         json.len(),
         stream.len(),

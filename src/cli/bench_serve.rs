@@ -111,7 +111,7 @@ fn parse_figures(pose: &crate::skeleton::Pose) -> anyhow::Result<()> {
     let ours_json = fastest(&|| ClientMessage::from_json(std::hint::black_box(&json)).is_ok())?;
     let serde_json =
         fastest(&|| serde_json::from_str::<ClientMessage>(std::hint::black_box(&json)).is_ok())?;
-    println!(
+    outln!(
         "reading one pose message (22 joints): MessagePack ({} bytes) {ours:.1} µs, JSON ({} bytes) {ours_json:.1} µs; serde's tagged enum on the same bytes {serde:.1} and {serde_json:.1} µs",
         packed.len(),
         json.len()
@@ -136,7 +136,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         Some(k) => format!("each subscribed to {k} avatars (viewer i the i-th block)"),
         None => "subscribed to all avatars".to_string(),
     };
-    println!(
+    outln!(
         "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick in {} slots, encoder effort {}, frames sent in {} groups per tick, this machine",
         db.vertex_count(),
         b.viewers,
@@ -150,7 +150,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         .to_lowercase(),
         b.send_groups.unwrap_or(ServerConfig::default().send_groups)
     );
-    println!(
+    outln!(
         "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11} | {:>14} {:>12}",
         "avatars",
         "frames/s/vw",
@@ -295,7 +295,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 ),
                 _ => ("-".into(), "-".into()),
             };
-            println!(
+            outln!(
                 "{:>8} | {:>12.0} {:>8.0}% | {:>9.1} {:>9.1} | {:>11.2} | {:>14} {:>12}",
                 n,
                 per_viewer,

@@ -109,7 +109,7 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
     cfg.target_vertices = b.large;
     let large = refine(&db, &Garment::generate(&Body::default_body()?, &cfg)?)?;
     accuracy_of_min_share(&db, &poses, b.top_k);
-    println!(
+    outln!(
         "SOR synthesis: {} avatars sharing one database, {} examples, K = {}, walking poses (CMU 131_01)",
         b.avatars,
         db.examples.len(),
@@ -123,10 +123,14 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
         ..SynthParams::default()
     };
     let synths = [&db, &large].map(|d| Synthesizer::new(d, params.clone()));
-    println!("SOR's vertex loop: {}", synths[0].vertex_loop());
-    println!(
+    outln!("SOR's vertex loop: {}", synths[0].vertex_loop());
+    outln!(
         "{:>8} {:>7} | {:>14} {:>14} | {:>9}",
-        "vertices", "threads", "SOR avatar-fps", "LBS avatar-fps", "SOR / LBS"
+        "vertices",
+        "threads",
+        "SOR avatar-fps",
+        "LBS avatar-fps",
+        "SOR / LBS"
     );
     for synth in &synths {
         let d = synth.database();
@@ -137,7 +141,7 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
             let sor = pool.install(|| measure_sor(synth, &poses, b.avatars, b.seconds, b.passes));
             let lbs =
                 pool.install(|| measure_lbs(d, &body, &poses, b.avatars, b.seconds, b.passes));
-            println!(
+            outln!(
                 "{:>8} {:>7} | {:>14.0} {:>14.0} | {:>8.2}×",
                 d.vertex_count(),
                 threads,
@@ -147,17 +151,21 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
             );
         }
     }
-    println!(
+    outln!(
         "one frame, one avatar, one thread: mean over {} walking poses of the fastest of {} runs each",
-        FRAME_POSES, FRAME_RUNS
+        FRAME_POSES,
+        FRAME_RUNS
     );
-    println!(
+    outln!(
         "{:>8} | {:>10} {:>10} | {:>9}",
-        "vertices", "SOR µs", "LBS µs", "SOR / LBS"
+        "vertices",
+        "SOR µs",
+        "LBS µs",
+        "SOR / LBS"
     );
     for synth in &synths {
         let (sor, lbs) = frame_times(synth, &body, &poses);
-        println!(
+        outln!(
             "{:>8} | {:>10.1} {:>10.1} | {:>8.2}×",
             synth.database().vertex_count(),
             sor * 1e6,
@@ -243,7 +251,7 @@ fn accuracy_of_min_share(db: &Database, poses: &[Pose], top_k: usize) {
             count += 1;
         }
     }
-    println!(
+    outln!(
         "min_share = {}: vertices move by {:.3} mm on average, {:.2} mm at most, against keeping every example (200 walking poses)",
         SynthParams::default().min_share,
         sum / count.max(1) as f64 * 1000.0,

@@ -19,6 +19,18 @@ pub(crate) fn say(line: std::fmt::Arguments<'_>) {
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
+/// What [`outln!`] does: writes a report line; exits with status 0 when nobody reads
+/// stdout any more, with status 1 and the error on stderr when it cannot be written.
+pub(crate) fn out_line(line: std::fmt::Arguments<'_>) {
+    if let Err(e) = writeln!(std::io::stdout().lock(), "{line}") {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: writing to stdout: {e}");
+            std::process::exit(1);
+        }
+        std::process::exit(0);
+    }
+}
+
 /// Body shape and resolution flags.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct BodyArgs {

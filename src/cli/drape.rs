@@ -155,7 +155,7 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
         &garment.mesh.triangles,
         &garment.name,
     )?;
-    println!("{}", a.out.display());
+    outln!("{}", a.out.display());
     if let Some(png) = &a.png {
         let body_mesh = body.posed_mesh(&target, SimParams::default().body_skinning);
         let cloth = TriMesh::new(garment_world, garment.mesh.triangles.clone());
@@ -186,7 +186,7 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
         .map(|d| render(&items, &Camera::framing(lo, hi, d, 1.0), 600, 600))
         .collect();
         write_png(png, &Image::hstack(&views))?;
-        println!("{}", png.display());
+        outln!("{}", png.display());
     }
     Ok(())
 }

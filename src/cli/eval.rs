@@ -123,7 +123,7 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     .context("evaluating")?;
     bar.finish_and_clear();
     let table = summary_table(&eval);
-    println!("{table}");
+    outln!("{table}");
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     write_file(&args.out.join("summary.md"), |w| {
@@ -131,7 +131,7 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     })?;
     write_file(&args.out.join("eval.csv"), |w| write_csv(w, &eval))?;
     plot(&args.out.join("eval.png"), &eval)?;
-    println!(
+    outln!(
         "wrote {}/{{summary.md,eval.csv,eval.png}}",
         args.out.display()
     );

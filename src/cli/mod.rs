@@ -1,6 +1,16 @@
 //! The `clothcast` command line (clap): one subcommand per job. Errors are reported
 //! with `anyhow` here and only here.
 
+/// `println!` for the batch commands' reports: a reader that went away (`inspect DB |
+/// head`) ends the command quietly with status 0, as `head` expects, where `println!`
+/// panicked; any other error writing stdout (a full disk) ends it with the error.
+/// Servers use [`common::say`], which goes on.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        $crate::cli::common::out_line(format_args!($($t)*))
+    };
+}
+
 mod assets;
 mod bake;
 mod bench;

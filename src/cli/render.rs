@@ -104,6 +104,6 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
     .map(|d| render(&items, &Camera::framing(lo, hi, d, 1.0), a.size, a.size))
     .collect();
     write_png(&a.out, &Image::hstack(&views))?;
-    println!("{}", a.out.display());
+    outln!("{}", a.out.display());
     Ok(())
 }

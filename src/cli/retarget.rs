@@ -78,7 +78,7 @@ pub(crate) fn run(a: RetargetArgs) -> anyhow::Result<()> {
             animation: Some(anim.glb(&name)),
         },
     )?;
-    println!(
+    outln!(
         "{}  {} frames, {:.2} s",
         a.out.display(),
         clip.poses.len(),
