@@ -697,3 +697,59 @@ async fn a_flood_of_unfinished_requests_is_bounded_by_max_connections() {
     let _viewer = connect_viewer(&url).await;
     server.shutdown().await;
 }
+
+/// One address cannot take every place: past `max_connections_per_address` its
+/// connections are answered 503 before the upgrade, while another address (127.0.0.2,
+/// also loopback) still gets in; a place it frees is its own again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_address_is_held_to_its_share_of_the_connections() {
+    let (server, url) = serve(ServerConfig {
+        max_connections_per_address: 2,
+        ..config()
+    })
+    .await;
+    let (first, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("first connects");
+    let (_second, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("second connects");
+    match tokio_tungstenite::connect_async(&url).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            assert_eq!(r.status(), 503);
+            let body = String::from_utf8_lossy(r.body().as_deref().unwrap_or_default());
+            assert!(body.contains("connection limit of 2 per address"), "{body}");
+        }
+        other => panic!("a third connection from 127.0.0.1: {other:?}"),
+    }
+    assert_eq!(
+        metric(server.addr, "clothcast_connections_refused_total").await,
+        1.0
+    );
+    // another address has its own places
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.2:0".parse().expect("addr"))
+        .expect("127.0.0.2 is loopback");
+    let tcp = socket.connect(server.addr).await.expect("connects");
+    let (_other, _) = tokio_tungstenite::client_async(url.as_str(), tcp)
+        .await
+        .expect("a connection from 127.0.0.2 is taken");
+    assert_eq!(metric(server.addr, "clothcast_connections").await, 3.0);
+    // one leaves: its address may connect again
+    drop(first);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while metric(server.addr, "clothcast_connections").await > 2.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the place was not freed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut publisher = connect_publisher(&url).await;
+    publisher
+        .send(&arm_pose("a", 0.3, 0.0))
+        .await
+        .expect("pose");
+    server.shutdown().await;
+}

@@ -83,6 +83,38 @@ impl Drop for Open {
     }
 }
 
+/// Holds one of [`ServerConfig::max_connections_per_address`]'s places of an address
+/// for as long as it lives.
+///
+/// [`ServerConfig::max_connections_per_address`]: super::ServerConfig::max_connections_per_address
+struct FromAddress(Arc<Shared>, std::net::IpAddr);
+
+impl FromAddress {
+    /// A place for one more connection from `ip`; `None` when it has all of its own.
+    fn take(s: &Arc<Shared>, ip: std::net::IpAddr) -> Option<Self> {
+        let mut open = s.per_address.lock().ok()?;
+        let n = open.entry(ip).or_insert(0);
+        if *n >= s.config.max_connections_per_address {
+            return None;
+        }
+        *n += 1;
+        Some(Self(Arc::clone(s), ip))
+    }
+}
+
+impl Drop for FromAddress {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.0.per_address.lock()
+            && let Some(n) = open.get_mut(&self.1)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.1);
+            }
+        }
+    }
+}
+
 pub(super) async fn ws_upgrade(
     ws: WebSocketUpgrade,
     State(s): State<Arc<Shared>>,
@@ -111,12 +143,23 @@ pub(super) async fn ws_upgrade(
         return (axum::http::StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
     let guard = Open(Arc::clone(&s));
+    let Some(from) = FromAddress::take(&s, peer.ip()) else {
+        drop(guard);
+        s.metrics
+            .connections_refused
+            .fetch_add(1, Ordering::Relaxed);
+        let why = format!(
+            "connection limit of {} per address reached; try again later\n",
+            s.config.max_connections_per_address
+        );
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+    };
     let limit = s.config.max_message_bytes;
     ws.max_message_size(limit)
         .max_frame_size(limit)
         .on_upgrade(move |socket| async move {
             connection(socket, s, peer).await;
-            drop(guard);
+            drop((from, guard));
         })
         .into_response()
 }

@@ -90,6 +90,11 @@ pub struct ServerConfig {
     /// once (before their upgrade, or idle between requests): more are closed as soon
     /// as they are accepted.
     pub max_connections: usize,
+    /// WebSocket connections open at once from one IP address (at least 1): one host
+    /// cannot take every place of `max_connections`. A venue whose headsets share one
+    /// public address behind NAT needs this at least its headset count; more are
+    /// answered HTTP 503 before the upgrade.
+    pub max_connections_per_address: usize,
     /// UDP address of the VMC (OSC) listener; `None` turns it off. UDP carries no token:
     /// anyone who can reach this address can drive avatars.
     pub vmc_bind: Option<SocketAddr>,
@@ -119,6 +124,7 @@ impl Default for ServerConfig {
             max_avatars_per_publisher: 64,
             max_viewers: 256,
             max_connections: 1024,
+            max_connections_per_address: 256,
             vmc_bind: Some(SocketAddr::from(([127, 0, 0, 1], 39539))),
             vmc_avatar: None,
             databases: Vec::new(),
@@ -283,6 +289,8 @@ struct Shared {
     /// and go, so that a connection can refuse a new avatar by name when the server
     /// already drives `engine.max_avatars`.
     avatars: Mutex<HashSet<String>>,
+    /// Open WebSocket connections per peer IP address (addresses with none absent).
+    per_address: Mutex<HashMap<std::net::IpAddr, usize>>,
 }
 
 impl Shared {
@@ -409,6 +417,7 @@ pub async fn start_with_garments(
         watchers: Mutex::new(Watchers::default()),
         input_rates: Mutex::new(Vec::new()),
         avatars: Mutex::new(HashSet::new()),
+        per_address: Mutex::new(HashMap::new()),
         retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
             db.body.skeleton,
         )),

@@ -20,7 +20,7 @@ pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
     let n = |v: usize| v as f64;
     // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
     // allocated up front
-    let settings: [(&'static str, f64, Range); 6] = [
+    let settings: [(&'static str, f64, Range); 7] = [
         (
             "viewer_queue",
             n(config.viewer_queue),
@@ -35,6 +35,11 @@ pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
             "engine.tick_slots",
             f64::from(config.engine.tick_slots),
             range(0.0, false, f64::from(MAX_TICK_SLOTS), "0 to 16 slots"),
+        ),
+        (
+            "max_connections_per_address",
+            n(config.max_connections_per_address),
+            range(1.0, false, f64::INFINITY, "at least 1"),
         ),
         ("hello_timeout", f64::from(config.hello_timeout), TIMEOUT),
         ("peer_timeout", f64::from(config.peer_timeout), TIMEOUT),
@@ -86,6 +91,9 @@ mod tests {
         let mut c = base();
         c.max_messages_per_second = 0.0;
         assert_eq!(refused(&c), "max_messages_per_second");
+        let mut c = base();
+        c.max_connections_per_address = 0;
+        assert_eq!(refused(&c), "max_connections_per_address");
         let mut c = base();
         c.engine.tick_slots = 17;
         assert_eq!(refused(&c), "engine.tick_slots");
