@@ -1418,3 +1418,82 @@ async fn demo_serves_its_walking_avatars_where_it_says() {
         .expect("demo exits");
     assert!(status.success(), "clothcast demo failed: {status}");
 }
+
+/// `serve` stopped the way systemd, Docker and Kubernetes stop a service (SIGTERM)
+/// shuts down gracefully: every viewer is closed with 1001 and a reason, and it exits 0
+/// (it was killed outright, and viewers saw the link drop without a word).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_shuts_down_gracefully_on_sigterm() {
+    use std::io::BufRead;
+    let small =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let config =
+        std::env::temp_dir().join(format!("clothcast-sigterm-{}.toml", std::process::id()));
+    // no VMC listener: the default port may be taken by another test's server
+    std::fs::write(&config, "open = true\nvmc_bind = \"127.0.0.1:0\"\n").expect("config");
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .arg("serve")
+        .arg("--db")
+        .arg(&small)
+        .arg("--config")
+        .arg(&config)
+        .args(["--bind", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("clothcast serve runs");
+    let stdout = serve.stdout.take().expect("piped stdout");
+    let (first, lines) = tokio::task::spawn_blocking(move || {
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let first = lines.next().and_then(Result::ok).unwrap_or_default();
+        (first, lines)
+    })
+    .await
+    .expect("joins");
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("ws://"))
+        .unwrap_or_else(|| panic!("no ws:// address in {first:?}"))
+        .to_string();
+    let mut viewer = connect_viewer_to(&url, None).await;
+    let mut publisher = connect_publisher(&url).await;
+    publisher
+        .send(&arm_pose("a", 0.3, 0.0))
+        .await
+        .expect("pose");
+    let mut view = Viewer::default();
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get("a").is_some_and(|a| a.frames >= 1)
+    })
+    .await;
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &serve.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(10), viewer.next()).await {
+            Ok(Ok(_)) => continue,
+            Ok(Err(e)) => break e,
+            Err(_) => panic!("the viewer was not closed after SIGTERM"),
+        }
+    };
+    match &closed {
+        clothcast::client::ClientError::ClosedBy { code, reason } => {
+            assert_eq!(*code, 1001, "{closed}");
+            assert!(reason.contains("shutting down"), "{closed}");
+        }
+        other => panic!("expected a close with a reason, got {other}"),
+    }
+    let (status, rest) = tokio::task::spawn_blocking(move || {
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        (serve.wait(), rest)
+    })
+    .await
+    .expect("joins");
+    let status = status.expect("serve exits");
+    assert!(status.success(), "serve after SIGTERM: {status}");
+    assert!(rest.iter().any(|l| l == "shutting down"), "{rest:?}");
+    let _ = std::fs::remove_file(&config);
+}

@@ -93,11 +93,29 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
             "clothcast serving on ws://{}/ws (metrics: http://{}/metrics)",
             server.addr, server.addr
         ));
-        tokio::signal::ctrl_c().await?;
+        stop_signal().await?;
         say(format_args!("shutting down"));
         server.shutdown().await;
         anyhow::Ok(())
     })
+}
+
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, which is how systemd, Docker and
+/// Kubernetes stop a service: either way the server shuts down gracefully (closes
+/// every connection with 1001 and a reason) instead of being killed mid-frame.
+async fn stop_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await
+    }
 }
 
 /// Arguments of `clothcast demo`.
@@ -169,7 +187,7 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
             match a.seconds {
                 Some(s) => tokio::time::sleep(Duration::from_secs_f32(s.max(0.0))).await,
                 None => {
-                    let _ = tokio::signal::ctrl_c().await;
+                    let _ = stop_signal().await;
                 }
             }
         };
