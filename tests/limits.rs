@@ -753,3 +753,56 @@ async fn one_address_is_held_to_its_share_of_the_connections() {
         .expect("pose");
     server.shutdown().await;
 }
+
+/// Behind a trusted reverse proxy every connection comes from the proxy's address: the
+/// per-address limit counts the clients it names in `X-Forwarded-For` instead, and a
+/// client that is not a trusted proxy cannot choose its address with the header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_the_forwarded_client_is_counted() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let (server, url) = serve(ServerConfig {
+        max_connections_per_address: 1,
+        trusted_proxies: vec!["127.0.0.1".parse().expect("addr")],
+        ..config()
+    })
+    .await;
+    let via_proxy = |client: &str| {
+        let mut req = url.as_str().into_client_request().expect("request");
+        req.headers_mut()
+            .insert("x-forwarded-for", client.parse().expect("header value"));
+        tokio_tungstenite::connect_async(req)
+    };
+    let (_a, _) = via_proxy("203.0.113.7").await.expect("first client");
+    let (_b, _) = via_proxy("203.0.113.8")
+        .await
+        .expect("another client through the same proxy");
+    match via_proxy("6.6.6.6, 203.0.113.7").await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 503),
+        other => panic!("the first client's second connection: {other:?}"),
+    }
+    // from an untrusted address the header is ignored: 127.0.0.2 is counted as itself
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.2:0".parse().expect("addr"))
+        .expect("127.0.0.2 is loopback");
+    let tcp = socket.connect(server.addr).await.expect("connects");
+    let mut req = url.as_str().into_client_request().expect("request");
+    req.headers_mut()
+        .insert("x-forwarded-for", "203.0.113.9".parse().expect("value"));
+    let (_c, _) = tokio_tungstenite::client_async(req, tcp)
+        .await
+        .expect("127.0.0.2 has its own place");
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind("127.0.0.2:0".parse().expect("addr"))
+        .expect("127.0.0.2 is loopback");
+    let tcp = socket.connect(server.addr).await.expect("connects");
+    let mut req = url.as_str().into_client_request().expect("request");
+    req.headers_mut()
+        .insert("x-forwarded-for", "203.0.113.10".parse().expect("value"));
+    match tokio_tungstenite::client_async(req, tcp).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 503),
+        other => panic!("127.0.0.2 chose another address with the header: {other:?}"),
+    }
+    server.shutdown().await;
+}

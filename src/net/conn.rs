@@ -16,6 +16,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::sync::broadcast;
 
 use super::driven::Driven;
+use super::peer::Peer;
 use super::{Shared, Source};
 use crate::engine::{Applied, TickOutput, apply_joints, apply_pose_message};
 use crate::mocap::parse_body_frame;
@@ -83,43 +84,13 @@ impl Drop for Open {
     }
 }
 
-/// Holds one of [`ServerConfig::max_connections_per_address`]'s places of an address
-/// for as long as it lives.
-///
-/// [`ServerConfig::max_connections_per_address`]: super::ServerConfig::max_connections_per_address
-struct FromAddress(Arc<Shared>, std::net::IpAddr);
-
-impl FromAddress {
-    /// A place for one more connection from `ip`; `None` when it has all of its own.
-    fn take(s: &Arc<Shared>, ip: std::net::IpAddr) -> Option<Self> {
-        let mut open = s.per_address.lock().ok()?;
-        let n = open.entry(ip).or_insert(0);
-        if *n >= s.config.max_connections_per_address {
-            return None;
-        }
-        *n += 1;
-        Some(Self(Arc::clone(s), ip))
-    }
-}
-
-impl Drop for FromAddress {
-    fn drop(&mut self) {
-        if let Ok(mut open) = self.0.per_address.lock()
-            && let Some(n) = open.get_mut(&self.1)
-        {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                open.remove(&self.1);
-            }
-        }
-    }
-}
-
 pub(super) async fn ws_upgrade(
     ws: WebSocketUpgrade,
     State(s): State<Arc<Shared>>,
-    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>,
+    axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<SocketAddr>,
+    headers: axum::http::HeaderMap,
 ) -> axum::response::Response {
+    let peer = Peer::new(from, &headers, &s.config.trusted_proxies);
     // a server shutting down takes no one new (clients that were just closed with
     // 1001 come straight back, and would be welcomed by a server about to exit)
     if *s.closing.borrow() {
@@ -143,7 +114,10 @@ pub(super) async fn ws_upgrade(
         return (axum::http::StatusCode::SERVICE_UNAVAILABLE, why).into_response();
     }
     let guard = Open(Arc::clone(&s));
-    let Some(from) = FromAddress::take(&s, peer.ip()) else {
+    let Some(place) = s
+        .per_address
+        .take(peer.ip(), s.config.max_connections_per_address)
+    else {
         drop(guard);
         s.metrics
             .connections_refused
@@ -159,7 +133,7 @@ pub(super) async fn ws_upgrade(
         .max_frame_size(limit)
         .on_upgrade(move |socket| async move {
             connection(socket, s, peer).await;
-            drop((from, guard));
+            drop((place, guard));
         })
         .into_response()
 }
@@ -324,7 +298,7 @@ impl Out {
 }
 
 /// One connection from `peer`, logged when it is welcomed and when it ends (with why).
-async fn connection(socket: WebSocket, s: Arc<Shared>, peer: SocketAddr) {
+async fn connection(socket: WebSocket, s: Arc<Shared>, peer: Peer) {
     let (sink, stream) = socket.split();
     let mut out = Out {
         sink,
@@ -364,7 +338,7 @@ async fn session(
     out: &mut Out,
     mut stream: futures_util::stream::SplitStream<WebSocket>,
     s: Arc<Shared>,
-    peer: SocketAddr,
+    peer: Peer,
     welcomed: &mut Option<Role>,
 ) {
     let peer_timeout = peer_timeout(&s);

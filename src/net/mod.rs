@@ -28,6 +28,7 @@ use crate::sor::Database;
 mod conn;
 mod driven;
 mod http;
+mod peer;
 mod settings;
 mod tick;
 mod watch;
@@ -95,6 +96,10 @@ pub struct ServerConfig {
     /// public address behind NAT needs this at least its headset count; more are
     /// answered HTTP 503 before the upgrade.
     pub max_connections_per_address: usize,
+    /// Reverse proxies (nginx, Caddy: what terminates TLS) whose `X-Forwarded-For`
+    /// names the client: its address is then what `max_connections_per_address` counts
+    /// and the connection logs show. Empty: the header is ignored.
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// UDP address of the VMC (OSC) listener; `None` turns it off. UDP carries no token:
     /// anyone who can reach this address can drive avatars.
     pub vmc_bind: Option<SocketAddr>,
@@ -125,6 +130,7 @@ impl Default for ServerConfig {
             max_viewers: 256,
             max_connections: 1024,
             max_connections_per_address: 256,
+            trusted_proxies: Vec::new(),
             vmc_bind: Some(SocketAddr::from(([127, 0, 0, 1], 39539))),
             vmc_avatar: None,
             databases: Vec::new(),
@@ -289,8 +295,8 @@ struct Shared {
     /// and go, so that a connection can refuse a new avatar by name when the server
     /// already drives `engine.max_avatars`.
     avatars: Mutex<HashSet<String>>,
-    /// Open WebSocket connections per peer IP address (addresses with none absent).
-    per_address: Mutex<HashMap<std::net::IpAddr, usize>>,
+    /// Open WebSocket connections per client address.
+    per_address: Arc<peer::Places>,
 }
 
 impl Shared {
@@ -417,7 +423,7 @@ pub async fn start_with_garments(
         watchers: Mutex::new(Watchers::default()),
         input_rates: Mutex::new(Vec::new()),
         avatars: Mutex::new(HashSet::new()),
-        per_address: Mutex::new(HashMap::new()),
+        per_address: Arc::default(),
         retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
             db.body.skeleton,
         )),
