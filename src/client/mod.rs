@@ -60,6 +60,12 @@ pub enum ClientError {
     /// A frame for an asset we never received, or a bad stream.
     #[error("stream: {0}")]
     Stream(String),
+    /// A `wss://` URL: this client speaks plain `ws://` only (browsers reach a server
+    /// behind a TLS proxy; this client connects to the server itself).
+    #[error(
+        "{0}: wss:// (TLS) is not supported by clothcast's own clients; connect to the server's ws:// address (behind a TLS proxy, the address the proxy forwards to)"
+    )]
+    NoTls(String),
 }
 
 /// Close codes after which reconnecting cannot help (the same as the web client's):
@@ -76,7 +82,7 @@ impl ClientError {
         use tokio_tungstenite::tungstenite::Error as Ws;
         match self {
             Self::ClosedBy { code, .. } => FINAL_CLOSE_CODES.contains(code),
-            Self::Refused { .. } | Self::Protocol(_) => true,
+            Self::Refused { .. } | Self::Protocol(_) | Self::NoTls(_) => true,
             Self::WebSocket(Ws::Url(_)) => true,
             Self::WebSocket(Ws::Http(r)) => {
                 let s = r.status();
@@ -171,6 +177,9 @@ impl Client {
         token: Option<String>,
         sensor: Option<String>,
     ) -> Result<Self, ClientError> {
+        if url.get(..6).is_some_and(|s| s.eq_ignore_ascii_case("wss://")) {
+            return Err(ClientError::NoTls(url.to_string()));
+        }
         // poses and frames are small and late is useless: no Nagle delay
         let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true).await?;
         let now = Instant::now();
@@ -467,5 +476,15 @@ mod tests {
         ] {
             assert!(!e.is_final(), "{e} should be worth a retry");
         }
+    }
+
+    #[tokio::test]
+    async fn a_wss_url_is_refused_by_name_without_connecting() {
+        let e = Client::connect("WSS://example.org/ws", Role::Viewer, None)
+            .await
+            .err()
+            .expect("refused");
+        assert!(matches!(e, ClientError::NoTls(_)) && e.is_final(), "{e}");
+        assert!(e.to_string().contains("ws:// address"), "{e}");
     }
 }
