@@ -170,3 +170,47 @@ fn a_report_to_a_closed_or_full_stdout_ends_cleanly() {
         assert!(err.contains("writing to stdout"), "{err}");
     }
 }
+
+/// `serve --check` refuses what a start would refuse, by name, and otherwise says what
+/// would be served, without serving.
+#[test]
+fn serve_check_reports_what_a_start_would_refuse_without_serving() {
+    let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let dir = tmp("check");
+    let run = |config: &str| {
+        let path = dir.join("server.toml");
+        std::fs::write(&path, config).expect("config");
+        bin()
+            .args(["serve", "--check", "--db"])
+            .arg(&db)
+            .arg("--config")
+            .arg(&path)
+            .output()
+            .expect("run")
+    };
+    let o = run("open = true\nbind = \"127.0.0.1:1\"\n");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains("config ok") && out.contains("127.0.0.1:1") && out.contains("tshirt"),
+        "{out}"
+    );
+    for (config, named) in [
+        ("", "tokens"),
+        ("open = true\n[engine]\ntick_hz = nan\n", "engine.tick_hz"),
+        (
+            "open = true\nmax_connections_per_address = 0\n",
+            "max_connections_per_address",
+        ),
+        ("open = true\nno_such_setting = 1\n", "no_such_setting"),
+    ] {
+        let o = run(config);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{config:?} passed");
+        assert!(err.contains(named), "{config:?}: {err}");
+    }
+}

@@ -33,6 +33,11 @@ pub(crate) struct ServeArgs {
     /// Admit connections without tokens (logged at start).
     #[arg(long)]
     open: bool,
+    /// Check the config and databases as a start would (settings, tokens, garments
+    /// worn together), print what would be served, and exit without serving (like
+    /// `nginx -t`); a default database not baked yet is reported, not baked.
+    #[arg(long)]
+    check: bool,
 }
 
 pub(crate) fn load_db(path: Option<&PathBuf>) -> anyhow::Result<Arc<Database>> {
@@ -77,6 +82,9 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     } else {
         a.db.clone()
     };
+    if a.check {
+        return check_serve(&config, &paths);
+    }
     let dbs = if paths.is_empty() {
         vec![load_db(None)?]
     } else {
@@ -98,6 +106,40 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         server.shutdown().await;
         anyhow::Ok(())
     })
+}
+
+/// `serve --check`: what `serve` would refuse, without serving (or baking).
+fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
+    let dbs = if paths.is_empty() {
+        let path = crate::bake::default_database_path();
+        anyhow::ensure!(
+            path.exists(),
+            "the default database is not baked yet ({}): `serve` bakes it at start (~8 min on 2 cores), or name databases with --db or `databases`",
+            path.display()
+        );
+        vec![load_db(Some(&path))?]
+    } else {
+        paths
+            .iter()
+            .map(|p| load_db(Some(p)))
+            .collect::<anyhow::Result<Vec<_>>>()?
+    };
+    let garments = crate::net::check_server(dbs, config)?;
+    let vmc = config
+        .vmc_bind
+        .map_or("off".to_string(), |a| format!("UDP {a}"));
+    let auth = if config.open {
+        "off (open = true)"
+    } else {
+        "publisher and viewer tokens"
+    };
+    say(format_args!(
+        "config ok: would listen on {} (VMC {vmc}), tick {} Hz, garments {} (the first is the default), authentication {auth}",
+        config.bind,
+        config.engine.tick_hz,
+        garments.join(", ")
+    ));
+    Ok(())
 }
 
 /// Resolves on Ctrl-C (SIGINT) or SIGTERM, which is how systemd, Docker and

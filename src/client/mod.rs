@@ -177,7 +177,10 @@ impl Client {
         token: Option<String>,
         sensor: Option<String>,
     ) -> Result<Self, ClientError> {
-        if url.get(..6).is_some_and(|s| s.eq_ignore_ascii_case("wss://")) {
+        if url
+            .get(..6)
+            .is_some_and(|s| s.eq_ignore_ascii_case("wss://"))
+        {
             return Err(ClientError::NoTls(url.to_string()));
         }
         // poses and frames are small and late is useless: no Nagle delay

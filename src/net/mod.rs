@@ -30,6 +30,7 @@ mod driven;
 mod http;
 mod peer;
 mod settings;
+pub use settings::check_server;
 mod tick;
 mod watch;
 use conn::ws_upgrade;
@@ -384,9 +385,6 @@ pub async fn start_with_garments(
     dbs: Vec<Arc<Database>>,
     config: ServerConfig,
 ) -> Result<ServerHandle, NetError> {
-    if !config.open && (config.publisher_token.is_none() || config.viewer_token.is_none()) {
-        return Err(NetError::NoAuth);
-    }
     settings::check(&config)?;
     if config.open {
         tracing::warn!("authentication is off (open = true): anyone can publish and view");

@@ -2,16 +2,35 @@
 //! ([`crate::engine::EngineConfig::check`]), each named as in the config file.
 
 use super::{MAX_SEND_GROUPS, MAX_TICK_SLOTS, MAX_VIEWER_QUEUE, NetError, ServerConfig};
-use crate::engine::{EngineError, MAX_SETTING_SECONDS, Range, first_bad, range};
+use std::sync::Arc;
+
+use crate::engine::{Engine, EngineError, MAX_SETTING_SECONDS, Range, first_bad, range};
+use crate::sor::Database;
 
 /// A connection deadline: timers need a period above zero, and the server pings every
 /// third of `peer_timeout`.
 const TIMEOUT: Range = range(0.1, false, MAX_SETTING_SECONDS, "seconds, 0.1 to 86400");
 
-/// Every setting of `config` (server, engine, SOR runtime, filter) within what the
-/// server can honour; the first that is not, by its name in the config file. What is
+/// Everything [`super::start_with_garments`] checks before it takes the port, without
+/// taking it (`clothcast serve --check`): authentication is configured or explicitly
+/// off, every setting is in range, and the databases can be worn together (one body,
+/// distinct garments). Returns the garments' names, the default first.
+pub fn check_server(
+    dbs: Vec<Arc<Database>>,
+    config: &ServerConfig,
+) -> Result<Vec<String>, NetError> {
+    check(config)?;
+    Ok(Engine::with_garments(dbs, config.engine.clone())?.garment_names())
+}
+
+/// Authentication configured (or explicitly off), and every setting of `config`
+/// (server, engine, SOR runtime, filter) within what the server can honour; the first
+/// that is not, by its name in the config file. What is
 /// checked here is used as it is elsewhere, unclamped.
 pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
+    if !config.open && (config.publisher_token.is_none() || config.viewer_token.is_none()) {
+        return Err(NetError::NoAuth);
+    }
     if let Some(id) = &config.vmc_avatar
         && !crate::protocol::valid_avatar_id(id)
     {
@@ -80,8 +99,22 @@ mod tests {
 
     #[test]
     fn the_defaults_pass_and_each_bad_value_is_named_as_in_the_config_file() {
-        check(&ServerConfig::default()).expect("defaults");
-        let base = ServerConfig::default;
+        // the defaults have no tokens: refused until tokens are set or `open` is
+        assert!(matches!(
+            check(&ServerConfig::default()),
+            Err(NetError::NoAuth)
+        ));
+        let base = || ServerConfig {
+            open: true,
+            ..ServerConfig::default()
+        };
+        check(&base()).expect("defaults, open");
+        let tokens = ServerConfig {
+            publisher_token: Some("p".into()),
+            viewer_token: Some("v".into()),
+            ..ServerConfig::default()
+        };
+        check(&tokens).expect("defaults with tokens");
         let mut c = base();
         c.hello_timeout = f32::NAN;
         assert_eq!(refused(&c), "hello_timeout");
