@@ -86,11 +86,35 @@ pub(crate) const PER_CONNECTION: usize = 32;
 /// Most bodies `play --kinect` sends in a frame (what the server reads in one).
 const KINECT_BODIES: usize = 16;
 
-/// The pose of avatar `k` of `n` at `t` seconds into a looping clip, the avatars
-/// spread evenly over it. The clip must have frames.
-pub(crate) fn staggered(clip: &crate::mocap::Clip, t: f64, k: usize, n: usize) -> &Pose {
+/// Metres between neighbouring avatars of [`staggered`] across the walk (X), and
+/// along it (Z: the built-in clip walks ~2.6 m along Z, and turns).
+const LANE: f32 = 1.5;
+const ROW: f32 = 3.5;
+
+/// The pose of avatar `k` of `n` at `t` seconds into a looping clip: the avatars
+/// spread evenly over its time, and each walks it in its own place of a grid centred
+/// on the origin ([`LANE`] × [`ROW`] metres), so that they do not walk through each
+/// other. The clip must have frames.
+pub(crate) fn staggered(clip: &crate::mocap::Clip, t: f64, k: usize, n: usize) -> Pose {
+    let n = n.max(1);
     let frame = (t / f64::from(clip.frame_time)) as usize;
-    &clip.poses[(frame + k * clip.poses.len() / n.max(1)) % clip.poses.len()]
+    let mut pose = clip.poses[(frame + k * clip.poses.len() / n) % clip.poses.len()];
+    let (x, z) = place(k, n);
+    pose.translation.x += x;
+    pose.translation.z += z;
+    pose
+}
+
+/// Where avatar `k` of `n` (n ≥ 1) walks: (x, z) metres, on a grid of ⌈√n⌉ columns
+/// centred on the origin.
+fn place(k: usize, n: usize) -> (f32, f32) {
+    let cols = (n as f64).sqrt().ceil() as usize;
+    let rows = n.div_ceil(cols);
+    let centred = |i: usize, count: usize| i as f32 - (count - 1) as f32 / 2.0;
+    (
+        centred(k % cols, cols) * LANE,
+        centred(k / cols, rows) * ROW,
+    )
 }
 
 /// A pose message of the canonical profile for `pose`.
@@ -195,7 +219,7 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                                 let bodies: Vec<serde_json::Value> = (0..a.avatars)
                                     .map(|k| {
                                         let pose = staggered(&clip, t, k, a.avatars);
-                                        let joints = skeleton.joint_positions(pose);
+                                        let joints = skeleton.joint_positions(&pose);
                                         let id = k.to_string();
                                         crate::mocap::body_json(kind, &id, &joints, 2.0)
                                     })
@@ -207,7 +231,7 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                                 let first = i * a.per_connection;
                                 for k in first..(first + a.per_connection).min(a.avatars) {
                                     let pose = staggered(&clip, t, k, a.avatars);
-                                    let m = pose_message(&format!("{}-{k}", a.prefix), pose, t);
+                                    let m = pose_message(&format!("{}-{k}", a.prefix), &pose, t);
                                     batch.push(Message::Binary(m.to_msgpack()?.into()));
                                 }
                             }
@@ -218,7 +242,7 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                 PlayTo::Vmc(to, sockets) => {
                     for (k, socket) in sockets.iter().enumerate() {
                         let pose = staggered(&clip, t, k, a.avatars);
-                        let packet = crate::mocap::vmc_packet(pose, hips, t)?;
+                        let packet = crate::mocap::vmc_packet(&pose, hips, t)?;
                         socket
                             .send_to(&packet, *to)
                             .await
@@ -411,5 +435,57 @@ impl Link {
         self.retry_at = tokio::time::Instant::now() + wait;
         eprintln!("{}: {e}; trying again in {wait:.1?}", self.url);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avatars_walk_in_places_of_their_own_around_the_origin() {
+        for n in 1..=256 {
+            let places: Vec<(f32, f32)> = (0..n).map(|k| place(k, n)).collect();
+            for (i, a) in places.iter().enumerate() {
+                for b in &places[..i] {
+                    let apart = (a.0 - b.0).abs() >= LANE - 1e-4 || (a.1 - b.1).abs() >= ROW - 1e-4;
+                    assert!(apart, "n = {n}: {a:?} and {b:?} share a place");
+                }
+            }
+            // centred across, and no wider than a square grid needs
+            let (lo, hi) = places.iter().fold((f32::MAX, f32::MIN), |(lo, hi), p| {
+                (lo.min(p.0), hi.max(p.0))
+            });
+            assert!((lo + hi).abs() < 1e-4, "n = {n}: {lo}..{hi}");
+            assert!(
+                hi - lo <= (n as f32).sqrt().ceil() * LANE,
+                "n = {n}: {lo}..{hi}"
+            );
+        }
+        assert_eq!(place(0, 1), (0.0, 0.0));
+    }
+
+    /// The demo's walkers, through the whole built-in clip: no two pelvises come
+    /// within half a metre of each other (they walked through each other before).
+    #[test]
+    fn the_demos_walkers_keep_apart() {
+        let skeleton = Skeleton::from_proportions(&crate::body::BodyShape::default().proportions());
+        let clip = crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &skeleton)
+            .expect("built-in clip");
+        for n in [2, 4, 9] {
+            let mut closest = f32::MAX;
+            for f in 0..clip.poses.len() {
+                let t = f as f64 * f64::from(clip.frame_time);
+                let at: Vec<glam::Vec3> = (0..n)
+                    .map(|k| staggered(&clip, t, k, n).translation * glam::Vec3::new(1.0, 0.0, 1.0))
+                    .collect();
+                for (i, a) in at.iter().enumerate() {
+                    for b in &at[..i] {
+                        closest = closest.min(a.distance(*b));
+                    }
+                }
+            }
+            assert!(closest > 0.5, "{n} walkers come within {closest} m");
+        }
     }
 }

@@ -242,7 +242,7 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
                     for k in 0..a.avatars {
                         let pose = staggered(&clip, t, k, a.avatars);
                         let client = &mut clients[k / PER_CONNECTION];
-                        client.send(&pose_message(&format!("walker-{k}"), pose, t)).await?;
+                        client.send(&pose_message(&format!("walker-{k}"), &pose, t)).await?;
                     }
                     next += period;
                 }
