@@ -199,6 +199,23 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
         out.contains("config ok") && out.contains("127.0.0.1:1") && out.contains("tshirt"),
         "{out}"
     );
+    let tls = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls");
+    let wrong_cert = format!(
+        "open = true\ntls_cert = {:?}\ntls_key = {:?}\n",
+        tls.join("key.pem"),
+        tls.join("key.pem")
+    );
+    let missing_key = format!(
+        "open = true\ntls_cert = {:?}\ntls_key = {:?}\n",
+        tls.join("cert.pem"),
+        tls.join("missing.pem")
+    );
+    let o = run(&format!(
+        "open = true\ntls_cert = {:?}\ntls_key = {:?}\n",
+        tls.join("cert.pem"),
+        tls.join("key.pem")
+    ));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     for (config, named) in [
         ("", "tokens"),
         ("open = true\n[engine]\ntick_hz = nan\n", "engine.tick_hz"),
@@ -207,6 +224,9 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
             "max_connections_per_address",
         ),
         ("open = true\nno_such_setting = 1\n", "no_such_setting"),
+        // a certificate file that holds a key, and a missing key
+        (&wrong_cert, "no PEM certificate"),
+        (&missing_key, "missing.pem"),
     ] {
         let o = run(config);
         let err = String::from_utf8_lossy(&o.stderr);

@@ -1497,3 +1497,97 @@ async fn serve_shuts_down_gracefully_on_sigterm() {
     assert!(rest.iter().any(|l| l == "shutting down"), "{rest:?}");
     let _ = std::fs::remove_file(&config);
 }
+
+/// With `tls_cert` and `tls_key` the port speaks https and wss only: `play` publishes
+/// and `watch` decodes over wss, trusting the test CA through `SSL_CERT_FILE`; a client
+/// that does not trust the certificate fails at once (no retries), a plain ws:// client
+/// gets nothing, and neither disturbs the stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_speaks_wss_with_a_certificate() {
+    let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls");
+    let server = start(
+        db(),
+        ServerConfig {
+            tls_cert: Some(tls.join("cert.pem")),
+            tls_key: Some(tls.join("key.pem")),
+            ..config()
+        },
+    )
+    .await
+    .expect("server starts with TLS");
+    let url = format!("wss://localhost:{}/ws", server.addr.port());
+    let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mocap/cmu_131_03.bvh");
+    let ca = tls.join("ca.pem");
+    let cli = move || {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"));
+        c.env("SSL_CERT_FILE", &ca).env_remove("SSL_CERT_DIR");
+        c
+    };
+    let play = cli()
+        .arg("play")
+        .arg(&clip)
+        .args([
+            "--url",
+            &url,
+            "--token",
+            "pub",
+            "--avatars",
+            "2",
+            "--seconds",
+            "6",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("play runs");
+    // plain ws:// to the TLS port: refused, the server goes on
+    let plain = format!("ws://127.0.0.1:{}/ws", server.addr.port());
+    assert!(
+        Client::connect(&plain, Role::Viewer, Some("view".into()))
+            .await
+            .is_err()
+    );
+    let watch = tokio::task::spawn_blocking(move || {
+        cli()
+            .args(["watch", "--url", &url, "--token", "view", "--seconds", "4"])
+            .output()
+            .expect("watch runs")
+    });
+    let untrusted = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("SSL_CERT_DIR")
+        .args([
+            "watch",
+            "--url",
+            &format!("wss://localhost:{}/ws", server.addr.port()),
+        ])
+        .args(["--token", "view", "--seconds", "20"])
+        .output()
+        .expect("watch runs");
+    let err = String::from_utf8_lossy(&untrusted.stderr);
+    assert!(!untrusted.status.success(), "{err}");
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+    let watched = watch.await.expect("joins");
+    let out = String::from_utf8_lossy(&watched.stdout);
+    assert!(
+        watched.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
+    let streaming = out
+        .lines()
+        .filter(|l| l.contains("performer-") && l.contains("fps") && !l.contains("  0.0 fps"))
+        .count();
+    assert!(streaming >= 2, "watch over wss saw no frames:\n{out}");
+    let status = tokio::task::spawn_blocking(move || play.wait_with_output())
+        .await
+        .expect("joins")
+        .expect("play exits");
+    assert!(
+        status.status.success(),
+        "play over wss: {}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    server.shutdown().await;
+}

@@ -60,12 +60,6 @@ pub enum ClientError {
     /// A frame for an asset we never received, or a bad stream.
     #[error("stream: {0}")]
     Stream(String),
-    /// A `wss://` URL: this client speaks plain `ws://` only (browsers reach a server
-    /// behind a TLS proxy; this client connects to the server itself).
-    #[error(
-        "{0}: wss:// (TLS) is not supported by clothcast's own clients; connect to the server's ws:// address (behind a TLS proxy, the address the proxy forwards to)"
-    )]
-    NoTls(String),
 }
 
 /// Close codes after which reconnecting cannot help (the same as the web client's):
@@ -74,7 +68,8 @@ pub const FINAL_CLOSE_CODES: [u16; 2] = [4001, 1002];
 
 impl ClientError {
     /// Whether trying again cannot help: the server refused our credentials or hello
-    /// ([`FINAL_CLOSE_CODES`]), the URL is malformed, the HTTP upgrade was refused with
+    /// ([`FINAL_CLOSE_CODES`]), the URL is malformed, the server's TLS certificate is
+    /// not trusted (`wss://`), the HTTP upgrade was refused with
     /// a client error (4xx: wrong path, say; not 408 or 429), or the server sent an
     /// `error` reply. Everything else (the server is down, restarting, full, the link
     /// broke or went silent) is worth another try.
@@ -82,8 +77,13 @@ impl ClientError {
         use tokio_tungstenite::tungstenite::Error as Ws;
         match self {
             Self::ClosedBy { code, .. } => FINAL_CLOSE_CODES.contains(code),
-            Self::Refused { .. } | Self::Protocol(_) | Self::NoTls(_) => true,
-            Self::WebSocket(Ws::Url(_)) => true,
+            Self::Refused { .. } | Self::Protocol(_) => true,
+            // a URL it cannot use, a certificate it cannot trust (rustls reports that
+            // as an I/O error of the handshake)
+            Self::WebSocket(Ws::Url(_) | Ws::Tls(_)) => true,
+            Self::WebSocket(Ws::Io(e)) => e
+                .get_ref()
+                .is_some_and(|inner| inner.is::<tokio_rustls::rustls::Error>()),
             Self::WebSocket(Ws::Http(r)) => {
                 let s = r.status();
                 s.is_client_error() && s.as_u16() != 408 && s.as_u16() != 429
@@ -159,8 +159,10 @@ pub struct Client {
 }
 
 impl Client {
-    /// Connects to `url` (e.g. `ws://127.0.0.1:8470/ws`), says hello and waits for the
-    /// welcome.
+    /// Connects to `url` (e.g. `ws://127.0.0.1:8470/ws`, or `wss://…` for a server
+    /// behind TLS, its certificate checked against the system's roots, or against the
+    /// PEM file named by the `SSL_CERT_FILE` environment variable instead), says hello
+    /// and waits for the welcome.
     pub async fn connect(
         url: &str,
         role: Role,
@@ -177,12 +179,6 @@ impl Client {
         token: Option<String>,
         sensor: Option<String>,
     ) -> Result<Self, ClientError> {
-        if url
-            .get(..6)
-            .is_some_and(|s| s.eq_ignore_ascii_case("wss://"))
-        {
-            return Err(ClientError::NoTls(url.to_string()));
-        }
         // poses and frames are small and late is useless: no Nagle delay
         let (ws, _) = tokio_tungstenite::connect_async_with_config(url, None, true).await?;
         let now = Instant::now();
@@ -455,6 +451,13 @@ mod tests {
             closed(1002),
             http_refusal(404),
             http_refusal(401),
+            // wss:// to a server whose certificate is not trusted
+            ClientError::WebSocket(Ws::Io(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                tokio_rustls::rustls::Error::InvalidCertificate(
+                    tokio_rustls::rustls::CertificateError::UnknownIssuer,
+                ),
+            ))),
             ClientError::Refused {
                 code: "bad_subscription".into(),
                 message: String::new(),
@@ -479,15 +482,5 @@ mod tests {
         ] {
             assert!(!e.is_final(), "{e} should be worth a retry");
         }
-    }
-
-    #[tokio::test]
-    async fn a_wss_url_is_refused_by_name_without_connecting() {
-        let e = Client::connect("WSS://example.org/ws", Role::Viewer, None)
-            .await
-            .err()
-            .expect("refused");
-        assert!(matches!(e, ClientError::NoTls(_)) && e.is_final(), "{e}");
-        assert!(e.to_string().contains("ws:// address"), "{e}");
     }
 }

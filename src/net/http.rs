@@ -15,23 +15,38 @@ use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+
+/// How connections are taken at the door.
+pub(super) struct Door {
+    /// Time a connection has for each request's headers (and for its TLS handshake).
+    pub(super) header_timeout: Duration,
+    /// Connections that may be HTTP at once (not yet upgraded, or idle between
+    /// requests); more are closed as soon as they are accepted.
+    pub(super) max_pending: usize,
+    /// TLS on every connection, or none.
+    pub(super) tls: Option<TlsAcceptor>,
+}
 
 /// Serves `app` on `listener` until `shutdown` resolves (or its sender is dropped):
 /// then accepts no more, asks every HTTP connection to finish its request in flight
 /// and close (upgraded WebSocket connections are the server's own tasks by then), and
 /// returns. `tune` runs on each accepted socket; each request carries its peer's
-/// address as [`ConnectInfo`]. A connection accepted while `max_pending` others are
-/// still HTTP (not yet upgraded, or idle between requests) is closed at once and
-/// counted in `refused`.
+/// address as [`ConnectInfo`]. A connection accepted while `door.max_pending` others
+/// are still HTTP is closed at once and counted in `refused`.
 pub(super) async fn serve(
     listener: TcpListener,
     app: axum::Router,
-    header_timeout: Duration,
-    max_pending: usize,
+    door: Door,
     refused: impl Fn() + Send + 'static,
     tune: impl Fn(&TcpStream) + Send + 'static,
     shutdown: tokio::sync::oneshot::Receiver<()>,
 ) {
+    let Door {
+        header_timeout,
+        max_pending,
+        tls,
+    } = door;
     let (closing, _) = tokio::sync::watch::channel(false);
     let pending = Arc::new(AtomicUsize::new(0));
     tokio::pin!(shutdown);
@@ -62,30 +77,59 @@ pub(super) async fn serve(
             req.extensions_mut().insert(ConnectInfo(peer));
             tower::ServiceExt::oneshot(app.clone(), req)
         });
-        let mut closing = closing.subscribe();
+        let closing = closing.subscribe();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let mut http = hyper::server::conn::http1::Builder::new();
-            http.timer(TokioTimer::new())
-                .header_read_timeout(header_timeout);
-            let conn = http
-                .serve_connection(TokioIo::new(tcp), service)
-                .with_upgrades();
-            tokio::pin!(conn);
-            let done = tokio::select! {
-                done = conn.as_mut() => done,
-                _ = async { drop(closing.wait_for(|&c| c).await) } => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(e) = done {
-                tracing::debug!(%peer, error = %e, "HTTP connection ended");
+            match tls {
+                None => serve_io(tcp, service, header_timeout, closing, peer).await,
+                // the handshake has the same deadline as a request's headers
+                Some(tls) => match tokio::time::timeout(header_timeout, tls.accept(tcp)).await {
+                    Ok(Ok(stream)) => {
+                        serve_io(stream, service, header_timeout, closing, peer).await
+                    }
+                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                },
             }
             // (an upgraded connection ends here as HTTP and lives on as a WebSocket)
             drop(guard);
         });
     }
     closing.send_replace(true);
+}
+
+/// Serves one connection's HTTP/1.1 requests (and its WebSocket upgrade) on `io`, each
+/// request's headers within `header_timeout`, until it ends or `closing` turns true
+/// (then the request in flight is finished and the connection closed).
+async fn serve_io<S, I>(
+    io: I,
+    service: S,
+    header_timeout: Duration,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+    peer: std::net::SocketAddr,
+) where
+    S: hyper::service::HttpService<Incoming, ResBody = axum::body::Body>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::Future: Send,
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_timeout);
+    let conn = http
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    tokio::pin!(conn);
+    let done = tokio::select! {
+        done = conn.as_mut() => done,
+        _ = async { drop(closing.wait_for(|&c| c).await) } => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = done {
+        tracing::debug!(%peer, error = %e, "HTTP connection ended");
+    }
 }
 
 /// Counts one connection still served as HTTP for as long as it lives.

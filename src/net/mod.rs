@@ -30,12 +30,13 @@ mod http;
 mod peer;
 mod settings;
 mod status;
+mod tls;
 pub use settings::check_server;
 mod tick;
 mod watch;
 use conn::ws_upgrade;
-use status::{healthz, metrics};
 use driven::Driven;
+use status::{healthz, metrics};
 use watch::Watchers;
 
 /// Server settings. [`start`] checks every number in them (here, in the engine's,
@@ -102,6 +103,12 @@ pub struct ServerConfig {
     /// names the client: its address is then what `max_connections_per_address` counts
     /// and the connection logs show. Empty: the header is ignored.
     pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// PEM certificate chain (leaf first) and private key: with both, the port speaks
+    /// only https and wss (what browsers require for WebXR on a headset); with
+    /// neither, plain http and ws.
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// See `tls_cert`.
+    pub tls_key: Option<std::path::PathBuf>,
     /// UDP address of the VMC (OSC) listener; `None` turns it off. UDP carries no token:
     /// anyone who can reach this address can drive avatars.
     pub vmc_bind: Option<SocketAddr>,
@@ -133,6 +140,8 @@ impl Default for ServerConfig {
             max_connections: 1024,
             max_connections_per_address: 256,
             trusted_proxies: Vec::new(),
+            tls_cert: None,
+            tls_key: None,
             vmc_bind: Some(SocketAddr::from(([127, 0, 0, 1], 39539))),
             vmc_avatar: None,
             databases: Vec::new(),
@@ -169,6 +178,17 @@ pub enum NetError {
     /// Neither tokens nor `open = true`.
     #[error("no publisher/viewer tokens configured; set tokens or `open = true` explicitly")]
     NoAuth,
+    /// The TLS certificate or key cannot be used.
+    #[error("TLS: {path}: {reason}")]
+    Tls {
+        /// The file at fault.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// One of `tls_cert` and `tls_key` without the other.
+    #[error("TLS needs both `tls_cert` and `tls_key`; only one is set")]
+    TlsHalf,
     /// `vmc_avatar` is not a valid avatar id.
     #[error("setting `vmc_avatar` = {0:?} is refused: {rule}", rule = crate::protocol::AVATAR_ID_RULE)]
     BadVmcAvatar(String),
@@ -387,6 +407,10 @@ pub async fn start_with_garments(
     config: ServerConfig,
 ) -> Result<ServerHandle, NetError> {
     settings::check(&config)?;
+    let tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
+        _ => None,
+    };
     if config.open {
         tracing::warn!("authentication is off (open = true): anyone can publish and view");
     }
@@ -457,6 +481,7 @@ pub async fn start_with_garments(
         .with_state(Arc::clone(&shared));
     let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
     let header_timeout = Duration::from_secs_f32(config.hello_timeout);
+
     let refused = {
         let shared = Arc::clone(&shared);
         move || {
@@ -467,8 +492,11 @@ pub async fn start_with_garments(
     let serve = tokio::spawn(http::serve(
         listener,
         app,
-        header_timeout,
-        config.max_connections,
+        http::Door {
+            header_timeout,
+            max_pending: config.max_connections,
+            tls,
+        },
         refused,
         tune,
         shutdown_rx,

@@ -20,6 +20,9 @@ pub fn check_server(
     config: &ServerConfig,
 ) -> Result<Vec<String>, NetError> {
     check(config)?;
+    if let (Some(cert), Some(key)) = (&config.tls_cert, &config.tls_key) {
+        super::tls::acceptor(cert, key)?;
+    }
     Ok(Engine::with_garments(dbs, config.engine.clone())?.garment_names())
 }
 
@@ -30,6 +33,9 @@ pub fn check_server(
 pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
     if !config.open && (config.publisher_token.is_none() || config.viewer_token.is_none()) {
         return Err(NetError::NoAuth);
+    }
+    if config.tls_cert.is_some() != config.tls_key.is_some() {
+        return Err(NetError::TlsHalf);
     }
     if let Some(id) = &config.vmc_avatar
         && !crate::protocol::valid_avatar_id(id)
@@ -124,6 +130,9 @@ mod tests {
         let mut c = base();
         c.max_messages_per_second = 0.0;
         assert_eq!(refused(&c), "max_messages_per_second");
+        let mut c = base();
+        c.tls_cert = Some("cert.pem".into());
+        assert!(matches!(check(&c), Err(NetError::TlsHalf)));
         let mut c = base();
         c.max_connections_per_address = 0;
         assert_eq!(refused(&c), "max_connections_per_address");
