@@ -374,14 +374,11 @@ async fn connections_over_the_limit_are_answered_503_before_the_upgrade() {
     let (_second, _) = tokio_tungstenite::connect_async(&url)
         .await
         .expect("second connects");
-    match tokio_tungstenite::connect_async(&url).await {
-        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
-            assert_eq!(r.status(), 503);
-            let body = String::from_utf8_lossy(r.body().as_deref().unwrap_or_default());
-            assert!(body.contains("connection limit of 2"), "{body}");
-        }
-        other => panic!("a third connection: {other:?}"),
-    }
+    assert_503(
+        tokio_tungstenite::connect_async(&url).await,
+        "connection limit of 2",
+        "a third connection",
+    );
     assert_eq!(metric(server.addr, "clothcast_connections").await, 2.0);
     assert_eq!(
         metric(server.addr, "clothcast_connections_refused_total").await,
@@ -389,14 +386,7 @@ async fn connections_over_the_limit_are_answered_503_before_the_upgrade() {
     );
     // one leaves: its place is free again, for a client that goes on to say hello
     drop(first);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while metric(server.addr, "clothcast_connections").await > 1.0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the place was not freed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_connections_at_most(server.addr, 1.0).await;
     let mut publisher = connect_publisher(&url).await;
     publisher
         .send(&arm_pose("a", 0.3, 0.0))
@@ -714,38 +704,24 @@ async fn one_address_is_held_to_its_share_of_the_connections() {
     let (_second, _) = tokio_tungstenite::connect_async(&url)
         .await
         .expect("second connects");
-    match tokio_tungstenite::connect_async(&url).await {
-        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
-            assert_eq!(r.status(), 503);
-            let body = String::from_utf8_lossy(r.body().as_deref().unwrap_or_default());
-            assert!(body.contains("connection limit of 2 per address"), "{body}");
-        }
-        other => panic!("a third connection from 127.0.0.1: {other:?}"),
-    }
+    assert_503(
+        tokio_tungstenite::connect_async(&url).await,
+        "connection limit of 2 per address",
+        "a third connection from 127.0.0.1",
+    );
     assert_eq!(
         metric(server.addr, "clothcast_connections_refused_total").await,
         1.0
     );
     // another address has its own places
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket
-        .bind("127.0.0.2:0".parse().expect("addr"))
-        .expect("127.0.0.2 is loopback");
-    let tcp = socket.connect(server.addr).await.expect("connects");
+    let tcp = from_127_0_0_2(server.addr).await;
     let (_other, _) = tokio_tungstenite::client_async(url.as_str(), tcp)
         .await
         .expect("a connection from 127.0.0.2 is taken");
     assert_eq!(metric(server.addr, "clothcast_connections").await, 3.0);
     // one leaves: its address may connect again
     drop(first);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while metric(server.addr, "clothcast_connections").await > 2.0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the place was not freed"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_connections_at_most(server.addr, 2.0).await;
     let mut publisher = connect_publisher(&url).await;
     publisher
         .send(&arm_pose("a", 0.3, 0.0))
@@ -766,43 +742,69 @@ async fn behind_a_trusted_proxy_the_forwarded_client_is_counted() {
         ..config()
     })
     .await;
-    let via_proxy = |client: &str| {
+    let forwarded = |client: &str| {
         let mut req = url.as_str().into_client_request().expect("request");
         req.headers_mut()
             .insert("x-forwarded-for", client.parse().expect("header value"));
-        tokio_tungstenite::connect_async(req)
+        req
     };
+    let via_proxy = |client: &str| tokio_tungstenite::connect_async(forwarded(client));
     let (_a, _) = via_proxy("203.0.113.7").await.expect("first client");
     let (_b, _) = via_proxy("203.0.113.8")
         .await
         .expect("another client through the same proxy");
-    match via_proxy("6.6.6.6, 203.0.113.7").await {
-        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 503),
-        other => panic!("the first client's second connection: {other:?}"),
-    }
+    assert_503(
+        via_proxy("6.6.6.6, 203.0.113.7").await,
+        "per address",
+        "the first client's second connection",
+    );
     // from an untrusted address the header is ignored: 127.0.0.2 is counted as itself
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket
-        .bind("127.0.0.2:0".parse().expect("addr"))
-        .expect("127.0.0.2 is loopback");
-    let tcp = socket.connect(server.addr).await.expect("connects");
-    let mut req = url.as_str().into_client_request().expect("request");
-    req.headers_mut()
-        .insert("x-forwarded-for", "203.0.113.9".parse().expect("value"));
-    let (_c, _) = tokio_tungstenite::client_async(req, tcp)
+    let tcp = from_127_0_0_2(server.addr).await;
+    let (_c, _) = tokio_tungstenite::client_async(forwarded("203.0.113.9"), tcp)
         .await
         .expect("127.0.0.2 has its own place");
+    let tcp = from_127_0_0_2(server.addr).await;
+    assert_503(
+        tokio_tungstenite::client_async(forwarded("203.0.113.10"), tcp).await,
+        "per address",
+        "127.0.0.2 chose another address with the header",
+    );
+    server.shutdown().await;
+}
+
+/// A TCP connection to `addr` from 127.0.0.2 (loopback too, but another address).
+async fn from_127_0_0_2(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
     socket
         .bind("127.0.0.2:0".parse().expect("addr"))
         .expect("127.0.0.2 is loopback");
-    let tcp = socket.connect(server.addr).await.expect("connects");
-    let mut req = url.as_str().into_client_request().expect("request");
-    req.headers_mut()
-        .insert("x-forwarded-for", "203.0.113.10".parse().expect("value"));
-    match tokio_tungstenite::client_async(req, tcp).await {
-        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 503),
-        other => panic!("127.0.0.2 chose another address with the header: {other:?}"),
+    socket.connect(addr).await.expect("connects")
+}
+
+/// `r` is an HTTP 503 before the upgrade whose body says `says`.
+fn assert_503<T: std::fmt::Debug>(
+    r: Result<T, tokio_tungstenite::tungstenite::Error>,
+    says: &str,
+    what: &str,
+) {
+    match r {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+            assert_eq!(r.status(), 503, "{what}");
+            let body = String::from_utf8_lossy(r.body().as_deref().unwrap_or_default());
+            assert!(body.contains(says), "{what}: {body}");
+        }
+        other => panic!("{what}: {other:?}"),
     }
-    server.shutdown().await;
+}
+
+/// Waits (up to 10 s) until the server has at most `n` open connections.
+async fn until_connections_at_most(addr: std::net::SocketAddr, n: f64) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while metric(addr, "clothcast_connections").await > n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the place was not freed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

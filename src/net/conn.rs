@@ -102,16 +102,16 @@ pub(super) async fn ws_upgrade(
     }
     // at the door, before the upgrade allocates the connection's buffers
     let open = &s.metrics.connections;
-    if open.fetch_add(1, Ordering::Relaxed) as usize >= s.config.max_connections {
-        open.fetch_sub(1, Ordering::Relaxed);
+    let full = |limit: String| {
         s.metrics
             .connections_refused
             .fetch_add(1, Ordering::Relaxed);
-        let why = format!(
-            "connection limit of {} reached; try again later\n",
-            s.config.max_connections
-        );
-        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+        let why = format!("connection limit of {limit} reached; try again later\n");
+        (axum::http::StatusCode::SERVICE_UNAVAILABLE, why).into_response()
+    };
+    if open.fetch_add(1, Ordering::Relaxed) as usize >= s.config.max_connections {
+        open.fetch_sub(1, Ordering::Relaxed);
+        return full(s.config.max_connections.to_string());
     }
     let guard = Open(Arc::clone(&s));
     let Some(place) = s
@@ -119,14 +119,10 @@ pub(super) async fn ws_upgrade(
         .take(peer.ip(), s.config.max_connections_per_address)
     else {
         drop(guard);
-        s.metrics
-            .connections_refused
-            .fetch_add(1, Ordering::Relaxed);
-        let why = format!(
-            "connection limit of {} per address reached; try again later\n",
+        return full(format!(
+            "{} per address",
             s.config.max_connections_per_address
-        );
-        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, why).into_response();
+        ));
     };
     let limit = s.config.max_message_bytes;
     ws.max_message_size(limit)
