@@ -362,23 +362,15 @@ async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_limit_are_answered_503_before_the_upgrade() {
-    let (server, url) = serve(ServerConfig {
-        max_connections: 2,
-        ..config()
-    })
-    .await;
     // two connections that have not said hello yet hold both places
-    let (first, _) = tokio_tungstenite::connect_async(&url)
-        .await
-        .expect("first connects");
-    let (_second, _) = tokio_tungstenite::connect_async(&url)
-        .await
-        .expect("second connects");
-    assert_503(
-        tokio_tungstenite::connect_async(&url).await,
+    let (server, url, first, _second) = two_places_then_503(
+        ServerConfig {
+            max_connections: 2,
+            ..config()
+        },
         "connection limit of 2",
-        "a third connection",
-    );
+    )
+    .await;
     assert_eq!(metric(server.addr, "clothcast_connections").await, 2.0);
     assert_eq!(
         metric(server.addr, "clothcast_connections_refused_total").await,
@@ -693,22 +685,14 @@ async fn a_flood_of_unfinished_requests_is_bounded_by_max_connections() {
 /// also loopback) still gets in; a place it frees is its own again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_address_is_held_to_its_share_of_the_connections() {
-    let (server, url) = serve(ServerConfig {
-        max_connections_per_address: 2,
-        ..config()
-    })
-    .await;
-    let (first, _) = tokio_tungstenite::connect_async(&url)
-        .await
-        .expect("first connects");
-    let (_second, _) = tokio_tungstenite::connect_async(&url)
-        .await
-        .expect("second connects");
-    assert_503(
-        tokio_tungstenite::connect_async(&url).await,
+    let (server, url, first, _second) = two_places_then_503(
+        ServerConfig {
+            max_connections_per_address: 2,
+            ..config()
+        },
         "connection limit of 2 per address",
-        "a third connection from 127.0.0.1",
-    );
+    )
+    .await;
     assert_eq!(
         metric(server.addr, "clothcast_connections_refused_total").await,
         1.0
@@ -807,4 +791,28 @@ async fn until_connections_at_most(addr: std::net::SocketAddr, n: f64) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A server whose `config` has two places for 127.0.0.1's connections: two connect
+/// (without saying hello) and a third is answered 503 saying `says`.
+async fn two_places_then_503(
+    config: ServerConfig,
+    says: &str,
+) -> (clothcast::net::ServerHandle, String, Ws, Ws) {
+    let (server, url) = serve(config).await;
+    let (first, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("first connects");
+    let (second, _) = tokio_tungstenite::connect_async(&url)
+        .await
+        .expect("second connects");
+    assert_503(
+        tokio_tungstenite::connect_async(&url).await,
+        says,
+        "a third connection",
+    );
+    (server, url, first, second)
 }
