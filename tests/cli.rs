@@ -216,6 +216,29 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
         tls.join("key.pem")
     ));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("with TLS"));
+    // the same from flags; one without the other is refused by clap
+    let flags = |args: &[&str]| {
+        bin()
+            .args(["serve", "--check", "--open", "--db"])
+            .arg(&db)
+            .args(args)
+            .output()
+            .expect("run")
+    };
+    let cert = tls.join("cert.pem").display().to_string();
+    let key = tls.join("key.pem").display().to_string();
+    let o = flags(&["--tls-cert", &cert, "--tls-key", &key]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("with TLS"),
+        "{o:?}"
+    );
+    let o = flags(&["--tls-cert", &cert]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--tls-key"),
+        "{o:?}"
+    );
     for (config, named) in [
         ("", "tokens"),
         ("open = true\n[engine]\ntick_hz = nan\n", "engine.tick_hz"),

@@ -33,6 +33,13 @@ pub(crate) struct ServeArgs {
     /// Admit connections without tokens (logged at start).
     #[arg(long)]
     open: bool,
+    /// PEM certificate chain: with --tls-key, serve https and wss only (overrides the
+    /// config's `tls_cert`).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Check the config and databases as a start would (settings, tokens, garments
     /// worn together), print what would be served, and exit without serving (like
     /// `nginx -t`); a default database not baked yet is reported, not baked.
@@ -77,6 +84,9 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         config.bind = b;
     }
     config.open |= a.open;
+    if let (Some(cert), Some(key)) = (a.tls_cert, a.tls_key) {
+        (config.tls_cert, config.tls_key) = (Some(cert), Some(key));
+    }
     let paths = if a.db.is_empty() {
         config.databases.clone()
     } else {
@@ -95,11 +105,13 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     };
     let names: Vec<&str> = dbs.iter().map(|d| d.garment.name.as_str()).collect();
     tracing::info!(garments = %names.join(", "), "garments");
+    let tls = config.tls_cert.is_some();
     runtime()?.block_on(async move {
         let server = start_with_garments(dbs, config).await?;
+        let (ws, http) = if tls { ("wss", "https") } else { ("ws", "http") };
         say(format_args!(
-            "clothcast serving on ws://{}/ws (metrics: http://{}/metrics)",
-            server.addr, server.addr
+            "clothcast serving on {ws}://{}/ws (viewer: {http}://{}/, metrics: {http}://{}/metrics)",
+            server.addr, server.addr, server.addr
         ));
         stop_signal().await?;
         say(format_args!("shutting down"));
@@ -133,8 +145,13 @@ fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
     } else {
         "publisher and viewer tokens"
     };
+    let tls = if config.tls_cert.is_some() {
+        " with TLS (https, wss)"
+    } else {
+        ""
+    };
     say(format_args!(
-        "config ok: would listen on {} (VMC {vmc}), tick {} Hz, garments {} (the first is the default), authentication {auth}",
+        "config ok: would listen on {}{tls} (VMC {vmc}), tick {} Hz, garments {} (the first is the default), authentication {auth}",
         config.bind,
         config.engine.tick_hz,
         garments.join(", ")
