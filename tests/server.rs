@@ -1591,3 +1591,34 @@ async fn the_server_speaks_wss_with_a_certificate() {
     );
     server.shutdown().await;
 }
+
+/// A connection still in its TLS handshake when the server shuts down is closed then,
+/// not when its handshake deadline (`hello_timeout`) runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_closes_a_connection_mid_handshake() {
+    use tokio::io::AsyncReadExt;
+    let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls");
+    let server = start(
+        db(),
+        ServerConfig {
+            tls_cert: Some(tls.join("cert.pem")),
+            tls_key: Some(tls.join("key.pem")),
+            hello_timeout: 60.0,
+            ..config()
+        },
+    )
+    .await
+    .expect("server starts with TLS");
+    // a client that connects and never says a word of TLS
+    let mut tcp = tokio::net::TcpStream::connect(server.addr)
+        .await
+        .expect("connects");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.shutdown().await;
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(5), tcp.read(&mut buf)).await;
+    assert!(
+        matches!(read, Ok(Ok(0) | Err(_))),
+        "the half-open handshake outlived the server: {read:?}"
+    );
+}

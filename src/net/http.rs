@@ -77,19 +77,29 @@ pub(super) async fn serve(
             req.extensions_mut().insert(ConnectInfo(peer));
             tower::ServiceExt::oneshot(app.clone(), req)
         });
-        let closing = closing.subscribe();
+        let mut closing = closing.subscribe();
         let tls = tls.clone();
         tokio::spawn(async move {
             match tls {
                 None => serve_io(tcp, service, header_timeout, closing, peer).await,
-                // the handshake has the same deadline as a request's headers
-                Some(tls) => match tokio::time::timeout(header_timeout, tls.accept(tcp)).await {
-                    Ok(Ok(stream)) => {
-                        serve_io(stream, service, header_timeout, closing, peer).await
+                // the handshake has the same deadline as a request's headers, and a
+                // server shutting down abandons it
+                Some(tls) => {
+                    let shook = tokio::select! {
+                        r = tokio::time::timeout(header_timeout, tls.accept(tcp)) => Some(r),
+                        _ = closing.wait_for(|&c| c) => None,
+                    };
+                    match shook {
+                        Some(Ok(Ok(stream))) => {
+                            serve_io(stream, service, header_timeout, closing, peer).await
+                        }
+                        Some(Ok(Err(e))) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed")
+                        }
+                        Some(Err(_)) => tracing::debug!(%peer, "TLS handshake timed out"),
+                        None => {}
                     }
-                    Ok(Err(e)) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
-                },
+                }
             }
             // (an upgraded connection ends here as HTTP and lives on as a WebSocket)
             drop(guard);
