@@ -641,33 +641,14 @@ async fn connections_that_never_finish_their_request_headers_are_closed() {
 /// counted as refused, and the server serves again once they are gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_unfinished_requests_is_bounded_by_max_connections() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (server, url) = serve(ServerConfig {
         hello_timeout: 3.0,
         max_connections: 3,
         ..config()
     })
     .await;
-    let mut flood = Vec::new();
-    for _ in 0..6 {
-        let mut tcp = tokio::net::TcpStream::connect(server.addr)
-            .await
-            .expect("connects");
-        // (a write to a connection the server already closed may fail: that is fine)
-        let _ = tcp.write_all(b"GET /ws HTTP/1.1\r\n").await;
-        flood.push(tcp);
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     // three are held (until hello_timeout), three were closed at once
-    let mut closed = 0;
-    for tcp in &mut flood {
-        let mut buf = [0u8; 64];
-        if let Ok(Ok(0) | Err(_)) =
-            tokio::time::timeout(Duration::from_millis(300), tcp.read(&mut buf)).await
-        {
-            closed += 1;
-        }
-    }
+    let (_flood, closed) = flood_of_unfinished_requests(server.addr, 6).await;
     assert_eq!(closed, 3, "connections over the limit closed at once");
     // once the held ones have timed out, the server serves again
     tokio::time::sleep(Duration::from_millis(3300)).await;
@@ -815,4 +796,77 @@ async fn two_places_then_503(
         "a third connection",
     );
     (server, url, first, second)
+}
+
+/// Opens `n` connections to `addr` that start a request and never finish it; returns
+/// them and how many the server closed at once.
+async fn flood_of_unfinished_requests(
+    addr: std::net::SocketAddr,
+    n: usize,
+) -> (Vec<tokio::net::TcpStream>, usize) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut flood = Vec::new();
+    for _ in 0..n {
+        let mut tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connects");
+        // (a write to a connection the server already closed may fail: that is fine)
+        let _ = tcp.write_all(b"GET /ws HTTP/1.1\r\n").await;
+        flood.push(tcp);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut closed = 0;
+    for tcp in &mut flood {
+        let mut buf = [0u8; 64];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(300), tcp.read(&mut buf)).await
+        {
+            closed += 1;
+        }
+    }
+    (flood, closed)
+}
+
+/// One host's flood of unfinished requests holds at most `max_connections_per_address`
+/// of the places for plain HTTP connections: the rest are closed at once and another
+/// address is served meanwhile. A trusted proxy is exempt (it carries many clients).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_hosts_flood_of_unfinished_requests_leaves_room_for_others() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (server, _url) = serve(ServerConfig {
+        hello_timeout: 30.0,
+        max_connections_per_address: 2,
+        ..config()
+    })
+    .await;
+    let (_flood, closed) = flood_of_unfinished_requests(server.addr, 5).await;
+    assert_eq!(closed, 3, "one address holds two places");
+    let mut other = from_127_0_0_2(server.addr).await;
+    other
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("request");
+    let mut reply = String::new();
+    tokio::time::timeout(Duration::from_secs(5), other.read_to_string(&mut reply))
+        .await
+        .expect("answered in time")
+        .expect("reads");
+    assert!(
+        reply.starts_with("HTTP/1.1 200") && reply.ends_with("ok\n"),
+        "{reply}"
+    );
+    server.shutdown().await;
+    let (server, _url) = serve(ServerConfig {
+        hello_timeout: 30.0,
+        max_connections_per_address: 2,
+        trusted_proxies: vec!["127.0.0.1".parse().expect("addr")],
+        ..config()
+    })
+    .await;
+    let (_flood, closed) = flood_of_unfinished_requests(server.addr, 5).await;
+    assert_eq!(
+        closed, 0,
+        "a trusted proxy's connections are not held to one address's share"
+    );
+    server.shutdown().await;
 }

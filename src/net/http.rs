@@ -5,7 +5,9 @@
 //! `header_timeout` to send its request headers, on every request of a connection. And
 //! at most `max_pending` connections may be open before their upgrade or between
 //! requests: more are closed as soon as they are accepted, so a flood of connections
-//! within that time cannot take every file descriptor either.
+//! within that time cannot take every file descriptor either; and one address (not a
+//! trusted proxy) may hold at most `per_address` of them, so that one host's flood
+//! cannot shut everyone else out.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,6 +19,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
+use super::peer::Places;
+
 /// How connections are taken at the door.
 pub(super) struct Door {
     /// Time a connection has for each request's headers (and for its TLS handshake).
@@ -26,6 +30,13 @@ pub(super) struct Door {
     pub(super) max_pending: usize,
     /// TLS on every connection, or none.
     pub(super) tls: Option<TlsAcceptor>,
+    /// Connections one address may have as HTTP at once (so that one host cannot hold
+    /// every one of `max_pending` with unfinished requests); more from it are closed
+    /// as soon as they are accepted.
+    pub(super) per_address: usize,
+    /// Addresses exempt from `per_address`: the trusted proxies, whose connections
+    /// carry many clients.
+    pub(super) exempt: Vec<std::net::IpAddr>,
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves (or its sender is dropped):
@@ -46,7 +57,10 @@ pub(super) async fn serve(
         header_timeout,
         max_pending,
         tls,
+        per_address,
+        exempt,
     } = door;
+    let places = Arc::new(Places::default());
     let (closing, _) = tokio::sync::watch::channel(false);
     let pending = Arc::new(AtomicUsize::new(0));
     tokio::pin!(shutdown);
@@ -70,7 +84,21 @@ pub(super) async fn serve(
             drop(tcp);
             continue;
         }
-        let guard = Pending(Arc::clone(&pending));
+        let ip = peer.ip().to_canonical();
+        let place = if exempt.iter().any(|e| e.to_canonical() == ip) {
+            None
+        } else {
+            match places.take(ip, per_address) {
+                Some(p) => Some(p),
+                None => {
+                    pending.fetch_sub(1, Ordering::Relaxed);
+                    refused();
+                    drop(tcp);
+                    continue;
+                }
+            }
+        };
+        let guard = (Pending(Arc::clone(&pending)), place);
         tune(&tcp);
         let app = app.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {

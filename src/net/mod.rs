@@ -97,7 +97,9 @@ pub struct ServerConfig {
     /// WebSocket connections open at once from one IP address (at least 1): one host
     /// cannot take every place of `max_connections`. A venue whose headsets share one
     /// public address behind NAT needs this at least its headset count; more are
-    /// answered HTTP 503 before the upgrade.
+    /// answered HTTP 503 before the upgrade. Also the most connections one address may
+    /// have open as plain HTTP (unfinished requests; trusted proxies exempt): more are
+    /// closed as soon as they are accepted.
     pub max_connections_per_address: usize,
     /// Reverse proxies (nginx, Caddy: what terminates TLS) whose `X-Forwarded-For`
     /// names the client: its address is then what `max_connections_per_address` counts
@@ -496,6 +498,8 @@ pub async fn start_with_garments(
             header_timeout,
             max_pending: config.max_connections,
             tls,
+            per_address: config.max_connections_per_address,
+            exempt: config.trusted_proxies.clone(),
         },
         refused,
         tune,
