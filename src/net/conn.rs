@@ -89,6 +89,7 @@ pub(super) async fn ws_upgrade(
     State(s): State<Arc<Shared>>,
     axum::extract::ConnectInfo(from): axum::extract::ConnectInfo<SocketAddr>,
     headers: axum::http::HeaderMap,
+    http_place: Option<axum::Extension<super::http::HttpPlace>>,
 ) -> axum::response::Response {
     let peer = Peer::new(from, &headers, &s.config.trusted_proxies);
     // a server shutting down takes no one new (clients that were just closed with
@@ -124,6 +125,10 @@ pub(super) async fn ws_upgrade(
             s.config.max_connections_per_address
         ));
     };
+    // from here the connection holds WebSocket places, not an HTTP one
+    if let Some(axum::Extension(http)) = http_place {
+        http.give_back();
+    }
     let limit = s.config.max_message_bytes;
     ws.max_message_size(limit)
         .max_frame_size(limit)

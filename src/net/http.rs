@@ -19,7 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use super::peer::Places;
+use super::peer::{Place, Places};
 
 /// How connections are taken at the door.
 pub(super) struct Door {
@@ -98,11 +98,16 @@ pub(super) async fn serve(
                 }
             }
         };
-        let guard = (Pending(Arc::clone(&pending)), place);
+        let guard = HttpPlace(Arc::new(std::sync::Mutex::new(Some((
+            Pending(Arc::clone(&pending)),
+            place,
+        )))));
         tune(&tcp);
         let app = app.clone();
+        let request_guard = guard.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             req.extensions_mut().insert(ConnectInfo(peer));
+            req.extensions_mut().insert(request_guard.clone());
             tower::ServiceExt::oneshot(app.clone(), req)
         });
         let mut closing = closing.subscribe();
@@ -129,8 +134,8 @@ pub(super) async fn serve(
                     }
                 }
             }
-            // (an upgraded connection ends here as HTTP and lives on as a WebSocket)
-            drop(guard);
+            // (an upgraded connection gave its place back at the upgrade)
+            guard.give_back();
         });
     }
     closing.send_replace(true);
@@ -167,6 +172,28 @@ async fn serve_io<S, I>(
     };
     if let Err(e) = done {
         tracing::debug!(%peer, error = %e, "HTTP connection ended");
+    }
+}
+
+/// A connection's place among those served as plain HTTP (`max_pending`, and its
+/// address's share), carried by each of its requests: given back when the connection
+/// ends, or by the WebSocket handler as it upgrades (before the `101` goes out, so a
+/// client that connects again at once is not counted twice).
+#[derive(Clone)]
+pub(super) struct HttpPlace(Arc<std::sync::Mutex<Option<Held>>>);
+
+/// What an [`HttpPlace`] holds: its share of `max_pending`, and of its address's
+/// places (none for a trusted proxy).
+type Held = (Pending, Option<Place>);
+
+impl HttpPlace {
+    /// Gives the place back (once; later calls do nothing).
+    pub(super) fn give_back(&self) {
+        let mut held = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        drop(held.take());
     }
 }
 

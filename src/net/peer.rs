@@ -91,7 +91,11 @@ impl Places {
     /// A place for one more connection from `ip`, held until the returned value is
     /// dropped; `None` when `ip` already holds `most`.
     pub(super) fn take(self: &Arc<Self>, ip: IpAddr, most: usize) -> Option<Place> {
-        let mut open = self.0.lock().ok()?;
+        // (the counts stay right even if a holder panicked: nothing panics mid-update)
+        let mut open = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let n = open.entry(ip).or_insert(0);
         if *n >= most {
             return None;
@@ -106,9 +110,12 @@ pub(super) struct Place(Arc<Places>, IpAddr);
 
 impl Drop for Place {
     fn drop(&mut self) {
-        if let Ok(mut open) = self.0.0.lock()
-            && let Some(n) = open.get_mut(&self.1)
-        {
+        let mut open = self
+            .0
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = open.get_mut(&self.1) {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 open.remove(&self.1);
