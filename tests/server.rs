@@ -698,7 +698,7 @@ async fn play_vmc_sends_a_clip_as_vmc_performers_that_move_avatars() {
     let mut viewer = connect_viewer(&url).await;
     let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/mocap/cmu_131_01.bvh");
-    let mut play = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
+    let play = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
         .arg("play")
         .arg(&clip)
         .args([
@@ -726,19 +726,8 @@ async fn play_vmc_sends_a_clip_as_vmc_performers_that_move_avatars() {
     );
     // the walk moves the garment: sleeves swing with the arms
     let ids: Vec<String> = view.avatars.keys().cloned().collect();
-    let first = view.avatars[&ids[0]].positions.clone();
-    more_frames(&mut viewer, &mut view, &ids[0], 20).await;
-    let later = &view.avatars[&ids[0]].positions;
-    let moved = max_moved(&first, later);
-    assert!(
-        moved > 0.03,
-        "the VMC walk did not move the garment ({moved} m)"
-    );
-    let status = tokio::task::spawn_blocking(move || play.wait())
-        .await
-        .expect("joins")
-        .expect("play exits");
-    assert!(status.success(), "clothcast play --vmc failed: {status}");
+    garment_moves(&mut viewer, &mut view, &ids[0], 20).await;
+    exits_cleanly(play, "clothcast play --vmc").await;
     let vmc = r#"clothcast_poses_in_total{source="vmc"}"#;
     assert!(metric(server.addr, vmc).await >= 20.0);
     server.shutdown().await;
@@ -768,12 +757,7 @@ async fn play_and_watch_are_clients_of_the_server() {
         .await
         .expect("joins")
         .expect("clothcast watch runs");
-    let mut play = play;
-    let played = tokio::task::spawn_blocking(move || play.wait())
-        .await
-        .expect("joins")
-        .expect("play exits");
-    assert!(played.success(), "play failed: {played}");
+    exits_cleanly(play, "clothcast play").await;
     let out = String::from_utf8_lossy(&watch.stdout);
     assert!(watch.status.success(), "watch failed: {out}");
     // one line per second for the avatar subscribed to, none for the other
@@ -1405,18 +1389,8 @@ async fn demo_serves_its_walking_avatars_where_it_says() {
     })
     .await;
     assert_eq!(view.avatars.len(), 3, "{:?}", view.avatars.keys());
-    let first = view.avatars["walker-0"].positions.clone();
-    more_frames(&mut viewer, &mut view, "walker-0", 30).await;
-    let moved = max_moved(&first, &view.avatars["walker-0"].positions);
-    assert!(
-        moved > 0.03,
-        "the demo's walker did not move its garment ({moved} m)"
-    );
-    let status = tokio::task::spawn_blocking(move || demo.wait())
-        .await
-        .expect("joins")
-        .expect("demo exits");
-    assert!(status.success(), "clothcast demo failed: {status}");
+    garment_moves(&mut viewer, &mut view, "walker-0", 30).await;
+    exits_cleanly(demo, "clothcast demo").await;
 }
 
 /// `serve` stopped the way systemd, Docker and Kubernetes stop a service (SIGTERM)
@@ -1580,15 +1554,7 @@ async fn the_server_speaks_wss_with_a_certificate() {
         .filter(|l| l.contains("performer-") && l.contains("fps") && !l.contains("  0.0 fps"))
         .count();
     assert!(streaming >= 2, "watch over wss saw no frames:\n{out}");
-    let status = tokio::task::spawn_blocking(move || play.wait_with_output())
-        .await
-        .expect("joins")
-        .expect("play exits");
-    assert!(
-        status.status.success(),
-        "play over wss: {}",
-        String::from_utf8_lossy(&status.stderr)
-    );
+    exits_cleanly(play, "clothcast play over wss").await;
     server.shutdown().await;
 }
 
@@ -1620,5 +1586,28 @@ async fn shutdown_closes_a_connection_mid_handshake() {
     assert!(
         matches!(read, Ok(Ok(0) | Err(_))),
         "the half-open handshake outlived the server: {read:?}"
+    );
+}
+
+/// Reads `n` more frames of avatar `id` and checks that its garment moved (more than
+/// 3 cm at some vertex): the motion driving it arrives.
+async fn garment_moves(viewer: &mut Client, view: &mut Viewer, id: &str, n: u64) {
+    let first = view.avatars[id].positions.clone();
+    more_frames(viewer, view, id, n).await;
+    let moved = max_moved(&first, &view.avatars[id].positions);
+    assert!(moved > 0.03, "{id}'s garment did not move ({moved} m)");
+}
+
+/// Waits for a spawned `clothcast` (`what`) to exit, and checks it succeeded.
+async fn exits_cleanly(child: std::process::Child, what: &str) {
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("joins")
+        .expect("the process exits");
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
     );
 }

@@ -95,14 +95,7 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     if a.check {
         return check_serve(&config, &paths);
     }
-    let dbs = if paths.is_empty() {
-        vec![load_db(None)?]
-    } else {
-        paths
-            .iter()
-            .map(|p| load_db(Some(p)))
-            .collect::<anyhow::Result<Vec<_>>>()?
-    };
+    let dbs = databases(&paths, true)?;
     let names: Vec<&str> = dbs.iter().map(|d| d.garment.name.as_str()).collect();
     tracing::info!(garments = %names.join(", "), "garments");
     let tls = config.tls_cert.is_some();
@@ -120,23 +113,27 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     })
 }
 
+/// The databases `serve` wears: those at `paths`, or with none the default database,
+/// baked when missing if `bake`, else refused as not baked yet.
+fn databases(paths: &[PathBuf], bake: bool) -> anyhow::Result<Vec<Arc<Database>>> {
+    if !paths.is_empty() {
+        return paths.iter().map(|p| load_db(Some(p))).collect();
+    }
+    if bake {
+        return Ok(vec![load_db(None)?]);
+    }
+    let path = crate::bake::default_database_path();
+    anyhow::ensure!(
+        path.exists(),
+        "the default database is not baked yet ({}): `serve` bakes it at start (~8 min on 2 cores), or name databases with --db or `databases`",
+        path.display()
+    );
+    Ok(vec![load_db(Some(&path))?])
+}
+
 /// `serve --check`: what `serve` would refuse, without serving (or baking).
 fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
-    let dbs = if paths.is_empty() {
-        let path = crate::bake::default_database_path();
-        anyhow::ensure!(
-            path.exists(),
-            "the default database is not baked yet ({}): `serve` bakes it at start (~8 min on 2 cores), or name databases with --db or `databases`",
-            path.display()
-        );
-        vec![load_db(Some(&path))?]
-    } else {
-        paths
-            .iter()
-            .map(|p| load_db(Some(p)))
-            .collect::<anyhow::Result<Vec<_>>>()?
-    };
-    let garments = crate::net::check_server(dbs, config)?;
+    let garments = crate::net::check_server(databases(paths, false)?, config)?;
     let vmc = config
         .vmc_bind
         .map_or("off".to_string(), |a| format!("UDP {a}"));

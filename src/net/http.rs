@@ -19,7 +19,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
-use super::peer::{Place, Places};
+use super::peer::{Place, Places, is_trusted};
 
 /// How connections are taken at the door.
 pub(super) struct Door {
@@ -85,7 +85,7 @@ pub(super) async fn serve(
             continue;
         }
         let ip = peer.ip().to_canonical();
-        let place = if exempt.iter().any(|e| e.to_canonical() == ip) {
+        let place = if is_trusted(ip, &exempt) {
             None
         } else {
             match places.take(ip, per_address) {

@@ -27,11 +27,7 @@ pub(super) struct Peer {
 impl Peer {
     /// The origin of a request from `addr` with `headers`, given the trusted proxies.
     pub(super) fn new(addr: SocketAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> Self {
-        let is_trusted = |ip: IpAddr| {
-            trusted
-                .iter()
-                .any(|t| t.to_canonical() == ip.to_canonical())
-        };
+        let is_trusted = |ip: IpAddr| is_trusted(ip, trusted);
         let client = if is_trusted(addr.ip()) {
             forwarded_client(headers, is_trusted)
         } else {
@@ -54,6 +50,14 @@ impl std::fmt::Display for Peer {
             None => write!(f, "{}", self.addr),
         }
     }
+}
+
+/// Whether `ip` is one of `trusted` (an IPv4 peer seen through an IPv6 socket as
+/// `::ffff:a.b.c.d` included).
+pub(super) fn is_trusted(ip: IpAddr, trusted: &[IpAddr]) -> bool {
+    trusted
+        .iter()
+        .any(|t| t.to_canonical() == ip.to_canonical())
 }
 
 /// The client named in `X-Forwarded-For` (every such header, in order, comma
