@@ -60,15 +60,28 @@ pub(crate) fn load_db(path: Option<&PathBuf>) -> anyhow::Result<Arc<Database>> {
     }))
 }
 
+/// The server config at `path` (defaults without one). Relative file paths in it
+/// (`databases`, `tls_cert`, `tls_key`) name files next to the config, as nginx and
+/// systemd units expect, so `serve --config /etc/clothcast/server.toml` finds
+/// `databases = ["tshirt.ccdb"]` in /etc/clothcast whatever the working directory;
+/// paths given as flags stay relative to the working directory.
 pub(crate) fn load_config(path: Option<&PathBuf>) -> anyhow::Result<ServerConfig> {
-    match path {
-        Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))
+    let Some(p) = path else {
+        return Ok(ServerConfig::default());
+    };
+    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    let mut config: ServerConfig =
+        toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+    let dir = p.parent().unwrap_or(std::path::Path::new(""));
+    let beside = |f: &mut PathBuf| {
+        if f.is_relative() {
+            *f = dir.join(&*f);
         }
-        None => Ok(ServerConfig::default()),
-    }
+    };
+    config.databases.iter_mut().for_each(beside);
+    config.tls_cert.iter_mut().for_each(beside);
+    config.tls_key.iter_mut().for_each(beside);
+    Ok(config)
 }
 
 pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -350,5 +363,31 @@ mod tests {
         let shipped = load_config(Some(&path)).expect("configs/server.toml parses");
         let as_value = |c: &ServerConfig| toml::Value::try_from(c).expect("serialisable");
         assert_eq!(as_value(&shipped), as_value(&ServerConfig::default()));
+    }
+
+    /// Relative paths in a config file are taken from the config's directory, absolute
+    /// ones as written, whatever the working directory.
+    #[test]
+    fn a_configs_relative_paths_name_files_beside_it() {
+        let dir = std::env::temp_dir().join(format!("clothcast-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("server.toml");
+        std::fs::write(
+            &path,
+            "databases = [\"tshirt.ccdb\", \"/srv/pants.ccdb\"]\n\
+             tls_cert = \"certs/cert.pem\"\ntls_key = \"/etc/key.pem\"\n",
+        )
+        .expect("write config");
+        let config = load_config(Some(&path)).expect("config parses");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            config.databases,
+            [dir.join("tshirt.ccdb"), PathBuf::from("/srv/pants.ccdb")]
+        );
+        assert_eq!(config.tls_cert, Some(dir.join("certs/cert.pem")));
+        assert_eq!(config.tls_key, Some(PathBuf::from("/etc/key.pem")));
+        // a config named without a directory is the working directory's
+        let bare = load_config(Some(&PathBuf::from("configs/server.toml"))).map(|c| c.databases);
+        assert!(bare.is_ok_and(|d| d.is_empty()));
     }
 }
