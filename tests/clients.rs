@@ -13,12 +13,14 @@ use clothcast::protocol::Role;
 
 use super::server::{config, connect_viewer, db, until};
 
-fn clip() -> std::path::PathBuf {
+pub(super) fn clip() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mocap/cmu_131_01.bvh")
 }
 
 /// Waits for a child and returns its status, stdout and stderr.
-async fn finish(child: std::process::Child) -> (std::process::ExitStatus, String, String) {
+pub(super) async fn finish(
+    child: std::process::Child,
+) -> (std::process::ExitStatus, String, String) {
     let out = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
         .expect("joins")
@@ -31,7 +33,7 @@ async fn finish(child: std::process::Child) -> (std::process::ExitStatus, String
 }
 
 /// Reads a viewer until `avatar` has decoded `n` frames.
-async fn frames_of(url: &str, avatar: &str, n: u64) {
+pub(super) async fn frames_of(url: &str, avatar: &str, n: u64) {
     let mut c = connect_viewer(url).await;
     let mut view = Viewer::default();
     until(&mut c, &mut view, |v, _| {

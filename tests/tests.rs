@@ -3,4 +3,5 @@
 mod cli;
 mod clients;
 mod limits;
+mod record;
 mod server;

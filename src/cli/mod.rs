@@ -22,6 +22,7 @@ mod common;
 mod drape;
 mod eval;
 mod play;
+mod record;
 mod render;
 mod retarget;
 mod serve;

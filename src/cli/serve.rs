@@ -172,7 +172,7 @@ fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
 /// Resolves on Ctrl-C (SIGINT) or SIGTERM, which is how systemd, Docker and
 /// Kubernetes stop a service: either way the server shuts down gracefully (closes
 /// every connection with 1001 and a reason) instead of being killed mid-frame.
-async fn stop_signal() -> std::io::Result<()> {
+pub(crate) async fn stop_signal() -> std::io::Result<()> {
     #[cfg(unix)]
     {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::Args;
 
+use super::record::Recorder;
 use super::serve::runtime;
 use crate::client::{Backoff, Client, ClientError, Viewer};
-use crate::protocol::{ClientMessage, Role};
+use crate::protocol::{ClientMessage, Role, ServerMessage};
 
 /// Arguments of `clothcast watch`.
 #[derive(Args, Debug)]
@@ -33,6 +34,12 @@ pub(crate) struct WatchArgs {
     /// always exits.
     #[arg(long)]
     no_reconnect: bool,
+    /// Also save every watched avatar's stream into this directory (created if
+    /// missing): per avatar, the garment as a PC2 point cache (world frame, a sample
+    /// per tick) with an OBJ of its mesh, and the animated body as glTF. Stop with
+    /// Ctrl-C, SIGTERM or --seconds so that the glTF files are written.
+    #[arg(long, value_name = "DIR")]
+    record: Option<std::path::PathBuf>,
 }
 
 /// What `clothcast watch` keeps per avatar between its reports.
@@ -158,99 +165,133 @@ impl Report {
 }
 
 pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
-    runtime()?.block_on(async move {
-        let start = Instant::now();
-        let deadline = a
-            .seconds
-            .map(|s| tokio::time::Instant::now() + Duration::from_secs_f32(s.clamp(0.0, 1e7)));
-        let subscribe = ClientMessage::Subscribe {
-            avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
-        };
-        let mut report = Report {
-            start,
-            last: start,
-            fastest: f64::INFINITY,
-            stats: HashMap::new(),
-        };
-        let mut backoff = Backoff::default();
-        let mut connections = 0u64;
-        loop {
-            let client = if a.no_reconnect {
-                Client::connect(&a.url, Role::Viewer, a.token.clone()).await
-            } else {
-                let mut last = String::new();
-                let retry = |e: &ClientError, wait: Duration| {
-                    eprintln!("{}: {e}; trying again in {wait:.1?}", a.url);
-                    last = e.to_string();
-                };
-                let client = Client::connect_retrying(
-                    &a.url,
-                    Role::Viewer,
-                    a.token.clone(),
-                    None,
-                    &mut backoff,
-                    retry,
-                );
-                match deadline {
-                    Some(d) => match tokio::time::timeout_at(d, client).await {
-                        Ok(c) => c,
-                        Err(_) if connections > 0 => break,
-                        Err(_) => anyhow::bail!(
-                            "could not connect to {} in --seconds (last: {last})",
-                            a.url
-                        ),
-                    },
-                    None => client.await,
-                }
-            };
-            let mut client = client.with_context(|| format!("connecting to {}", a.url))?;
-            connections += 1;
-            if connections > 1 {
-                eprintln!("{}: connected again", a.url);
+    let mut recorder = a.record.as_deref().map(Recorder::new).transpose()?;
+    let watched = runtime()?.block_on(watch(&a, recorder.as_mut()));
+    // whatever ended the watch, the recordings end cleanly
+    let recorded = recorder.as_mut().map_or(Ok(()), Recorder::finish);
+    watched.and(recorded)
+}
+
+/// Watches until `--seconds`, a signal, or a final error.
+async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Result<()> {
+    let stop = super::serve::stop_signal();
+    tokio::pin!(stop);
+    let start = Instant::now();
+    let deadline = a
+        .seconds
+        .map(|s| tokio::time::Instant::now() + Duration::from_secs_f32(s.clamp(0.0, 1e7)));
+    let subscribe = ClientMessage::Subscribe {
+        avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
+    };
+    let mut report = Report {
+        start,
+        last: start,
+        fastest: f64::INFINITY,
+        stats: HashMap::new(),
+    };
+    let mut backoff = Backoff::default();
+    let mut connections = 0u64;
+    loop {
+        // None: --seconds ran out while connecting
+        let mut last = String::new();
+        let connecting = async {
+            if a.no_reconnect {
+                return Some(Client::connect(&a.url, Role::Viewer, a.token.clone()).await);
             }
-            client.send(&subscribe).await?;
-            // a new connection starts every stream again from a keyframe
-            let mut viewer = Viewer::default();
-            report.fastest = f64::INFINITY;
-            let lost = loop {
-                if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+            let retry = |e: &ClientError, wait: Duration| {
+                eprintln!("{}: {e}; trying again in {wait:.1?}", a.url);
+                last = e.to_string();
+            };
+            let client = Client::connect_retrying(
+                &a.url,
+                Role::Viewer,
+                a.token.clone(),
+                None,
+                &mut backoff,
+                retry,
+            );
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d, client).await.ok(),
+                None => Some(client.await),
+            }
+        };
+        let client = tokio::select! {
+            c = connecting => c,
+            _ = &mut stop => return anyhow::Ok(()),
+        };
+        let client = match client {
+            Some(c) => c,
+            None if connections > 0 => break,
+            None => anyhow::bail!("could not connect to {} in --seconds (last: {last})", a.url),
+        };
+        let mut client = client.with_context(|| format!("connecting to {}", a.url))?;
+        connections += 1;
+        if connections > 1 {
+            eprintln!("{}: connected again", a.url);
+        }
+        client.send(&subscribe).await?;
+        if let Some(r) = recorder.as_deref_mut() {
+            r.set_tick_hz(client.tick_hz)?;
+        }
+        // a new connection starts every stream again from a keyframe
+        let mut viewer = Viewer::default();
+        report.fastest = f64::INFINITY;
+        let lost = loop {
+            if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
+                client.close().await;
+                return anyhow::Ok(());
+            }
+            let m = tokio::select! {
+                m = tokio::time::timeout(Duration::from_secs(1), client.next()) => m,
+                _ = &mut stop => {
                     client.close().await;
                     return anyhow::Ok(());
                 }
-                let m = tokio::time::timeout(Duration::from_secs(1), client.next()).await;
-                let applied = match m {
-                    Ok(Ok(m)) => viewer.apply(m),
-                    Ok(Err(e)) => break e,
-                    Err(_) => Ok(None),
-                };
-                match applied {
-                    Ok(Some(id)) => report.frame(&viewer, id),
-                    Ok(None) => {}
-                    // "closed" precedes the close frame, which says it again with its code
-                    Err(ClientError::Refused { code, .. }) if code == "closed" => {}
-                    Err(e) => return Err(e.into()),
-                }
-                if let Err(e) = client.keepalive().await {
-                    break e;
-                }
-                match report.maybe_print(&viewer) {
-                    Ok(()) => {}
-                    // nobody reads the table any more (`watch | head`): done
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                        client.close().await;
-                        return anyhow::Ok(());
-                    }
-                    Err(e) => {
-                        client.close().await;
-                        return Err(anyhow::Error::new(e).context("writing to stdout"));
-                    }
-                }
             };
-            if a.no_reconnect || lost.is_final() {
-                return Err(anyhow::Error::new(lost).context(format!("watching {}", a.url)));
+            if let (Some(r), Ok(Ok(m))) = (recorder.as_deref_mut(), &m) {
+                match m {
+                    ServerMessage::Asset(asset) => r.asset(asset),
+                    ServerMessage::Gone { avatar } => r.end(avatar)?,
+                    _ => {}
+                }
             }
-            eprintln!("{}: connection lost: {lost}", a.url);
+            let applied = match m {
+                Ok(Ok(m)) => viewer.apply(m),
+                Ok(Err(e)) => break e,
+                Err(_) => Ok(None),
+            };
+            match applied {
+                Ok(Some(id)) => {
+                    if let Some(r) = recorder.as_deref_mut() {
+                        r.frame(&viewer, &id)?;
+                    }
+                    report.frame(&viewer, id)
+                }
+                Ok(None) => {}
+                // "closed" precedes the close frame, which says it again with its code
+                Err(ClientError::Refused { code, .. }) if code == "closed" => {}
+                Err(e) => return Err(e.into()),
+            }
+            if let Err(e) = client.keepalive().await {
+                break e;
+            }
+            match report.maybe_print(&viewer) {
+                Ok(()) => {}
+                // nobody reads the table any more (`watch | head`): done
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    client.close().await;
+                    return anyhow::Ok(());
+                }
+                Err(e) => {
+                    client.close().await;
+                    return Err(anyhow::Error::new(e).context("writing to stdout"));
+                }
+            }
+        };
+        if a.no_reconnect || lost.is_final() {
+            return Err(anyhow::Error::new(lost).context(format!("watching {}", a.url)));
         }
-        anyhow::Ok(())
-    })
+        eprintln!("{}: connection lost: {lost}", a.url);
+    }
+    anyhow::Ok(())
 }

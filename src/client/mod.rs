@@ -358,6 +358,12 @@ pub struct Viewer {
 }
 
 impl Viewer {
+    /// The garment setup of asset `hash` (its topology and skin), once its `asset`
+    /// message has arrived.
+    pub fn setup(&self, hash: &str) -> Option<&Arc<GarmentSetup>> {
+        self.setups.get(hash)
+    }
+
     /// Applies a server message; returns the avatar id a frame was decoded for.
     /// A frame whose reference is missing is skipped (the server sends a keyframe).
     pub fn apply(&mut self, m: ServerMessage) -> Result<Option<String>, ClientError> {

@@ -7,6 +7,9 @@
 //! Client → server: `hello`, `pose`, `subscribe`. Server → client: `welcome`, `asset`,
 //! `frame`, `gone`, `error`.
 
+mod body;
+
+pub use body::{BodyAsset, BodyPose};
 use serde::{Deserialize, Serialize};
 use serde_bytes::ByteBuf;
 
@@ -391,6 +394,9 @@ pub enum ProtocolError {
     /// A message of ours could not be written (a value MessagePack cannot hold).
     #[error("encoding a message: {0}")]
     Encode(String),
+    /// An asset's body or a frame's pose is malformed (see [`BodyAsset`]).
+    #[error("bad body data: {0}")]
+    BadBody(String),
     /// Larger than allowed.
     #[error("message of {size} bytes exceeds the limit of {limit}")]
     TooLarge {

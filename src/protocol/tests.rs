@@ -341,3 +341,89 @@ fn avatar_ids_without_control_or_invisible_characters_are_valid() {
         assert!(!valid_avatar_id(bad), "{bad:?}");
     }
 }
+
+/// A two-joint, three-vertex body asset as bytes.
+fn small_body() -> AssetMessage {
+    let f = |v: &[f32]| ByteBuf::from(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+    AssetMessage {
+        hash: "h".into(),
+        garment: "tshirt".into(),
+        setup: ByteBuf::new(),
+        body_positions: f(&[0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0]),
+        body_triangles: ByteBuf::from(
+            [0u32, 1, 2]
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        ),
+        body_joints: ByteBuf::from(vec![0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]),
+        body_weights: f(&[0.5, 0.5, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]),
+        skeleton: f(&[0.0, 1.0, 0.0, 0.0, 1.5, 0.0]),
+        parents: vec![-1, 0],
+    }
+}
+
+#[test]
+fn an_assets_body_reads_back_and_every_inconsistency_is_named() {
+    let body = small_body().body().expect("a consistent body");
+    assert_eq!(body.positions[1], [1.0, 0.0, 0.0]);
+    assert_eq!(body.triangles, [[0, 1, 2]]);
+    assert_eq!(body.joints[0], [0, 1, 0, 0]);
+    assert_eq!(body.skeleton[1], [0.0, 1.5, 0.0]);
+    let refused = |change: &dyn Fn(&mut AssetMessage), says: &str| {
+        let mut a = small_body();
+        change(&mut a);
+        match a.body() {
+            Err(ProtocolError::BadBody(m)) => assert!(m.contains(says), "{m} (want {says})"),
+            other => panic!("{other:?} (want an error naming {says})"),
+        }
+    };
+    refused(&|a| a.body_positions.truncate(35), "body_positions");
+    refused(
+        &|a| a.body_positions[0..4].copy_from_slice(&f32::NAN.to_le_bytes()),
+        "not finite",
+    );
+    refused(
+        &|a| a.body_triangles[4..8].copy_from_slice(&3u32.to_le_bytes()),
+        "past 3",
+    );
+    refused(&|a| a.body_joints[5] = 2, "past 2");
+    refused(&|a| a.body_joints.truncate(8), "skin for 2");
+    refused(&|a| a.body_weights.truncate(47), "body_weights");
+    refused(&|a| a.parents = vec![-1, 1], "parent 1");
+    refused(&|a| a.parents = vec![0, 0], "parent 0");
+    refused(&|a| a.parents = vec![-1], "2 skeleton joints but 1 parents");
+    refused(&|a| a.skeleton.truncate(4), "skeleton");
+}
+
+#[test]
+fn a_frames_body_pose_reads_back_and_bad_ones_are_named() {
+    let numbers =
+        |v: &[f32]| ByteBuf::from(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
+    let frame = |pose: &[f32]| FrameMessage {
+        avatar: "a".into(),
+        seq: 0,
+        timestamp: 0.0,
+        pose_timestamp: 0.0,
+        asset: "h".into(),
+        pose: numbers(pose),
+        world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+        garment: ByteBuf::new(),
+    };
+    let good = [0.1, 0.2, 0.3, 0.0, 0.0, 0.0, 1.0, 0.0, 0.6, 0.0, 0.8];
+    let p = frame(&good).body_pose(2).expect("a good pose");
+    assert_eq!(p.translation, [0.1, 0.2, 0.3]);
+    assert_eq!(p.rotations, [[0.0, 0.0, 0.0, 1.0], [0.0, 0.6, 0.0, 0.8]]);
+    let says = |pose: &[f32], joints: usize, what: &str| match frame(pose).body_pose(joints) {
+        Err(ProtocolError::BadBody(m)) => assert!(m.contains(what), "{m} (want {what})"),
+        other => panic!("{other:?} (want an error naming {what})"),
+    };
+    says(&good, 3, "for 3 joints");
+    says(&good[..10], 2, "40 bytes");
+    let mut nan = good;
+    nan[5] = f32::INFINITY;
+    says(&nan, 2, "number 5 is not finite");
+    let mut long = good;
+    long[10] = 2.0;
+    says(&long, 2, "joint 1's rotation");
+}

@@ -1,0 +1,373 @@
+//! `clothcast watch --record DIR`: the decoded stream of every watched avatar saved as
+//! files that animation tools open, for performance capture. Per avatar and take:
+//!
+//! - `ID.garment.pc2`: the garment's vertices, world frame (metres, +Y up), one sample
+//!   per server tick (frames this viewer missed repeat the last sample, so sample `k`
+//!   is tick `k` of the take); its header's count is kept current, so a cut-short
+//!   recording still reads.
+//! - `ID.garment.obj`: the garment mesh at the take's first frame, vertices in the
+//!   cache's order (what Blender's Mesh Cache modifier, Maya, Houdini or Cinema 4D
+//!   drive with the cache).
+//! - `ID.body.glb`, written when the take ends: the body skinned to the canonical
+//!   skeleton with its streamed motion, a key per received frame at `k / tick rate`
+//!   seconds, so that with the scene's frame rate at the tick rate, frame `k` of the
+//!   body is sample `k` of the garment.
+//!
+//! In Blender (checked with 3.4): set the frame rate to the server's tick rate, import
+//! the OBJ (the default Y-up, −Z forward) and the glTF, and give the garment a Mesh
+//! Cache modifier (format PC2, default axes) reading the `.pc2`.
+//!
+//! A take ends when the recording stops, the avatar leaves, changes garment, or its
+//! stream restarts (a restarted server); the next take of the same avatar is
+//! `ID-2.…`, and nothing already on disk is overwritten.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Context;
+use glam::{Quat, Vec3};
+
+use crate::body::glb_skeleton;
+use crate::client::Viewer;
+use crate::mesh::{GlbAnimation, GlbMaterial, GlbMesh, GlbScene, Pc2Writer, TriMesh, write_obj};
+use crate::protocol::{AssetMessage, BodyAsset, BodyPose};
+use crate::skeleton::{JOINT_COUNT, JointId, Skeleton};
+
+/// Longest run of missed frames filled by repeating the last sample; a longer silence
+/// (the viewer was away) ends the take.
+const MAX_GAP_SECONDS: f32 = 10.0;
+
+/// One avatar's recording in progress.
+struct Take {
+    /// Path of the take's files without their extensions.
+    stem: PathBuf,
+    asset: String,
+    cache: Pc2Writer<File>,
+    /// Frame number of the take's first sample, and of the last sample written.
+    first_seq: u32,
+    last_seq: u32,
+    /// The last sample (world frame), repeated over missed frames.
+    last: Vec<f32>,
+    /// The body and its keys (sample index, pose), when the asset's body is usable.
+    body: Option<Arc<BodyAsset>>,
+    keys: Vec<(u32, BodyPose)>,
+    /// Whether a bad pose was reported (once a take).
+    said_bad_pose: bool,
+}
+
+/// The files of every avatar being recorded.
+pub(crate) struct Recorder {
+    dir: PathBuf,
+    tick_hz: f32,
+    bodies: HashMap<String, Option<Arc<BodyAsset>>>,
+    takes: HashMap<String, Take>,
+    stems: HashSet<PathBuf>,
+}
+
+/// `id` as a file name: letters, digits, `-` and `_` kept, anything else (path
+/// separators, dots, control characters) as `_`, at most 64 characters.
+fn file_stem(id: &str) -> String {
+    let s: String = id
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() { "avatar".into() } else { s }
+}
+
+impl Recorder {
+    /// A recorder writing into `dir` (created if missing).
+    pub(crate) fn new(dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            tick_hz: 0.0,
+            bodies: HashMap::new(),
+            takes: HashMap::new(),
+            stems: HashSet::new(),
+        })
+    }
+
+    /// The server's tick rate (from its `welcome`), which spaces the samples.
+    pub(crate) fn set_tick_hz(&mut self, hz: f32) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            hz.is_finite() && (1.0..=1000.0).contains(&hz),
+            "the server's tick rate {hz} Hz cannot space a recording"
+        );
+        self.tick_hz = hz;
+        Ok(())
+    }
+
+    /// An asset arrived: its body, if usable, is what its avatars' glTF files show.
+    pub(crate) fn asset(&mut self, a: &AssetMessage) {
+        let body = match a.body() {
+            Ok(b) if b.parents.len() == JOINT_COUNT && canonical_parents(&b.parents) => {
+                Some(Arc::new(b))
+            }
+            Ok(_) => {
+                eprintln!(
+                    "asset {}: not the canonical skeleton; recording garments only",
+                    a.hash
+                );
+                None
+            }
+            Err(e) => {
+                eprintln!("asset {}: {e}; recording garments only", a.hash);
+                None
+            }
+        };
+        self.bodies.insert(a.hash.clone(), body);
+    }
+
+    /// Records the frame just decoded for `id`.
+    pub(crate) fn frame(&mut self, viewer: &Viewer, id: &str) -> anyhow::Result<()> {
+        let (Some(view), hz) = (viewer.avatars.get(id), self.tick_hz) else {
+            return Ok(());
+        };
+        let Some(f) = view.last.as_ref() else {
+            return Ok(());
+        };
+        let Some(setup) = viewer.setup(&view.asset) else {
+            return Ok(());
+        };
+        let [qx, qy, qz, qw, tx, ty, tz] = f.world;
+        let (rot, at) = (
+            Quat::from_xyzw(qx, qy, qz, qw).normalize(),
+            Vec3::new(tx, ty, tz),
+        );
+        let world: Vec<f32> = view
+            .positions
+            .chunks_exact(3)
+            .flat_map(|p| (rot * Vec3::new(p[0], p[1], p[2]) + at).to_array())
+            .collect();
+        let max_gap = (MAX_GAP_SECONDS * hz) as u32;
+        let ends = self.takes.get(id).is_some_and(|t| {
+            t.asset != view.asset
+                || f.seq <= t.last_seq
+                || f.seq - t.last_seq > max_gap
+                || world.len() != t.last.len()
+        });
+        if ends {
+            self.end(id)?;
+        }
+        if !self.takes.contains_key(id) {
+            let take = self.start(id, &view.asset, f.seq, &world, &setup.triangles)?;
+            self.takes.insert(id.to_string(), take);
+        }
+        let Some(take) = self.takes.get_mut(id) else {
+            return Ok(());
+        };
+        // missed frames hold the last sample, so sample k stays tick k
+        if f.seq > take.first_seq {
+            for _ in take.last_seq.saturating_add(1)..f.seq {
+                take.cache.push(&take.last)?;
+            }
+        }
+        take.cache.push(&world)?;
+        take.last_seq = f.seq;
+        take.last = world;
+        if let Some(body) = &take.body {
+            match f.body_pose(body.parents.len()) {
+                Ok(p) => take.keys.push((f.seq - take.first_seq, p)),
+                Err(e) if !take.said_bad_pose => {
+                    take.said_bad_pose = true;
+                    eprintln!(
+                        "{id}: frame {}: {e}; such frames are left out of the body",
+                        f.seq
+                    );
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn start(
+        &mut self,
+        id: &str,
+        asset: &str,
+        seq: u32,
+        world: &[f32],
+        triangles: &[[u32; 3]],
+    ) -> anyhow::Result<Take> {
+        // a stem of its own: not one this run used, not files already there
+        let base = file_stem(id);
+        let stem = (1..)
+            .map(|n| match n {
+                1 => self.dir.join(&base),
+                n => self.dir.join(format!("{base}-{n}")),
+            })
+            .find(|s| {
+                !self.stems.contains(s)
+                    && ["garment.pc2", "garment.obj", "body.glb"]
+                        .iter()
+                        .all(|e| !s.with_extension(e).exists())
+            })
+            .unwrap_or_else(|| self.dir.join(&base));
+        self.stems.insert(stem.clone());
+        let garment = TriMesh {
+            positions: world
+                .chunks_exact(3)
+                .map(|p| Vec3::new(p[0], p[1], p[2]))
+                .collect(),
+            triangles: triangles.to_vec(),
+        };
+        let obj = stem.with_extension("garment.obj");
+        super::common::write_file(&obj, |w| {
+            write_obj(w, &garment, &format!("clothcast garment of {id:?}"))
+        })?;
+        let pc2 = stem.with_extension("garment.pc2");
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&pc2)
+            .with_context(|| format!("creating {}", pc2.display()))?;
+        eprintln!("recording {id} into {}.*", stem.display());
+        Ok(Take {
+            stem,
+            asset: asset.to_string(),
+            cache: Pc2Writer::new(file, garment.positions.len(), 0.0, 1.0)?,
+            first_seq: seq,
+            last_seq: seq,
+            last: world.to_vec(),
+            body: self.bodies.get(asset).cloned().flatten(),
+            keys: Vec::new(),
+            said_bad_pose: false,
+        })
+    }
+
+    /// Ends `id`'s take (it left): its glTF file is written.
+    pub(crate) fn end(&mut self, id: &str) -> anyhow::Result<()> {
+        let Some(take) = self.takes.remove(id) else {
+            return Ok(());
+        };
+        let samples = take.cache.samples();
+        take.cache.finish()?;
+        let mut files = "garment.pc2, garment.obj";
+        if let Some(body) = &take.body
+            && !take.keys.is_empty()
+        {
+            write_body_glb(
+                &take.stem.with_extension("body.glb"),
+                body,
+                &take.keys,
+                self.tick_hz,
+            )?;
+            files = "garment.pc2, garment.obj, body.glb";
+        }
+        eprintln!(
+            "{id}: {samples} frames recorded in {}.{{{files}}}",
+            take.stem.display()
+        );
+        Ok(())
+    }
+
+    /// Ends every take.
+    pub(crate) fn finish(&mut self) -> anyhow::Result<()> {
+        let ids: Vec<String> = self.takes.keys().cloned().collect();
+        let mut first_error = None;
+        for id in ids {
+            if let Err(e) = self.end(&id) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Whether `parents` is the canonical skeleton's hierarchy.
+fn canonical_parents(parents: &[i32]) -> bool {
+    JointId::all().all(|j| {
+        parents.get(j.index()).copied() == Some(j.parent().map_or(-1, |p| p.index() as i32))
+    })
+}
+
+/// The take's `.body.glb`: the body skinned and animated by its keys.
+fn write_body_glb(
+    path: &Path,
+    body: &BodyAsset,
+    keys: &[(u32, BodyPose)],
+    tick_hz: f32,
+) -> anyhow::Result<()> {
+    let rest: [Vec3; JOINT_COUNT] = std::array::from_fn(|j| Vec3::from(body.skeleton[j]));
+    let skeleton = Skeleton::from_rest_positions(rest);
+    let pelvis = skeleton.rest_position(JointId::PELVIS);
+    let mesh = TriMesh {
+        positions: body.positions.iter().map(|&p| Vec3::from(p)).collect(),
+        triangles: body.triangles.clone(),
+    };
+    let body_normals = mesh.vertex_normals();
+    let joints: Vec<[u16; 4]> = body.joints.iter().map(|j| j.map(u16::from)).collect();
+    let times: Vec<f32> = keys.iter().map(|(k, _)| *k as f32 / tick_hz).collect();
+    let rotations: Vec<Vec<Quat>> = keys
+        .iter()
+        .map(|(_, p)| {
+            p.rotations
+                .iter()
+                .map(|&q| Quat::from_array(q).normalize())
+                .collect()
+        })
+        .collect();
+    let root: Vec<Vec3> = keys
+        .iter()
+        .map(|(_, p)| pelvis + Vec3::from(p.translation))
+        .collect();
+    let scene = GlbScene {
+        skeleton: Some(glb_skeleton(&skeleton)),
+        meshes: vec![GlbMesh {
+            name: "body",
+            positions: &mesh.positions,
+            normals: &body_normals,
+            triangles: &mesh.triangles,
+            skin: Some((&joints, &body.weights)),
+            material: GlbMaterial {
+                name: "skin".into(),
+                base_color: [0.80, 0.62, 0.52, 1.0],
+                roughness: 0.7,
+                double_sided: false,
+            },
+        }],
+        animation: Some(GlbAnimation {
+            name: "recorded",
+            times: &times,
+            rotations: &rotations,
+            root_translation: &root,
+        }),
+    };
+    super::common::write_glb_file(path, &scene)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn avatar_ids_become_harmless_file_names() {
+        assert_eq!(file_stem("walker-0"), "walker-0");
+        assert_eq!(file_stem("../../etc/passwd"), "______etc_passwd");
+        assert_eq!(file_stem("a\u{1b}[2Jb"), "a__2Jb");
+        assert_eq!(file_stem(""), "avatar");
+        assert_eq!(file_stem(&"x".repeat(500)).len(), 64);
+    }
+
+    #[test]
+    fn the_canonical_hierarchy_is_recognised() {
+        let parents: Vec<i32> = JointId::all()
+            .map(|j| j.parent().map_or(-1, |p| p.index() as i32))
+            .collect();
+        assert!(canonical_parents(&parents));
+        let mut other = parents.clone();
+        other[3] = -1;
+        assert!(!canonical_parents(&other));
+        assert!(!canonical_parents(&parents[..21]));
+    }
+}

@@ -1,0 +1,198 @@
+//! `clothcast watch --record`: what it writes is the stream, in files that animation
+//! tools read.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::BufReader;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use clothcast::client::Viewer;
+use clothcast::mesh::{read_obj, read_pc2};
+use clothcast::net::start;
+use glam::{Quat, Vec3};
+
+use super::clients::{clip, finish, frames_of};
+use super::server::{config, connect_viewer, db, max_moved};
+
+/// A decoded frame's garment in the world frame, as the recording stores it.
+fn world_positions(view: &Viewer, id: &str) -> Option<(u32, Vec<f32>)> {
+    let a = view.avatars.get(id)?;
+    let f = a.last.as_ref()?;
+    let [qx, qy, qz, qw, tx, ty, tz] = f.world;
+    let (rot, at) = (
+        Quat::from_xyzw(qx, qy, qz, qw).normalize(),
+        Vec3::new(tx, ty, tz),
+    );
+    let world = a
+        .positions
+        .chunks_exact(3)
+        .flat_map(|p| (rot * Vec3::new(p[0], p[1], p[2]) + at).to_array())
+        .collect();
+    Some((f.seq, world))
+}
+
+fn close(a: &[f32], b: &[f32], tolerance: f32) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tolerance)
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body() {
+    let server = start(db(), config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let play = Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .arg("play")
+        .arg(clip())
+        .args(["--url", &url, "--token", "pub", "--avatars", "2"])
+        .args(["--prefix", "rec", "--seconds", "8"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("clothcast play runs");
+    frames_of(&url, "rec-1", 3).await;
+    let dir = std::env::temp_dir().join(format!("clothcast-record-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // a viewer of our own keeps every frame it decodes, by frame number
+    let mut viewer = connect_viewer(&url).await;
+    let mut view = Viewer::default();
+    let watch = Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .args(["watch", "--url", &url, "--token", "view", "--seconds", "3"])
+        .arg("--record")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast watch runs");
+    let mut seen: HashMap<u32, Vec<f32>> = HashMap::new();
+    let stop = tokio::time::Instant::now() + Duration::from_secs(5);
+    while let Ok(m) = tokio::time::timeout_at(stop, viewer.next()).await {
+        let m = m.expect("a message");
+        if view.apply(m).expect("decodes").as_deref() == Some("rec-0")
+            && let Some((seq, world)) = world_positions(&view, "rec-0")
+        {
+            seen.insert(seq, world);
+        }
+    }
+    let (status, _, err) = finish(watch).await;
+    assert!(status.success(), "watch --record failed: {status}\n{err}");
+    assert!(
+        err.contains("rec-0: ") && err.contains("frames recorded in"),
+        "{err}"
+    );
+
+    let stem = |id: &str, ext: &str| dir.join(format!("{id}.{ext}"));
+    let cache = read_pc2(BufReader::new(
+        File::open(stem("rec-0", "garment.pc2")).expect("the cache is there"),
+    ))
+    .expect("the cache reads");
+    let vertices = view.avatars["rec-0"].positions.len() / 3;
+    assert_eq!(cache.points, vertices);
+    assert_eq!((cache.start, cache.sampling), (0.0, 1.0));
+    // 3 s at 30 Hz
+    assert!(
+        (60..=100).contains(&cache.samples.len()),
+        "{} samples",
+        cache.samples.len()
+    );
+    // sample 0 is a frame the server sent, and sample k the frame k ticks later
+    let seq0 = seen
+        .iter()
+        .find(|(_, p)| close(p, &cache.samples[0], 1e-6))
+        .map(|(&s, _)| s)
+        .expect("the first sample is a decoded frame");
+    let mut matched = 0;
+    for (k, sample) in cache.samples.iter().enumerate() {
+        if let Some(p) = seen.get(&(seq0 + k as u32)) {
+            assert!(
+                close(p, sample, 1e-6),
+                "sample {k} is not frame {}",
+                seq0 + k as u32
+            );
+            matched += 1;
+        }
+    }
+    assert!(
+        matched * 10 >= cache.samples.len() * 9,
+        "{matched} of {} samples",
+        cache.samples.len()
+    );
+    let (first, last) = (&cache.samples[0], &cache.samples[cache.samples.len() - 1]);
+    assert!(
+        max_moved(first, last) > 0.02,
+        "the recorded garment does not move"
+    );
+
+    // the mesh the cache drives: the same vertices, in the same order
+    let obj = File::open(stem("rec-0", "garment.obj")).expect("the mesh is there");
+    let mesh = read_obj(BufReader::new(obj), "garment.obj").expect("the mesh reads");
+    let flat: Vec<f32> = mesh.positions.iter().flat_map(|p| p.to_array()).collect();
+    assert!(close(&flat, first, 1e-5), "the OBJ is not the first sample");
+    assert!(!mesh.triangles.is_empty());
+
+    // the body: one key per frame, at k / 30 s, every joint animated
+    let bytes = std::fs::read(stem("rec-0", "body.glb")).expect("the body's glTF is there");
+    let glb = gltf::Gltf::from_slice(&bytes).expect("the body's glTF reads");
+    let doc = &glb.document;
+    let anim = doc.animations().next().expect("an animation");
+    let channel = anim.channels().next().expect("a channel");
+    let times: Vec<f32> = channel
+        .reader(|_| glb.blob.as_deref())
+        .read_inputs()
+        .expect("key times")
+        .collect();
+    assert!(
+        times.len() * 10 >= cache.samples.len() * 9,
+        "{} keys",
+        times.len()
+    );
+    assert!(
+        times
+            .iter()
+            .all(|t| ((t * 30.0).round() - t * 30.0).abs() < 1e-3)
+    );
+    let span = (cache.samples.len() - 1) as f32 / 30.0;
+    assert!(
+        (times[times.len() - 1] - span).abs() < 1e-3,
+        "{times:?} against {span} s"
+    );
+    assert!(anim.channels().count() >= 22);
+    assert_eq!(doc.meshes().count(), 1);
+    // the other avatar has its own files
+    for ext in ["garment.pc2", "garment.obj", "body.glb"] {
+        assert!(Path::new(&stem("rec-1", ext)).exists(), "no rec-1.{ext}");
+    }
+    // Ctrl-C ends a recording cleanly too, and a second recording into the same
+    // directory takes new names instead of overwriting the first
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+    let before = size(&stem("rec-0", "garment.pc2"));
+    let watch = Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .args(["watch", "--url", &url, "--token", "view", "--record"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast watch runs");
+    let second = stem("rec-0-2", "garment.pc2");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while size(&second) < 32 + 12 * 10 * vertices as u64 {
+        assert!(tokio::time::Instant::now() < deadline, "no second take");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let interrupted = Command::new("kill")
+        .args(["-INT", &watch.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(interrupted.success());
+    let (status, _, err) = finish(watch).await;
+    assert!(
+        status.success(),
+        "watch --record after Ctrl-C: {status}\n{err}"
+    );
+    assert!(stem("rec-0-2", "body.glb").exists(), "{err}");
+    assert_eq!(size(&stem("rec-0", "garment.pc2")), before);
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = finish(play).await;
+    server.shutdown().await;
+}
