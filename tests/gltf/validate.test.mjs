@@ -1,8 +1,9 @@
-// Runs `clothcast assets` and `clothcast retarget` and checks every .glb with the
-// Khronos glTF validator: no errors and no warnings, skin and animation present.
+// Runs `clothcast assets`, `clothcast retarget` and `clothcast watch --record` and checks
+// every .glb with the Khronos glTF validator: no errors and no warnings, skin and
+// animation present.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
@@ -41,4 +42,29 @@ test('retarget: the animated body is valid glTF with one animation', async () =>
   assert.equal(r.info.animationCount, 1);
   assert.equal(r.issues.numErrors, 0);
   assert.equal(r.issues.numWarnings, 0);
+});
+
+test('watch --record: the recorded body is valid glTF with one animation', { timeout: 120000 }, async () => {
+  const db = join(root, 'tests', 'fixtures', 'db', 'v1', 'small.ccdb');
+  const demo = spawn(bin, ['demo', '--db', db, '--avatars', '1', '--bind', '127.0.0.1:0', '--seconds', '30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  try {
+    const url = await new Promise((ok, fail) => {
+      let text = '';
+      demo.stdout.on('data', (d) => {
+        text += d;
+        const m = text.match(/ws:\/\/\S+/);
+        if (m) ok(m[0]);
+      });
+      demo.on('exit', (c) => fail(new Error(`demo exited ${c}: ${text}`)));
+    });
+    const dir = join(out, 'recorded');
+    execFileSync(bin, ['watch', '--url', url, '--seconds', '3', '--record', dir], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const r = await validate(join(dir, 'walker-0.body.glb'));
+    assert.equal(r.info.animationCount, 1);
+    assert.equal(r.info.hasSkins, true);
+    assert.equal(r.issues.numErrors, 0);
+    assert.equal(r.issues.numWarnings, 0);
+  } finally {
+    demo.kill();
+  }
 });
