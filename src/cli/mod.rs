@@ -68,7 +68,7 @@ pub(crate) enum Command {
     Calibrate(serve::CalibrateArgs),
     /// Dress an avatar in another of the server's garments (try-on).
     Wear(serve::WearArgs),
-    /// Watch a server's garment streams in the terminal (decodes them).
+    /// Watch a server's garment streams in the terminal (decodes them); --record saves them.
     Watch(watch::WatchArgs),
     /// Compare SOR, LBS and nearest-example skinning with the simulated ground truth on a clip.
     Eval(eval::EvalArgs),
