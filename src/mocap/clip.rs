@@ -3,7 +3,7 @@
 use super::bvh::{Bvh, BvhError};
 use super::profile::{Profile, ProfileError};
 use super::retarget::{RetargetError, Retargeter, SourceSkeleton};
-use crate::skeleton::{Pose, Skeleton};
+use crate::skeleton::{JointId, Pose, Skeleton};
 
 /// Canonical poses sampled at a fixed rate.
 #[derive(Clone, Debug)]
@@ -31,9 +31,45 @@ pub enum ClipError {
     Retarget(#[from] RetargetError),
 }
 
+/// Raises or lowers every pose alike so that the clip stands on the floor (y = 0). A
+/// frame's contact height is the smallest height of an ankle or foot joint above its
+/// own rest height (standing flat, on the toes or on the heels, one of them is at rest
+/// height); the clip is moved so that the median frame's is zero. A capture's floor
+/// need not be the file's y = 0, nor its skeleton's lowest rest point. The median, not
+/// the lowest: the body's leg proportions differ from the performer's, so a crouch
+/// reaches a few centimetres lower than standing does, and grounding on it would lift
+/// every standing frame; and a clip is on the ground most of the time, even a hop.
+fn ground(poses: &mut [Pose], target: &Skeleton) {
+    let feet = [
+        JointId::LEFT_ANKLE,
+        JointId::RIGHT_ANKLE,
+        JointId::LEFT_FOOT,
+        JointId::RIGHT_FOOT,
+    ];
+    let mut contact: Vec<f32> = poses
+        .iter()
+        .map(|p| {
+            let at = target.joint_positions(p);
+            feet.map(|j| at[j.index()].y - target.rest_position(j).y)
+                .into_iter()
+                .fold(f32::INFINITY, f32::min)
+        })
+        .filter(|h| h.is_finite())
+        .collect();
+    if contact.is_empty() {
+        return;
+    }
+    let mid = contact.len() / 2;
+    let (_, &mut median, _) = contact.select_nth_unstable_by(mid, f32::total_cmp);
+    for p in poses {
+        p.translation.y -= median;
+    }
+}
+
 impl Clip {
     /// Parses BVH text and retargets every frame onto `target` (a profile is detected
-    /// from the joint names when `profile` is `None`).
+    /// from the joint names when `profile` is `None`), standing the clip on the floor
+    /// (its median frame's lowest foot contact at y = 0).
     pub fn from_bvh_text(
         text: &str,
         profile: Option<&Profile>,
@@ -61,13 +97,14 @@ impl Clip {
         let src = SourceSkeleton::from_bvh(bvh, profile.rest_frame);
         let rt = Retargeter::new(profile, &src)?;
         let root = rt.mapping()[0].unwrap_or(0);
-        let poses = (0..bvh.frame_count())
+        let mut poses: Vec<Pose> = (0..bvh.frame_count())
             .map(|f| {
                 let world = bvh.world(Some(f));
                 let g: Vec<_> = world.iter().map(|w| w.0).collect();
                 rt.pose(&g, world[root].1, target)
             })
             .collect();
+        ground(&mut poses, target);
         Ok(Clip {
             poses,
             frame_time: bvh.frame_time,

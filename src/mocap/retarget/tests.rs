@@ -184,3 +184,76 @@ fn skeleton_with_missing_joints_retargets_and_a_pose_matches_t_pose() {
     }
     let _ = quat_exp(Vec3::ZERO);
 }
+
+/// Per frame of `clip` on `skel`: the lowest height of an ankle or foot joint above
+/// its rest height (0: standing on the floor), and the horizontal speed (m/s) of every
+/// foot joint within 1 cm of the floor on its way to the next frame.
+fn contact_and_slide(clip: &Clip, skel: &Skeleton) -> (Vec<f32>, Vec<f32>) {
+    let feet = [
+        JointId::LEFT_ANKLE,
+        JointId::RIGHT_ANKLE,
+        JointId::LEFT_FOOT,
+        JointId::RIGHT_FOOT,
+    ];
+    let at: Vec<_> = clip.poses.iter().map(|p| skel.joint_positions(p)).collect();
+    let height = |f: usize, j: JointId| at[f][j.index()].y - skel.rest_position(j).y;
+    let contact = (0..at.len())
+        .map(|f| {
+            feet.iter()
+                .map(|&j| height(f, j))
+                .fold(f32::INFINITY, f32::min)
+        })
+        .collect();
+    let mut slide = Vec::new();
+    for f in 1..at.len() {
+        for j in feet {
+            if height(f - 1, j) < 0.01 {
+                let d = at[f][j.index()] - at[f - 1][j.index()];
+                slide.push(d.x.hypot(d.z) / clip.frame_time);
+            }
+        }
+    }
+    (contact, slide)
+}
+
+#[test]
+fn retargeted_cmu_clips_stand_on_the_floor_and_planted_feet_barely_slide() {
+    let skel = Skeleton::default();
+    for (name, standing) in [("cmu_131_01.bvh", 0..240), ("cmu_131_03.bvh", 0..120)] {
+        let clip = Clip::from_bvh_text(&fixture(name), None, &skel).expect("clip");
+        let (contact, mut slide) = contact_and_slide(&clip, &skel);
+        // the performer stands still for the first seconds: on the floor, not above
+        // it (the legs-apart CMU rest made it 11-14 cm) nor in it
+        for f in standing {
+            assert!(
+                contact[f].abs() < 0.02,
+                "{name} frame {f}: feet {} m off the floor",
+                contact[f]
+            );
+        }
+        // a foot on the floor stays where it is (up to the differences between the
+        // performer's leg proportions and the body's): root motion scaled by the
+        // legs-apart rest height made it slide 25 % faster
+        slide.sort_by(f32::total_cmp);
+        let median = slide[slide.len() / 2];
+        assert!(
+            median < 0.12,
+            "{name}: planted feet slide at {median} m/s (median)"
+        );
+    }
+}
+
+#[test]
+fn cmu_legs_are_measured_straight_not_as_they_stand_apart_at_rest() {
+    let bvh = Bvh::parse(&fixture("cmu_131_01.bvh")).expect("parse");
+    let src = SourceSkeleton::from_bvh(&bvh, None);
+    let rt = Retargeter::new(&Profile::builtin("cmu").expect("cmu"), &src).expect("rt");
+    // pelvis to hip 1.64, thigh 7.29, shin 6.93, ankle above the toe tip 0.41 (file
+    // units, 0.056444 m each); the rest pose's legs-apart extent is only 15.41
+    let want = (1.64 + 7.29 + 6.93 + 0.41) * 0.056444;
+    assert!(
+        (rt.source_pelvis_height - want).abs() < 0.005,
+        "{} m against {want} m",
+        rt.source_pelvis_height
+    );
+}
