@@ -17,6 +17,19 @@ pub(super) fn clip() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mocap/cmu_131_01.bvh")
 }
 
+/// `clothcast play` of the built-in CMU 131_01 clip with `args`, its output piped (read
+/// it with [`finish`]).
+pub(super) fn play(args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .arg("play")
+        .arg(clip())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast play runs")
+}
+
 /// Waits for a child and returns its status, stdout and stderr.
 pub(super) async fn finish(
     child: std::process::Child,
@@ -55,15 +68,18 @@ async fn play_spreads_its_avatars_over_connections_within_the_servers_limits() {
     .await
     .expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let play = Command::new(env!("CARGO_BIN_EXE_clothcast"))
-        .arg("play")
-        .arg(clip())
-        .args(["--url", &url, "--token", "pub", "--avatars", "5"])
-        .args(["--per-connection", "2", "--seconds", "3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clothcast play runs");
+    let play = play(&[
+        "--url",
+        &url,
+        "--token",
+        "pub",
+        "--avatars",
+        "5",
+        "--per-connection",
+        "2",
+        "--seconds",
+        "3",
+    ]);
     let deadline = Instant::now() + Duration::from_secs(10);
     while super::server::metric(server.addr, "clothcast_avatars").await < 5.0 {
         assert!(Instant::now() < deadline, "not all 5 avatars arrived");
@@ -89,15 +105,16 @@ async fn play_and_watch_come_back_after_the_server_restarts() {
     let addr = server.addr;
     let url = format!("ws://{addr}/ws");
     let bin = env!("CARGO_BIN_EXE_clothcast");
-    let play = Command::new(bin)
-        .arg("play")
-        .arg(clip())
-        .args(["--url", &url, "--token", "pub", "--prefix", "walker"])
-        .args(["--seconds", "14"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clothcast play runs");
+    let play = play(&[
+        "--url",
+        &url,
+        "--token",
+        "pub",
+        "--prefix",
+        "walker",
+        "--seconds",
+        "14",
+    ]);
     let watch = Command::new(bin)
         .args(["watch", "--url", &url, "--token", "view", "--seconds", "14"])
         .stdout(Stdio::piped())
@@ -162,14 +179,7 @@ async fn play_and_watch_give_up_at_once_on_a_wrong_token() {
     let url = format!("ws://{}/ws", server.addr);
     let bin = env!("CARGO_BIN_EXE_clothcast");
     let started = Instant::now();
-    let play = Command::new(bin)
-        .arg("play")
-        .arg(clip())
-        .args(["--url", &url, "--token", "wrong", "--seconds", "30"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clothcast play runs");
+    let play = play(&["--url", &url, "--token", "wrong", "--seconds", "30"]);
     let watch = Command::new(bin)
         .args([
             "watch",
@@ -380,15 +390,20 @@ async fn play_kinect_drives_avatars_through_the_kinect_path() {
     let server = start(db(), config()).await.expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
     for (kind, sensor) in [("v2", "kiosk-a"), ("azure", "kiosk-b")] {
-        let play = Command::new(env!("CARGO_BIN_EXE_clothcast"))
-            .arg("play")
-            .arg(clip())
-            .args(["--url", &url, "--token", "pub", "--kinect", kind])
-            .args(["--prefix", sensor, "--avatars", "2", "--seconds", "3"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("clothcast play runs");
+        let play = play(&[
+            "--url",
+            &url,
+            "--token",
+            "pub",
+            "--kinect",
+            kind,
+            "--prefix",
+            sensor,
+            "--avatars",
+            "2",
+            "--seconds",
+            "3",
+        ]);
         let mut viewer = connect_viewer(&url).await;
         let mut view = Viewer::default();
         let ids = [format!("kinect-{sensor}-0"), format!("kinect-{sensor}-1")];

@@ -13,7 +13,7 @@ use clothcast::mesh::{read_obj, read_pc2};
 use clothcast::net::start;
 use glam::{Quat, Vec3};
 
-use super::clients::{clip, finish, frames_of};
+use super::clients::{finish, frames_of, play};
 use super::server::{config, connect_viewer, db, max_moved};
 
 /// A decoded frame's garment in the world frame, as the recording stores it.
@@ -42,15 +42,18 @@ fn close(a: &[f32], b: &[f32], tolerance: f32) -> bool {
 async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body() {
     let server = start(db(), config()).await.expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let play = Command::new(env!("CARGO_BIN_EXE_clothcast"))
-        .arg("play")
-        .arg(clip())
-        .args(["--url", &url, "--token", "pub", "--avatars", "2"])
-        .args(["--prefix", "rec", "--seconds", "8"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("clothcast play runs");
+    let play = play(&[
+        "--url",
+        &url,
+        "--token",
+        "pub",
+        "--avatars",
+        "2",
+        "--prefix",
+        "rec",
+        "--seconds",
+        "8",
+    ]);
     frames_of(&url, "rec-1", 3).await;
     let dir = std::env::temp_dir().join(format!("clothcast-record-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

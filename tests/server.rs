@@ -696,23 +696,8 @@ async fn play_vmc_sends_a_clip_as_vmc_performers_that_move_avatars() {
     let vmc = server.vmc_addr.expect("VMC listener");
     let url = format!("ws://{}/ws", server.addr);
     let mut viewer = connect_viewer(&url).await;
-    let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/mocap/cmu_131_01.bvh");
-    let play = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
-        .arg("play")
-        .arg(&clip)
-        .args([
-            "--vmc",
-            &vmc.to_string(),
-            "--avatars",
-            "2",
-            "--seconds",
-            "4",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("clothcast play runs");
+    let vmc = vmc.to_string();
+    let play = super::clients::play(&["--vmc", &vmc, "--avatars", "2", "--seconds", "4"]);
     // two performers (one per UDP port), each an avatar named by its address
     let mut view = Viewer::default();
     until(&mut viewer, &mut view, |v, _| {
@@ -737,18 +722,19 @@ async fn play_vmc_sends_a_clip_as_vmc_performers_that_move_avatars() {
 async fn play_and_watch_are_clients_of_the_server() {
     let server = start(db(), config()).await.expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/mocap/cmu_131_01.bvh");
     let bin = env!("CARGO_BIN_EXE_clothcast");
-    let play = std::process::Command::new(bin)
-        .arg("play")
-        .arg(&clip)
-        .args(["--url", &url, "--token", "pub", "--avatars", "2"])
-        .args(["--prefix", "walker", "--seconds", "5"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("clothcast play runs");
+    let play = super::clients::play(&[
+        "--url",
+        &url,
+        "--token",
+        "pub",
+        "--avatars",
+        "2",
+        "--prefix",
+        "walker",
+        "--seconds",
+        "5",
+    ]);
     let watch = std::process::Command::new(bin)
         .args(["watch", "--url", &url, "--token", "view", "--seconds", "4"])
         .args(["--avatar", "walker-1"])

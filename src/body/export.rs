@@ -49,13 +49,18 @@ impl Body {
             normals: &data.normals,
             triangles: &self.mesh.triangles,
             skin: Some((&self.skin.joints, &self.skin.weights)),
-            material: GlbMaterial {
-                name: "skin".into(),
-                base_color: [0.80, 0.62, 0.52, 1.0],
-                roughness: 0.7,
-                double_sided: false,
-            },
+            material: skin_material(),
         }
+    }
+}
+
+/// The body's appearance in exported files.
+pub fn skin_material() -> GlbMaterial {
+    GlbMaterial {
+        name: "skin".into(),
+        base_color: [0.80, 0.62, 0.52, 1.0],
+        roughness: 0.7,
+        double_sided: false,
     }
 }
 
@@ -73,9 +78,16 @@ pub struct ExportAnimation {
 impl ExportAnimation {
     /// From poses sampled every `frame_time` seconds on `skel`.
     pub fn new(poses: &[Pose], frame_time: f32, skel: &Skeleton) -> Self {
+        let times = (0..poses.len()).map(|i| i as f32 * frame_time).collect();
+        Self::keyed(times, poses, skel)
+    }
+
+    /// From poses keyed at `times` (seconds, strictly increasing, one per pose) on
+    /// `skel`.
+    pub fn keyed(times: Vec<f32>, poses: &[Pose], skel: &Skeleton) -> Self {
         let pelvis = skel.rest_position(JointId::PELVIS);
         ExportAnimation {
-            times: (0..poses.len()).map(|i| i as f32 * frame_time).collect(),
+            times,
             rotations: poses.iter().map(|p| p.rotations.to_vec()).collect(),
             root: poses.iter().map(|p| pelvis + p.translation).collect(),
         }

@@ -17,7 +17,7 @@ mod shape;
 mod skin;
 
 pub use body::{Body, BodyOptions};
-pub use export::{ExportAnimation, ExportMesh, glb_skeleton};
+pub use export::{ExportAnimation, ExportMesh, glb_skeleton, skin_material};
 pub use guard::SelfContactGuard;
 pub use import::ImportError;
 pub(crate) use primitives::BodyField;

@@ -29,11 +29,11 @@ use std::sync::Arc;
 use anyhow::Context;
 use glam::{Quat, Vec3};
 
-use crate::body::glb_skeleton;
+use crate::body::{ExportAnimation, glb_skeleton, skin_material};
 use crate::client::Viewer;
-use crate::mesh::{GlbAnimation, GlbMaterial, GlbMesh, GlbScene, Pc2Writer, TriMesh, write_obj};
+use crate::mesh::{GlbMesh, GlbScene, Pc2Writer, TriMesh, write_obj};
 use crate::protocol::{AssetMessage, BodyAsset, BodyPose};
-use crate::skeleton::{JOINT_COUNT, JointId, Skeleton};
+use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
 
 /// Longest run of missed frames filled by repeating the last sample; a longer silence
 /// (the viewer was away) ends the take.
@@ -52,7 +52,7 @@ struct Take {
     last: Vec<f32>,
     /// The body and its keys (sample index, pose), when the asset's body is usable.
     body: Option<Arc<BodyAsset>>,
-    keys: Vec<(u32, BodyPose)>,
+    keys: Vec<(u32, Pose)>,
     /// Whether a bad pose was reported (once a take).
     said_bad_pose: bool,
 }
@@ -176,7 +176,7 @@ impl Recorder {
         take.last = world;
         if let Some(body) = &take.body {
             match f.body_pose(body.parents.len()) {
-                Ok(p) => take.keys.push((f.seq - take.first_seq, p)),
+                Ok(p) => take.keys.push((f.seq - take.first_seq, pose_of(&p))),
                 Err(e) if !take.said_bad_pose => {
                     take.said_bad_pose = true;
                     eprintln!(
@@ -284,6 +284,19 @@ impl Recorder {
     }
 }
 
+/// A checked frame pose of the canonical skeleton (as [`Recorder::asset`] admits) as a
+/// [`Pose`].
+fn pose_of(p: &BodyPose) -> Pose {
+    Pose {
+        translation: Vec3::from(p.translation),
+        rotations: std::array::from_fn(|j| {
+            p.rotations
+                .get(j)
+                .map_or(Quat::IDENTITY, |&q| Quat::from_array(q).normalize())
+        }),
+    }
+}
+
 /// Whether `parents` is the canonical skeleton's hierarchy.
 fn canonical_parents(parents: &[i32]) -> bool {
     JointId::all().all(|j| {
@@ -295,53 +308,31 @@ fn canonical_parents(parents: &[i32]) -> bool {
 fn write_body_glb(
     path: &Path,
     body: &BodyAsset,
-    keys: &[(u32, BodyPose)],
+    keys: &[(u32, Pose)],
     tick_hz: f32,
 ) -> anyhow::Result<()> {
     let rest: [Vec3; JOINT_COUNT] = std::array::from_fn(|j| Vec3::from(body.skeleton[j]));
     let skeleton = Skeleton::from_rest_positions(rest);
-    let pelvis = skeleton.rest_position(JointId::PELVIS);
     let mesh = TriMesh {
         positions: body.positions.iter().map(|&p| Vec3::from(p)).collect(),
         triangles: body.triangles.clone(),
     };
-    let body_normals = mesh.vertex_normals();
+    let normals = mesh.vertex_normals();
     let joints: Vec<[u16; 4]> = body.joints.iter().map(|j| j.map(u16::from)).collect();
-    let times: Vec<f32> = keys.iter().map(|(k, _)| *k as f32 / tick_hz).collect();
-    let rotations: Vec<Vec<Quat>> = keys
-        .iter()
-        .map(|(_, p)| {
-            p.rotations
-                .iter()
-                .map(|&q| Quat::from_array(q).normalize())
-                .collect()
-        })
-        .collect();
-    let root: Vec<Vec3> = keys
-        .iter()
-        .map(|(_, p)| pelvis + Vec3::from(p.translation))
-        .collect();
+    let times = keys.iter().map(|(k, _)| *k as f32 / tick_hz).collect();
+    let poses: Vec<Pose> = keys.iter().map(|(_, p)| *p).collect();
+    let animation = ExportAnimation::keyed(times, &poses, &skeleton);
     let scene = GlbScene {
         skeleton: Some(glb_skeleton(&skeleton)),
         meshes: vec![GlbMesh {
             name: "body",
             positions: &mesh.positions,
-            normals: &body_normals,
+            normals: &normals,
             triangles: &mesh.triangles,
             skin: Some((&joints, &body.weights)),
-            material: GlbMaterial {
-                name: "skin".into(),
-                base_color: [0.80, 0.62, 0.52, 1.0],
-                roughness: 0.7,
-                double_sided: false,
-            },
+            material: skin_material(),
         }],
-        animation: Some(GlbAnimation {
-            name: "recorded",
-            times: &times,
-            rotations: &rotations,
-            root_translation: &root,
-        }),
+        animation: Some(animation.glb("recorded")),
     };
     super::common::write_glb_file(path, &scene)
 }

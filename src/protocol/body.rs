@@ -149,9 +149,10 @@ impl FrameMessage {
                 self.pose.len()
             )));
         }
-        let f: Vec<f32> = words::<1, f32>(&self.pose, "pose", f32::from_le_bytes)?
-            .into_iter()
-            .map(|[x]| x)
+        let f: Vec<f32> = self
+            .pose
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect();
         if let Some(i) = f.iter().position(|x| !x.is_finite()) {
             return Err(bad(format!("pose: number {i} is not finite")));
