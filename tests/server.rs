@@ -1458,23 +1458,30 @@ async fn serve_shuts_down_gracefully_on_sigterm() {
     let _ = std::fs::remove_file(&config);
 }
 
+/// The test CA, certificate and key (tests/fixtures/tls).
+fn tls_fixtures() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls")
+}
+
+/// [`config`] serving TLS with the fixture certificate.
+fn tls_config() -> ServerConfig {
+    ServerConfig {
+        tls_cert: Some(tls_fixtures().join("cert.pem")),
+        tls_key: Some(tls_fixtures().join("key.pem")),
+        ..config()
+    }
+}
+
 /// With `tls_cert` and `tls_key` the port speaks https and wss only: `play` publishes
 /// and `watch` decodes over wss, trusting the test CA through `SSL_CERT_FILE`; a client
 /// that does not trust the certificate fails at once (no retries), a plain ws:// client
 /// gets nothing, and neither disturbs the stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_speaks_wss_with_a_certificate() {
-    let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls");
-    let server = start(
-        db(),
-        ServerConfig {
-            tls_cert: Some(tls.join("cert.pem")),
-            tls_key: Some(tls.join("key.pem")),
-            ..config()
-        },
-    )
-    .await
-    .expect("server starts with TLS");
+    let tls = tls_fixtures();
+    let server = start(db(), tls_config())
+        .await
+        .expect("server starts with TLS");
     let url = format!("wss://localhost:{}/ws", server.addr.port());
     let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/mocap/cmu_131_03.bvh");
@@ -1549,14 +1556,11 @@ async fn the_server_speaks_wss_with_a_certificate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_closes_a_connection_mid_handshake() {
     use tokio::io::AsyncReadExt;
-    let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls");
     let server = start(
         db(),
         ServerConfig {
-            tls_cert: Some(tls.join("cert.pem")),
-            tls_key: Some(tls.join("key.pem")),
             hello_timeout: 60.0,
-            ..config()
+            ..tls_config()
         },
     )
     .await
