@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use clothcast::client::{Client, ClientError, Viewer};
 use clothcast::net::{ServerConfig, start};
-use clothcast::protocol::Role;
+use clothcast::protocol::{FrameMessage, Role};
+use clothcast::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
+use glam::{Quat, Vec3};
 
 use super::server::{config, connect_viewer, db, until};
 
@@ -384,26 +386,33 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
 
 /// `clothcast play --kinect` stands in for a Kinect bridge: the clip's bodies, sent as
 /// v2 or Azure body frames on a connection naming its sensor, move avatars through the
-/// server's Kinect path (position retargeting, One Euro filtering).
+/// server's Kinect path (position retargeting, One Euro filtering). The v2 sensor is
+/// 1.3 m up and tilted 20° down, and reports its floor as a Kinect v2 does: the avatars
+/// walk upright on the floor. The Azure one reports no floor (a level sensor at the
+/// default 1 m).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn play_kinect_drives_avatars_through_the_kinect_path() {
     let server = start(db(), config()).await.expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    for (kind, sensor) in [("v2", "kiosk-a"), ("azure", "kiosk-b")] {
-        let play = play(&[
-            "--url",
-            &url,
-            "--token",
-            "pub",
-            "--kinect",
-            kind,
-            "--prefix",
-            sensor,
-            "--avatars",
-            "2",
-            "--seconds",
-            "3",
-        ]);
+    let skeleton = Skeleton::from_rest_positions(db().body.skeleton);
+    for (kind, sensor, view) in [
+        (
+            "v2",
+            "kiosk-a",
+            &["--sensor-height", "1.3", "--sensor-tilt", "20"][..],
+        ),
+        ("azure", "kiosk-b", &["--no-floor"][..]),
+    ] {
+        let play = play(
+            &[
+                &[
+                    "--url", &url, "--token", "pub", "--kinect", kind, "--prefix", sensor,
+                ][..],
+                &["--avatars", "2", "--seconds", "3"],
+                view,
+            ]
+            .concat(),
+        );
         let mut viewer = connect_viewer(&url).await;
         let mut view = Viewer::default();
         let ids = [format!("kinect-{sensor}-0"), format!("kinect-{sensor}-1")];
@@ -414,9 +423,26 @@ async fn play_kinect_drives_avatars_through_the_kinect_path() {
         .await;
         // the walk moves the garment (sleeves swing with the arms)
         let first = view.avatars[&ids[0]].positions.clone();
-        super::server::more_frames(&mut viewer, &mut view, &ids[0], 20).await;
+        let mut stance = Vec::new();
+        for _ in 0..20 {
+            super::server::more_frames(&mut viewer, &mut view, &ids[0], 1).await;
+            let frame = view.avatars[&ids[0]].last.as_ref().expect("a frame");
+            stance.push(upright_on_floor(&skeleton, frame));
+        }
         let moved = super::server::max_moved(&first, &view.avatars[&ids[0]].positions);
         assert!(moved > 0.02, "{kind}: the garment did not move ({moved} m)");
+        // the lower ankle's height over the rest height, and the trunk's lean
+        let feet = stance.iter().map(|s| s.0).fold(f32::INFINITY, f32::min);
+        let lean = stance.iter().map(|s| s.1).sum::<f32>() / stance.len() as f32;
+        // (the clip's own walk leans 8–12°; uncorrected, the tilt made that 28° and
+        // lifted the feet 6 cm)
+        if kind == "v2" {
+            assert!(
+                feet.abs() < 0.03,
+                "{kind}: the feet reach {feet} m off the floor"
+            );
+            assert!(lean < 15.0, "{kind}: the trunk leans {lean}° on average");
+        }
         let (status, out, err) = finish(play).await;
         assert!(
             status.success(),
@@ -427,6 +453,29 @@ async fn play_kinect_drives_avatars_through_the_kinect_path() {
     let kinect = r#"clothcast_poses_in_total{source="kinect"}"#;
     assert!(super::server::metric(server.addr, kinect).await >= 40.0);
     server.shutdown().await;
+}
+
+/// For a frame's body pose: the height of the lower ankle above its rest height
+/// (metres), and the angle of the trunk (pelvis to neck) from its rest direction
+/// (degrees).
+fn upright_on_floor(skeleton: &Skeleton, frame: &FrameMessage) -> (f32, f32) {
+    let body = frame.body_pose(JOINT_COUNT).expect("a good body pose");
+    let mut pose = Pose::rest();
+    pose.translation = Vec3::from(body.translation);
+    for (j, q) in JointId::all().zip(body.rotations) {
+        pose.set_rotation(j, Quat::from_array(q));
+    }
+    let (p, rest) = (skeleton.joint_positions(&pose), skeleton.rest_positions());
+    let ankle = |p: &[Vec3; JOINT_COUNT]| {
+        p[JointId::LEFT_ANKLE.index()]
+            .y
+            .min(p[JointId::RIGHT_ANKLE.index()].y)
+    };
+    let trunk = |p: &[Vec3; JOINT_COUNT]| p[JointId::NECK.index()] - p[JointId::PELVIS.index()];
+    (
+        ankle(&p) - ankle(rest),
+        trunk(&p).angle_between(trunk(rest)).to_degrees(),
+    )
 }
 
 /// The next message of a raw connection that is not a ping or pong, within 5 s.

@@ -24,6 +24,7 @@ pub(super) fn arm_pose(avatar: &str, angle: f32, t: f64) -> ClientMessage {
         profile: "canonical".into(),
         timestamp: t,
         root: Some([0.0, 0.0, 0.0]),
+        floor: None,
         joints: vec![JointSample {
             name: "left_shoulder".into(),
             rotation: Some(q),
@@ -784,20 +785,25 @@ pub(super) fn max_moved(before: &[f32], after: &[f32]) -> f32 {
 }
 
 /// A Kinect bridge's body frame (v2 or Azure shape) for a canonical pose, the performer
-/// 2 m in front of the sensor.
+/// 2 m in front of a level sensor 1 m up that reports no floor.
 pub(super) fn body_frame(
     azure: bool,
     id: &str,
     pose: &Pose,
     skeleton: &clothcast::skeleton::Skeleton,
 ) -> String {
-    use clothcast::mocap::{KinectKind, body_json};
+    use clothcast::mocap::{KinectKind, SensorView, body_json};
     let kind = if azure {
         KinectKind::Azure
     } else {
         KinectKind::V2
     };
-    let body = body_json(kind, id, &skeleton.joint_positions(pose), 2.0);
+    let view = SensorView {
+        distance: 2.0,
+        height: 1.0,
+        tilt: 0.0,
+    };
+    let body = body_json(kind, id, &skeleton.joint_positions(pose), &view);
     serde_json::json!({ "bodies": [body] }).to_string()
 }
 
@@ -897,6 +903,24 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
     assert!(
         matches!(publisher.next().await, Ok(ServerMessage::Error { ref code, .. }) if code == "bad_body_frame")
     );
+    // so is one whose floor plane is unusable, and the error says which part
+    let mut tilted: serde_json::Value =
+        serde_json::from_str(&body_frame(false, "7", &Pose::rest(), &skeleton)).expect("json");
+    tilted["floorClipPlane"] = serde_json::json!([0.0, 0.1, 0.995, 1.0]);
+    publisher
+        .send_raw(Message::Text(tilted.to_string().into()))
+        .await
+        .expect("send");
+    match publisher.next().await {
+        Ok(ServerMessage::Error { code, message }) => {
+            assert_eq!(code, "bad_body_frame");
+            assert!(
+                message.contains("floorClipPlane") && message.contains("75°"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     more_frames(&mut viewer, &mut view, "kinect-7", 3).await;
     let kinect = r#"clothcast_poses_in_total{source="kinect"}"#;
     assert!(metric(server.addr, kinect).await >= 6.0);

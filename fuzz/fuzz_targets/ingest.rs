@@ -133,7 +133,7 @@ fuzz_target!(|data: &[u8]| {
                 for b in bodies {
                     let avatar = format!("kinect-{}", b.id);
                     let mut state = inputs.get(&avatar).cloned().unwrap_or_default();
-                    if let Ok(pose) = apply_joints(&b.joints, &mut state, &retargeter, Some(&filter), now) {
+                    if let Ok(pose) = apply_joints(&b.joints, b.floor, &mut state, &retargeter, Some(&filter), now) {
                         inputs.insert(avatar.clone(), state);
                         poses.push((avatar, pose, now));
                     }

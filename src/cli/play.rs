@@ -54,6 +54,18 @@ pub(crate) struct PlayArgs {
     /// `kinect-<prefix>-<id>`. Tries a kiosk's server without a sensor.
     #[arg(long, conflicts_with = "vmc")]
     kinect: Option<KinectArg>,
+    /// With `--kinect`: the sensor's height above the floor, metres (it stands 2 m in
+    /// front of the performers' grid centre, facing them).
+    #[arg(long, default_value_t = 1.0, requires = "kinect", value_parser = parse_height)]
+    sensor_height: f32,
+    /// With `--kinect`: the sensor's downward tilt, degrees (−45 to 45).
+    #[arg(long, default_value_t = 0.0, requires = "kinect", value_parser = parse_tilt, allow_negative_numbers = true)]
+    sensor_tilt: f32,
+    /// With `--kinect`: leave out the floor plane (`floorClipPlane`) that a Kinect v2
+    /// reports with every body frame, as bridges that do not pass it on (and Azure
+    /// Kinect body tracking, which finds no floor) send.
+    #[arg(long, requires = "kinect")]
+    no_floor: bool,
     /// Avatars per publisher connection: more are spread over more connections, as a
     /// room's performers would be. The server limits each connection's avatars (64 by
     /// default) and messages per second (2000): 32 avatars at 30 poses a second stay
@@ -117,6 +129,20 @@ fn place(k: usize, n: usize) -> (f32, f32) {
     )
 }
 
+fn parse_height(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(h) if (0.0..=5.0).contains(&h) => Ok(h),
+        _ => Err(format!("{s:?} is not a height of 0 to 5 m")),
+    }
+}
+
+fn parse_tilt(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(t) if (-45.0..=45.0).contains(&t) => Ok(t),
+        _ => Err(format!("{s:?} is not a tilt of -45 to 45 degrees")),
+    }
+}
+
 /// A pose message of the canonical profile for `pose`.
 pub(crate) fn pose_message(avatar: &str, pose: &Pose, t: f64) -> ClientMessage {
     ClientMessage::Pose(PoseMessage {
@@ -124,6 +150,7 @@ pub(crate) fn pose_message(avatar: &str, pose: &Pose, t: f64) -> ClientMessage {
         profile: "canonical".into(),
         timestamp: t,
         root: Some(pose.translation.to_array()),
+        floor: None,
         joints: JointId::all()
             .map(|j| JointSample {
                 name: j.name().to_string(),
@@ -144,6 +171,11 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         "--rate must be positive"
     );
     let hips = skeleton.rest_positions()[JointId::PELVIS.index()];
+    let sensor = crate::mocap::SensorView {
+        distance: 2.0,
+        height: a.sensor_height,
+        tilt: a.sensor_tilt.to_radians(),
+    };
     let kinect = a.kinect.map(|k| match k {
         KinectArg::V2 => KinectKind::V2,
         KinectArg::Azure => KinectKind::Azure,
@@ -216,15 +248,18 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                         match kinect {
                             // one body frame with every avatar's body, as a bridge sends it
                             Some(kind) => {
-                                let bodies: Vec<serde_json::Value> = (0..a.avatars)
+                                let bodies: Vec<_> = (0..a.avatars)
                                     .map(|k| {
                                         let pose = staggered(&clip, t, k, a.avatars);
-                                        let joints = skeleton.joint_positions(&pose);
-                                        let id = k.to_string();
-                                        crate::mocap::body_json(kind, &id, &joints, 2.0)
+                                        (k.to_string(), skeleton.joint_positions(&pose))
                                     })
                                     .collect();
-                                let frame = serde_json::json!({ "bodies": bodies });
+                                let frame = crate::mocap::body_frame_json(
+                                    kind,
+                                    &bodies,
+                                    &sensor,
+                                    !a.no_floor,
+                                );
                                 batch.push(Message::text(frame.to_string()));
                             }
                             None => {

@@ -5,7 +5,10 @@
 
 use glam::{Quat, Vec3};
 
-use crate::mocap::{FilterConfig, KinectJoints, KinectKind, PoseFilter, PositionRetargeter};
+use crate::mocap::{
+    FilterConfig, Floor, KinectJoints, KinectKind, LegEstimate, Placement, PoseFilter,
+    PositionRetargeter,
+};
 use crate::protocol::PoseMessage;
 use crate::skeleton::{JOINT_COUNT, JointId, Pose};
 
@@ -75,8 +78,14 @@ pub struct InputState {
     /// The last accepted pose (joints a message leaves out keep their rotation).
     pub pose: Pose,
     /// Position sources: the observed pelvis position that maps to the avatar's rest
-    /// pelvis (captured on the first frame).
+    /// pelvis (captured on the first frame, and again when the sensor first reports the
+    /// floor, in the levelled frame).
     pub origin: Option<Vec3>,
+    /// Position sources: the floor the sensor last reported (kept while later frames
+    /// state none).
+    pub floor: Option<Floor>,
+    /// Position sources: the performer's leg length.
+    pub leg: LegEstimate,
     /// Position sources: the One Euro filter of the stream.
     pub filter: Option<PoseFilter>,
     /// Calibration: the raw pose the performer held when calibrated (their rest pose
@@ -149,16 +158,30 @@ pub fn apply_pose_message(
                     }
                 }
             }
-            apply_joints(&joints, state, retargeter, filter, msg.timestamp)?
+            // an unusable floor is held (the last one stays), like an unusable joint
+            let floor = match msg.floor.map(|p| kind.floor(p)) {
+                Some(Ok(f)) => f,
+                Some(Err(_)) => {
+                    held.push("floor".into());
+                    None
+                }
+                None => None,
+            };
+            apply_joints(&joints, floor, state, retargeter, filter, msg.timestamp)?
         }
     };
     Ok(Applied { pose, held })
 }
 
 /// Applies observed Kinect joints (a body of a bridge's body frame) seen at time `t`
-/// (seconds) to an input state, One-Euro-filtered with `filter` when given.
+/// (seconds) with the floor the sensor reported with them, if any, to an input state,
+/// One-Euro-filtered with `filter` when given. Once a floor is known the joints are
+/// levelled onto it (a tilted sensor's tilt taken out) and the avatar stands at the
+/// performer's height above it; the performer's leg length, measured as frames come,
+/// scales the pelvis's motion ([`Placement`]).
 pub fn apply_joints(
     joints: &KinectJoints,
+    floor: Option<Floor>,
     state: &mut InputState,
     retargeter: &PositionRetargeter,
     filter: Option<&FilterConfig>,
@@ -167,7 +190,24 @@ pub fn apply_joints(
     if joints.count() < 3 {
         return Err(EngineError::BadValue("fewer than 3 tracked joints".into()));
     }
-    let origin = match (state.origin, joints.pelvis()) {
+    // the first floor changes the frame positions are in: take the origin again there
+    let previous_origin = if floor.is_some() && state.floor.is_none() {
+        None
+    } else {
+        state.origin
+    };
+    let floor = floor.or(state.floor);
+    let levelled;
+    let joints = match &floor {
+        Some(f) => {
+            levelled = joints.levelled(f);
+            &levelled
+        }
+        None => joints,
+    };
+    let mut leg = state.leg;
+    leg.push(joints.leg_length());
+    let origin = match (previous_origin, joints.pelvis()) {
         (Some(o), _) => o,
         (None, Some(p)) => p,
         (None, None) => {
@@ -176,7 +216,12 @@ pub fn apply_joints(
             ));
         }
     };
-    let mut raw = retargeter.retarget(joints, &state.pose, origin);
+    let placement = Placement {
+        origin,
+        on_floor: floor.is_some(),
+        leg: leg.get(),
+    };
+    let mut raw = retargeter.retarget(joints, &state.pose, &placement);
     raw.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
     // the retargeter continues from the unfiltered pose; the avatar gets the filtered one
@@ -189,6 +234,8 @@ pub fn apply_joints(
     pose.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
     state.origin = Some(origin);
+    state.floor = floor;
+    state.leg = leg;
     state.pose = raw;
     state.filter = f;
     Ok(pose)
@@ -199,4 +246,128 @@ fn check(pose: &Pose) -> Result<(), EngineError> {
     let mut p = *pose;
     p.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mocap::{SensorView, body_frame_json, parse_body_frame};
+    use crate::protocol::JointSample;
+    use crate::skeleton::{Proportions, Skeleton};
+
+    const TILTED: SensorView = SensorView {
+        distance: 2.2,
+        height: 1.3,
+        tilt: 0.35,
+    };
+
+    /// A Kinect v2 body frame of `pose` as seen from `TILTED`, with its floor or with
+    /// the all-zero plane of a sensor that has not found the floor yet.
+    fn frame(skel: &Skeleton, pose: &Pose, floor: bool) -> serde_json::Value {
+        let bodies = [("3".to_string(), skel.joint_positions(pose))];
+        let mut f = body_frame_json(KinectKind::V2, &bodies, &TILTED, true);
+        if !floor {
+            f["floorClipPlane"] = serde_json::json!({"x": 0, "y": 0, "z": 0, "w": 0});
+        }
+        f
+    }
+
+    fn apply(skel: &Skeleton, state: &mut InputState, json: &serde_json::Value) -> Pose {
+        let body = parse_body_frame(json, None).expect("reads").remove(0);
+        let r = PositionRetargeter::new(skel);
+        apply_joints(&body.joints, body.floor, state, &r, None, 0.0).expect("applies")
+    }
+
+    /// Height of the avatar's lower ankle above its rest height, and the angle (degrees)
+    /// of its trunk (pelvis to neck) from the rest pose's.
+    fn stance(skel: &Skeleton, pose: &Pose) -> (f32, f32) {
+        let p = skel.joint_positions(pose);
+        let ankle = p[JointId::LEFT_ANKLE.index()]
+            .y
+            .min(p[JointId::RIGHT_ANKLE.index()].y);
+        let trunk = |p: &[Vec3; JOINT_COUNT]| p[JointId::NECK.index()] - p[JointId::PELVIS.index()];
+        (
+            ankle - skel.rest_position(JointId::LEFT_ANKLE).y,
+            trunk(&p)
+                .angle_between(trunk(skel.rest_positions()))
+                .to_degrees(),
+        )
+    }
+
+    #[test]
+    fn a_kinect_avatar_stands_upright_on_the_floor_once_the_sensor_reports_it() {
+        let skel = Skeleton::from_proportions(&Proportions::default());
+        let mut state = InputState::default();
+        // the performer steps in crouching a little: 12 cm lower than standing
+        let mut low = Pose::rest();
+        low.translation.y = -0.12;
+        for knee in [JointId::LEFT_KNEE, JointId::RIGHT_KNEE] {
+            low.set_rotation(knee, Quat::from_rotation_x(0.2));
+        }
+        // before the floor: the first frame is the rest height, the tilt leans the avatar
+        let first = apply(&skel, &mut state, &frame(&skel, &low, false));
+        let (_, lean) = stance(&skel, &first);
+        assert!(lean > 15.0, "{lean}°");
+        let standing = apply(&skel, &mut state, &frame(&skel, &Pose::rest(), false));
+        let (above, _) = stance(&skel, &standing);
+        assert!(
+            above > 0.08,
+            "standing up lifts the avatar {above} m off the floor"
+        );
+        // the floor arrives: upright, on the floor, and it stays when frames omit it
+        for with_floor in [true, false] {
+            let mut json = frame(&skel, &Pose::rest(), true);
+            if !with_floor {
+                json.as_object_mut().map(|o| o.remove("floorClipPlane"));
+            }
+            let pose = apply(&skel, &mut state, &json);
+            let (above, lean) = stance(&skel, &pose);
+            assert!(above.abs() < 0.01 && lean < 1.0, "{above} m, {lean}°");
+            assert!(state.leg.get().is_some());
+        }
+        let pose = apply(&skel, &mut state, &frame(&skel, &low, true));
+        let (above, _) = stance(&skel, &pose);
+        assert!(above < -0.1, "crouching lowers the avatar: {above} m");
+    }
+
+    #[test]
+    fn a_pose_messages_unusable_floor_is_held_and_named() {
+        let skel = Skeleton::from_proportions(&Proportions::default());
+        let r = PositionRetargeter::new(&skel);
+        // the body frame's joints as a pose message of the kinect_v2 profile
+        let json = frame(&skel, &Pose::rest(), true);
+        let joints = json["bodies"][0]["joints"]
+            .as_array()
+            .expect("joints")
+            .iter()
+            .map(|j| JointSample {
+                name: j["jointType"].as_str().expect("name").into(),
+                rotation: None,
+                position: Some(
+                    ["cameraX", "cameraY", "cameraZ"]
+                        .map(|k| j[k].as_f64().expect("number") as f32),
+                ),
+                confidence: None,
+            })
+            .collect();
+        let p = json["floorClipPlane"].clone();
+        let plane = ["x", "y", "z", "w"].map(|k| p[k].as_f64().expect("number") as f32);
+        let mut msg = PoseMessage {
+            avatar: "kiosk".into(),
+            profile: "kinect_v2".into(),
+            timestamp: 0.0,
+            root: None,
+            joints,
+            floor: Some(plane),
+        };
+        let mut state = InputState::default();
+        let good = apply_pose_message(&msg, &mut state, &r, None).expect("applies");
+        assert!(good.held.is_empty());
+        let (above, lean) = stance(&skel, &good.pose);
+        assert!(above.abs() < 0.01 && lean < 1.0, "{above} m, {lean}°");
+        msg.floor = Some([0.0, f32::NAN, 0.0, 1.0]);
+        let held = apply_pose_message(&msg, &mut state, &r, None).expect("applies");
+        assert_eq!(held.held, ["floor"]);
+        assert_eq!(state.floor, KinectKind::V2.floor(plane).expect("valid"));
+    }
 }

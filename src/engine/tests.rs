@@ -257,6 +257,7 @@ fn bad_poses_are_refused_by_name() {
         profile: profile.into(),
         timestamp: 0.0,
         root: None,
+        floor: None,
         joints: vec![JointSample {
             name: name.into(),
             rotation: Some(q),
@@ -400,6 +401,7 @@ fn calibration_maps_the_performers_rest_pose_and_facing_to_the_t_pose() {
         profile: "canonical".into(),
         timestamp: 0.0,
         root: Some(root.to_array()),
+        floor: None,
         joints: vec![
             JointSample {
                 name: "pelvis".into(),

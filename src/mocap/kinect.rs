@@ -7,11 +7,22 @@
 //! the pelvis and chest take their full orientation from the hip and shoulder lines, and
 //! joints not tracked keep their previous rotation. Camera space is turned (a rotation,
 //! not a mirror) so the performer's left is the avatar's left; mirror displays flip the
-//! picture instead (the viewer's mirror mode).
+//! picture instead (the viewer's mirror mode). A floor the sensor reports ([`Floor`])
+//! levels the joints (a tilted sensor's tilt taken out) and stands the avatar on it, and
+//! the pelvis's motion is scaled by the avatar's legs over the performer's
+//! ([`Placement`]).
 
 use glam::{Quat, Vec3};
 
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
+
+mod bridge;
+mod floor;
+
+pub use bridge::{
+    KinectBody, KinectError, SensorView, body_frame_json, body_json, parse_body_frame,
+};
+pub use floor::Floor;
 
 /// Which sensor's joints and units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,12 +186,104 @@ impl KinectJoints {
     pub fn count(&self) -> usize {
         self.pos.iter().flatten().count()
     }
+
+    /// The same joints in `floor`'s levelled frame (y: height above the floor).
+    pub fn levelled(&self, floor: &Floor) -> Self {
+        Self {
+            pos: self.pos.map(|p| p.map(|p| floor.level(p))),
+        }
+    }
+
+    /// The performer's leg length, thigh plus shin (metres), averaged over the legs
+    /// whose hip, knee and ankle are all seen; `None` when neither is.
+    pub fn leg_length(&self) -> Option<f32> {
+        let leg = |h, k, a| {
+            Some(self.get(h)?.distance(self.get(k)?) + self.get(k)?.distance(self.get(a)?))
+        };
+        match (
+            leg(Src::HipL, Src::KneeL, Src::AnkleL),
+            leg(Src::HipR, Src::KneeR, Src::AnkleR),
+        ) {
+            (Some(l), Some(r)) => Some((l + r) / 2.0),
+            (l, r) => l.or(r),
+        }
+    }
+
+    /// The centre of the hips where both are seen, else the pelvis.
+    fn hip_centre(&self) -> Option<Vec3> {
+        match (self.get(Src::HipL), self.get(Src::HipR)) {
+            (Some(l), Some(r)) => Some((l + r) / 2.0),
+            _ => self.get(Src::Pelvis),
+        }
+    }
+}
+
+/// A performer's leg length from a stream of noisy measurements
+/// ([`KinectJoints::leg_length`]): the median of the last 16 plausible ones (0.3–1.4
+/// m), so a leg the sensor only guesses at for a while (out of view, occluded) does not
+/// move it. Plain data (`Copy`), updated in place.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LegEstimate {
+    recent: [f32; 16],
+    next: usize,
+    count: usize,
+}
+
+impl LegEstimate {
+    /// Adds a measurement (metres); implausible or missing ones are ignored.
+    pub fn push(&mut self, leg: Option<f32>) {
+        if let Some(l) = leg.filter(|l| (0.3..=1.4).contains(l)) {
+            self.recent[self.next] = l;
+            self.next = (self.next + 1) % self.recent.len();
+            self.count = (self.count + 1).min(self.recent.len());
+        }
+    }
+
+    /// The estimate, once there is a measurement.
+    pub fn get(&self) -> Option<f32> {
+        if self.count == 0 {
+            return None;
+        }
+        let mut v = self.recent;
+        let v = &mut v[..self.count];
+        v.sort_unstable_by(f32::total_cmp);
+        Some(v[self.count / 2])
+    }
+}
+
+/// How a position source's pelvis is placed ([`PositionRetargeter::retarget`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Placement {
+    /// The observed pelvis position that maps to the avatar's rest pelvis: across the
+    /// floor always, and in height too unless `on_floor`.
+    pub origin: Vec3,
+    /// The joints are levelled onto the floor ([`KinectJoints::levelled`]): the avatar's
+    /// hips stand at the performer's hip height above the floor (scaled by the legs).
+    pub on_floor: bool,
+    /// The performer's leg length ([`KinectJoints::leg_length`]), when known: the
+    /// pelvis's motion is scaled by the avatar's leg length over it (clamped to
+    /// ½–2), so a child's or a tall performer's steps and crouches fit the avatar's
+    /// legs (as BVH root motion is scaled).
+    pub leg: Option<f32>,
+}
+
+impl Placement {
+    /// Heights relative to `origin`, the performer's legs taken as the avatar's.
+    pub fn at(origin: Vec3) -> Self {
+        Self {
+            origin,
+            on_floor: false,
+            leg: None,
+        }
+    }
 }
 
 /// Turns observed joint positions into canonical poses.
 #[derive(Clone, Debug)]
 pub struct PositionRetargeter {
     rest: [Vec3; JOINT_COUNT],
+    /// The avatar's thigh plus shin, metres.
+    leg: f32,
 }
 
 /// Smallest rotation taking direction `a` to `b` (identity for degenerate input).
@@ -202,9 +305,25 @@ fn frame(side: Vec3, up: Vec3) -> Option<Quat> {
 impl PositionRetargeter {
     /// For a canonical skeleton (its rest pose gives the rest bone directions).
     pub fn new(skeleton: &Skeleton) -> Self {
+        let r = skeleton.rest_positions();
+        let leg = |h: JointId, k: JointId, a: JointId| {
+            r[h.index()].distance(r[k.index()]) + r[k.index()].distance(r[a.index()])
+        };
         Self {
-            rest: *skeleton.rest_positions(),
+            rest: *r,
+            leg: (leg(JointId::LEFT_HIP, JointId::LEFT_KNEE, JointId::LEFT_ANKLE)
+                + leg(
+                    JointId::RIGHT_HIP,
+                    JointId::RIGHT_KNEE,
+                    JointId::RIGHT_ANKLE,
+                ))
+                / 2.0,
         }
+    }
+
+    /// The avatar's leg length (thigh plus shin), metres.
+    pub fn leg_length(&self) -> f32 {
+        self.leg
     }
 
     fn rest(&self, j: JointId) -> Vec3 {
@@ -212,9 +331,8 @@ impl PositionRetargeter {
     }
 
     /// The pose for observed joints `obs`, starting from `previous` (untracked bones
-    /// keep their rotation there). `origin` is the observed pelvis position that maps to
-    /// the avatar's rest pelvis (the calibration point).
-    pub fn retarget(&self, obs: &KinectJoints, previous: &Pose, origin: Vec3) -> Pose {
+    /// keep their rotation there), its pelvis placed by `at`.
+    pub fn retarget(&self, obs: &KinectJoints, previous: &Pose, at: &Placement) -> Pose {
         use JointId as J;
         use Src::*;
         let mut pose = *previous;
@@ -245,7 +363,16 @@ impl PositionRetargeter {
             pose.set_rotation(J::PELVIS, q);
         }
         if let Some(b) = obs.get(Pelvis) {
-            pose.translation = b - origin;
+            let scale = at.leg.map_or(1.0, |l| (self.leg / l).clamp(0.5, 2.0));
+            pose.translation = (b - at.origin) * scale;
+            if let Some(hips) = obs.hip_centre().filter(|_| at.on_floor) {
+                // the avatar's hip centre (turned with its pelvis) at the performer's
+                // hip height above the floor, scaled
+                let rest_hips = (self.rest(J::LEFT_HIP) + self.rest(J::RIGHT_HIP)) / 2.0;
+                let pelvis = self.rest(J::PELVIS);
+                let avatar_hips = pelvis + world[J::PELVIS.index()] * (rest_hips - pelvis);
+                pose.translation.y = hips.y * scale - avatar_hips.y;
+            }
         }
         let rest_shoulders = self.rest(J::LEFT_SHOULDER) - self.rest(J::RIGHT_SHOULDER);
         let chest = match (
@@ -362,7 +489,7 @@ mod tests {
         truth.translation = Vec3::new(0.1, -0.05, 0.2);
         let obs = observe(&skel, &truth);
         let origin = skel.rest_positions()[0];
-        let got = r.retarget(&obs, &Pose::rest(), origin);
+        let got = r.retarget(&obs, &Pose::rest(), &Placement::at(origin));
         let (a, b) = (skel.joint_positions(&truth), skel.joint_positions(&got));
         for j in [
             J::LEFT_ELBOW,
@@ -385,7 +512,7 @@ mod tests {
         prev.set_rotation(J::LEFT_ELBOW, Quat::from_rotation_y(0.7));
         let mut obs = observe(&skel, &Pose::rest());
         obs.pos[Src::WristL as usize] = None;
-        let got = r.retarget(&obs, &prev, skel.rest_positions()[0]);
+        let got = r.retarget(&obs, &prev, &Placement::at(skel.rest_positions()[0]));
         assert!(
             got.rotation(J::LEFT_ELBOW)
                 .angle_between(prev.rotation(J::LEFT_ELBOW))
@@ -408,300 +535,136 @@ mod tests {
         assert!(!k.set(KinectKind::V2, "Head", Vec3::NAN));
         assert_eq!(k.count(), 0);
     }
-}
 
-/// Why a body frame was refused.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum KinectError {
-    /// Not JSON, or not the shape of a body frame.
-    #[error("bad Kinect body frame: {0}")]
-    Shape(String),
-    /// Neither joint names nor the profile say which sensor it is.
-    #[error("cannot tell Kinect v2 from Azure Kinect joints; name the profile")]
-    UnknownKind,
-}
-
-/// One tracked body of a frame.
-#[derive(Clone, Debug)]
-pub struct KinectBody {
-    /// The SDK's body (tracking) id.
-    pub id: String,
-    /// Which sensor.
-    pub kind: KinectKind,
-    /// Its usable joints.
-    pub joints: KinectJoints,
-}
-
-/// Most bodies per frame (the SDKs track 6).
-const MAX_BODIES: usize = 16;
-
-/// One body of a JSON body frame as a Kinect bridge emits it (the shapes
-/// [`parse_body_frame`] reads: `trackingId`, `jointType`, `cameraX..Z` in metres and
-/// `trackingState` for v2; `body_id`, `name`, `position` in millimetres and `confidence`
-/// for Azure), every joint tracked, from canonical joint positions (`joints`: world
-/// frame, metres, +Y up, the performer facing +Z, e.g. [`Skeleton::joint_positions`]).
-/// The performer stands `distance` metres in front of the sensor, facing it. Hands are
-/// put a third of the forearm beyond the wrists (the canonical skeleton has none).
-/// What `clothcast play --kinect` sends, so a kiosk's server can be tried without a
-/// sensor.
-pub fn body_json(
-    kind: KinectKind,
-    id: &str,
-    joints: &[Vec3; JOINT_COUNT],
-    distance: f32,
-) -> serde_json::Value {
-    use Src::*;
-    let at = |j: JointId| joints[j.index()];
-    let hand = |w: JointId, e: JointId| at(w) + (at(w) - at(e)) / 3.0;
-    let joint = |s: Src| match s {
-        Pelvis => at(JointId::PELVIS),
-        SpineMid => at(JointId::SPINE2),
-        Chest => at(JointId::SPINE3),
-        Neck => at(JointId::NECK),
-        Head => at(JointId::HEAD),
-        ClavicleL => at(JointId::LEFT_COLLAR),
-        ClavicleR => at(JointId::RIGHT_COLLAR),
-        ShoulderL => at(JointId::LEFT_SHOULDER),
-        ShoulderR => at(JointId::RIGHT_SHOULDER),
-        ElbowL => at(JointId::LEFT_ELBOW),
-        ElbowR => at(JointId::RIGHT_ELBOW),
-        WristL => at(JointId::LEFT_WRIST),
-        WristR => at(JointId::RIGHT_WRIST),
-        HandL => hand(JointId::LEFT_WRIST, JointId::LEFT_ELBOW),
-        HandR => hand(JointId::RIGHT_WRIST, JointId::RIGHT_ELBOW),
-        HipL => at(JointId::LEFT_HIP),
-        HipR => at(JointId::RIGHT_HIP),
-        KneeL => at(JointId::LEFT_KNEE),
-        KneeR => at(JointId::RIGHT_KNEE),
-        AnkleL => at(JointId::LEFT_ANKLE),
-        AnkleR => at(JointId::RIGHT_ANKLE),
-        FootL => at(JointId::LEFT_FOOT),
-        FootR => at(JointId::RIGHT_FOOT),
-    };
-    let list: Vec<serde_json::Value> = NAMES
-        .iter()
-        .filter_map(|&(s, ..)| Some((kind.name(s)?, joint(s))))
-        .map(|(name, p)| {
-            // world → camera: the inverse of `to_world`, the performer `distance` away
-            let w = p - Vec3::new(0.0, 0.0, distance);
-            match kind {
-                KinectKind::V2 => serde_json::json!({"jointType": name,
-                    "cameraX": -w.x, "cameraY": w.y, "cameraZ": -w.z, "trackingState": 2}),
-                KinectKind::Azure => serde_json::json!({"name": name,
-                    "position": [w.x * 1000.0, -w.y * 1000.0, -w.z * 1000.0], "confidence": 2}),
-            }
-        })
-        .collect();
-    match kind {
-        KinectKind::V2 => serde_json::json!({"trackingId": id, "joints": list}),
-        KinectKind::Azure => serde_json::json!({"body_id": id, "joints": list}),
+    /// What a Kinect v2 at `view` reports of `pose` of `skel`, read back from a bridge's
+    /// body frame: the joints, levelled onto the floor it reported.
+    fn sensed(skel: &Skeleton, pose: &Pose, view: &SensorView) -> KinectJoints {
+        let bodies = [("1".to_string(), skel.joint_positions(pose))];
+        let frame = body_frame_json(KinectKind::V2, &bodies, view, true);
+        let body = parse_body_frame(&frame, None).expect("reads").remove(0);
+        body.joints.levelled(&body.floor.expect("a floor"))
     }
-}
 
-/// Reads the JSON body frames Kinect bridges emit: `{"bodies": [{"trackingId": …,
-/// "joints": [{"jointType": "SpineBase", "cameraX": …, "cameraY": …, "cameraZ": …,
-/// "trackingState": 2}, …]}]}` (Kinect v2; `joints` may also be an object keyed by
-/// name) and `{"bodies": [{"body_id": …, "joints": [{"name": "PELVIS", "position": [x, y,
-/// z], "confidence": 2}, …]}]}` (Azure Kinect), with `id`/`bodyId`/`body_id`/
-/// `trackingId` and `position`/`cameraX..Z`/`x, y, z` all accepted. Bodies with
-/// `isTracked: false` and joints not tracked are skipped.
-pub fn parse_body_frame(
-    json: &serde_json::Value,
-    kind: Option<KinectKind>,
-) -> Result<Vec<KinectBody>, KinectError> {
-    use serde_json::Value;
-    let shape = |m: &str| KinectError::Shape(m.to_string());
-    let bodies = json
-        .get("bodies")
-        .and_then(Value::as_array)
-        .ok_or_else(|| shape("no `bodies` array"))?;
-    if bodies.len() > MAX_BODIES {
-        return Err(shape("more than 16 bodies"));
+    /// A half squat of `skel`: hips and knees bent, the back leaning forward, an arm
+    /// lowered, feet flat with the ankles at their rest height, moved `across` the floor.
+    fn squat(skel: &Skeleton, across: Vec3) -> Pose {
+        let mut p = Pose::rest();
+        for (hip, knee, ankle) in [
+            (J::LEFT_HIP, J::LEFT_KNEE, J::LEFT_ANKLE),
+            (J::RIGHT_HIP, J::RIGHT_KNEE, J::RIGHT_ANKLE),
+        ] {
+            p.set_rotation(hip, Quat::from_rotation_x(-0.9));
+            p.set_rotation(knee, Quat::from_rotation_x(1.5));
+            p.set_rotation(ankle, Quat::from_rotation_x(-0.6));
+        }
+        p.set_rotation(J::SPINE1, Quat::from_rotation_x(0.3));
+        p.set_rotation(J::LEFT_SHOULDER, Quat::from_rotation_z(-1.1));
+        let ankle = skel.joint_positions(&p)[J::LEFT_ANKLE.index()].y;
+        p.translation = across + Vec3::Y * (skel.rest_position(J::LEFT_ANKLE).y - ankle);
+        p
     }
-    let mut out = Vec::new();
-    for b in bodies {
-        if b.get("isTracked").and_then(Value::as_bool) == Some(false)
-            || b.get("tracked").and_then(Value::as_bool) == Some(false)
-        {
-            continue;
-        }
-        let id = ["trackingId", "id", "bodyId", "body_id", "bodyIndex"]
-            .iter()
-            .find_map(|k| b.get(*k))
-            .map(|v| match v {
-                Value::String(s) => s.chars().take(32).collect(),
-                other => other.to_string().chars().take(32).collect(),
-            })
-            .ok_or_else(|| shape("a body without an id"))?;
-        // joints as an array of objects with a name, or an object keyed by name
-        let list: Vec<(String, &Value)> = match b.get("joints") {
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(|j| {
-                    ["jointType", "name", "type", "joint"]
-                        .iter()
-                        .find_map(|k| j.get(*k)?.as_str())
-                        .map(|n| (n.to_string(), j))
-                })
-                .collect(),
-            Some(Value::Object(o)) => o.iter().map(|(k, v)| (k.clone(), v)).collect(),
-            _ => return Err(shape("a body without `joints`")),
-        };
-        if list.len() > 64 {
-            return Err(shape("more than 64 joints"));
-        }
-        let kind = match kind.or_else(|| KinectKind::detect(list.iter().map(|(n, _)| n.as_str()))) {
-            Some(k) => k,
-            None => return Err(KinectError::UnknownKind),
-        };
-        let mut joints = KinectJoints::default();
-        for (name, j) in &list {
-            let num = |k: &str| j.get(k).and_then(Value::as_f64);
-            let pos = match j.get("position") {
-                Some(Value::Array(p)) if p.len() == 3 => p
-                    .iter()
-                    .map(Value::as_f64)
-                    .collect::<Option<Vec<f64>>>()
-                    .map(|v| [v[0], v[1], v[2]]),
-                Some(Value::Object(_)) => {
-                    let p = &j["position"];
-                    match (
-                        p.get("x").and_then(Value::as_f64),
-                        p.get("y").and_then(Value::as_f64),
-                        p.get("z").and_then(Value::as_f64),
-                    ) {
-                        (Some(x), Some(y), Some(z)) => Some([x, y, z]),
-                        _ => None,
-                    }
-                }
-                _ => match (
-                    num("cameraX").or(num("x")),
-                    num("cameraY").or(num("y")),
-                    num("cameraZ").or(num("z")),
-                ) {
-                    (Some(x), Some(y), Some(z)) => Some([x, y, z]),
-                    _ => None,
-                },
-            };
-            let Some(p) = pos else { continue };
-            let level = match j
-                .get("trackingState")
-                .or_else(|| j.get("confidence"))
-                .or_else(|| j.get("confidenceLevel"))
-            {
-                None => 2,
-                Some(Value::Number(n)) => {
-                    n.as_f64().map_or(0, |x| x.clamp(0.0, 3.0).round() as u32)
-                }
-                Some(Value::String(s)) => match s.as_str() {
-                    "Tracked" | "HIGH" | "MEDIUM" => 2,
-                    "Inferred" | "LOW" => 1,
-                    _ => 0,
-                },
-                Some(_) => 0,
-            };
-            if kind.usable(level) {
-                joints.set(kind, name, kind.to_world(p.map(|x| x as f32)));
-            }
-        }
-        out.push(KinectBody { id, kind, joints });
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod frame_tests {
-    use super::*;
 
     #[test]
-    fn the_name_table_is_in_source_joint_order() {
-        for (i, (s, ..)) in NAMES.iter().enumerate() {
-            assert_eq!(*s as usize, i);
-        }
-    }
-
-    /// A body written as a bridge writes it reads back as the joints it came from, in
-    /// the world frame, for both sensors (Kinect v2 has no clavicles).
-    #[test]
-    fn written_bodies_read_back_as_their_joints() {
-        use crate::skeleton::{Proportions, quat_exp};
+    fn a_tilted_sensors_floor_levels_the_performer_and_stands_them_on_it() {
         let skel = Skeleton::from_proportions(&Proportions::default());
-        let mut pose = Pose::rest();
-        pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -0.6)));
-        pose.set_rotation(JointId::RIGHT_KNEE, quat_exp(Vec3::new(0.5, 0.0, 0.0)));
-        let joints = skel.joint_positions(&pose);
-        for (kind, count) in [(KinectKind::V2, 21), (KinectKind::Azure, 23)] {
-            let frame = serde_json::json!({"bodies": [body_json(kind, "7", &joints, 2.0)]});
-            let bodies = parse_body_frame(&frame, None).expect("reads back");
-            let b = &bodies[0];
-            assert_eq!(
-                (b.kind, b.id.as_str(), b.joints.count()),
-                (kind, "7", count)
-            );
-            // the sensor sees the performer 2 m away; clothcast's world has them at the
-            // origin again once that offset is taken off
-            let seen = |s: Src| b.joints.get(s).map(|p| p + Vec3::new(0.0, 0.0, 2.0));
-            for (s, j) in [
-                (Src::Pelvis, JointId::PELVIS),
-                (Src::ElbowL, JointId::LEFT_ELBOW),
-                (Src::KneeR, JointId::RIGHT_KNEE),
-                (Src::Head, JointId::HEAD),
-            ] {
-                let p = seen(s).expect("tracked");
-                assert!(p.distance(joints[j.index()]) < 1e-3, "{kind:?} {j:?}: {p}");
-            }
+        let r = PositionRetargeter::new(&skel);
+        // 1.4 m up, looking 25° down at a performer 2.5 m away
+        let view = SensorView {
+            distance: 2.5,
+            height: 1.4,
+            tilt: 25f32.to_radians(),
+        };
+        let origin = sensed(&skel, &Pose::rest(), &view)
+            .pelvis()
+            .expect("pelvis");
+        let truth = squat(&skel, Vec3::new(0.3, 0.0, -0.4));
+        let seen = sensed(&skel, &truth, &view);
+        let at = Placement {
+            origin,
+            on_floor: true,
+            leg: seen.leg_length(),
+        };
+        let got = r.retarget(&seen, &Pose::rest(), &at);
+        let (a, b) = (skel.joint_positions(&truth), skel.joint_positions(&got));
+        for j in [
+            J::HEAD,
+            J::LEFT_WRIST,
+            J::RIGHT_WRIST,
+            J::LEFT_KNEE,
+            J::LEFT_ANKLE,
+            J::RIGHT_FOOT,
+        ] {
+            let e = a[j.index()].distance(b[j.index()]);
+            assert!(e < 0.03, "{} off by {e} m", j.name());
         }
+        // the trunk's lean (pelvis to neck) against the performer's
+        let lean = |p: &[Vec3; JOINT_COUNT]| {
+            let trunk = p[J::NECK.index()] - p[J::PELVIS.index()];
+            trunk.angle_between(a[J::NECK.index()] - a[J::PELVIS.index()])
+        };
+        // as a level sensor's (whose lean is the retargeter's own approximation of the spine)
+        let level = SensorView { tilt: 0.0, ..view };
+        let level_at = Placement {
+            origin: sensed(&skel, &Pose::rest(), &level)
+                .pelvis()
+                .expect("pelvis"),
+            ..at
+        };
+        let flat = r.retarget(&sensed(&skel, &truth, &level), &Pose::rest(), &level_at);
+        let (tilted, flat) = (lean(&b), lean(&skel.joint_positions(&flat)));
+        assert!(
+            (tilted - flat).abs().to_degrees() < 0.2,
+            "{tilted} against {flat}"
+        );
+        // the same frames without their floor: the sensor's tilt leans the avatar
+        let raw = |pose: &Pose| {
+            let bodies = [("1".to_string(), skel.joint_positions(pose))];
+            let frame = body_frame_json(KinectKind::V2, &bodies, &view, false);
+            parse_body_frame(&frame, None)
+                .expect("reads")
+                .remove(0)
+                .joints
+        };
+        let origin = raw(&Pose::rest()).pelvis().expect("pelvis");
+        let leaning = r.retarget(&raw(&truth), &Pose::rest(), &Placement::at(origin));
+        let off = lean(&skel.joint_positions(&leaning)).to_degrees();
+        assert!(off > 20.0, "{off}°");
     }
 
     #[test]
-    fn bridge_shapes_of_both_sensors_parse() {
-        let v2 = serde_json::json!({"bodies": [
-            {"trackingId": 72057594037928000u64, "isTracked": true, "joints": [
-                {"jointType": "SpineBase", "cameraX": 0.1, "cameraY": -0.2, "cameraZ": 2.0, "trackingState": 2},
-                {"jointType": "Head", "cameraX": 0.1, "cameraY": 0.5, "cameraZ": 2.0, "trackingState": "Tracked"},
-                {"jointType": "HandTipLeft", "cameraX": 0.1, "cameraY": 0.5, "cameraZ": 2.0, "trackingState": 0},
-                {"jointType": "ElbowLeft", "cameraX": 0.1, "cameraY": 0.5, "cameraZ": 2.0, "trackingState": 0}
-            ]},
-            {"trackingId": 5, "isTracked": false, "joints": []}
-        ]});
-        let b = parse_body_frame(&v2, None).expect("v2");
-        assert_eq!(b.len(), 1);
-        assert_eq!(b[0].kind, KinectKind::V2);
-        assert_eq!(b[0].joints.count(), 2, "the untracked elbow is skipped");
-        assert_eq!(
-            b[0].joints.get(Src::Pelvis),
-            Some(Vec3::new(-0.1, -0.2, -2.0))
-        );
-        let azure = serde_json::json!({"bodies": [{"body_id": 1, "joints": [
-            {"name": "PELVIS", "position": [10.0, 200.0, 1500.0], "confidence": 2},
-            {"name": "SPINE_NAVEL", "position": {"x": 10.0, "y": 0.0, "z": 1500.0}, "confidence": 1},
-            {"name": "NOSE", "position": [0.0, 0.0, 0.0], "confidence": 3}
-        ]}]});
-        let b = parse_body_frame(&azure, None).expect("azure");
-        assert_eq!(
-            (b[0].kind, b[0].id.as_str(), b[0].joints.count()),
-            (KinectKind::Azure, "1", 2)
-        );
-        assert!(
-            (b[0].joints.get(Src::Pelvis).expect("pelvis") - Vec3::new(0.01, -0.2, -1.5)).length()
-                < 1e-6
-        );
-        // refused shapes name the problem
-        assert!(matches!(
-            parse_body_frame(&serde_json::json!({"bodys": []}), None),
-            Err(KinectError::Shape(_))
-        ));
-        assert!(matches!(
-            parse_body_frame(&serde_json::json!({"bodies": [{"joints": []}]}), None),
-            Err(KinectError::Shape(_))
-        ));
-        assert!(matches!(
-            parse_body_frame(
-                &serde_json::json!({"bodies": [{"id": 1, "joints": [{"name": "Foo", "x": 1, "y": 2, "z": 3}]}]}),
-                None
-            ),
-            Err(KinectError::UnknownKind)
-        ));
+    fn a_childs_squat_keeps_an_adult_avatars_feet_on_the_floor() {
+        let adult = Skeleton::from_proportions(&Proportions::default());
+        let child = Skeleton::from_proportions(&Proportions {
+            height: 1.2,
+            shoulder_width: 0.28,
+            hip_width: 0.24,
+        });
+        let r = PositionRetargeter::new(&adult);
+        let view = SensorView {
+            distance: 2.0,
+            height: 0.8,
+            tilt: 10f32.to_radians(),
+        };
+        let seen = sensed(&child, &squat(&child, Vec3::ZERO), &view);
+        let leg = seen.leg_length().expect("legs seen");
+        assert!((leg / r.leg_length() - 1.2 / 1.75).abs() < 0.01, "{leg}");
+        let at = Placement {
+            origin: seen.pelvis().expect("pelvis"),
+            on_floor: true,
+            leg: Some(leg),
+        };
+        let ankles = |at: &Placement| {
+            let p = adult.joint_positions(&r.retarget(&seen, &Pose::rest(), at));
+            [p[J::LEFT_ANKLE.index()].y, p[J::RIGHT_ANKLE.index()].y]
+        };
+        let rest = adult.rest_position(J::LEFT_ANKLE).y;
+        for y in ankles(&at) {
+            assert!((y - rest).abs() < 0.02, "ankle at {y} m, rest {rest} m");
+        }
+        // the child's legs taken for the avatar's: the avatar's hips at the child's
+        // height put its feet through the floor
+        for y in ankles(&Placement { leg: None, ..at }) {
+            assert!(y < rest - 0.1, "ankle at {y} m");
+        }
     }
 }

@@ -517,7 +517,7 @@ async fn session(
                                     continue;
                                 }
                                 let mut state = inputs.state(&avatar);
-                                if let Ok(pose) = apply_joints(&b.joints, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
+                                if let Ok(pose) = apply_joints(&b.joints, b.floor, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
                                     s.pose_in(Source::Kinect, avatar.clone(), pose, (now, now), true);
                                     inputs.store(avatar, state, now);
                                 }

@@ -98,6 +98,13 @@ pub struct PoseMessage {
     pub root: Option<[f32; 3]>,
     /// The joints; joints not listed keep their last value.
     pub joints: Vec<JointSample>,
+    /// Kinect profiles: the floor plane the sensor reports, `[a, b, c, d]` with
+    /// `a x + b y + c z + d = 0` in its camera coordinates and units and `(a, b, c)` the
+    /// unit normal (Kinect v2's `FloorClipPlane`). The avatar then stands on the floor
+    /// and a tilted sensor's tilt is taken out. Absent or all-zero (not found yet):
+    /// the last one stays. Other profiles ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<[f32; 4]>,
 }
 
 /// Messages a client sends.

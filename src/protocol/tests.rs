@@ -9,6 +9,7 @@ fn messages_round_trip_in_both_encodings() {
         profile: "canonical".into(),
         timestamp: 1.5,
         root: Some([0.0, 0.1, 0.0]),
+        floor: None,
         joints: vec![JointSample {
             name: "left_shoulder".into(),
             rotation: Some([0.0, 0.0, 0.38, 0.92]),
@@ -47,6 +48,7 @@ proptest::proptest! {
         avatar in "[a-z0-9-]{1,12}",
         timestamp in -1e6f64..1e6,
         root in proptest::option::of(proptest::array::uniform3(-5.0f32..5.0)),
+        floor in proptest::option::of(proptest::array::uniform4(-2.0f32..2.0)),
         joints in proptest::collection::vec(
             ("[a-z_]{1,16}", proptest::option::of(proptest::array::uniform4(-1.0f32..1.0)),
              proptest::option::of(proptest::array::uniform3(-5.0f32..5.0)),
@@ -60,6 +62,7 @@ proptest::proptest! {
             profile: "canonical".into(),
             timestamp,
             root,
+            floor,
             joints: joints
                 .into_iter()
                 .map(|(name, rotation, position, confidence)| JointSample { name, rotation, position, confidence })
