@@ -16,7 +16,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use clothcast::codec::Decoder;
-use clothcast::engine::{Engine, EngineConfig, InputState, apply_joints, apply_pose_message};
+use clothcast::engine::{
+    Engine, EngineConfig, InputState, SensorState, apply_joints, apply_pose_message,
+};
 use clothcast::mocap::{FilterConfig, PositionRetargeter, VmcPerformer, parse_body_frame};
 use clothcast::protocol::{ClientMessage, ServerMessage};
 use clothcast::skeleton::Skeleton;
@@ -87,6 +89,8 @@ fuzz_target!(|data: &[u8]| {
         PositionRetargeter::new(&Skeleton::from_rest_positions(db.body.skeleton));
     let filter = FilterConfig::default();
     let mut inputs: HashMap<String, InputState> = HashMap::new();
+    // one connection: one sensor
+    let mut sensor = SensorState::default();
     let mut vmc = (VmcPerformer::default(), InputState::default());
     let mut decoders: HashMap<String, Decoder> = HashMap::new();
     let mut out = vec![0f32; 3 * engine.setup().vertex_count()];
@@ -105,11 +109,16 @@ fuzz_target!(|data: &[u8]| {
                 match msg {
                     Ok(ClientMessage::Pose(p)) => {
                         let state = inputs.entry(p.avatar.clone()).or_default();
-                        let mut tried = state.clone();
-                        if let Ok(a) =
-                            apply_pose_message(&p, &mut tried, &retargeter, Some(&filter))
-                        {
+                        let (mut tried, mut seen) = (state.clone(), sensor);
+                        if let Ok(a) = apply_pose_message(
+                            &p,
+                            &mut seen,
+                            &mut tried,
+                            &retargeter,
+                            Some(&filter),
+                        ) {
                             *state = tried;
+                            sensor = seen;
                             poses.push((p.avatar.clone(), a.pose, p.timestamp));
                         }
                     }
@@ -133,7 +142,7 @@ fuzz_target!(|data: &[u8]| {
                 for b in bodies {
                     let avatar = format!("kinect-{}", b.id);
                     let mut state = inputs.get(&avatar).cloned().unwrap_or_default();
-                    if let Ok(pose) = apply_joints(&b.joints, b.floor, &mut state, &retargeter, Some(&filter), now) {
+                    if let Ok(pose) = apply_joints(&b.joints, b.floor, &mut sensor, &mut state, &retargeter, Some(&filter), now) {
                         inputs.insert(avatar.clone(), state);
                         poses.push((avatar, pose, now));
                     }

@@ -13,7 +13,7 @@
 
 use std::sync::OnceLock;
 
-use clothcast::engine::{InputState, apply_joints, apply_pose_message};
+use clothcast::engine::{InputState, SensorState, apply_joints, apply_pose_message};
 use clothcast::mocap::{FilterConfig, PositionRetargeter, VmcPerformer, parse_body_frame};
 use clothcast::protocol::ClientMessage;
 use clothcast::skeleton::Skeleton;
@@ -33,6 +33,7 @@ fn retargeter() -> &'static PositionRetargeter {
 fn parse(kind: u8, bytes: &[u8]) {
     let filter = FilterConfig::default();
     let mut state = InputState::default();
+    let mut sensor = SensorState::default();
     let mut poses = Vec::new();
     match kind % 4 {
         0 | 1 => {
@@ -47,7 +48,7 @@ fn parse(kind: u8, bytes: &[u8]) {
             if let Ok(ClientMessage::Pose(p)) = msg {
                 // twice: the second message meets the first one's state and filter
                 for _ in 0..2 {
-                    if let Ok(a) = apply_pose_message(&p, &mut state, retargeter(), Some(&filter)) {
+                    if let Ok(a) = apply_pose_message(&p, &mut sensor, &mut state, retargeter(), Some(&filter)) {
                         poses.push(a.pose);
                     }
                 }
@@ -65,6 +66,8 @@ fn parse(kind: u8, bytes: &[u8]) {
             for (i, b) in bodies.iter().enumerate() {
                 if let Ok(pose) = apply_joints(
                     &b.joints,
+                    b.floor,
+                    &mut sensor,
                     &mut state,
                     retargeter(),
                     Some(&filter),

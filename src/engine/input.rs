@@ -77,13 +77,9 @@ pub struct Applied {
 pub struct InputState {
     /// The last accepted pose (joints a message leaves out keep their rotation).
     pub pose: Pose,
-    /// Position sources: the observed pelvis position that maps to the avatar's rest
-    /// pelvis (captured on the first frame, and again when the sensor first reports the
-    /// floor, in the levelled frame).
-    pub origin: Option<Vec3>,
-    /// Position sources: the floor the sensor last reported (kept while later frames
-    /// state none).
-    pub floor: Option<Floor>,
+    /// Position sources whose sensor reports no floor: the observed pelvis height that
+    /// maps to the avatar's rest pelvis height (its first frame's).
+    pub base: Option<f32>,
     /// Position sources: the performer's leg length.
     pub leg: LegEstimate,
     /// Position sources: the One Euro filter of the stream.
@@ -116,12 +112,13 @@ impl InputState {
 }
 
 /// Applies a pose message of any supported profile (`canonical`, `kinect_v2`,
-/// `azure_kinect`) to an avatar's input state; on error the state is unchanged.
-/// Kinect joints carry `position` in the SDK's camera coordinates and units, and
+/// `azure_kinect`) to an avatar's input state (Kinect profiles: seen by `sensor`, see
+/// [`apply_joints`]); on error neither state changes. Kinect joints carry `position` in the SDK's camera coordinates and units, and
 /// `confidence` in [0, 1] (below 0.25: not tracked); a joint whose position is not
 /// finite is treated as not tracked (held) and named in [`Applied::held`].
 pub fn apply_pose_message(
     msg: &PoseMessage,
+    sensor: &mut SensorState,
     state: &mut InputState,
     retargeter: &PositionRetargeter,
     filter: Option<&FilterConfig>,
@@ -167,21 +164,46 @@ pub fn apply_pose_message(
                 }
                 None => None,
             };
-            apply_joints(&joints, floor, state, retargeter, filter, msg.timestamp)?
+            apply_joints(
+                &joints,
+                floor,
+                sensor,
+                state,
+                retargeter,
+                filter,
+                msg.timestamp,
+            )?
         }
     };
     Ok(Applied { pose, held })
 }
 
+/// What the server keeps of one sensor (a Kinect bridge's connection) between its
+/// frames, shared by the bodies it reports. Plain data (`Copy`), replaced only when a
+/// frame was applied.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SensorState {
+    /// The floor the sensor last reported (kept while later frames state none).
+    pub floor: Option<Floor>,
+    /// The observed position that maps to the world origin across the floor: the first
+    /// pelvis the sensor reported (taken again, in the levelled frame, when it first
+    /// reports the floor). Shared, so that performers standing side by side stand side
+    /// by side in the world.
+    pub origin: Option<Vec3>,
+}
+
 /// Applies observed Kinect joints (a body of a bridge's body frame) seen at time `t`
-/// (seconds) with the floor the sensor reported with them, if any, to an input state,
-/// One-Euro-filtered with `filter` when given. Once a floor is known the joints are
-/// levelled onto it (a tilted sensor's tilt taken out) and the avatar stands at the
-/// performer's height above it; the performer's leg length, measured as frames come,
-/// scales the pelvis's motion ([`Placement`]).
+/// (seconds) by `sensor`, with the floor it reported with them if any, to an input
+/// state, One-Euro-filtered with `filter` when given. Once a floor is known the joints
+/// are levelled onto it (a tilted sensor's tilt taken out) and the avatar stands at the
+/// performer's height above it; before, the avatar's first pelvis height is its rest
+/// height. Across the floor, positions are taken from the sensor's origin. The
+/// performer's leg length, measured as frames come, scales the pelvis's motion
+/// ([`Placement`]). On error neither state changes.
 pub fn apply_joints(
     joints: &KinectJoints,
     floor: Option<Floor>,
+    sensor: &mut SensorState,
     state: &mut InputState,
     retargeter: &PositionRetargeter,
     filter: Option<&FilterConfig>,
@@ -190,15 +212,16 @@ pub fn apply_joints(
     if joints.count() < 3 {
         return Err(EngineError::BadValue("fewer than 3 tracked joints".into()));
     }
-    // the first floor changes the frame positions are in: take the origin again there
-    let previous_origin = if floor.is_some() && state.floor.is_none() {
-        None
-    } else {
-        state.origin
-    };
-    let floor = floor.or(state.floor);
+    let mut seen = *sensor;
+    if let Some(f) = floor {
+        // the first floor changes the frame positions are in: the origin is taken again
+        if seen.floor.is_none() {
+            seen.origin = None;
+        }
+        seen.floor = Some(f);
+    }
     let levelled;
-    let joints = match &floor {
+    let joints = match &seen.floor {
         Some(f) => {
             levelled = joints.levelled(f);
             &levelled
@@ -207,18 +230,17 @@ pub fn apply_joints(
     };
     let mut leg = state.leg;
     leg.push(joints.leg_length());
-    let origin = match (previous_origin, joints.pelvis()) {
-        (Some(o), _) => o,
-        (None, Some(p)) => p,
-        (None, None) => {
-            return Err(EngineError::BadValue(
-                "the first frame has no pelvis".into(),
-            ));
-        }
+    let pelvis = joints.pelvis();
+    let (Some(across), Some(base)) = (seen.origin.or(pelvis), state.base.or(pelvis.map(|p| p.y)))
+    else {
+        return Err(EngineError::BadValue(
+            "the first frame has no pelvis".into(),
+        ));
     };
+    seen.origin = Some(across);
     let placement = Placement {
-        origin,
-        on_floor: floor.is_some(),
+        origin: Vec3::new(across.x, base, across.z),
+        on_floor: seen.floor.is_some(),
         leg: leg.get(),
     };
     let mut raw = retargeter.retarget(joints, &state.pose, &placement);
@@ -233,8 +255,8 @@ pub fn apply_joints(
     };
     pose.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
-    state.origin = Some(origin);
-    state.floor = floor;
+    *sensor = seen;
+    state.base = Some(base);
     state.leg = leg;
     state.pose = raw;
     state.filter = f;
@@ -272,10 +294,15 @@ mod tests {
         f
     }
 
-    fn apply(skel: &Skeleton, state: &mut InputState, json: &serde_json::Value) -> Pose {
+    fn apply(
+        skel: &Skeleton,
+        sensor: &mut SensorState,
+        state: &mut InputState,
+        json: &serde_json::Value,
+    ) -> Pose {
         let body = parse_body_frame(json, None).expect("reads").remove(0);
         let r = PositionRetargeter::new(skel);
-        apply_joints(&body.joints, body.floor, state, &r, None, 0.0).expect("applies")
+        apply_joints(&body.joints, body.floor, sensor, state, &r, None, 0.0).expect("applies")
     }
 
     /// Height of the avatar's lower ankle above its rest height, and the angle (degrees)
@@ -297,7 +324,7 @@ mod tests {
     #[test]
     fn a_kinect_avatar_stands_upright_on_the_floor_once_the_sensor_reports_it() {
         let skel = Skeleton::from_proportions(&Proportions::default());
-        let mut state = InputState::default();
+        let (mut sensor, mut state) = (SensorState::default(), InputState::default());
         // the performer steps in crouching a little: 12 cm lower than standing
         let mut low = Pose::rest();
         low.translation.y = -0.12;
@@ -305,10 +332,15 @@ mod tests {
             low.set_rotation(knee, Quat::from_rotation_x(0.2));
         }
         // before the floor: the first frame is the rest height, the tilt leans the avatar
-        let first = apply(&skel, &mut state, &frame(&skel, &low, false));
+        let first = apply(&skel, &mut sensor, &mut state, &frame(&skel, &low, false));
         let (_, lean) = stance(&skel, &first);
         assert!(lean > 15.0, "{lean}°");
-        let standing = apply(&skel, &mut state, &frame(&skel, &Pose::rest(), false));
+        let standing = apply(
+            &skel,
+            &mut sensor,
+            &mut state,
+            &frame(&skel, &Pose::rest(), false),
+        );
         let (above, _) = stance(&skel, &standing);
         assert!(
             above > 0.08,
@@ -320,12 +352,12 @@ mod tests {
             if !with_floor {
                 json.as_object_mut().map(|o| o.remove("floorClipPlane"));
             }
-            let pose = apply(&skel, &mut state, &json);
+            let pose = apply(&skel, &mut sensor, &mut state, &json);
             let (above, lean) = stance(&skel, &pose);
             assert!(above.abs() < 0.01 && lean < 1.0, "{above} m, {lean}°");
-            assert!(state.leg.get().is_some());
+            assert!(state.leg.get().is_some() && sensor.floor.is_some());
         }
-        let pose = apply(&skel, &mut state, &frame(&skel, &low, true));
+        let pose = apply(&skel, &mut sensor, &mut state, &frame(&skel, &low, true));
         let (above, _) = stance(&skel, &pose);
         assert!(above < -0.1, "crouching lowers the avatar: {above} m");
     }
@@ -360,14 +392,73 @@ mod tests {
             joints,
             floor: Some(plane),
         };
-        let mut state = InputState::default();
-        let good = apply_pose_message(&msg, &mut state, &r, None).expect("applies");
+        let (mut sensor, mut state) = (SensorState::default(), InputState::default());
+        let good = apply_pose_message(&msg, &mut sensor, &mut state, &r, None).expect("applies");
         assert!(good.held.is_empty());
         let (above, lean) = stance(&skel, &good.pose);
         assert!(above.abs() < 0.01 && lean < 1.0, "{above} m, {lean}°");
         msg.floor = Some([0.0, f32::NAN, 0.0, 1.0]);
-        let held = apply_pose_message(&msg, &mut state, &r, None).expect("applies");
+        let held = apply_pose_message(&msg, &mut sensor, &mut state, &r, None).expect("applies");
         assert_eq!(held.held, ["floor"]);
-        assert_eq!(state.floor, KinectKind::V2.floor(plane).expect("valid"));
+        assert_eq!(sensor.floor, KinectKind::V2.floor(plane).expect("valid"));
+    }
+
+    #[test]
+    fn performers_side_by_side_stay_side_by_side_and_each_on_the_floor() {
+        let skel = Skeleton::from_proportions(&Proportions::default());
+        let child = Skeleton::from_proportions(&Proportions {
+            height: 1.3,
+            shoulder_width: 0.3,
+            hip_width: 0.26,
+        });
+        let r = PositionRetargeter::new(&skel);
+        // an adult 0.5 m to the left of the sensor's axis and a child 0.7 m to the right
+        // and 0.4 m nearer, in one body frame
+        let mut left = Pose::rest();
+        left.translation = Vec3::new(0.5, 0.0, 0.0);
+        let mut right = Pose::rest();
+        right.translation = Vec3::new(-0.7, 0.0, 0.4);
+        for floor in [true, false] {
+            let bodies = [
+                ("1".to_string(), skel.joint_positions(&left)),
+                ("2".to_string(), child.joint_positions(&right)),
+            ];
+            let json = body_frame_json(KinectKind::V2, &bodies, &TILTED, floor);
+            let mut sensor = SensorState::default();
+            let mut poses = Vec::new();
+            for body in parse_body_frame(&json, None).expect("reads") {
+                let mut state = InputState::default();
+                // a few frames, so that each performer's legs are measured
+                let mut pose = Pose::rest();
+                for _ in 0..3 {
+                    pose = apply_joints(
+                        &body.joints,
+                        body.floor,
+                        &mut sensor,
+                        &mut state,
+                        &r,
+                        None,
+                        0.0,
+                    )
+                    .expect("applies");
+                }
+                poses.push(pose);
+            }
+            // the child's place is scaled by the legs (the first performer is the origin)
+            let apart = poses[1].translation - poses[0].translation;
+            let legs = 1.75 / 1.3;
+            let want = Vec3::new(-1.2, 0.0, 0.4) * legs;
+            // (without the floor the sensor's tilt, a turn about x, foreshortens depth)
+            assert!(
+                (apart.x - want.x).abs() < 0.03 && (!floor || (apart.z - want.z).abs() < 0.03),
+                "floor {floor}: {apart} apart, want {want}"
+            );
+            if floor {
+                for p in &poses {
+                    let (above, lean) = stance(&skel, p);
+                    assert!(above.abs() < 0.01 && lean < 1.0, "{above} m, {lean}°");
+                }
+            }
+        }
     }
 }

@@ -14,7 +14,9 @@ mod frame;
 mod input;
 mod settings;
 
-pub use input::{Applied, InputState, apply_joints, apply_pose_message, pose_from_message};
+pub use input::{
+    Applied, InputState, SensorState, apply_joints, apply_pose_message, pose_from_message,
+};
 pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};
 pub(crate) use settings::{Range, first_bad, range};
 

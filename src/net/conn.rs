@@ -18,7 +18,7 @@ use tokio::sync::broadcast;
 use super::driven::Driven;
 use super::peer::Peer;
 use super::{Shared, Source};
-use crate::engine::{Applied, TickOutput, apply_joints, apply_pose_message};
+use crate::engine::{Applied, SensorState, TickOutput, apply_joints, apply_pose_message};
 use crate::mocap::parse_body_frame;
 use crate::protocol::{
     AVATAR_ID_RULE, ClientMessage, PROTOCOL_VERSION, Role, SENSOR_NAME_RULE, ServerMessage,
@@ -438,6 +438,8 @@ async fn session(
     // the avatars this publisher drives; silent ones give way to new ones (Kinect body
     // ids change with every visitor)
     let mut inputs: Driven<String> = Driven::new(s.config.engine.remove_after);
+    // a Kinect bridge is one sensor: its floor and its origin are its bodies' too
+    let mut seen_by = SensorState::default();
     // when a body frame's body was last refused for want of room (told once a second)
     let mut body_refused: Option<Instant> = None;
     // pings every third of peer_timeout; a peer heard from (any message, pongs too)
@@ -517,7 +519,7 @@ async fn session(
                                     continue;
                                 }
                                 let mut state = inputs.state(&avatar);
-                                if let Ok(pose) = apply_joints(&b.joints, b.floor, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
+                                if let Ok(pose) = apply_joints(&b.joints, b.floor, &mut seen_by, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
                                     s.pose_in(Source::Kinect, avatar.clone(), pose, (now, now), true);
                                     inputs.store(avatar, state, now);
                                 }
@@ -553,7 +555,7 @@ async fn session(
                             continue;
                         }
                         let mut state = inputs.state(&p.avatar);
-                        match apply_pose_message(&p, &mut state, &s.retargeter, s.config.engine.filter.as_ref()) {
+                        match apply_pose_message(&p, &mut seen_by, &mut state, &s.retargeter, s.config.engine.filter.as_ref()) {
                             Ok(Applied { mut pose, held }) => {
                                 if !held.is_empty() {
                                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
