@@ -133,6 +133,66 @@ fn bad_inputs_fail_with_a_readable_error() {
         .expect("run");
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("no profile named \"nosuch\""));
+    // a clip's problems are found before the body and garment are built (seconds): with
+    // a body that would be refused too, the clip's error is the one reported
+    let missing = dir.join("missing.bvh").into_os_string();
+    let walk = fixture("cmu_131_01.bvh").into_os_string();
+    let x = dir.join("x").into_os_string();
+    let os = |s: &str| std::ffi::OsString::from(s);
+    for (args, says) in [
+        (
+            vec![
+                os("drape"),
+                os("--bvh"),
+                missing.clone(),
+                os("--out"),
+                x.clone(),
+            ],
+            "missing.bvh",
+        ),
+        (
+            vec![
+                os("drape"),
+                os("--bvh"),
+                walk,
+                os("--frame"),
+                os("5000"),
+                os("--out"),
+                x.clone(),
+            ],
+            "has 994 frames, asked for frame 5000",
+        ),
+        (
+            vec![
+                os("render"),
+                os("--bvh"),
+                bad.into(),
+                os("--out"),
+                x.clone(),
+            ],
+            "Qrotation",
+        ),
+        (
+            vec![
+                os("bake"),
+                os("--examples"),
+                os("2"),
+                os("--clip"),
+                missing,
+                os("--out"),
+                x,
+            ],
+            "missing.bvh",
+        ),
+    ] {
+        let o = bin()
+            .args(&args)
+            .args(["--height", "2.4"])
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(says), "{args:?}: {err}");
+    }
 }
 
 /// A report whose reader went away (`inspect DB | head -1`) ends quietly with status 0,

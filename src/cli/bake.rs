@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, ValueEnum};
 
-use super::common::{BodyArgs, GarmentArgs, load_clip};
+use super::common::{BodyArgs, GarmentArgs, read_clip};
 use crate::bake::{BakeConfig, Baker, DEFAULT_CLIP, Sampler, Shard, merge};
 use crate::mocap::Clip;
 use crate::sor::Database;
@@ -95,14 +95,19 @@ pub(crate) fn progress_bar(label: &str) -> impl Fn(usize, usize) + Sync {
 }
 
 pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
+    let files = a
+        .clips
+        .iter()
+        .map(|p| read_clip(p, a.profile.as_deref()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let body = a.body.build()?;
     let garment = a.garment_args.build(&body, &a.garment)?;
-    let clips: Vec<Clip> = if a.clips.is_empty() {
+    let clips: Vec<Clip> = if files.is_empty() {
         vec![Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton).context("built-in clip")?]
     } else {
-        a.clips
+        files
             .iter()
-            .map(|p| load_clip(p, a.profile.as_deref(), &body.skeleton))
+            .map(|f| f.onto(&body.skeleton))
             .collect::<anyhow::Result<_>>()?
     };
     let cfg = BakeConfig {

@@ -1,7 +1,7 @@
 //! Shared command-line pieces: body shape flags, garment flags, file output.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Args, ValueEnum};
@@ -9,8 +9,8 @@ use clap::{Args, ValueEnum};
 use crate::body::{Body, BodyOptions, BodyShape};
 use crate::garment::{Garment, GarmentConfig, Legs, Sleeves};
 use crate::mesh::{GlbScene, Image, write_glb};
-use crate::mocap::{Clip, Profile};
-use crate::skeleton::Skeleton;
+use crate::mocap::{Bvh, Clip, Profile};
+use crate::skeleton::{Pose, Skeleton};
 
 /// Writes a status line to stdout, and goes on if nobody reads it: a server (`serve`,
 /// `demo`) or a publisher (`play`) whose stdout was closed (`| head`, a log pipe that
@@ -186,17 +186,63 @@ pub(crate) fn load_profile(name_or_path: &str) -> anyhow::Result<Profile> {
     }
 }
 
-/// Reads and retargets a BVH clip onto `target`.
+/// A BVH clip read and parsed, with its profile, before anything is built for it: the
+/// commands read their clips first, so that a wrong path or a malformed file is reported
+/// at once rather than after seconds of building the body and the garment.
+pub(crate) struct ClipFile {
+    path: PathBuf,
+    bvh: Bvh,
+    profile: Option<Profile>,
+}
+
+/// Reads and parses the BVH clip at `path` and the profile named (a built-in name or a
+/// TOML file; detected from the joint names later when `None`).
+pub(crate) fn read_clip(path: &Path, profile: Option<&str>) -> anyhow::Result<ClipFile> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let bvh = Bvh::parse(&text).with_context(|| format!("reading {}", path.display()))?;
+    Ok(ClipFile {
+        path: path.to_path_buf(),
+        bvh,
+        profile: profile.map(load_profile).transpose()?,
+    })
+}
+
+impl ClipFile {
+    /// Refuses a frame number past the clip's end, naming the clip and its length.
+    pub(crate) fn has_frame(&self, frame: usize) -> anyhow::Result<()> {
+        let count = self.bvh.frame_count();
+        anyhow::ensure!(
+            frame < count,
+            "{} has {count} frames, asked for frame {frame}",
+            self.path.display()
+        );
+        Ok(())
+    }
+
+    /// Frame `frame` of the clip retargeted onto `target`.
+    pub(crate) fn pose_at(&self, frame: usize, target: &Skeleton) -> anyhow::Result<Pose> {
+        self.has_frame(frame)?;
+        let clip = self.onto(target)?;
+        clip.poses.get(frame).copied().ok_or_else(|| {
+            anyhow::anyhow!("{} has {} frames", self.path.display(), clip.poses.len())
+        })
+    }
+
+    /// The clip retargeted onto `target`.
+    pub(crate) fn onto(&self, target: &Skeleton) -> anyhow::Result<Clip> {
+        Clip::from_bvh(&self.bvh, self.profile.as_ref(), target)
+            .with_context(|| format!("reading {}", self.path.display()))
+    }
+}
+
+/// Reads a BVH clip and retargets it onto `target` ([`read_clip`], then [`ClipFile::onto`]).
 pub(crate) fn load_clip(
     path: &Path,
     profile: Option<&str>,
     target: &Skeleton,
 ) -> anyhow::Result<Clip> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let profile = profile.map(load_profile).transpose()?;
-    Clip::from_bvh_text(&text, profile.as_ref(), target)
-        .with_context(|| format!("reading {}", path.display()))
+    read_clip(path, profile)?.onto(target)
 }
 
 /// Longest duration a command-line option takes, seconds (~116 days: longer is a typo,

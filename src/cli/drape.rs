@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use glam::Vec3;
 
-use super::common::{BodyArgs, GarmentArgs, load_clip, write_glb_file, write_png};
+use super::common::{BodyArgs, GarmentArgs, read_clip, write_glb_file, write_png};
 use crate::body::{Body, SkinningMethod, glb_skeleton};
 use crate::mesh::{Camera, DrawItem, GlbMaterial, GlbMesh, GlbScene, Image, TriMesh, render};
 use crate::sim::{SimParams, Simulator};
@@ -83,20 +83,18 @@ pub(crate) struct DrapeArgs {
 }
 
 pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
+    let file = a
+        .bvh
+        .as_deref()
+        .map(|p| read_clip(p, a.profile.as_deref()))
+        .transpose()?;
+    if let Some(f) = &file {
+        f.has_frame(a.frame)?;
+    }
     let body = a.body.build()?;
     let garment = a.garment_args.build(&body, &a.garment)?;
-    let target = match &a.bvh {
-        Some(p) => {
-            let clip = load_clip(p, a.profile.as_deref(), &body.skeleton)?;
-            *clip.poses.get(a.frame).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "{} has {} frames, asked for frame {}",
-                    p.display(),
-                    clip.poses.len(),
-                    a.frame
-                )
-            })?
-        }
+    let target = match &file {
+        Some(f) => f.pose_at(a.frame, &body.skeleton)?,
         None => a.pose.pose(),
     };
     // arms out of the torso (cloth has no rest state inside the body)

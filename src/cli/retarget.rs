@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{BodyArgs, GarmentArgs, load_clip, write_glb_file};
+use super::common::{BodyArgs, GarmentArgs, read_clip, write_glb_file};
 use crate::body::{ExportAnimation, glb_skeleton};
 use crate::mesh::GlbScene;
 
@@ -36,8 +36,9 @@ pub(crate) fn run(a: RetargetArgs) -> anyhow::Result<()> {
     if !(a.fps.is_finite() && a.fps > 0.0 && a.fps <= 1000.0) {
         anyhow::bail!("--fps must be between 0 and 1000");
     }
+    let file = read_clip(&a.clip, a.profile.as_deref())?;
     let body = a.body.build()?;
-    let clip = load_clip(&a.clip, a.profile.as_deref(), &body.skeleton)?;
+    let clip = file.onto(&body.skeleton)?;
     let step = ((1.0 / a.fps) / clip.frame_time).round().max(1.0) as usize;
     let clip = clip.every(step);
     eprintln!(
