@@ -36,6 +36,73 @@ fn quick_removal(config: ServerConfig) -> ServerConfig {
     }
 }
 
+/// A kiosk set to dress one customer within 3 m: of the bodies its sensor reports, the
+/// nearest within reach drives an avatar and the others (a friend beside them, people
+/// walking past behind) drive none; when the customer leaves, the friend is next, and a
+/// body beyond 3 m never is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kiosk_dresses_the_nearest_body_within_reach_only() {
+    use clothcast::mocap::{KinectKind, SensorView, body_json};
+    let db = db();
+    let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
+    let (server, url) = serve(quick_removal(ServerConfig {
+        kinect_bodies: 1,
+        kinect_max_distance: 3.0,
+        ..config()
+    }))
+    .await;
+    let mut viewer = connect_viewer(&url).await;
+    let mut kiosk = connect_publisher(&url).await;
+    let mut view = Viewer::default();
+    // a body frame with each (id, distance from the sensor) standing at rest
+    let frame = |bodies: &[(&str, f32)]| {
+        let joints = skeleton.joint_positions(&Pose::rest());
+        let list: Vec<serde_json::Value> = bodies
+            .iter()
+            .map(|&(id, distance)| {
+                let view = SensorView {
+                    distance,
+                    height: 1.0,
+                    tilt: 0.0,
+                };
+                body_json(KinectKind::V2, id, &joints, &view)
+            })
+            .collect();
+        Message::Text(serde_json::json!({ "bodies": list }).to_string().into())
+    };
+    let crowd = [("passer", 4.5), ("customer", 1.9), ("friend", 2.3)];
+    for _ in 0..5 {
+        kiosk.send_raw(frame(&crowd)).await.expect("send");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars
+            .get("kinect-customer")
+            .is_some_and(|a| a.frames >= 3)
+    })
+    .await;
+    assert_eq!(view.avatars.len(), 1, "{:?}", view.avatars.keys());
+    // the customer leaves: the friend is dressed, the passer-by still is not
+    for _ in 0..5 {
+        kiosk
+            .send_raw(frame(&[("passer", 4.5), ("friend", 2.3)]))
+            .await
+            .expect("send");
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars
+            .get("kinect-friend")
+            .is_some_and(|a| a.frames >= 3)
+    })
+    .await;
+    assert!(!view.avatars.contains_key("kinect-passer"));
+    // nothing was refused: left-out bodies are not errors
+    let errors = metric(server.addr, "clothcast_bad_messages_total").await;
+    assert_eq!(errors, 0.0);
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kinect_kiosk_takes_new_visitors_after_earlier_ones_have_left() {
     let db = db();

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::broadcast;
 
+use super::bodies::BodyChoice;
 use super::driven::Driven;
 use super::peer::Peer;
 use super::{Shared, Source};
@@ -440,6 +441,7 @@ async fn session(
     let mut inputs: Driven<String> = Driven::new(s.config.engine.remove_after);
     // a Kinect bridge is one sensor: its floor and its origin are its bodies' too
     let mut seen_by = SensorState::default();
+    let mut chosen = BodyChoice::default();
     // when a body frame's body was last refused for want of room (told once a second)
     let mut body_refused: Option<Instant> = None;
     // pings every third of peer_timeout; a peer heard from (any message, pongs too)
@@ -494,6 +496,7 @@ async fn session(
                     let frame = serde_json::from_str::<serde_json::Value>(t.as_str()).map_err(|e| e.to_string()).and_then(|v| parse_body_frame(&v, None).map_err(|e| e.to_string()));
                     match frame {
                         Ok(bodies) => {
+                            let bodies = chosen.choose(bodies, s.config.kinect_bodies, s.config.kinect_max_distance);
                             let now = s.start.elapsed().as_secs_f64();
                             let mut gone = false;
                             for b in bodies {

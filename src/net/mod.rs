@@ -24,6 +24,7 @@ use crate::mocap::PositionRetargeter;
 use crate::skeleton::Pose;
 use crate::sor::Database;
 
+mod bodies;
 mod conn;
 mod driven;
 mod http;
@@ -86,6 +87,16 @@ pub struct ServerConfig {
     /// Distinct avatars one publisher connection may drive at once (an avatar silent
     /// for longer than the engine's `remove_after` gives its place back).
     pub max_avatars_per_publisher: usize,
+    /// Bodies of a Kinect sensor's frames that drive avatars: the nearest this many to
+    /// the sensor (a try-on kiosk dresses its customer, not the people walking past
+    /// behind them); 0 drives every body. A body already driving keeps its place
+    /// against a newcomer less than 0.3 m nearer. Bodies left out are dropped quietly
+    /// (their avatars idle and are removed as when they leave the view).
+    pub kinect_bodies: usize,
+    /// Farthest a Kinect body may stand from its sensor (metres, to its pelvis) and
+    /// drive an avatar, 0 to 100; 0: any distance. A body already driving may step
+    /// 0.3 m further before it is dropped.
+    pub kinect_max_distance: f32,
     /// Viewers connected at once; more are closed with code 1013 (try again later).
     pub max_viewers: usize,
     /// WebSocket connections open at once, of any role, those still waiting for their
@@ -138,6 +149,8 @@ impl Default for ServerConfig {
             peer_timeout: 30.0,
             max_messages_per_second: 2000.0,
             max_avatars_per_publisher: 64,
+            kinect_bodies: 0,
+            kinect_max_distance: 0.0,
             max_viewers: 256,
             max_connections: 1024,
             max_connections_per_address: 256,

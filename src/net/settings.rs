@@ -45,7 +45,7 @@ pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
     let n = |v: usize| v as f64;
     // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
     // allocated up front
-    let settings: [(&'static str, f64, Range); 7] = [
+    let settings: [(&'static str, f64, Range); 8] = [
         (
             "viewer_queue",
             n(config.viewer_queue),
@@ -65,6 +65,11 @@ pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
             "max_connections_per_address",
             n(config.max_connections_per_address),
             range(1.0, false, f64::INFINITY, "at least 1"),
+        ),
+        (
+            "kinect_max_distance",
+            f64::from(config.kinect_max_distance),
+            range(0.0, false, 100.0, "0 to 100 m"),
         ),
         ("hello_timeout", f64::from(config.hello_timeout), TIMEOUT),
         ("peer_timeout", f64::from(config.peer_timeout), TIMEOUT),
@@ -136,6 +141,11 @@ mod tests {
         let mut c = base();
         c.max_connections_per_address = 0;
         assert_eq!(refused(&c), "max_connections_per_address");
+        for d in [f32::NAN, -1.0, 101.0] {
+            let mut c = base();
+            c.kinect_max_distance = d;
+            assert_eq!(refused(&c), "kinect_max_distance");
+        }
         let mut c = base();
         c.engine.tick_slots = 17;
         assert_eq!(refused(&c), "engine.tick_slots");
