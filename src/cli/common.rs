@@ -208,6 +208,19 @@ pub(crate) fn read_clip(path: &Path, profile: Option<&str>) -> anyhow::Result<Cl
     })
 }
 
+/// [`read_clip`] for a command that poses the body at one `frame` of an optional clip:
+/// the clip read and the frame checked to be in it.
+pub(crate) fn read_clip_at(
+    path: Option<&Path>,
+    profile: Option<&str>,
+    frame: usize,
+) -> anyhow::Result<Option<ClipFile>> {
+    let Some(path) = path else { return Ok(None) };
+    let file = read_clip(path, profile)?;
+    file.has_frame(frame)?;
+    Ok(Some(file))
+}
+
 impl ClipFile {
     /// Refuses a frame number past the clip's end, naming the clip and its length.
     pub(crate) fn has_frame(&self, frame: usize) -> anyhow::Result<()> {

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 use glam::Vec3;
 
-use super::common::{BodyArgs, GarmentArgs, read_clip, write_glb_file, write_png};
+use super::common::{BodyArgs, GarmentArgs, read_clip_at, write_glb_file, write_png};
 use crate::body::{Body, SkinningMethod, glb_skeleton};
 use crate::mesh::{Camera, DrawItem, GlbMaterial, GlbMesh, GlbScene, Image, TriMesh, render};
 use crate::sim::{SimParams, Simulator};
@@ -83,14 +83,7 @@ pub(crate) struct DrapeArgs {
 }
 
 pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
-    let file = a
-        .bvh
-        .as_deref()
-        .map(|p| read_clip(p, a.profile.as_deref()))
-        .transpose()?;
-    if let Some(f) = &file {
-        f.has_frame(a.frame)?;
-    }
+    let file = read_clip_at(a.bvh.as_deref(), a.profile.as_deref(), a.frame)?;
     let body = a.body.build()?;
     let garment = a.garment_args.build(&body, &a.garment)?;
     let target = match &file {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::Args;
 use glam::Vec3;
 
-use super::common::{BodyArgs, GarmentArgs, read_clip, write_png};
+use super::common::{BodyArgs, GarmentArgs, read_clip_at, write_png};
 use crate::body::SkinningMethod;
 use crate::mesh::{Camera, DrawItem, Image, TriMesh, render};
 use crate::skeleton::Pose;
@@ -41,14 +41,7 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
     if !(64..=4096).contains(&a.size) {
         anyhow::bail!("--size must be 64–4096 pixels");
     }
-    let file = a
-        .bvh
-        .as_deref()
-        .map(|p| read_clip(p, a.profile.as_deref()))
-        .transpose()?;
-    if let Some(f) = &file {
-        f.has_frame(a.frame)?;
-    }
+    let file = read_clip_at(a.bvh.as_deref(), a.profile.as_deref(), a.frame)?;
     let body = a.body.build()?;
     let pose = match &file {
         Some(f) => f.pose_at(a.frame, &body.skeleton)?,
