@@ -32,6 +32,11 @@ pub(super) fn play(args: &[&str]) -> std::process::Child {
         .expect("clothcast play runs")
 }
 
+/// [`play`] publishing to the server at `url` with the test publisher token.
+pub(super) fn play_to(url: &str, args: &[&str]) -> std::process::Child {
+    play(&[&["--url", url, "--token", "pub"][..], args].concat())
+}
+
 /// Waits for a child and returns its status, stdout and stderr.
 pub(super) async fn finish(
     child: std::process::Child,
@@ -70,18 +75,10 @@ async fn play_spreads_its_avatars_over_connections_within_the_servers_limits() {
     .await
     .expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let play = play(&[
-        "--url",
+    let play = play_to(
         &url,
-        "--token",
-        "pub",
-        "--avatars",
-        "5",
-        "--per-connection",
-        "2",
-        "--seconds",
-        "3",
-    ]);
+        &["--avatars", "5", "--per-connection", "2", "--seconds", "3"],
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while super::server::metric(server.addr, "clothcast_avatars").await < 5.0 {
         assert!(Instant::now() < deadline, "not all 5 avatars arrived");
@@ -107,16 +104,7 @@ async fn play_and_watch_come_back_after_the_server_restarts() {
     let addr = server.addr;
     let url = format!("ws://{addr}/ws");
     let bin = env!("CARGO_BIN_EXE_clothcast");
-    let play = play(&[
-        "--url",
-        &url,
-        "--token",
-        "pub",
-        "--prefix",
-        "walker",
-        "--seconds",
-        "14",
-    ]);
+    let play = play_to(&url, &["--prefix", "walker", "--seconds", "14"]);
     let watch = Command::new(bin)
         .args(["watch", "--url", &url, "--token", "view", "--seconds", "14"])
         .stdout(Stdio::piped())
@@ -403,16 +391,17 @@ async fn play_kinect_drives_avatars_through_the_kinect_path() {
         ),
         ("azure", "kiosk-b", &["--no-floor"][..]),
     ] {
-        let play = play(
-            &[
-                &[
-                    "--url", &url, "--token", "pub", "--kinect", kind, "--prefix", sensor,
-                ][..],
-                &["--avatars", "2", "--seconds", "3"],
-                view,
-            ]
-            .concat(),
-        );
+        let args = [
+            "--kinect",
+            kind,
+            "--prefix",
+            sensor,
+            "--avatars",
+            "2",
+            "--seconds",
+            "3",
+        ];
+        let play = play_to(&url, &[&args[..], view].concat());
         let mut viewer = connect_viewer(&url).await;
         let mut view = Viewer::default();
         let ids = [format!("kinect-{sensor}-0"), format!("kinect-{sensor}-1")];

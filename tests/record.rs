@@ -13,7 +13,7 @@ use clothcast::mesh::{read_obj, read_pc2};
 use clothcast::net::start;
 use glam::{Quat, Vec3};
 
-use super::clients::{finish, frames_of, play};
+use super::clients::{finish, frames_of, play_to};
 use super::server::{config, connect_viewer, db, max_moved};
 
 /// A decoded frame's garment in the world frame, as the recording stores it.
@@ -42,18 +42,10 @@ fn close(a: &[f32], b: &[f32], tolerance: f32) -> bool {
 async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body() {
     let server = start(db(), config()).await.expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let play = play(&[
-        "--url",
+    let play = play_to(
         &url,
-        "--token",
-        "pub",
-        "--avatars",
-        "2",
-        "--prefix",
-        "rec",
-        "--seconds",
-        "8",
-    ]);
+        &["--avatars", "2", "--prefix", "rec", "--seconds", "8"],
+    );
     frames_of(&url, "rec-1", 3).await;
     let dir = std::env::temp_dir().join(format!("clothcast-record-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

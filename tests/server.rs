@@ -724,18 +724,10 @@ async fn play_and_watch_are_clients_of_the_server() {
     let server = start(db(), config()).await.expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
     let bin = env!("CARGO_BIN_EXE_clothcast");
-    let play = super::clients::play(&[
-        "--url",
+    let play = super::clients::play_to(
         &url,
-        "--token",
-        "pub",
-        "--avatars",
-        "2",
-        "--prefix",
-        "walker",
-        "--seconds",
-        "5",
-    ]);
+        &["--avatars", "2", "--prefix", "walker", "--seconds", "5"],
+    );
     let watch = std::process::Command::new(bin)
         .args(["watch", "--url", &url, "--token", "view", "--seconds", "4"])
         .args(["--avatar", "walker-1"])
