@@ -423,32 +423,22 @@ fn calibration_maps_the_performers_rest_pose_and_facing_to_the_t_pose() {
             },
         ],
     };
+    // a canonical-profile pose message applied to the suit's input state
+    let apply = |state: &mut InputState, m: &PoseMessage| {
+        apply_pose_message(m, &mut SensorState::default(), state, &retargeter, None)
+            .expect("pose")
+            .pose
+    };
     let start = Vec3::new(0.2, 0.0, 0.1);
     // an uncalibrated suit reports a 0.3 rad shoulder offset and a 0.5 rad facing
-    let raw = apply_pose_message(
-        &msg(0.3, 0.0, start),
-        &mut SensorState::default(),
-        &mut state,
-        &retargeter,
-        None,
-    )
-    .expect("pose")
-    .pose;
+    let raw = apply(&mut state, &msg(0.3, 0.0, start));
     assert!(
         raw.rotation(JointId::LEFT_SHOULDER)
             .angle_between(Quat::IDENTITY)
             > 0.29
     );
     state.calibrate();
-    let rest = apply_pose_message(
-        &msg(0.3, 0.0, start),
-        &mut SensorState::default(),
-        &mut state,
-        &retargeter,
-        None,
-    )
-    .expect("pose")
-    .pose;
+    let rest = apply(&mut state, &msg(0.3, 0.0, start));
     for j in JointId::all() {
         assert!(
             rest.rotation(j).angle_between(Quat::IDENTITY) < 1e-5,
@@ -458,15 +448,7 @@ fn calibration_maps_the_performers_rest_pose_and_facing_to_the_t_pose() {
     }
     assert!(rest.translation.length() < 1e-6);
     // bending the elbow and stepping 1 m forward (in the performer's facing)
-    let moved = apply_pose_message(
-        &msg(0.3, 0.7, start + facing * Vec3::Z),
-        &mut SensorState::default(),
-        &mut state,
-        &retargeter,
-        None,
-    )
-    .expect("pose")
-    .pose;
+    let moved = apply(&mut state, &msg(0.3, 0.7, start + facing * Vec3::Z));
     assert!(
         (moved
             .rotation(JointId::LEFT_ELBOW)
