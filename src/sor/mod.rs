@@ -1,9 +1,10 @@
 //! Sensitivity-Optimized Rigging (SOR, Xu et al. 2014; DESIGN §3): the per-example rig
 //! ([`fit_example`], SOR §4), the example database file ([`Database`]), and the runtime
-//! ([`Synthesizer`], SOR §5).
+//! ([`Synthesizer`], SOR §5), and garments worn over one another ([`Layering`]).
 
 mod db;
 mod file;
+mod layer;
 mod local;
 mod motion;
 mod rig;
@@ -15,6 +16,7 @@ pub use db::{
     decode_example, encode_example, garment_hash,
 };
 pub(crate) use file::write_whole;
+pub use layer::{LayerError, LayerParams, LayerScratch, Layering};
 pub use motion::{BoneMotion, PoseDerivatives};
 pub use rig::{Example, GarmentRigInput, PosedBody, RigParams, RigReport, fit_example, tau_matrix};
 pub use synth::{
