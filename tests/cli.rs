@@ -293,6 +293,25 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
         String::from_utf8_lossy(&o.stdout).contains("with TLS"),
         "{o:?}"
     );
+    // an outfit: the pants under the shirt (both baked for the small fixtures' body)
+    let pants =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small-pants.ccdb");
+    let o = flags(&[
+        "--db",
+        &pants.display().to_string(),
+        "--outfit",
+        "pants,tshirt",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("avatars wear pants under tshirt"),
+        "{o:?}"
+    );
+    let o = flags(&["--outfit", "pants,tshirt"]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("unknown garment \"pants\""),
+        "{o:?}"
+    );
     let o = flags(&["--tls-cert", &cert]);
     assert!(!o.status.success());
     assert!(
@@ -307,6 +326,14 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
             "max_connections_per_address",
         ),
         ("open = true\nno_such_setting = 1\n", "no_such_setting"),
+        (
+            "open = true\n[engine]\noutfit = [\"tshirt\", \"tshirt\"]\n",
+            "twice",
+        ),
+        (
+            "open = true\n[engine.layers]\nclearance = -1.0\n",
+            "engine.layers.clearance",
+        ),
         // a certificate file that holds a key, and a missing key
         (&wrong_cert, "no PEM certificate"),
         (&missing_key, "missing.pem"),

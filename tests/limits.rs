@@ -222,10 +222,7 @@ async fn avatar_ids_with_control_or_invisible_characters_are_refused() {
         publisher.send(&arm_pose(id, 0.3, 1.0)).await.expect("pose");
         let why = expect_error(&mut publisher, "bad_pose").await;
         assert!(why.contains("control or invisible"), "{id:?}: {why}");
-        let wear = ClientMessage::Wear {
-            avatar: id.into(),
-            garment: "tshirt".into(),
-        };
+        let wear = ClientMessage::wear(id, &["tshirt"]);
         publisher.send(&wear).await.expect("wear");
         expect_error(&mut publisher, "bad_message").await;
         let calibrate = ClientMessage::Calibrate { avatar: id.into() };

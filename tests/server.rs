@@ -990,19 +990,13 @@ async fn a_wear_message_switches_an_avatar_to_another_garment() {
         .expect("pose");
     // an unknown garment is refused by name
     publisher
-        .send(&ClientMessage::Wear {
-            avatar: "kiosk".into(),
-            garment: "ballgown".into(),
-        })
+        .send(&ClientMessage::wear("kiosk", &["ballgown"]))
         .await
         .expect("wear");
     let message = expect_error(&mut publisher, "unknown_garment").await;
     assert!(message.contains("shirt-b"), "{message}");
     publisher
-        .send(&ClientMessage::Wear {
-            avatar: "kiosk".into(),
-            garment: "shirt-b".into(),
-        })
+        .send(&ClientMessage::wear("kiosk", &["shirt-b"]))
         .await
         .expect("wear");
     for i in 1..6 {
@@ -1033,10 +1027,7 @@ async fn garment_choices_waiting_for_avatars_are_bounded_and_refused_by_name() {
         .await
         .expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
-    let wear = |avatar: &str, garment: &str| ClientMessage::Wear {
-        avatar: avatar.into(),
-        garment: garment.into(),
-    };
+    let wear = |avatar: &str, garment: &str| ClientMessage::wear(avatar, &[garment]);
     let next_error = |m: Result<ServerMessage, _>| match m {
         Ok(ServerMessage::Error { code, message }) => (code, message),
         other => panic!("expected an error reply, got {other:?}"),

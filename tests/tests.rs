@@ -3,5 +3,6 @@
 mod cli;
 mod clients;
 mod limits;
+mod outfit;
 mod record;
 mod server;

@@ -1,9 +1,10 @@
 //! Fuzzes everything a publisher's bytes reach in the server, end to end: a sequence
 //! of messages (WebSocket MessagePack or JSON, a Kinect bridge's body frame, a VMC
 //! datagram) goes through the same functions the connection and VMC loops call, the
-//! accepted poses drive an engine with two garments built on the small fixture
-//! database (`wear` switches between them), and every garment frame the engine makes
-//! must decode, with its garment's setup, to finite positions. Nothing may panic, and no
+//! accepted poses drive an engine with two garments, the small fixture T-shirt and
+//! pants (`wear` switches between them or layers them as an outfit), and every garment
+//! frame the engine makes, each layer of an outfit, must decode, with its garment's
+//! setup, to finite positions. Nothing may panic, and no
 //! avatar's frame may fail (the engine would skip it and restart it on a keyframe, but
 //! an accepted pose that cannot be streamed is a bug).
 //!
@@ -26,25 +27,18 @@ use clothcast::sor::{Database, Synthesizer};
 use libfuzzer_sys::fuzz_target;
 
 static DB: &[u8] = include_bytes!("../../tests/fixtures/db/v1/small.ccdb");
+static PANTS: &[u8] = include_bytes!("../../tests/fixtures/db/v1/small-pants.ccdb");
 
 fn db() -> &'static Arc<Database> {
     static D: OnceLock<Arc<Database>> = OnceLock::new();
     D.get_or_init(|| Arc::new(Database::from_bytes(DB).expect("fixture database")))
 }
 
-/// A second garment, so that `wear` switches avatars between two: the small
-/// database's shirt named `shirt-b`, its triangles wound the other way (its own codec
-/// setup and asset).
+/// The second garment: pants for the same body, so that `wear` switches avatars
+/// between two garments or dresses them in both.
 fn db_b() -> &'static Arc<Database> {
     static D: OnceLock<Arc<Database>> = OnceLock::new();
-    D.get_or_init(|| {
-        let mut other = (**db()).clone();
-        other.garment.name = "shirt-b".into();
-        for t in &mut other.garment.triangles {
-            t.swap(1, 2);
-        }
-        Arc::new(other)
-    })
+    D.get_or_init(|| Arc::new(Database::from_bytes(PANTS).expect("fixture pants")))
 }
 
 /// The synthesizers, one per garment (read-only, shared by every run as the server's
@@ -92,9 +86,8 @@ fuzz_target!(|data: &[u8]| {
     // one connection: one sensor
     let mut sensor = SensorState::default();
     let mut vmc = (VmcPerformer::default(), InputState::default());
-    let mut decoders: HashMap<String, Decoder> = HashMap::new();
-    let mut out = vec![0f32; 3 * engine.setup().vertex_count()];
-    assert!(setups.iter().all(|s| s.vertex_count() == engine.setup().vertex_count()));
+    let mut decoders: HashMap<(String, String), Decoder> = HashMap::new();
+    let mut out = Vec::new();
     for (i, (kind, bytes)) in records(data).into_iter().enumerate() {
         let now = i as f64 / 30.0;
         let mut poses = Vec::new();
@@ -130,8 +123,11 @@ fuzz_target!(|data: &[u8]| {
                             vmc.1.calibrate();
                         }
                     }
-                    Ok(ClientMessage::Wear { avatar, garment }) => {
-                        let _ = engine.wear(&avatar, &garment);
+                    Ok(m @ ClientMessage::Wear { .. }) => {
+                        // one garment, or an outfit (layered) of the engine's two
+                        if let (ClientMessage::Wear { avatar, .. }, Some(Ok(outfit))) = (&m, m.outfit()) {
+                            let _ = engine.wear(avatar, &outfit);
+                        }
                     }
                     _ => {}
                 }
@@ -171,18 +167,23 @@ fuzz_target!(|data: &[u8]| {
                 panic!("the engine's frame message parses")
             };
             assert!(m.world.iter().all(|x| x.is_finite()), "world transform finite");
-            let setup = setups
-                .iter()
-                .find(|s| m.asset.starts_with(&format!("{:08x}", s.id())))
-                .expect("the frame's asset is one of the engine's garments");
-            let dec = decoders
-                .entry(f.avatar.clone())
-                .or_insert_with(|| Decoder::new(Arc::clone(setup)));
-            if f.key.is_some() {
-                *dec = Decoder::new(Arc::clone(setup));
+            let layers = std::iter::once((&m.asset, &m.garment))
+                .chain(m.layers.iter().map(|l| (&l.asset, &l.garment)));
+            for (asset, garment) in layers {
+                let setup = setups
+                    .iter()
+                    .find(|s| asset.starts_with(&format!("{:08x}", s.id())))
+                    .expect("the frame's asset is one of the engine's garments");
+                let dec = decoders
+                    .entry((f.avatar.clone(), asset.clone()))
+                    .or_insert_with(|| Decoder::new(Arc::clone(setup)));
+                if f.key.is_some() {
+                    *dec = Decoder::new(Arc::clone(setup));
+                }
+                out.resize(3 * setup.vertex_count(), 0.0);
+                dec.decode(garment, &mut out).expect("the engine's frame decodes");
+                assert!(out.iter().all(|x| x.is_finite() && x.abs() < 10.0), "garment near the body");
             }
-            dec.decode(&m.garment, &mut out).expect("the engine's frame decodes");
-            assert!(out.iter().all(|x| x.is_finite() && x.abs() < 10.0), "garment near the body");
         }
     }
 });

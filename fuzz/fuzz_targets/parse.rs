@@ -45,6 +45,10 @@ fn parse(kind: u8, bytes: &[u8]) {
                 };
                 ClientMessage::from_json(text)
             };
+            // a `wear` message's outfit check (garment or garments, count, repeats)
+            if let Ok(m @ ClientMessage::Wear { .. }) = &msg {
+                let _ = m.outfit();
+            }
             if let Ok(ClientMessage::Pose(p)) = msg {
                 // twice: the second message meets the first one's state and filter
                 for _ in 0..2 {

@@ -1,7 +1,8 @@
 //! `clothcast watch --record DIR`: the decoded stream of every watched avatar saved as
 //! files that animation tools open, for performance capture. Per avatar and take:
 //!
-//! - `ID.garment.pc2`: the garment's vertices, world frame (metres, +Y up), one sample
+//! - `ID.garment.pc2`: the garment's vertices (an outfit's garments one after another,
+//!   inner to outer, as one mesh), world frame (metres, +Y up), one sample
 //!   per server tick (frames this viewer missed repeat the last sample, so sample `k`
 //!   is tick `k` of the take); its header's count is kept current, so a cut-short
 //!   recording still reads.
@@ -17,7 +18,7 @@
 //! the OBJ (the default Y-up, −Z forward) and the glTF, and give the garment a Mesh
 //! Cache modifier (format PC2, default axes) reading the `.pc2`.
 //!
-//! A take ends when the recording stops, the avatar leaves, changes garment, or its
+//! A take ends when the recording stops, the avatar leaves, changes garments, or its
 //! stream restarts (a restarted server); the next take of the same avatar is
 //! `ID-2.…`, and nothing already on disk is overwritten.
 
@@ -43,6 +44,7 @@ const MAX_GAP_SECONDS: f32 = 10.0;
 struct Take {
     /// Path of the take's files without their extensions.
     stem: PathBuf,
+    /// The assets of the outfit recorded, inner to outer, joined by `+`.
     asset: String,
     cache: Pc2Writer<File>,
     /// Frame number of the take's first sample, and of the last sample written.
@@ -135,22 +137,29 @@ impl Recorder {
         let Some(f) = view.last.as_ref() else {
             return Ok(());
         };
-        let Some(setup) = viewer.setup(&view.asset) else {
+        // an outfit is recorded as one mesh: its garments' vertices one after another
+        let assets: Vec<&str> = view.assets().collect();
+        let Some(setups) = assets
+            .iter()
+            .map(|a| viewer.setup(a))
+            .collect::<Option<Vec<_>>>()
+        else {
             return Ok(());
         };
+        let outfit = assets.join("+");
         let [qx, qy, qz, qw, tx, ty, tz] = f.world;
         let (rot, at) = (
             Quat::from_xyzw(qx, qy, qz, qw).normalize(),
             Vec3::new(tx, ty, tz),
         );
         let world: Vec<f32> = view
-            .positions
-            .chunks_exact(3)
+            .garments()
+            .flat_map(|g| g.chunks_exact(3))
             .flat_map(|p| (rot * Vec3::new(p[0], p[1], p[2]) + at).to_array())
             .collect();
         let max_gap = (MAX_GAP_SECONDS * hz) as u32;
         let ends = self.takes.get(id).is_some_and(|t| {
-            t.asset != view.asset
+            t.asset != outfit
                 || f.seq <= t.last_seq
                 || f.seq - t.last_seq > max_gap
                 || world.len() != t.last.len()
@@ -159,7 +168,13 @@ impl Recorder {
             self.end(id)?;
         }
         if !self.takes.contains_key(id) {
-            let take = self.start(id, &view.asset, f.seq, &world, &setup.triangles)?;
+            let mut triangles = Vec::new();
+            let mut offset = 0;
+            for s in &setups {
+                triangles.extend(s.triangles.iter().map(|t| t.map(|i| i + offset)));
+                offset += s.vertex_count() as u32;
+            }
+            let take = self.start(id, &outfit, assets[0], f.seq, &world, &triangles)?;
             self.takes.insert(id.to_string(), take);
         }
         let Some(take) = self.takes.get_mut(id) else {
@@ -190,10 +205,14 @@ impl Recorder {
         Ok(())
     }
 
+    /// A take of `id` wearing `outfit` (its assets joined by `+`; the body is the
+    /// first garment's, `first`).
+    #[allow(clippy::too_many_arguments, reason = "one call site; the take's parts")]
     fn start(
         &mut self,
         id: &str,
-        asset: &str,
+        outfit: &str,
+        first: &str,
         seq: u32,
         world: &[f32],
         triangles: &[[u32; 3]],
@@ -234,12 +253,12 @@ impl Recorder {
         eprintln!("recording {id} into {}.*", stem.display());
         Ok(Take {
             stem,
-            asset: asset.to_string(),
+            asset: outfit.to_string(),
             cache: Pc2Writer::new(file, garment.positions.len(), 0.0, 1.0)?,
             first_seq: seq,
             last_seq: seq,
             last: world.to_vec(),
-            body: self.bodies.get(asset).cloned().flatten(),
+            body: self.bodies.get(first).cloned().flatten(),
             keys: Vec::new(),
             said_bad_pose: false,
         })

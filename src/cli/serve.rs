@@ -40,6 +40,11 @@ pub(crate) struct ServeArgs {
     /// PEM private key of --tls-cert.
     #[arg(long, requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// What avatars wear until a `wear` message dresses them otherwise: garment names
+    /// inner to outer, comma-separated (`pants,tshirt`: the shirt over the pants);
+    /// overrides the config's `[engine] outfit`. Default: the first database's garment.
+    #[arg(long, value_delimiter = ',', num_args = 1..=crate::protocol::MAX_OUTFIT)]
+    outfit: Vec<String>,
     /// Check the config and databases as a start would (settings, tokens, garments
     /// worn together), print what would be served, and exit without serving (like
     /// `nginx -t`); a default database not baked yet is reported, not baked.
@@ -99,6 +104,9 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     config.open |= a.open;
     if let (Some(cert), Some(key)) = (a.tls_cert, a.tls_key) {
         (config.tls_cert, config.tls_key) = (Some(cert), Some(key));
+    }
+    if !a.outfit.is_empty() {
+        config.engine.outfit = a.outfit;
     }
     let paths = if a.db.is_empty() {
         config.databases.clone()
@@ -160,8 +168,13 @@ fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
     } else {
         ""
     };
+    let worn = if config.engine.outfit.is_empty() {
+        "the first is the default".to_string()
+    } else {
+        format!("avatars wear {}", config.engine.outfit.join(" under "))
+    };
     say(format_args!(
-        "config ok: would listen on {}{tls} (VMC {vmc}), tick {} Hz, garments {} (the first is the default), authentication {auth}",
+        "config ok: would listen on {}{tls} (VMC {vmc}), tick {} Hz, garments {} ({worn}), authentication {auth}",
         config.bind,
         config.engine.tick_hz,
         garments.join(", ")
@@ -299,8 +312,10 @@ pub(crate) struct CalibrateArgs {
 pub(crate) struct WearArgs {
     /// The avatar to dress.
     avatar: String,
-    /// One of the server's garments (its databases' garment names).
-    garment: String,
+    /// One of the server's garments (its databases' garment names), or several worn at
+    /// once, inner to outer (`pants tshirt`: the shirt over the pants; at most 4).
+    #[arg(required = true, num_args = 1..=crate::protocol::MAX_OUTFIT)]
+    garments: Vec<String>,
     /// Server URL.
     #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
     url: String,
@@ -323,11 +338,12 @@ pub(crate) fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run_wear(a: WearArgs) -> anyhow::Result<()> {
-    let what = format!("{} wears {} from its next tick", a.avatar, a.garment);
-    let msg = ClientMessage::Wear {
-        avatar: a.avatar,
-        garment: a.garment,
-    };
+    let what = format!(
+        "{} wears {} from its next tick",
+        a.avatar,
+        a.garments.join(" under ")
+    );
+    let msg = ClientMessage::wear(a.avatar, &a.garments);
     one_shot(&a.url, a.token, msg, &what)
 }
 

@@ -133,7 +133,12 @@ impl Report {
                 continue;
             };
             let st = self.stats.entry(id.clone()).or_default();
-            let garment = viewer.garments.get(&v.asset).map_or("", String::as_str);
+            // an outfit's garments inner to outer, `pants+tshirt`
+            let garment = v
+                .assets()
+                .map(|a| viewer.garments.get(a).map_or("", String::as_str))
+                .collect::<Vec<_>>()
+                .join("+");
             let latency = if st.delays > 0 {
                 format!(
                     "latency {:5.1} ms (max {:5.1})",
@@ -155,7 +160,7 @@ impl Report {
                 v.frames.saturating_sub(st.frames) as f64 / dt,
                 v.bytes.saturating_sub(st.bytes) as f64 * 8.0 / 1000.0 / dt,
                 st.missed,
-                v.positions.len() / 3,
+                v.garments().map(|g| g.len() / 3).sum::<usize>(),
                 v.last.as_ref().map_or(0, |f| f.seq)
             )?;
             st.next_interval(v.frames, v.bytes);

@@ -332,7 +332,8 @@ impl Client {
     }
 }
 
-/// Per-avatar decoded garment state of a viewer.
+/// Per-avatar decoded garment state of a viewer: the first garment it wears in the
+/// struct's own fields, the garments of its outfit worn over that in `layers`.
 pub struct AvatarView {
     /// Garment positions of the last decoded frame, canonical frame, metres.
     pub positions: Vec<f32>,
@@ -340,14 +341,38 @@ pub struct AvatarView {
     pub last: Option<FrameMessage>,
     /// Frames decoded.
     pub frames: u64,
-    /// Garment bytes received.
+    /// Garment bytes received (every layer's).
     pub bytes: u64,
     /// Hash of the asset (garment) it wears.
     pub asset: String,
+    /// The garments it wears over the first, inner to outer (empty for one garment).
+    pub layers: Vec<LayerView>,
     decoder: Decoder,
 }
 
-/// A viewer's decoding side: assets by hash, one decoder per avatar.
+/// One more garment of an avatar's outfit, decoded.
+pub struct LayerView {
+    /// Hash of the garment's asset.
+    pub asset: String,
+    /// Its positions in the last decoded frame, canonical frame, metres.
+    pub positions: Vec<f32>,
+    decoder: Decoder,
+}
+
+impl AvatarView {
+    /// The assets it wears, inner to outer.
+    pub fn assets(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.asset.as_str()).chain(self.layers.iter().map(|l| l.asset.as_str()))
+    }
+
+    /// The decoded positions of each garment it wears, inner to outer.
+    pub fn garments(&self) -> impl Iterator<Item = &[f32]> {
+        std::iter::once(self.positions.as_slice())
+            .chain(self.layers.iter().map(|l| l.positions.as_slice()))
+    }
+}
+
+/// A viewer's decoding side: assets by hash, one decoder per avatar and garment.
 #[derive(Default)]
 pub struct Viewer {
     setups: HashMap<String, Arc<GarmentSetup>>,
@@ -364,6 +389,12 @@ impl Viewer {
         self.setups.get(hash)
     }
 
+    fn setup_of(&self, hash: &str) -> Result<&Arc<GarmentSetup>, ClientError> {
+        self.setups
+            .get(hash)
+            .ok_or_else(|| ClientError::Stream(format!("frame for unknown asset {hash}")))
+    }
+
     /// Applies a server message; returns the avatar id a frame was decoded for.
     /// A frame whose reference is missing is skipped (the server sends a keyframe).
     pub fn apply(&mut self, m: ServerMessage) -> Result<Option<String>, ClientError> {
@@ -376,29 +407,51 @@ impl Viewer {
                 Ok(None)
             }
             ServerMessage::Frame(f) => {
-                let setup = self.setups.get(&f.asset).ok_or_else(|| {
-                    ClientError::Stream(format!("frame for unknown asset {}", f.asset))
-                })?;
+                let setup = Arc::clone(self.setup_of(&f.asset)?);
+                let mut layers = Vec::with_capacity(f.layers.len());
+                for l in &f.layers {
+                    layers.push((l.asset.clone(), Arc::clone(self.setup_of(&l.asset)?)));
+                }
                 let fresh = || AvatarView {
                     positions: vec![0.0; 3 * setup.vertex_count()],
                     last: None,
                     frames: 0,
                     bytes: 0,
                     asset: f.asset.clone(),
-                    decoder: Decoder::new(Arc::clone(setup)),
+                    layers: layers
+                        .iter()
+                        .map(|(asset, s)| LayerView {
+                            asset: asset.clone(),
+                            positions: vec![0.0; 3 * s.vertex_count()],
+                            decoder: Decoder::new(Arc::clone(s)),
+                        })
+                        .collect(),
+                    decoder: Decoder::new(Arc::clone(&setup)),
                 };
                 let view = self.avatars.entry(f.avatar.clone()).or_insert_with(fresh);
-                if view.asset != f.asset {
-                    // the avatar changed garment: a new stream, starting with a keyframe
+                if !view.assets().eq(f.assets()) {
+                    // the avatar changed garments: new streams, starting with keyframes
                     *view = AvatarView {
                         frames: view.frames,
                         bytes: view.bytes,
                         ..fresh()
                     };
                 }
-                view.bytes += f.garment.len() as u64;
-                match view.decoder.decode(&f.garment, &mut view.positions) {
-                    Ok(_) => {
+                view.bytes += f.garment.len() as u64
+                    + f.layers.iter().map(|l| l.garment.len() as u64).sum::<u64>();
+                // every layer's frame has the same number and reference: if one lacks
+                // its reference they all do, and the server sends keyframes
+                let first = view.decoder.decode(&f.garment, &mut view.positions);
+                let rest = first.and_then(|_| {
+                    view.layers
+                        .iter_mut()
+                        .zip(&f.layers)
+                        .try_for_each(|(v, l)| {
+                            v.decoder.decode(&l.garment, &mut v.positions).map(drop)
+                        })
+                });
+                match rest {
+                    Ok(()) => {
                         view.frames += 1;
                         let id = f.avatar.clone();
                         view.last = Some(f);

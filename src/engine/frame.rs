@@ -1,21 +1,26 @@
-//! One avatar's frame in a tick: its SOR synthesis and the encoding of its garment
-//! into ready-made `frame` messages (delta, keyframe), many avatars at once on rayon.
+//! One avatar's frame in a tick: its SOR synthesis (each garment of its outfit, then
+//! layered) and the encoding of its garments into ready-made `frame` messages (delta,
+//! keyframe), many avatars at once on rayon.
 
 use bytes::Bytes;
 use glam::Vec3;
 use rayon::prelude::*;
 use serde_bytes::ByteBuf;
 
+use super::outfit::{self, Layer, Layerings};
 use super::{Avatar, AvatarFrame, EngineError, Garment};
 use crate::codec::BoneTransform;
-use crate::protocol::{FrameMessage, ServerMessage};
+use crate::protocol::{FrameMessage, GarmentLayer, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, canonicalize};
 use crate::sor::{AvatarJob, Synthesizer, synthesize_job};
 
 /// Synthesises and encodes one group of streaming avatars, each avatar's two steps
 /// together in one parallel pass (rayon): one result per avatar, in `group`'s order.
+/// An avatar in an outfit has each garment synthesised, then layered (see
+/// [`super::outfit`]).
 pub(super) fn synthesise_and_encode(
     garments: &[Garment],
+    layerings: &Layerings,
     synths: &[Synthesizer<'_>],
     group: &mut [(&String, &mut Avatar)],
     now: f64,
@@ -25,40 +30,49 @@ pub(super) fn synthesise_and_encode(
         .par_iter_mut()
         .map(|(id, a)| {
             if !a.held {
-                let mut job = AvatarJob {
-                    state: &mut a.state,
-                    pose: a.pose,
-                    dt: a.dt,
-                    out: &mut a.out,
-                    frame: None,
-                };
-                synthesize_job(&synths[a.garment], &mut job);
-                if job.frame.is_none() {
-                    // its synthesis panicked (a bug): no frame this tick
-                    return Err(EngineError::Panicked("synthesis"));
+                for layer in a.layers.iter_mut() {
+                    let mut job = AvatarJob {
+                        state: &mut layer.state,
+                        pose: a.pose,
+                        dt: a.dt,
+                        out: &mut layer.out,
+                        frame: None,
+                    };
+                    synthesize_job(&synths[layer.garment], &mut job);
+                    if job.frame.is_none() {
+                        // its synthesis panicked (a bug): no frame this tick
+                        return Err(EngineError::Panicked("synthesis"));
+                    }
+                }
+                let layered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    outfit::layer(layerings, &mut a.layers)
+                }));
+                if layered.is_err() {
+                    return Err(EngineError::Panicked("layering"));
                 }
             }
             // an encoder panic (a bug) costs this avatar its frame, as an error does
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                encode_avatar(&garments[a.garment], id, a, now, keyframe_interval)
+                encode_avatar(garments, id, a, now, keyframe_interval)
             }))
             .unwrap_or(Err(EngineError::Panicked("encoding")))
         })
         .collect()
 }
 
-/// Encodes one avatar's synthesised garment (`a.out`) into its ready-made `frame`
-/// messages: the delta, and a keyframe where its stream (re)starts, or where a viewer
-/// asked and the last keyframe is `keyframe_interval` seconds old.
+/// Encodes one avatar's synthesised garments (each layer's `out`) into its ready-made
+/// `frame` messages: the delta, and a keyframe where its streams (re)start, or where a
+/// viewer asked and the last keyframe is `keyframe_interval` seconds old. Every layer's
+/// stream started with the avatar's and codes every frame, so all have one frame number.
 fn encode_avatar(
-    garment: &Garment,
+    garments: &[Garment],
     id: &str,
     a: &mut Avatar,
     now: f64,
     keyframe_interval: f64,
 ) -> Result<AvatarFrame, EngineError> {
-    let skeleton = &garment.skeleton;
-    let asset = &garment.asset_hash;
+    let first_garment = &garments[a.layers.first().map_or(0, |l| l.garment)];
+    let skeleton = &first_garment.skeleton;
     let (canonical, root) = canonicalize(&a.pose, skeleton);
     for (b, t) in a
         .bones
@@ -76,14 +90,21 @@ fn encode_avatar(
     ];
     // a stream (re)starts with a keyframe alone: its first frame, or the first after
     // ticks that skipped it
-    let first = a.encoder.last_frame().is_none() || a.paused;
+    let first = a.layers.iter().any(|l| l.encoder.last_frame().is_none()) || a.paused;
     a.paused = false;
-    let h = a.encoder.encode(
-        bytemuck::cast_slice::<Vec3, f32>(&a.out),
-        &a.bones,
-        first,
-        &mut a.delta,
-    )?;
+    let mut number = None;
+    for layer in a.layers.iter_mut() {
+        let h = layer.encoder.encode(
+            bytemuck::cast_slice::<Vec3, f32>(&layer.out),
+            &a.bones,
+            first,
+            &mut layer.delta,
+        )?;
+        if *number.get_or_insert(h.frame) != h.frame {
+            return Err(EngineError::Panicked("layers out of step"));
+        }
+    }
+    let seq = number.unwrap_or(0);
     // the body pose bytes, shared by the delta and keyframe messages
     let mut pose = Vec::with_capacity(4 * (3 + 4 * JOINT_COUNT));
     a.pose
@@ -93,17 +114,28 @@ fn encode_avatar(
         .chain(a.pose.rotations.iter().flat_map(|q| q.as_ref()))
         .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
     let (pose_timestamp, world) = (a.pose_timestamp, a.world);
-    let message = |garment: &[u8]| -> Result<Bytes, EngineError> {
+    // one message: the first layer's asset and codec frame, then the others'
+    let message = |layers: &[Layer], key: bool| -> Result<Bytes, EngineError> {
+        let bytes = |l: &Layer| ByteBuf::from(if key { l.key.clone() } else { l.delta.clone() });
+        let asset = |l: &Layer| garments[l.garment].asset_hash.clone();
+        let (head, rest) = layers.split_first().ok_or(EngineError::NoGarment)?;
         Ok(Bytes::from(
             ServerMessage::Frame(FrameMessage {
                 avatar: id.to_string(),
-                seq: h.frame,
+                seq,
                 timestamp: now,
                 pose_timestamp,
-                asset: asset.clone(),
+                asset: asset(head),
                 pose: ByteBuf::from(pose.clone()),
                 world,
-                garment: ByteBuf::from(garment.to_vec()),
+                garment: bytes(head),
+                layers: rest
+                    .iter()
+                    .map(|l| GarmentLayer {
+                        asset: asset(l),
+                        garment: bytes(l),
+                    })
+                    .collect(),
             })
             .to_msgpack()?,
         ))
@@ -112,12 +144,18 @@ fn encode_avatar(
         .keyed_at
         .is_none_or(|t| !(0.0..keyframe_interval).contains(&(now - t)));
     let (delta, key) = if first {
-        (None, Some(message(&a.delta)?))
+        // a keyframe alone: its bytes are in `delta` (the encoder made a keyframe)
+        (None, Some(message(&a.layers, false)?))
     } else if a.want_key && due {
-        a.encoder.keyframe(&mut a.key)?;
-        (Some(message(&a.delta)?), Some(message(&a.key)?))
+        for layer in a.layers.iter_mut() {
+            layer.encoder.keyframe(&mut layer.key)?;
+        }
+        (
+            Some(message(&a.layers, false)?),
+            Some(message(&a.layers, true)?),
+        )
     } else {
-        (Some(message(&a.delta)?), None)
+        (Some(message(&a.layers, false)?), None)
     };
     if key.is_some() {
         a.keyed_at = Some(now);
@@ -125,7 +163,7 @@ fn encode_avatar(
     }
     Ok(AvatarFrame {
         avatar: id.to_string(),
-        frame: h.frame,
+        frame: seq,
         delta,
         key,
     })

@@ -7,24 +7,25 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use glam::Vec3;
 use serde_bytes::ByteBuf;
 
 mod frame;
 mod input;
+mod outfit;
 mod settings;
 
 pub use input::{
     Applied, InputState, SensorState, apply_joints, apply_pose_message, pose_from_message,
 };
+pub use outfit::Wardrobe;
 pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};
 pub(crate) use settings::{Range, first_bad, range};
 
-use crate::codec::{BoneTransform, CodecConfig, CodecError, Effort, Encoder, GarmentSetup};
+use crate::codec::{BoneTransform, CodecConfig, CodecError, Effort, GarmentSetup};
 use crate::mocap::FilterConfig;
 use crate::protocol::{AssetMessage, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
-use crate::sor::{AvatarState, Database, SynthParams, Synthesizer};
+use crate::sor::{AvatarState, Database, LayerParams, SynthParams, Synthesizer};
 
 /// Engine settings.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -60,6 +61,12 @@ pub struct EngineConfig {
     /// encoder's work, however many they are. A stream's own restarts (its first frame,
     /// a new garment, after a pause) are not held back.
     pub keyframe_interval: f64,
+    /// What an avatar wears until a `wear` message dresses it otherwise: garment names,
+    /// inner to outer (`["pants", "tshirt"]`: the shirt over the pants); empty: the
+    /// first garment alone.
+    pub outfit: Vec<String>,
+    /// How the garments of an outfit are kept outside one another.
+    pub layers: LayerParams,
 }
 
 impl Default for EngineConfig {
@@ -74,6 +81,8 @@ impl Default for EngineConfig {
             filter: Some(FilterConfig::default()),
             codec_effort: Effort::Fastest,
             keyframe_interval: 0.1,
+            outfit: Vec::new(),
+            layers: LayerParams::default(),
         }
     }
 }
@@ -100,6 +109,10 @@ pub enum EngineError {
     /// A garment this server does not stream.
     #[error("unknown garment {0:?} (this server streams: {1})")]
     UnknownGarment(String, String),
+    /// An outfit that cannot be worn (empty, too long, a garment twice, garments baked
+    /// for different bodies); says which.
+    #[error("bad outfit: {0}")]
+    BadOutfit(String),
     /// Two databases for the same garment name.
     #[error("two databases for the garment {0:?}")]
     DuplicateGarment(String),
@@ -148,17 +161,12 @@ pub fn codec_setup(
 }
 
 struct Avatar {
-    /// Index into the engine's garments.
-    garment: usize,
+    /// Its outfit, inner to outer (one layer for one garment).
+    layers: Vec<outfit::Layer>,
     pose: Pose,
     pose_timestamp: f64,
     received_at: f64,
-    state: AvatarState,
-    encoder: Encoder,
-    out: Vec<Vec3>,
     bones: Vec<BoneTransform>,
-    delta: Vec<u8>,
-    key: Vec<u8>,
     want_key: bool,
     /// Server time of its last keyframe.
     keyed_at: Option<f64>,
@@ -181,33 +189,27 @@ struct Avatar {
 }
 
 impl Avatar {
-    /// A fresh avatar wearing garment `index` (its stream starts with a keyframe).
+    /// A fresh avatar wearing `outfit` (indices into `garments`, inner to outer; its
+    /// streams start with a keyframe).
     fn new(
         id: &str,
-        index: usize,
-        g: &Garment,
+        outfit: &[usize],
+        garments: &[Garment],
         pose: Pose,
         ts: f64,
         now: f64,
         effort: Effort,
     ) -> Self {
-        let n = g.db.vertex_count();
-        let mut encoder = Encoder::new(
-            Arc::clone(&g.setup),
-            crate::codec::format::word_hash(id.bytes().map(u32::from)),
-        );
-        encoder.set_effort(effort);
         Avatar {
-            garment: index,
+            layers: outfit
+                .iter()
+                .enumerate()
+                .map(|(i, &g)| outfit::Layer::new(id, i, g, &garments[g], effort))
+                .collect(),
             pose,
             pose_timestamp: ts,
             received_at: now,
-            state: AvatarState::new(),
-            encoder,
-            out: vec![Vec3::ZERO; n],
             bones: vec![BoneTransform::IDENTITY; JOINT_COUNT],
-            delta: Vec::new(),
-            key: Vec::new(),
             want_key: true,
             keyed_at: None,
             paused: false,
@@ -219,6 +221,11 @@ impl Avatar {
             arrived: true,
             world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
         }
+    }
+
+    /// The garments it wears, inner to outer.
+    fn outfit(&self) -> Vec<usize> {
+        self.layers.iter().map(|l| l.garment).collect()
     }
 }
 
@@ -348,6 +355,11 @@ impl Garment {
 /// the first unless [`Engine::wear`] chose another.
 pub struct Engine {
     garments: Vec<Garment>,
+    /// How each pair of garments is layered, and which can be worn together.
+    layerings: outfit::Layerings,
+    wardrobe: Wardrobe,
+    /// What a new avatar wears (`config.outfit`).
+    default_outfit: Vec<usize>,
     config: EngineConfig,
     avatars: BTreeMap<String, Avatar>,
     /// Removed avatars not yet reported in a [`TickOutput`]: kept here, not in the
@@ -384,8 +396,17 @@ impl Engine {
             }
             garments.push(g);
         }
+        let (layerings, wardrobe) = outfit::Layerings::new(&garments, &config.layers);
+        let default_outfit = if config.outfit.is_empty() {
+            vec![0]
+        } else {
+            wardrobe.resolve(&config.outfit)?
+        };
         Ok(Self {
             garments,
+            layerings,
+            wardrobe,
+            default_outfit,
             config,
             avatars: BTreeMap::new(),
             gone: Vec::new(),
@@ -402,6 +423,11 @@ impl Engine {
     /// Names of the garments, default first.
     pub fn garment_names(&self) -> Vec<String> {
         self.garments.iter().map(|g| g.name.clone()).collect()
+    }
+
+    /// The garments and which can be worn together (for checking `wear` messages).
+    pub fn wardrobe(&self) -> &Wardrobe {
+        &self.wardrobe
     }
 
     /// The databases, in garment order (for [`Engine::synthesizer`]).
@@ -427,25 +453,21 @@ impl Engine {
             .map(|g| &g.setup)
     }
 
-    /// Dresses `avatar` (which must exist: call after its first pose) in garment `name`.
-    /// A change restarts its synthesis and its stream (viewers get a keyframe of the
-    /// new garment's asset); wearing what it wears already changes nothing.
-    pub fn wear(&mut self, avatar: &str, name: &str) -> Result<(), EngineError> {
-        let g = self
-            .garments
-            .iter()
-            .position(|g| g.name == name)
-            .ok_or_else(|| {
-                EngineError::UnknownGarment(name.to_string(), self.garment_names().join(", "))
-            })?;
+    /// Dresses `avatar` (which must exist: call after its first pose) in `outfit`:
+    /// garment names, inner to outer (one name for one garment). A change restarts its
+    /// synthesis and its streams (viewers get keyframes of the new garments' assets);
+    /// wearing what it wears already changes nothing. Refused by name: an unknown
+    /// garment, or an outfit that cannot be worn ([`EngineError::BadOutfit`]).
+    pub fn wear(&mut self, avatar: &str, outfit: &[impl AsRef<str>]) -> Result<(), EngineError> {
+        let outfit = self.wardrobe.resolve(outfit)?;
         if let Some(a) = self.avatars.get_mut(avatar)
-            && a.garment != g
+            && a.outfit() != outfit
         {
             let (pose, ts, at) = (a.pose, a.pose_timestamp, a.received_at);
             *a = Avatar::new(
                 avatar,
-                g,
-                &self.garments[g],
+                &outfit,
+                &self.garments,
                 pose,
                 ts,
                 at,
@@ -453,6 +475,17 @@ impl Engine {
             );
         }
         Ok(())
+    }
+
+    /// What `avatar` wears, inner to outer (`None`: no such avatar).
+    pub fn outfit_of(&self, avatar: &str) -> Option<Vec<String>> {
+        let a = self.avatars.get(avatar)?;
+        Some(
+            a.layers
+                .iter()
+                .map(|l| self.garments[l.garment].name.clone())
+                .collect(),
+        )
     }
 
     /// The settings.
@@ -499,8 +532,8 @@ impl Engine {
         }
         let a = Avatar::new(
             avatar,
-            0,
-            &self.garments[0],
+            &self.default_outfit,
+            &self.garments,
             pose,
             pose_timestamp,
             now,
@@ -649,7 +682,9 @@ impl Engine {
             };
             if a.paused {
                 // restarts undamped; `paused` stays set until its keyframe is coded
-                a.state = AvatarState::new();
+                a.layers
+                    .iter_mut()
+                    .for_each(|l| l.state = AvatarState::new());
             }
             a.framed_at = Some(now);
             a.dt = dt as f32;
@@ -658,15 +693,16 @@ impl Engine {
         // oldest pose first (stable: ties keep id order)
         live.sort_by(|x, y| x.1.received_at.total_cmp(&y.1.received_at));
         for (_, a) in live.iter_mut() {
-            a.held = a.state.settled() && a.synthesised == Some(a.pose);
+            a.held = a.layers.iter().all(|l| l.state.settled()) && a.synthesised == Some(a.pose);
             out.held += usize::from(a.held);
             a.synthesised = Some(a.pose);
         }
         let size = live.len().div_ceil(groups.max(1)).max(1);
-        let garments = &self.garments;
+        let (garments, layerings) = (&self.garments, &self.layerings);
         let interval = self.config.keyframe_interval;
         for group in live.chunks_mut(size) {
-            let frames = frame::synthesise_and_encode(garments, synths, group, now, interval);
+            let frames =
+                frame::synthesise_and_encode(garments, layerings, synths, group, now, interval);
             // one avatar's failure (a bug, or a garment outside the codec's lattice)
             // costs that avatar its frame, not the tick: the others' frames still go
             // out, and it restarts with a keyframe next tick (its encoder may have

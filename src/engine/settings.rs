@@ -116,6 +116,16 @@ impl EngineConfig {
                 f(s.min_share),
                 range(0.0, false, 0.5, "0 to 0.5"),
             ),
+            (
+                "layers.clearance",
+                f(self.layers.clearance),
+                range(0.0, false, 0.05, "metres, 0 to 0.05"),
+            ),
+            (
+                "layers.reach",
+                f(self.layers.reach),
+                range(0.0, false, 0.2, "metres, 0 to 0.2"),
+            ),
         ];
         if let Some(c) = &self.filter {
             settings.extend([
@@ -183,6 +193,12 @@ mod tests {
         let mut c = base();
         c.synth.epsilon = 0.0;
         assert_eq!(refused(&c), "synth.epsilon");
+        let mut c = base();
+        c.layers.clearance = f32::NAN;
+        assert_eq!(refused(&c), "layers.clearance");
+        let mut c = base();
+        c.layers.reach = 0.5;
+        assert_eq!(refused(&c), "layers.reach");
         let mut c = base();
         if let Some(f) = c.filter.as_mut() {
             f.joint_scale[3] = f32::NAN;

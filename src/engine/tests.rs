@@ -515,10 +515,10 @@ fn avatars_wear_one_of_several_garments_and_switch() {
     engine.set_pose("a", arm(0.5), 0.0, 0.0).expect("pose");
     engine.set_pose("b", arm(0.5), 0.0, 0.0).expect("pose");
     assert!(matches!(
-        engine.wear("b", "ballgown"),
+        engine.wear("b", &["ballgown"]),
         Err(EngineError::UnknownGarment(..))
     ));
-    engine.wear("b", "shirt-b").expect("wear");
+    engine.wear("b", &["shirt-b"]).expect("wear");
     let t1 = engine.tick(&synths, 0.1).expect("tick");
     let t2 = engine.tick(&synths, 0.2).expect("tick");
     for (avatar, hash) in [("a", &hashes[0]), ("b", &hashes[1])] {
@@ -551,7 +551,7 @@ fn avatars_wear_one_of_several_garments_and_switch() {
         .fold(0.0f32, f32::max);
     assert!(worst < 2e-3, "same pose, same shirt: {worst} m apart");
     // switching back restarts the stream with a keyframe of the first garment
-    engine.wear("b", &db.garment.name).expect("wear");
+    engine.wear("b", &[&db.garment.name]).expect("wear");
     engine.set_pose("b", arm(0.5), 0.25, 0.25).expect("pose");
     let t3 = engine.tick(&synths, 0.3).expect("tick");
     let fb = t3.frames.iter().find(|f| f.avatar == "b").expect("b");
@@ -723,7 +723,9 @@ fn one_avatars_failure_costs_only_its_own_frame() {
     // a panic in one avatar's synthesis (a bug; here its output buffer made the wrong
     // size) likewise costs that avatar its frame, not the tick
     let n = db.vertex_count();
-    engine.avatars.get_mut("b").expect("b").out.truncate(n - 1);
+    engine.avatars.get_mut("b").expect("b").layers[0]
+        .out
+        .truncate(n - 1);
     t += 1.0 / 30.0;
     engine.set_pose("b", arm(0.5), t, t).expect("pose");
     let out = engine.tick(synths, t).expect("tick");
@@ -735,10 +737,7 @@ fn one_avatars_failure_costs_only_its_own_frame() {
         "{}",
         out.failed[0].1
     );
-    engine
-        .avatars
-        .get_mut("b")
-        .expect("b")
+    engine.avatars.get_mut("b").expect("b").layers[0]
         .out
         .resize(n, Vec3::ZERO);
     t += 1.0 / 30.0;
@@ -759,4 +758,5 @@ fn restarted_on_keyframe<'a>(out: &'a TickOutput, avatar: &str) -> &'a Bytes {
     f.key.as_ref().expect("keyframe")
 }
 
+mod outfit;
 mod schedule;

@@ -19,11 +19,13 @@ use super::bodies::BodyChoice;
 use super::driven::Driven;
 use super::peer::Peer;
 use super::{Shared, Source};
-use crate::engine::{Applied, SensorState, TickOutput, apply_joints, apply_pose_message};
+use crate::engine::{
+    Applied, EngineError, SensorState, TickOutput, apply_joints, apply_pose_message,
+};
 use crate::mocap::parse_body_frame;
 use crate::protocol::{
     AVATAR_ID_RULE, ClientMessage, PROTOCOL_VERSION, Role, SENSOR_NAME_RULE, ServerMessage,
-    valid_avatar_id, valid_sensor_name,
+    valid_avatar_id, valid_sensor_name, wear_outfit,
 };
 
 /// Garment choices (`wear`) that may wait at once for avatars without a pose yet.
@@ -605,12 +607,20 @@ async fn session(
                             }
                         }
                     }
-                    Some(Ok(ClientMessage::Wear { avatar, garment })) if publisher => {
-                        if !s.garments.contains(&garment) {
-                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                            let what = format!("unknown garment {garment:?} (this server streams: {})", s.garments.join(", "));
-                            if !out.send(&ServerMessage::error("unknown_garment", what)).await { break; }
-                        } else if !valid_avatar_id(&avatar) {
+                    Some(Ok(ClientMessage::Wear { avatar, garment, garments })) if publisher => {
+                        let outfit = wear_outfit(garment, garments)
+                            .map_err(EngineError::BadOutfit)
+                            .and_then(|o| s.wardrobe.resolve(&o).map(|_| o));
+                        let outfit = match outfit {
+                            Ok(o) => o,
+                            Err(e) => {
+                                m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                let code = if matches!(e, EngineError::UnknownGarment(..)) { "unknown_garment" } else { "bad_outfit" };
+                                if !out.send(&ServerMessage::error(code, e.to_string())).await { break; }
+                                continue;
+                            }
+                        };
+                        if !valid_avatar_id(&avatar) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !out.send(&ServerMessage::error("bad_message", AVATAR_ID_RULE)).await { break; }
                         } else {
@@ -619,7 +629,7 @@ async fn session(
                             // refused by name rather than dropped
                             let taken = s.inbox.lock().is_ok_and(|mut inbox| {
                                 let room = inbox.wear.len() < MAX_PENDING_WEAR || inbox.wear.contains_key(&avatar);
-                                if room { inbox.wear.insert(avatar, garment); }
+                                if room { inbox.wear.insert(avatar, outfit); }
                                 room
                             });
                             if !taken {

@@ -227,8 +227,9 @@ struct Inbox {
     /// Poses received per avatar since the last tick (the input rate).
     arrivals: HashMap<String, u32>,
     keyframes: HashSet<String>,
-    /// Garment choices (avatar → garment name, validated), kept until the avatar exists.
-    wear: HashMap<String, String>,
+    /// Garment choices (avatar → outfit, garment names inner to outer, validated),
+    /// kept until the avatar exists.
+    wear: HashMap<String, Vec<String>>,
 }
 
 impl Inbox {
@@ -310,8 +311,8 @@ struct Shared {
     frames: broadcast::Sender<Arc<TickOutput>>,
     /// The `asset` messages, one per garment.
     assets: Vec<Bytes>,
-    /// Garment names, default first.
-    garments: Vec<String>,
+    /// The garments (names, default first) and which can be worn together.
+    wardrobe: crate::engine::Wardrobe,
     metrics: Metrics,
     start: Instant,
     /// Set on shutdown: every connection closes with 1001 and a reason.
@@ -450,7 +451,7 @@ pub async fn start_with_garments(
     );
     let shared = Arc::new(Shared {
         assets: engine.assets(),
-        garments: engine.garment_names(),
+        wardrobe: engine.wardrobe().clone(),
         config: config.clone(),
         inbox: Mutex::new(Inbox::default()),
         frames: tx,

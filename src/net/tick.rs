@@ -94,11 +94,11 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
         }
         // garment choices apply once their avatar exists (after its first pose)
         if let Ok(mut inbox) = shared.inbox.lock() {
-            inbox.wear.retain(|avatar, garment| {
+            inbox.wear.retain(|avatar, outfit| {
                 if !engine.has_avatar(avatar) {
                     return true;
                 }
-                if let Err(e) = engine.wear(avatar, garment) {
+                if let Err(e) = engine.wear(avatar, outfit) {
                     tracing::warn!(%avatar, error = %e, "wear refused");
                 }
                 false

@@ -135,14 +135,21 @@ pub enum ClientMessage {
         /// Avatar id.
         avatar: String,
     },
-    /// Dress `avatar` in the server's garment `garment` (publishers; a try-on kiosk
-    /// switching garments). Applies to avatars of any source, from any publisher
-    /// connection; an avatar not seen yet wears it from its first pose.
+    /// Dress `avatar` in one of the server's garments, or in an outfit of several worn
+    /// at once (publishers; a try-on kiosk switching garments). Exactly one of
+    /// `garment` and `garments` is given ([`ClientMessage::outfit`] reads them).
+    /// Applies to avatars of any source, from any publisher connection; an avatar not
+    /// seen yet wears it from its first pose.
     Wear {
         /// Avatar id.
         avatar: String,
         /// Garment name (as in the server's databases: `tshirt`, `pants`, …).
-        garment: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        garment: Option<String>,
+        /// An outfit: at most [`MAX_OUTFIT`] different garments worn at once, inner
+        /// to outer (`["pants", "tshirt"]`: the shirt over the pants).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        garments: Option<Vec<String>>,
     },
     /// Which avatars to receive (viewers); `None`: all.
     Subscribe {
@@ -201,6 +208,92 @@ pub struct FrameMessage {
     pub world: [f32; 7],
     /// Garment codec frame (keyframe or delta).
     pub garment: ByteBuf,
+    /// The garments an outfit wears over the first (`asset` and `garment` above), inner
+    /// to outer; absent (empty) for an avatar in one garment. Every layer's codec
+    /// frame has the number `seq`, and is a keyframe exactly when the first is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<GarmentLayer>,
+}
+
+impl FrameMessage {
+    /// The asset hashes of the garments it carries, inner to outer.
+    pub fn assets(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.asset.as_str()).chain(self.layers.iter().map(|l| l.asset.as_str()))
+    }
+}
+
+/// One more garment of an avatar's outfit in a [`FrameMessage`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GarmentLayer {
+    /// The asset hash of the garment.
+    pub asset: String,
+    /// Its codec frame (keyframe or delta).
+    pub garment: ByteBuf,
+}
+
+/// Most garments an avatar wears at once (an outfit).
+pub const MAX_OUTFIT: usize = 4;
+
+impl ClientMessage {
+    /// A `wear` message dressing `avatar` in `outfit` (inner to outer): as `garment`
+    /// for one garment, so that servers older than outfits understand it.
+    pub fn wear(avatar: impl Into<String>, outfit: &[impl AsRef<str>]) -> Self {
+        let names: Vec<String> = outfit.iter().map(|g| g.as_ref().to_string()).collect();
+        let (garment, garments) = match names.as_slice() {
+            [one] => (Some(one.clone()), None),
+            _ => (None, Some(names)),
+        };
+        ClientMessage::Wear {
+            avatar: avatar.into(),
+            garment,
+            garments,
+        }
+    }
+
+    /// The outfit a `wear` message names, inner to outer: its `garment` alone, or its
+    /// `garments`; refused (with what is wrong) when it gives both or neither, or the
+    /// list is empty, longer than [`MAX_OUTFIT`] or names a garment twice. `None` for
+    /// other messages.
+    pub fn outfit(&self) -> Option<Result<Vec<String>, String>> {
+        let ClientMessage::Wear {
+            garment, garments, ..
+        } = self
+        else {
+            return None;
+        };
+        Some(wear_outfit(garment.clone(), garments.clone()))
+    }
+}
+
+/// The outfit of a `wear` message's `garment` and `garments` fields (see
+/// [`ClientMessage::outfit`]).
+pub fn wear_outfit(
+    garment: Option<String>,
+    garments: Option<Vec<String>>,
+) -> Result<Vec<String>, String> {
+    match (garment, garments) {
+        (Some(g), None) => Ok(vec![g]),
+        (None, Some(list)) => check_outfit(&list).map(|()| list),
+        _ => Err("a wear message gives either `garment` or `garments`, not both or neither".into()),
+    }
+}
+
+/// Whether `names` can be an outfit: 1 to [`MAX_OUTFIT`] garments, none twice.
+pub fn check_outfit(names: &[String]) -> Result<(), String> {
+    if names.is_empty() || names.len() > MAX_OUTFIT {
+        return Err(format!(
+            "an outfit is 1 to {MAX_OUTFIT} garments, this one {}",
+            names.len()
+        ));
+    }
+    let twice = names
+        .iter()
+        .enumerate()
+        .find_map(|(i, g)| names[..i].contains(g).then_some(g));
+    if let Some(g) = twice {
+        return Err(format!("an outfit names {g:?} twice"));
+    }
+    Ok(())
 }
 
 /// Messages the server sends.

@@ -33,6 +33,7 @@ fn messages_round_trip_in_both_encodings() {
         pose: ByteBuf::from(vec![0u8; 12]),
         world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
         garment: ByteBuf::from(vec![1u8, 2, 3]),
+        layers: Vec::new(),
     });
     let bytes = frame.to_msgpack().expect("encodes");
     // byte payloads are MessagePack bin (0xc4), not arrays of integers
@@ -99,6 +100,10 @@ proptest::proptest! {
         avatar in "[a-z0-9-]{1,12}",
         seq in proptest::prelude::any::<u32>(),
         garment in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        layers in proptest::collection::vec(
+            ("[0-9a-f]{1,24}", proptest::collection::vec(proptest::prelude::any::<u8>(), 0..100)),
+            0..4,
+        ),
         cut in 0usize..400,
     ) {
         let frame = ServerMessage::Frame(FrameMessage {
@@ -110,6 +115,10 @@ proptest::proptest! {
             pose: ByteBuf::from(vec![7u8; 12]),
             world: [0.0, 0.0, 0.0, 1.0, 0.5, 0.0, -0.5],
             garment: ByteBuf::from(garment),
+            layers: layers
+                .into_iter()
+                .map(|(asset, g)| GarmentLayer { asset, garment: ByteBuf::from(g) })
+                .collect(),
         });
         let bytes = frame.to_msgpack().expect("encodes");
         let via_enum: ServerMessage = rmp_serde::from_slice(&bytes).expect("serde reads it");
@@ -412,6 +421,7 @@ fn a_frames_body_pose_reads_back_and_bad_ones_are_named() {
         pose: numbers(pose),
         world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
         garment: ByteBuf::new(),
+        layers: Vec::new(),
     };
     let good = [0.1, 0.2, 0.3, 0.0, 0.0, 0.0, 1.0, 0.0, 0.6, 0.0, 0.8];
     let p = frame(&good).body_pose(2).expect("a good pose");
@@ -429,4 +439,91 @@ fn a_frames_body_pose_reads_back_and_bad_ones_are_named() {
     let mut long = good;
     long[10] = 2.0;
     says(&long, 2, "joint 1's rotation");
+}
+
+#[test]
+fn a_frame_of_one_garment_is_written_without_layers() {
+    // clients older than outfits read it as before: no `layers` key at all
+    let frame = FrameMessage {
+        avatar: "a".into(),
+        seq: 1,
+        timestamp: 0.0,
+        pose_timestamp: 0.0,
+        asset: "h".into(),
+        pose: ByteBuf::new(),
+        world: [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0],
+        garment: ByteBuf::from(vec![1u8]),
+        layers: Vec::new(),
+    };
+    let bytes = ServerMessage::Frame(frame.clone())
+        .to_msgpack()
+        .expect("encodes");
+    assert!(!bytes.windows(6).any(|w| w == b"layers"));
+    let layered = FrameMessage {
+        layers: vec![GarmentLayer {
+            asset: "g".into(),
+            garment: ByteBuf::from(vec![2u8]),
+        }],
+        ..frame
+    };
+    let bytes = ServerMessage::Frame(layered.clone())
+        .to_msgpack()
+        .expect("encodes");
+    assert!(bytes.windows(6).any(|w| w == b"layers"));
+    assert_eq!(
+        ServerMessage::from_msgpack(&bytes).expect("reads"),
+        ServerMessage::Frame(layered)
+    );
+}
+
+#[test]
+fn wear_names_one_garment_or_an_outfit_and_bad_outfits_are_named() {
+    let outfit = |json: &str| {
+        ClientMessage::from_json(json)
+            .expect("a wear message")
+            .outfit()
+            .expect("wear has an outfit")
+    };
+    assert_eq!(
+        outfit(r#"{"type": "wear", "avatar": "a", "garment": "tshirt"}"#),
+        Ok(vec!["tshirt".to_string()])
+    );
+    assert_eq!(
+        outfit(r#"{"type": "wear", "avatar": "a", "garments": ["pants", "tshirt"]}"#),
+        Ok(vec!["pants".to_string(), "tshirt".to_string()])
+    );
+    for (json, says) in [
+        (r#"{"type": "wear", "avatar": "a"}"#, "not both or neither"),
+        (
+            r#"{"type": "wear", "avatar": "a", "garment": "x", "garments": ["y"]}"#,
+            "not both or neither",
+        ),
+        (
+            r#"{"type": "wear", "avatar": "a", "garments": []}"#,
+            "1 to 4 garments, this one 0",
+        ),
+        (
+            r#"{"type": "wear", "avatar": "a", "garments": ["a", "b", "c", "d", "e"]}"#,
+            "this one 5",
+        ),
+        (
+            r#"{"type": "wear", "avatar": "a", "garments": ["pants", "tshirt", "pants"]}"#,
+            "\"pants\" twice",
+        ),
+    ] {
+        let e = outfit(json).expect_err(json);
+        assert!(e.contains(says), "{json}: {e}");
+    }
+    // the constructor writes one garment the way servers older than outfits read it
+    for names in [vec!["tshirt"], vec!["pants", "tshirt"]] {
+        let m = ClientMessage::wear("a", &names);
+        let back = ClientMessage::from_msgpack(&m.to_msgpack().expect("encodes")).expect("reads");
+        assert_eq!(
+            back.outfit(),
+            Some(Ok(names.iter().map(|n| n.to_string()).collect()))
+        );
+    }
+    let one = serde_json::to_string(&ClientMessage::wear("a", &["tshirt"])).expect("json");
+    assert_eq!(one, r#"{"type":"wear","avatar":"a","garment":"tshirt"}"#);
+    assert_eq!(ClientMessage::Ping.outfit(), None);
 }
