@@ -11,7 +11,7 @@ use glam::Vec3;
 use super::{EngineError, Garment};
 use crate::codec::{Effort, Encoder};
 use crate::protocol::{MAX_OUTFIT, check_outfit};
-use crate::sor::{AvatarState, LayerParams, LayerScratch, Layering, body_hash};
+use crate::sor::{AvatarState, LayerParams, LayerScratch, LayerState, Layering, body_hash};
 
 /// One garment of an avatar's outfit: its damping, codec stream and buffers.
 pub(super) struct Layer {
@@ -23,6 +23,8 @@ pub(super) struct Layer {
     pub(super) out: Vec<Vec3>,
     pub(super) delta: Vec<u8>,
     pub(super) key: Vec<u8>,
+    /// Its layering state over each layer under it (inner to outer).
+    pub(super) over: Vec<LayerState>,
 }
 
 impl Layer {
@@ -44,6 +46,7 @@ impl Layer {
             out: vec![Vec3::ZERO; g.db.vertex_count()],
             delta: Vec::new(),
             key: Vec::new(),
+            over: vec![LayerState::default(); layer],
         }
     }
 }
@@ -87,9 +90,9 @@ impl Layerings {
         for outer in 1..layers.len() {
             let (under, over) = layers.split_at_mut(outer);
             let top = &mut over[0];
-            for inner in under.iter() {
+            for (inner, state) in under.iter().zip(top.over.iter_mut()) {
                 if let Some(l) = &self.table[inner.garment * self.count + top.garment] {
-                    l.apply(&inner.out, &mut top.out, scratch);
+                    l.apply(&inner.out, &mut top.out, state, scratch);
                 }
             }
         }

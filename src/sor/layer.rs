@@ -9,21 +9,31 @@
 //! pushed out along the inner surface's normal until it is at least
 //! [`LayerParams::clearance`] outside it; the inner garment does not move.
 //!
-//! Which part of the inner garment an outer vertex lies over is found afresh each
-//! frame, since the two slide over each other as the body moves (a stride swings the
-//! thigh under the hem): the nearest inner vertex, by a walk over the inner mesh's
-//! edges from the one nearest at rest, and the plane through it along its normal. Only
-//! the outer vertices within twice [`LayerParams::reach`] of the inner garment at rest
-//! are examined (the hem and hips of a shirt over pants, not its chest or sleeves).
-//! The push fades out over an edge's length beyond the inner garment's edge, where
-//! nothing is under the vertex, and for a vertex more than half the reach inside,
-//! where the walk has found the wrong side; so a vertex's push never jumps from one
-//! frame to the next. Both garments must have been baked for the same body, so that
-//! their canonical frames and rest shapes agree.
+//! Where each outer vertex lies over the inner garment is found afresh each frame,
+//! since the two slide over each other as the body moves (a stride swings the thigh
+//! under the hem): the nearest inner vertex, by a walk over the inner mesh's edges
+//! from where the same avatar's walk ended last frame (at first, from the vertex
+//! nearest at rest), then the point of the triangles around it under the outer vertex
+//! along its normal, and the normal there. Pushing the outer vertices out of the inner
+//! surface does not keep a fold of the inner garment that rises between them from
+//! showing through the outer triangles, so a second pass looks from the inner side:
+//! each inner vertex finds the outer triangle above it (along its normal, around its
+//! nearest outer vertex) and, where that triangle is less than the clearance above
+//! it, lifts the triangle's corners by just enough, shared by their barycentric
+//! weights.
+//!
+//! Only the outer vertices within twice [`LayerParams::reach`] of the inner garment at
+//! rest take part (the hem and hips of a shirt over pants), and the inner vertices
+//! within four times (the pants' hips, and the thighs that come up under the hem when
+//! the wearer sits). The pushes fade out over an edge's length beyond the other
+//! garment's edge, where nothing is under or over the vertex, and for vertices more
+//! than the reach through it, where the walk found the wrong side; so a vertex's push
+//! never jumps from one frame to the next. Both garments must have been baked for the
+//! same body, so that their canonical frames and rest shapes agree.
 
 use glam::Vec3;
 
-use crate::mesh::{MeshError, NearestVertex, Topology, TriMesh, closest_on_triangle};
+use crate::mesh::{MeshError, NearestVertex, Topology, TriMesh};
 
 use super::db::{Database, body_hash};
 
@@ -35,8 +45,10 @@ pub struct LayerParams {
     /// surface (4 mm: the garment codec moves each layer by up to 1 mm, and what is
     /// left keeps the two apart on screen).
     pub clearance: f32,
-    /// Outer vertices farther than this from the inner garment at rest, metres, are
-    /// not over it (3 cm: the garments' ease is 2 cm each).
+    /// How near at rest, metres, the garments' vertices must be to take part: outer
+    /// vertices within twice this of the inner garment, inner ones within four times of
+    /// the outer (3 cm: the garments' ease is 2 cm each); and a vertex more than this
+    /// through the other garment is pushed less, and not at all past 1.5 times it.
     pub reach: f32,
 }
 
@@ -69,30 +81,155 @@ pub enum LayerError {
     Mesh(#[from] MeshError),
 }
 
-/// An outer vertex that may come to lie over the inner garment, and the inner vertex
-/// nearest to it at rest (where each frame's walk starts).
+/// A vertex of one garment that may come near the other, and the other's vertex
+/// nearest to it at rest (where its first walk starts).
 #[derive(Clone, Copy, Debug)]
 struct Candidate {
-    outer: u32,
+    vertex: u32,
     start: u32,
 }
 
-/// Keeps one garment outside another (see the module docs). Built once per pair of
-/// garments; [`Layering::apply`] allocates nothing.
+/// A garment's mesh as a layering walks it: triangles, edges, and the triangles around
+/// each vertex.
 #[derive(Clone, Debug)]
-pub struct Layering {
-    candidates: Vec<Candidate>,
-    /// The inner garment's triangles (for its normals each frame) and edges (walks).
-    inner: TriMesh,
+struct Surface {
+    mesh: TriMesh,
     topology: Topology,
-    /// Triangles around each inner vertex (CSR: `around[around_start[v]..around_start[v + 1]]`).
+    /// Triangles around each vertex (CSR: `around[around_start[v]..around_start[v + 1]]`).
     around: Vec<u32>,
     around_start: Vec<u32>,
-    outer_vertices: usize,
+    /// Mean edge length at rest, metres.
+    edge: f32,
+}
+
+impl Surface {
+    fn new(positions: &[Vec3], triangles: &[[u32; 3]]) -> Result<Self, MeshError> {
+        let mesh = TriMesh::new(positions.to_vec(), triangles.to_vec());
+        let topology = Topology::build(&mesh)?;
+        let mut around_start = vec![0u32; mesh.vertex_count() + 1];
+        for t in &mesh.triangles {
+            for &v in t {
+                around_start[v as usize + 1] += 1;
+            }
+        }
+        for v in 0..mesh.vertex_count() {
+            around_start[v + 1] += around_start[v];
+        }
+        let mut fill = around_start.clone();
+        let mut around = vec![0u32; 3 * mesh.triangles.len()];
+        for (t, tri) in mesh.triangles.iter().enumerate() {
+            for &v in tri {
+                around[fill[v as usize] as usize] = t as u32;
+                fill[v as usize] += 1;
+            }
+        }
+        Ok(Self {
+            edge: mesh.mean_edge_length(),
+            mesh,
+            topology,
+            around,
+            around_start,
+        })
+    }
+
+    /// The vertex of this garment (at `at`) nearest to `p`, walking from `start` to
+    /// ever nearer neighbours.
+    #[inline]
+    fn nearest_from(&self, at: &[Vec3], start: u32, p: Vec3) -> usize {
+        let mut v = start;
+        let mut best = (at[v as usize] - p).length_squared();
+        for _ in 0..MAX_STEPS {
+            let mut next = v;
+            for &u in self.topology.neighbors(v) {
+                let d = (at[u as usize] - p).length_squared();
+                if d < best {
+                    best = d;
+                    next = u;
+                }
+            }
+            if next == v {
+                break;
+            }
+            v = next;
+        }
+        v as usize
+    }
+
+    /// The triangles touching `near`'s vertices or their two rings, and those
+    /// triangles' vertices (sorted).
+    fn zone(&self, near: &[Candidate]) -> (Vec<u32>, Vec<u32>) {
+        let n = self.mesh.vertex_count();
+        let mut inside = vec![false; n];
+        near.iter().for_each(|c| inside[c.vertex as usize] = true);
+        for _ in 0..2 {
+            let ring: Vec<u32> = (0..n as u32)
+                .filter(|&v| inside[v as usize])
+                .flat_map(|v| self.topology.neighbors(v).iter().copied())
+                .collect();
+            ring.iter().for_each(|&v| inside[v as usize] = true);
+        }
+        let triangles: Vec<u32> = (0..self.mesh.triangles.len() as u32)
+            .filter(|&t| {
+                self.mesh.triangles[t as usize]
+                    .iter()
+                    .any(|&v| inside[v as usize])
+            })
+            .collect();
+        let mut vertices: Vec<u32> = triangles
+            .iter()
+            .flat_map(|&t| self.mesh.triangles[t as usize])
+            .collect();
+        vertices.sort_unstable();
+        vertices.dedup();
+        (triangles, vertices)
+    }
+
+    /// The vertices within twice `reach` of `other` (its rest shape), each with the
+    /// vertex of `other` nearest to it.
+    fn near(&self, other: &[Vec3], reach: f32) -> Result<Vec<Candidate>, MeshError> {
+        let nearest = NearestVertex::build(other)?;
+        Ok(self
+            .mesh
+            .positions
+            .iter()
+            .enumerate()
+            .filter_map(|(v, &p)| {
+                let (o, d) = nearest.nearest(p);
+                (d <= 2.0 * reach).then_some(Candidate {
+                    vertex: v as u32,
+                    start: o.index() as u32,
+                })
+            })
+            .collect())
+    }
+}
+
+/// Keeps one garment outside another (see the module docs). Built once per pair of
+/// garments; [`Layering::apply`] allocates nothing once its state is made.
+#[derive(Clone, Debug)]
+pub struct Layering {
+    inner: Surface,
+    outer: Surface,
+    /// Outer vertices that may come over the inner garment, and inner vertices that
+    /// may come under the outer one.
+    outer_near: Vec<Candidate>,
+    inner_near: Vec<Candidate>,
+    /// The inner garment's triangles near the outer one (its candidates' and two rings
+    /// around them) and their vertices: the only normals `apply` needs.
+    zone_triangles: Vec<u32>,
+    zone_vertices: Vec<u32>,
     clearance: f32,
     reach: f32,
-    /// The inner garment's mean edge length at rest, metres.
-    edge: f32,
+}
+
+/// One avatar's state of a [`Layering`]: where each walk ended last frame (so that
+/// this frame's takes a step or two).
+#[derive(Clone, Debug, Default)]
+pub struct LayerState {
+    /// Per outer candidate, its nearest inner vertex; per inner candidate, its nearest
+    /// outer vertex.
+    outer_near: Vec<u32>,
+    inner_near: Vec<u32>,
 }
 
 /// Per-thread working memory of [`Layering::apply`].
@@ -115,17 +252,22 @@ fn rest_shape(db: &Database) -> &[Vec3] {
 }
 
 /// Steps a nearest-vertex walk may take (a walk stops earlier, where no neighbour is
-/// nearer: the garments slide a few edges over each other at most).
+/// nearer: from last frame's vertex, a step or two).
 const MAX_STEPS: usize = 64;
 
-/// Looks at an outer vertex takes: one, and one more after a push (see
-/// [`Layering::apply`]); over the walking poses of the built-in clip the second look
-/// leaves a third as many shirt vertices within 2 mm of the pants.
-const PASSES: usize = 2;
+/// How much of a push applies to a vertex `along` metres along the other garment's
+/// surface from the vertex it is nearest to (`edge`: that garment's mean edge) and
+/// `depth` metres through it: all of it over the surface, fading to none an edge beyond
+/// its boundary and from the reach to 1.5 × the reach through it.
+#[inline]
+fn fade(along: f32, edge: f32, depth: f32, reach: f32) -> f32 {
+    ((edge - along) / (0.5 * edge)).clamp(0.0, 1.0)
+        * ((1.5 * reach - depth) / (0.5 * reach)).clamp(0.0, 1.0)
+}
 
 impl Layering {
-    /// The outer vertices of `outer` that may come to lie over `inner` (see the module
-    /// docs).
+    /// The vertices of `outer` and `inner` that may come near each other (see the
+    /// module docs).
     pub fn new(
         inner: &Database,
         outer: &Database,
@@ -143,45 +285,18 @@ impl Layering {
         if !(params.reach.is_finite() && (0.0..=0.2).contains(&params.reach)) {
             return Err(LayerError::BadParameter("reach (0 to 0.2 m)"));
         }
-        let shape = TriMesh::new(rest_shape(inner).to_vec(), inner.garment.triangles.clone());
-        let topology = Topology::build(&shape)?;
-        let nearest = NearestVertex::build(&shape.positions)?;
-        let candidates = rest_shape(outer)
-            .iter()
-            .enumerate()
-            .filter_map(|(o, &p)| {
-                let (v, d) = nearest.nearest(p);
-                (d <= 2.0 * params.reach).then_some(Candidate {
-                    outer: o as u32,
-                    start: v.index() as u32,
-                })
-            })
-            .collect();
-        let mut around_start = vec![0u32; shape.vertex_count() + 1];
-        for t in &shape.triangles {
-            for &v in t {
-                around_start[v as usize + 1] += 1;
-            }
-        }
-        for v in 0..shape.vertex_count() {
-            around_start[v + 1] += around_start[v];
-        }
-        let mut fill = around_start.clone();
-        let mut around = vec![0u32; 3 * shape.triangles.len()];
-        for (t, tri) in shape.triangles.iter().enumerate() {
-            for &v in tri {
-                around[fill[v as usize] as usize] = t as u32;
-                fill[v as usize] += 1;
-            }
-        }
+        let (inner_rest, outer_rest) = (rest_shape(inner), rest_shape(outer));
+        let inner = Surface::new(inner_rest, &inner.garment.triangles)?;
+        let outer = Surface::new(outer_rest, &outer.garment.triangles)?;
+        let inner_near = inner.near(outer_rest, 2.0 * params.reach)?;
+        let (zone_triangles, zone_vertices) = inner.zone(&inner_near);
         Ok(Self {
-            candidates,
-            around,
-            around_start,
-            edge: shape.mean_edge_length(),
-            inner: shape,
-            topology,
-            outer_vertices: outer.vertex_count(),
+            outer_near: outer.near(inner_rest, params.reach)?,
+            inner_near,
+            zone_triangles,
+            zone_vertices,
+            inner,
+            outer,
             clearance: params.clearance,
             reach: params.reach,
         })
@@ -190,110 +305,187 @@ impl Layering {
     /// Number of outer vertices examined each frame (0: the two garments never come
     /// near each other, and [`Layering::apply`] does nothing).
     pub fn len(&self) -> usize {
-        self.candidates.len()
+        self.outer_near.len()
     }
 
     /// Whether no outer vertex comes near the inner garment.
     pub fn is_empty(&self) -> bool {
-        self.candidates.is_empty()
+        self.outer_near.is_empty()
     }
 
-    /// Pushes the vertices of `outer` (this frame's synthesis of the outer garment,
-    /// canonical frame, metres) that lie over `inner` (the inner garment's, same frame)
-    /// out along its normal to at least the clearance outside it. Returns how many moved.
+    /// Moves the vertices of `outer` (this frame's synthesis of the outer garment,
+    /// canonical frame, metres) out over `inner` (the inner garment's, same frame), to
+    /// at least the clearance outside it (see the module docs); `state` is the
+    /// avatar's (a fresh one for a fresh avatar). Returns how many pushes it made (outer
+    /// vertices pushed, outer triangles lifted): 0 when nothing moved.
     ///
     /// # Panics
     /// If the slices do not have the garments' vertex counts (a programming error).
     #[track_caller]
-    pub fn apply(&self, inner: &[Vec3], outer: &mut [Vec3], scratch: &mut LayerScratch) -> usize {
-        assert_eq!(inner.len(), self.inner.vertex_count(), "inner vertex count");
-        assert_eq!(outer.len(), self.outer_vertices, "outer vertex count");
-        if self.candidates.is_empty() {
+    pub fn apply(
+        &self,
+        inner: &[Vec3],
+        outer: &mut [Vec3],
+        state: &mut LayerState,
+        scratch: &mut LayerScratch,
+    ) -> usize {
+        assert_eq!(
+            inner.len(),
+            self.inner.mesh.vertex_count(),
+            "inner vertex count"
+        );
+        assert_eq!(
+            outer.len(),
+            self.outer.mesh.vertex_count(),
+            "outer vertex count"
+        );
+        if self.outer_near.is_empty() {
             return 0;
         }
-        scratch.normals.resize(inner.len(), Vec3::ZERO);
-        self.inner.vertex_normals_into(inner, &mut scratch.normals);
-        let mut moved = 0;
-        for c in &self.candidates {
-            let o = &mut outer[c.outer as usize];
-            let mut v = c.start;
-            let mut pushed = false;
-            // once pushed, the vertex may lie nearest another part of the inner garment
-            // (in a fold, between the legs): a second look puts it outside that too
-            for _ in 0..PASSES {
-                v = self.nearest_from(inner, v, *o) as u32;
-                let Some(push) = self.push(inner, &scratch.normals, v as usize, *o) else {
-                    break;
-                };
-                *o += push;
-                pushed = true;
+        for (last, near) in [
+            (&mut state.outer_near, &self.outer_near),
+            (&mut state.inner_near, &self.inner_near),
+        ] {
+            if last.len() != near.len() {
+                last.clear();
+                last.extend(near.iter().map(|c| c.start));
             }
-            moved += usize::from(pushed);
+        }
+        // area-weighted unit normals of the inner garment near the outer one; zero
+        // elsewhere (a walk that strays there pushes nothing)
+        let normals = &mut scratch.normals;
+        normals.clear();
+        normals.resize(inner.len(), Vec3::ZERO);
+        for &t in &self.zone_triangles {
+            let [a, b, c] = self.inner.mesh.triangles[t as usize].map(|i| i as usize);
+            let face = (inner[b] - inner[a]).cross(inner[c] - inner[a]);
+            normals[a] += face;
+            normals[b] += face;
+            normals[c] += face;
+        }
+        for &v in &self.zone_vertices {
+            normals[v as usize] = normals[v as usize].normalize_or_zero();
+        }
+        let mut moved = 0;
+        // outer vertices out of the inner surface
+        for (c, last) in self.outer_near.iter().zip(state.outer_near.iter_mut()) {
+            let o = &mut outer[c.vertex as usize];
+            let v = self.inner.nearest_from(inner, *last, *o);
+            *last = v as u32;
+            // the plane through the nearest vertex is within half an edge of the
+            // surface around it: a vertex farther outside than that is clear
+            if (*o - inner[v]).dot(normals[v]) >= self.clearance + 0.5 * self.inner.edge {
+                continue;
+            }
+            // the point of the triangles around v under o (along v's normal), and the
+            // normal there; beyond the garment's edge, v's own
+            let (q, n) = match self.inner.above(inner, v, *o, normals[v]) {
+                Some((c, b)) => (
+                    inner[c[0]] * b[0] + inner[c[1]] * b[1] + inner[c[2]] * b[2],
+                    (normals[c[0]] * b[0] + normals[c[1]] * b[1] + normals[c[2]] * b[2])
+                        .normalize_or_zero(),
+                ),
+                None => (inner[v], normals[v]),
+            };
+            // SOR Eq. 13 with the inner garment as the body: y + n max(d₀ − h, 0)
+            let d = *o - q;
+            let h = d.dot(n);
+            if h >= self.clearance || n == Vec3::ZERO {
+                continue;
+            }
+            let f = fade((d - n * h).length(), self.inner.edge, -h, self.reach);
+            if f > 0.0 {
+                *o += n * ((self.clearance - h) * f);
+                moved += 1;
+            }
+        }
+        // inner vertices under the outer triangles
+        for (c, last) in self.inner_near.iter().zip(state.inner_near.iter_mut()) {
+            let (p, n) = (inner[c.vertex as usize], normals[c.vertex as usize]);
+            let u = self.outer.nearest_from(outer, *last, p);
+            *last = u as u32;
+            // beyond the outer garment's edge (below a shirt's hem) nothing is above p
+            let d = outer[u] - p;
+            let along = (d - n * d.dot(n)).length();
+            if along >= self.outer.edge {
+                continue;
+            }
+            // the triangles around u are clear when all their corners are
+            let ring = self.outer.topology.neighbors(u as u32);
+            let low = ring
+                .iter()
+                .map(|&k| (outer[k as usize] - p).dot(n))
+                .fold((outer[u] - p).dot(n), f32::min);
+            if low >= self.clearance || n == Vec3::ZERO {
+                continue;
+            }
+            let Some((corners, bary)) = self.outer.above(outer, u, p, n) else {
+                continue;
+            };
+            let h: f32 = (0..3)
+                .map(|k| (outer[corners[k]] - p).dot(n) * bary[k])
+                .sum();
+            if h >= self.clearance {
+                continue;
+            }
+            let f = fade(along, self.outer.edge, -h, self.reach);
+            // the triangle's point above p rises by δ when each corner rises by
+            // δ b_k / Σ b_j²
+            let norm: f32 = bary.iter().map(|b| b * b).sum();
+            if f > 0.0 && norm > 0.0 {
+                let lift = (self.clearance - h) * f / norm;
+                for k in 0..3 {
+                    outer[corners[k]] += n * (lift * bary[k]);
+                }
+                moved += 1;
+            }
         }
         moved
     }
+}
 
-    /// How far to move the outer vertex at `o`, whose nearest inner vertex is `v`, to
-    /// put it the clearance outside the inner garment (`normals`: the inner garment's
-    /// vertex normals); `None` when it is outside already, or not over it.
+impl Surface {
+    /// The triangle around vertex `u` (at `at`) that the line through `p` along `n`
+    /// (unit) crosses, and where (barycentric, each at least −1 %; the first that holds
+    /// `p` wholly, else the one it is nearest to be in); `None` when none does.
     #[inline]
-    fn push(&self, inner: &[Vec3], normals: &[Vec3], v: usize, o: Vec3) -> Option<Vec3> {
-        // the plane through the nearest vertex is within an edge of the surface
-        // around it: a vertex farther outside than that is clear
-        if (o - inner[v]).dot(normals[v]) >= self.clearance + self.edge {
-            return None;
-        }
-        // the closest point of the triangles around it, and the normal there
-        let (mut best, mut q, mut n) = (f32::INFINITY, inner[v], normals[v]);
+    fn above(&self, at: &[Vec3], u: usize, p: Vec3, n: Vec3) -> Option<([usize; 3], [f32; 3])> {
+        // coordinates in the plane across n, p at the origin
+        let (e1, e2) = n.any_orthonormal_pair();
+        let flat = |v: Vec3| {
+            let d = v - p;
+            (d.dot(e1), d.dot(e2))
+        };
         let (a, b) = (
-            self.around_start[v] as usize,
-            self.around_start[v + 1] as usize,
+            self.around_start[u] as usize,
+            self.around_start[u + 1] as usize,
         );
+        let mut best: Option<([usize; 3], [f32; 3])> = None;
+        let mut best_low = -0.01f32;
         for &t in &self.around[a..b] {
-            let [i, j, k] = self.inner.triangles[t as usize].map(|i| i as usize);
-            let (p, bary, _) = closest_on_triangle(o, inner[i], inner[j], inner[k]);
-            let d = (p - o).length_squared();
-            if d < best {
-                best = d;
-                q = p;
-                n = normals[i] * bary.x + normals[j] * bary.y + normals[k] * bary.z;
+            let c = self.mesh.triangles[t as usize].map(|i| i as usize);
+            let [q0, q1, q2] = c.map(|i| flat(at[i]));
+            // barycentric coordinates of the origin from signed areas
+            let cross = |a: (f32, f32), b: (f32, f32)| a.0 * b.1 - a.1 * b.0;
+            let area = cross((q1.0 - q0.0, q1.1 - q0.1), (q2.0 - q0.0, q2.1 - q0.1));
+            if area.abs() <= f32::EPSILON {
+                continue;
             }
-        }
-        let n = n.normalize_or_zero();
-        // SOR Eq. 13 with the inner garment as the body: y + n max(d₀ − h, 0)
-        let d = o - q;
-        let h = d.dot(n);
-        if h >= self.clearance || n == Vec3::ZERO {
-            return None;
-        }
-        // beyond the inner garment's edge (offset along its surface) or deep inside
-        // it, the push fades out instead of jumping
-        let along = (d - n * h).length();
-        let fade = ((self.edge - along) / (0.5 * self.edge)).clamp(0.0, 1.0)
-            * ((h + 1.5 * self.reach) / (0.5 * self.reach)).clamp(0.0, 1.0);
-        (fade > 0.0).then(|| n * ((self.clearance - h) * fade))
-    }
-
-    /// The inner vertex nearest to `p`, walking from `start` to ever nearer neighbours.
-    #[inline]
-    fn nearest_from(&self, inner: &[Vec3], start: u32, p: Vec3) -> usize {
-        let mut v = start;
-        let mut best = (inner[v as usize] - p).length_squared();
-        for _ in 0..MAX_STEPS {
-            let mut next = v;
-            for &u in self.topology.neighbors(v) {
-                let d = (inner[u as usize] - p).length_squared();
-                if d < best {
-                    best = d;
-                    next = u;
+            let bary = [
+                cross(q1, q2) / area,
+                cross(q2, q0) / area,
+                cross(q0, q1) / area,
+            ];
+            let low = bary[0].min(bary[1]).min(bary[2]);
+            if low >= best_low {
+                best_low = low;
+                best = Some((c, bary));
+                if low >= 0.0 {
+                    break;
                 }
             }
-            if next == v {
-                break;
-            }
-            v = next;
         }
-        v as usize
+        best
     }
 }
 
@@ -362,25 +554,48 @@ mod tests {
             .count()
     }
 
+    /// Inner vertices out through the outer garment: over its faces, within 3 cm,
+    /// outside.
+    fn outside(outer_db: &Database, outer: &[Vec3], inner: &[Vec3]) -> usize {
+        let mesh = TriMesh::new(outer.to_vec(), outer_db.garment.triangles.clone());
+        let q = MeshQuery::build(&mesh).expect("query");
+        inner
+            .iter()
+            .filter(|&&p| {
+                q.closest_within(p, 0.03).is_some_and(|hit| {
+                    hit.feature == crate::mesh::Feature::Face && hit.signed_distance(p) > 0.0
+                })
+            })
+            .count()
+    }
+
     #[test]
     fn a_shirt_worn_over_pants_is_pushed_out_of_them_and_nowhere_else() {
         let (shirt_db, pants_db) = shirt_and_pants();
         let layering =
             Layering::new(&pants_db, &shirt_db, &LayerParams::default()).expect("layering");
-        // the hem and hips lie over the pants, the chest and sleeves do not
+        // the hem and hips come near the pants, the chest and sleeves do not
         assert!(
             (100..shirt_db.vertex_count() / 2).contains(&layering.len()),
-            "{} of {} shirt vertices over the pants",
+            "{} of {} shirt vertices near the pants",
             layering.len(),
             shirt_db.vertex_count()
         );
-        let mut scratch = LayerScratch::default();
+        // shirt vertices farther than 15 cm from the pants at rest (the chest, the
+        // sleeves) are never moved
+        let pants_rest = NearestVertex::build(&pants_db.garment.rest).expect("index");
+        let far: Vec<usize> = (0..shirt_db.vertex_count())
+            .filter(|&v| pants_rest.nearest(shirt_db.garment.rest[v]).1 > 0.15)
+            .collect();
+        assert!(far.len() > shirt_db.vertex_count() / 3, "{} far", far.len());
+        let (mut scratch, mut state) = (LayerScratch::default(), LayerState::default());
         let (mut before, mut inside, mut near) = (0, 0, 0);
+        let (mut poking, mut poking_after) = (0, 0);
         for pose in poses(&shirt_db) {
             let pants = synthesize(&pants_db, &pose);
             let shirt = synthesize(&shirt_db, &pose);
             let mut layered = shirt.clone();
-            let moved = layering.apply(&pants, &mut layered, &mut scratch);
+            let moved = layering.apply(&pants, &mut layered, &mut state, &mut scratch);
             let was_inside = too_close(&pants_db, &pants, &shirt, 0.0);
             assert!(
                 moved >= was_inside / 2,
@@ -389,21 +604,23 @@ mod tests {
             before += was_inside;
             inside += too_close(&pants_db, &pants, &layered, 0.0);
             near += too_close(&pants_db, &pants, &layered, 0.002);
-            // vertices that never come near the pants keep their place exactly, and the
-            // others move by at most the deepest push (1.5 × reach + clearance)
-            let examined: std::collections::HashSet<u32> =
-                layering.candidates.iter().map(|c| c.outer).collect();
+            // the other way round: pants vertices out through the shirt
+            poking += outside(&shirt_db, &shirt, &pants);
+            poking_after += outside(&shirt_db, &layered, &pants);
+            for &v in &far {
+                assert_eq!(
+                    shirt[v], layered[v],
+                    "vertex {v}, far from the pants, moved"
+                );
+            }
             for (v, (a, b)) in shirt.iter().zip(&layered).enumerate() {
-                if !examined.contains(&(v as u32)) {
-                    assert_eq!(a, b, "vertex {v} is not near the pants but moved");
-                }
                 let by = (*a - *b).length();
-                assert!(by <= 2.0 * (0.045 + 0.004), "vertex {v} moved {by} m");
+                assert!(by <= 0.1, "vertex {v} moved {by} m");
             }
         }
-        // measured on this coarse fixture (900-vertex garments, 3.7 cm edges): 638 shirt
-        // vertices inside the pants over these poses, 15 after (in folds the walk
-        // misses), 27 within 2 mm
+        // measured on this coarse fixture (900-vertex garments, 3.7 cm edges) over these
+        // poses: 638 shirt vertices inside the pants, 16 after, 22 within 2 mm; 776
+        // pants vertices out through the shirt, 54 after
         assert!(
             before > 300,
             "only {before} shirt vertices were inside the pants"
@@ -415,6 +632,14 @@ mod tests {
         assert!(
             near * 12 <= before,
             "{near} shirt vertices within 2 mm of the pants ({before} inside before)"
+        );
+        assert!(
+            poking > 300,
+            "only {poking} pants vertices were out through the shirt"
+        );
+        assert!(
+            poking_after * 8 <= poking,
+            "{poking_after} pants vertices out through the shirt ({poking} before)"
         );
     }
 
@@ -457,28 +682,24 @@ mod tests {
     #[test]
     fn a_garment_far_from_another_is_never_moved_by_it() {
         let (shirt_db, _) = shirt_and_pants();
-        // the same shirt lifted 10 cm: nothing of it is within reach of the original
+        // the same shirt lifted 1 m: nothing of it comes within the reach
         let mut lifted = (*shirt_db).clone();
         for e in &mut lifted.examples {
-            e.positions.iter_mut().for_each(|p| p.y += 0.1);
+            e.positions.iter_mut().for_each(|p| p.y += 1.0);
         }
-        let layering = Layering::new(
-            &lifted,
-            &shirt_db,
-            &LayerParams {
-                reach: 0.05,
-                ..LayerParams::default()
-            },
-        );
-        // (sleeves may still find the lifted shoulders within 5 cm: only check apply's
-        // promise on vertices without a pair)
-        let layering = layering.expect("same body");
+        lifted.garment.rest.iter_mut().for_each(|p| p.y += 1.0);
+        let layering =
+            Layering::new(&lifted, &shirt_db, &LayerParams::default()).expect("same body");
+        assert!(layering.is_empty());
         let shirt = synthesize(&shirt_db, &Pose::rest());
         let inner = synthesize(&lifted, &Pose::rest());
         let mut out = shirt.clone();
-        let moved = layering.apply(&inner, &mut out, &mut LayerScratch::default());
-        let changed = shirt.iter().zip(&out).filter(|(a, b)| a != b).count();
-        assert_eq!(moved, changed);
-        assert!(changed <= layering.len());
+        let moved = layering.apply(
+            &inner,
+            &mut out,
+            &mut LayerState::default(),
+            &mut LayerScratch::default(),
+        );
+        assert_eq!((moved, out), (0, shirt));
     }
 }
