@@ -22,12 +22,21 @@ export interface Asset {
   parents: number[];
 }
 
+/** One more garment of an avatar's outfit; `garment` is decoded in place every frame. */
+export interface Layer {
+  asset: Asset;
+  /** Positions, 3 floats per vertex, canonical frame, metres. */
+  garment: Float32Array;
+}
+
 /** One avatar as the client sees it; its arrays are updated in place every frame. */
 export interface Avatar {
   id: string;
   asset: Asset;
   /** Garment positions, 3 floats per vertex, canonical frame, metres (decoded in place). */
   garment: Float32Array;
+  /** An outfit's garments worn over the first, inner to outer (empty for one garment). */
+  layers: Layer[];
   /** Body pose: pelvis translation (3) then 22 local quaternions (x, y, z, w). */
   pose: Float32Array;
   /** Garment canonical → world: quaternion (x, y, z, w) then translation. */

@@ -24,6 +24,8 @@
 // opened within deadAfterMs is dropped the same way.
 //
 // Avatar: { id, asset, garment: Float32Array (canonical frame, metres, decoded in place),
+//           layers: [{ asset, garment: Float32Array }] (an outfit's garments worn over
+//           the first, inner to outer; empty for one garment),
 //           pose: Float32Array (pelvis translation + 22 local quaternions x,y,z,w),
 //           world: Float32Array(7) (garment canonical → world: quaternion, translation),
 //           seq, frames, bytes, dropped, latencyMs }
@@ -163,9 +165,19 @@ export class ClothcastClient extends EventTarget {
       case "frame": {
         const asset = this.assets.get(m.asset);
         if (!asset) throw new Error(`frame for unknown asset ${m.asset}`);
+        // an outfit's garments over the first, inner to outer (absent for one garment)
+        const over = (m.layers ?? []).map((l) => {
+          const a = this.assets.get(l.asset);
+          if (!a) throw new Error(`frame for unknown asset ${l.asset}`);
+          return a;
+        });
         let av = this.avatars.get(m.avatar);
-        if (!av || av.asset !== asset) {
-          av = { id: m.avatar, asset, decoder: new GarmentDecoder(asset.setup), garment: new Float32Array(3 * asset.setup.vertexCount),
+        const same = av && av.asset === asset && av.layers.length === over.length && av.layers.every((l, i) => l.asset === over[i]);
+        if (!same) {
+          // a new avatar, or new garments: new streams, starting with keyframes
+          const layer = (a) => ({ asset: a, decoder: new GarmentDecoder(a.setup), garment: new Float32Array(3 * a.setup.vertexCount) });
+          const first = layer(asset);
+          av = { id: m.avatar, asset, decoder: first.decoder, garment: first.garment, layers: over.map(layer),
             pose: new Float32Array(3 + 4 * 22), world: new Float32Array(7), seq: -1, frames: 0, bytes: 0, dropped: 0, latencyMs: 0 };
           this.avatars.set(m.avatar, av);
           this.dispatchEvent(new CustomEvent("avatar", { detail: av }));
@@ -173,6 +185,8 @@ export class ClothcastClient extends EventTarget {
         av.bytes += size;
         try {
           av.decoder.decode(m.garment, av.garment);
+          // every layer's frame has the frame's number: in step with the first
+          av.layers.forEach((l, i) => l.decoder.decode(m.layers[i].garment, l.garment));
         } catch (e) {
           if (e instanceof CodecError && e.code === "missing-reference") { av.dropped++; return; }
           throw e;

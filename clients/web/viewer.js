@@ -112,29 +112,39 @@ function gpuAsset(a) {
   gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, bodyIdx);
   gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, a.bodyTriangles, gl.STATIC_DRAW);
   gl.bindVertexArray(null);
-  const m = { body, bodyCount: a.bodyTriangles.length, garmentTris: a.setup.triangles };
+  const m = { body, bodyCount: a.bodyTriangles.length };
   meshes.set(a.hash, m);
   return m;
 }
 
+// an avatar's garments: the first and the layers of its outfit over it, inner to outer
+const garmentsOf = (av) => [{ asset: av.asset, garment: av.garment }, ...av.layers];
+
 const gpuAvatars = new Map();
 function gpuAvatar(av) {
   let g = gpuAvatars.get(av.id);
-  if (g && g.asset === av.asset) return g;
-  const n = av.garment.length;
-  const vao = gl.createVertexArray();
-  gl.bindVertexArray(vao);
-  const pos = buffer(0, n * 4, 3, false, gl.DYNAMIC_DRAW);
-  const nrm = buffer(1, n * 4, 3, false, gl.DYNAMIC_DRAW);
-  const idx = gl.createBuffer();
-  gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, idx);
-  gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, av.asset.setup.triangles, gl.STATIC_DRAW);
-  gl.bindVertexArray(null);
-  const label = document.createElement("div");
-  label.className = "label";
-  label.textContent = av.id;
-  document.body.appendChild(label);
-  g = { asset: av.asset, vao, pos, nrm, normals: new Float32Array(n), bones: new Float32Array(22 * 16), model: new Float32Array(16), label, dirty: true, hue: gpuAvatars.size };
+  const worn = garmentsOf(av);
+  if (g && g.worn.length === worn.length && g.worn.every((w, i) => w.asset === worn[i].asset)) return g;
+  const garments = worn.map(({ asset, garment }) => {
+    const n = garment.length;
+    const vao = gl.createVertexArray();
+    gl.bindVertexArray(vao);
+    const pos = buffer(0, n * 4, 3, false, gl.DYNAMIC_DRAW);
+    const nrm = buffer(1, n * 4, 3, false, gl.DYNAMIC_DRAW);
+    const idx = gl.createBuffer();
+    gl.bindBuffer(gl.ELEMENT_ARRAY_BUFFER, idx);
+    gl.bufferData(gl.ELEMENT_ARRAY_BUFFER, asset.setup.triangles, gl.STATIC_DRAW);
+    gl.bindVertexArray(null);
+    return { vao, pos, nrm, normals: new Float32Array(n), count: asset.setup.triangles.length };
+  });
+  let label = g?.label;
+  if (!label) {
+    label = document.createElement("div");
+    label.className = "label";
+    label.textContent = av.id;
+    document.body.appendChild(label);
+  }
+  g = { worn, garments, bones: new Float32Array(22 * 16), model: new Float32Array(16), label, dirty: true, hue: g?.hue ?? gpuAvatars.size };
   gpuAvatars.set(av.id, g);
   return g;
 }
@@ -197,10 +207,13 @@ function upload() {
   for (const [id, g] of gpuAvatars) {
     const av = client.avatars.get(id);
     if (!av || !g.dirty) continue;
-    gl.bindBuffer(gl.ARRAY_BUFFER, g.pos);
-    gl.bufferSubData(gl.ARRAY_BUFFER, 0, av.garment);
-    gl.bindBuffer(gl.ARRAY_BUFFER, g.nrm);
-    gl.bufferSubData(gl.ARRAY_BUFFER, 0, normals(av.garment, av.asset.setup.triangles, g.normals));
+    garmentsOf(av).forEach(({ asset, garment }, i) => {
+      const gg = g.garments[i];
+      gl.bindBuffer(gl.ARRAY_BUFFER, gg.pos);
+      gl.bufferSubData(gl.ARRAY_BUFFER, 0, garment);
+      gl.bindBuffer(gl.ARRAY_BUFFER, gg.nrm);
+      gl.bufferSubData(gl.ARRAY_BUFFER, 0, normals(garment, asset.setup.triangles, gg.normals));
+    });
     skinningMatrices(av.pose, av.asset.skeleton, av.asset.parents, g.bones);
     modelOf(av.world, g.model);
     g.dirty = false;
@@ -231,9 +244,15 @@ function drawScene(viewProj) {
     gl.useProgram(garmentProg);
     gl.uniformMatrix4fv(U.garment.viewProj, false, viewProj);
     gl.uniformMatrix4fv(U.garment.model, false, g.model);
-    gl.uniform3fv(U.garment.color, hsl(g.hue));
-    gl.bindVertexArray(g.vao);
-    gl.drawElements(gl.TRIANGLES, m.garmentTris.length, gl.UNSIGNED_INT, 0);
+    // an outfit's garments each in a colour of their own: the outer one the avatar's,
+    // those under it dark and muted, like denim under a shirt
+    g.garments.forEach((gg, i) => {
+      const under = g.garments.length - 1 - i;
+      const own = hsl(g.hue + 0.3 * under), denim = [0.2, 0.25, 0.38];
+      gl.uniform3fv(U.garment.color, under === 0 ? own : own.map((c, k) => 0.25 * c + 0.75 * denim[k]));
+      gl.bindVertexArray(gg.vao);
+      gl.drawElements(gl.TRIANGLES, gg.count, gl.UNSIGNED_INT, 0);
+    });
   }
   gl.bindVertexArray(null);
 }
@@ -266,7 +285,7 @@ function updateOverlay(now) {
   const lines = [`render ${fps.toFixed(0)} fps   stream ${stats.kbps.toFixed(0)} kbit/s   tick ${client.tickHz} Hz   ${link}`];
   for (const av of client.avatars.values()) lines.push(`${av.id.padEnd(14)} frame ${String(av.seq).padStart(6)}  dropped ${av.dropped}  latency ${av.latencyMs.toFixed(0)} ms`);
   overlay.textContent = lines.join("\n");
-  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)) })) };
+  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)), layers: a.layers.map((l) => ({ garment: l.asset.garment, sample: Array.from(l.garment.subarray(0, 30)) })) })) };
 }
 
 function render(now) {

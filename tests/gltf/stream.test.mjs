@@ -31,8 +31,8 @@ function serveDir(dir) {
   return new Promise((ok) => server.listen(0, '127.0.0.1', () => ok(server)));
 }
 
-function startServer(bind = '127.0.0.1:0') {
-  const srv = spawn(bin, ['serve', '--db', join(root, 'tests/fixtures/db/v1/small.ccdb'), '--open', '--bind', bind], { stdio: ['ignore', 'pipe', 'inherit'] });
+function startServer(bind = '127.0.0.1:0', more = []) {
+  const srv = spawn(bin, ['serve', '--db', join(root, 'tests/fixtures/db/v1/small.ccdb'), ...more, '--open', '--bind', bind], { stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((ok, fail) => {
     let out = '';
     srv.stdout.on('data', (d) => {
@@ -52,8 +52,17 @@ function launchBrowser() {
   });
 }
 
+/** `clothcast wear AVATAR GARMENT...` against the server at `addr`. */
+function wear(addr, avatar, garments) {
+  return new Promise((ok, fail) => {
+    const p = spawn(bin, ['wear', avatar, ...garments, '--url', `ws://${addr}/ws`], { stdio: 'ignore' });
+    p.on('exit', (c) => (c === 0 ? ok() : fail(new Error(`clothcast wear exited ${c}`))));
+  });
+}
+
 test('the viewer page shows streamed avatars with live garments', { timeout: 120000 }, async () => {
-  const { srv, addr } = await startServer();
+  // two garments served: performer-0 is dressed in the pants with the shirt over them
+  const { srv, addr } = await startServer('127.0.0.1:0', ['--db', join(root, 'tests/fixtures/db/v1/small-pants.ccdb')]);
   const play = spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '2', '--seconds', '60'], { stdio: 'ignore' });
   const browser = await launchBrowser();
   try {
@@ -64,6 +73,9 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text() + ' ' + m.location().url); });
     await page.goto(`http://${addr}/`);
     await page.waitForFunction(() => window.__clothcast?.avatars?.length === 2 && window.__clothcast.avatars.every((a) => a.frames > 10), null, { timeout: 60000 });
+    await wear(addr, 'performer-0', ['pants', 'tshirt']);
+    await page.waitForFunction(() => window.__clothcast.avatars.find((a) => a.id === 'performer-0')?.layers.length === 1
+      && window.__clothcast.avatars.every((a) => a.frames > 10), null, { timeout: 60000 });
     const a = await page.evaluate(() => window.__clothcast);
     await page.waitForTimeout(1500);
     const b = await page.evaluate(() => window.__clothcast);
@@ -73,7 +85,13 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
       assert.ok(av.frames > before.frames, `${av.id}: no new frames`);
       assert.notDeepEqual(av.sample, before.sample, `${av.id}: garment vertices did not change`);
       assert.ok(av.sample.every(Number.isFinite));
+      for (const [i, l] of av.layers.entries()) {
+        assert.notDeepEqual(l.sample, before.layers[i].sample, `${av.id}: ${l.garment} did not move`);
+        assert.ok(l.sample.every(Number.isFinite));
+      }
     }
+    assert.deepEqual(b.avatars.find((x) => x.id === 'performer-0').layers.map((l) => l.garment), ['tshirt']);
+    assert.deepEqual(b.avatars.find((x) => x.id === 'performer-1').layers, []);
     assert.ok(b.kbps > 0 && b.fps > 0, `overlay not live: ${JSON.stringify({ fps: b.fps, kbps: b.kbps })}`);
     const overlay = await page.locator('#overlay').innerText();
     assert.match(overlay, /performer-0/);
@@ -100,7 +118,8 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     const web = await serveDir(join(root, 'clients/web'));
     try {
       await page.goto(`http://127.0.0.1:${web.address().port}/examples/threejs/index.html?url=ws://${addr}/ws`);
-      await page.waitForFunction(() => window.__example?.avatars === 2 && window.__example.frames > 5, null, { timeout: 60000 });
+      // three garments: performer-0's pants and shirt, performer-1's shirt
+      await page.waitForFunction(() => window.__example?.avatars === 2 && window.__example.meshes === 3 && window.__example.frames > 5, null, { timeout: 60000 });
       const ex = pngPixels(await page.screenshot());
       let lit = 0;
       for (let i = 0; i < ex.w * ex.h; i++) if (ex.px[i * ex.bpp + 2] > ex.px[i * ex.bpp] + 40) lit++;

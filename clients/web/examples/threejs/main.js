@@ -1,5 +1,6 @@
-// A three.js app that shows clothcast garments: the garment of every avatar becomes a
-// BufferGeometry whose positions the clothcast client decodes in place each frame.
+// A three.js app that shows clothcast garments: each garment of every avatar (one, or
+// an outfit's several) becomes a BufferGeometry whose positions the clothcast client
+// decodes in place each frame.
 // Serve this folder next to ../../ (npm install first) and open
 // index.html?url=ws://127.0.0.1:8470/ws
 import * as THREE from "three";
@@ -16,25 +17,39 @@ camera.lookAt(0, 1.0, 0);
 
 const url = new URLSearchParams(location.search).get("url") ?? "ws://127.0.0.1:8470/ws";
 const cc = new ClothcastClient(url).connect();
-const garments = new Map(); // avatar id → THREE.Mesh
+const garments = new Map(); // avatar id → THREE.Group of its garments' meshes
+
+// an avatar's garments: the first and the layers of its outfit over it, inner to outer
+const wornBy = (avatar) => [{ asset: avatar.asset, garment: avatar.garment }, ...avatar.layers];
 
 cc.addEventListener("frame", ({ detail: avatar }) => {
-  let mesh = garments.get(avatar.id);
-  if (!mesh) {
-    const geometry = new THREE.BufferGeometry();
-    // the client's Float32Array is decoded in place every frame: share it
-    geometry.setAttribute("position", new THREE.BufferAttribute(avatar.garment, 3).setUsage(THREE.DynamicDrawUsage));
-    geometry.setIndex(new THREE.BufferAttribute(avatar.asset.setup.triangles, 1));
-    mesh = new THREE.Mesh(geometry, new THREE.MeshStandardMaterial({ color: 0x3f7fd0, side: THREE.DoubleSide }));
-    garments.set(avatar.id, mesh);
-    scene.add(mesh);
+  const worn = wornBy(avatar);
+  let group = garments.get(avatar.id);
+  if (!group || group.children.length !== worn.length || group.children.some((m, i) => m.userData.asset !== worn[i].asset)) {
+    if (group) scene.remove(group);
+    group = new THREE.Group();
+    worn.forEach(({ asset, garment }, i) => {
+      const geometry = new THREE.BufferGeometry();
+      // the client's Float32Array is decoded in place every frame: share it
+      geometry.setAttribute("position", new THREE.BufferAttribute(garment, 3).setUsage(THREE.DynamicDrawUsage));
+      geometry.setIndex(new THREE.BufferAttribute(asset.setup.triangles, 1));
+      // the outer garment blue, those under it grey (pants under a shirt)
+      const color = i === worn.length - 1 ? 0x3f7fd0 : 0x55585f;
+      const mesh = new THREE.Mesh(geometry, new THREE.MeshStandardMaterial({ color, side: THREE.DoubleSide }));
+      mesh.userData.asset = asset;
+      group.add(mesh);
+    });
+    garments.set(avatar.id, group);
+    scene.add(group);
   }
-  mesh.geometry.attributes.position.needsUpdate = true;
-  mesh.geometry.computeVertexNormals();
+  for (const mesh of group.children) {
+    mesh.geometry.attributes.position.needsUpdate = true;
+    mesh.geometry.computeVertexNormals();
+  }
   const [x, y, z, w, tx, ty, tz] = avatar.world; // canonical → world
-  mesh.quaternion.set(x, y, z, w);
-  mesh.position.set(tx, ty, tz);
-  window.__example = { avatars: garments.size, frames: avatar.frames };
+  group.quaternion.set(x, y, z, w);
+  group.position.set(tx, ty, tz);
+  window.__example = { avatars: garments.size, frames: avatar.frames, meshes: [...garments.values()].reduce((n, g) => n + g.children.length, 0) };
 });
 cc.addEventListener("gone", ({ detail: id }) => { scene.remove(garments.get(id)); garments.delete(id); });
 
