@@ -45,6 +45,10 @@ pub(crate) struct SynthBench {
     /// Run SOR's SSE2 vertex loop even where the CPU has AVX2 and FMA (to compare).
     #[arg(long)]
     sse2: bool,
+    /// A database of a garment worn under the first (`pants.ccdb`, baked for the same
+    /// body): also time an outfit's frame, both syntheses and their layering.
+    #[arg(long)]
+    under: Option<std::path::PathBuf>,
 }
 
 /// Runs `step` (which returns the avatar-frames it did) for `seconds`, split into
@@ -173,6 +177,72 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
             sor / lbs
         );
     }
+    if let Some(path) = &b.under {
+        let under = super::serve::load_db(Some(path))?;
+        outfit_times(&synths[0], &under, &poses, &params)?;
+    }
+    Ok(())
+}
+
+/// Prints what one frame of an outfit costs, `under` worn under the database of
+/// `outer`, one avatar on this thread: each garment's synthesis and their layering
+/// (`sor::Layering`), per frame of the walk in order (the layering's walks start where
+/// the last frame's ended, as an avatar's do), the fastest of 5 passes per frame,
+/// averaged.
+fn outfit_times(
+    outer: &Synthesizer<'_>,
+    under: &Database,
+    poses: &[Pose],
+    params: &SynthParams,
+) -> anyhow::Result<()> {
+    use crate::sor::{LayerParams, LayerScratch, LayerState, Layering, Scratch};
+    let inner = Synthesizer::new(under, params.clone());
+    let layering = Layering::new(under, outer.database(), &LayerParams::default())?;
+    let (no, ni) = (outer.database().vertex_count(), under.vertex_count());
+    let (mut out_o, mut out_i) = (vec![Vec3::ZERO; no], vec![Vec3::ZERO; ni]);
+    let (mut scratch, mut layer_scratch) = (Scratch::default(), LayerScratch::default());
+    let mut best = vec![[f64::INFINITY; 3]; poses.len()];
+    for _ in 0..5 {
+        let (mut so, mut si, mut sl) = (
+            AvatarState::new(),
+            AvatarState::new(),
+            LayerState::default(),
+        );
+        for (p, best) in poses.iter().zip(best.iter_mut()) {
+            let t = Instant::now();
+            outer.synthesize(&mut so, &mut scratch, p, 1.0 / 30.0, &mut out_o);
+            let t1 = t.elapsed().as_secs_f64();
+            inner.synthesize(&mut si, &mut scratch, p, 1.0 / 30.0, &mut out_i);
+            let t2 = t.elapsed().as_secs_f64();
+            layering.apply(&out_i, &mut out_o, &mut sl, &mut layer_scratch);
+            let t3 = t.elapsed().as_secs_f64();
+            std::hint::black_box(&out_o);
+            for (b, v) in best.iter_mut().zip([t1, t2 - t1, t3 - t2]) {
+                *b = b.min(v);
+            }
+        }
+    }
+    let mean = |k: usize| best.iter().map(|b| b[k]).sum::<f64>() / best.len().max(1) as f64;
+    outln!(
+        "an outfit, {} under {}: one avatar, one thread, {} walking frames in order, the fastest of 5 passes each",
+        under.garment.name,
+        outer.database().garment.name,
+        poses.len()
+    );
+    outln!(
+        "{:>14} {:>14} {:>14} | {:>15}",
+        format!("{} µs", outer.database().garment.name),
+        format!("{} µs", under.garment.name),
+        "layering µs",
+        "layering / outer"
+    );
+    outln!(
+        "{:>14.1} {:>14.1} {:>14.1} | {:>14.2}×",
+        mean(0) * 1e6,
+        mean(1) * 1e6,
+        mean(2) * 1e6,
+        mean(2) / mean(0)
+    );
     Ok(())
 }
 
