@@ -681,10 +681,12 @@ impl Engine {
                 _ => dt,
             };
             if a.paused {
-                // restarts undamped; `paused` stays set until its keyframe is coded
-                a.layers
-                    .iter_mut()
-                    .for_each(|l| l.state = AvatarState::new());
+                // restarts undamped, its layering walks from rest; `paused` stays set
+                // until its keyframe is coded
+                for l in a.layers.iter_mut() {
+                    l.state = AvatarState::new();
+                    l.over.fill_with(Default::default);
+                }
             }
             a.framed_at = Some(now);
             a.dt = dt as f32;
