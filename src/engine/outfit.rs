@@ -13,6 +13,11 @@ use crate::codec::{Effort, Encoder};
 use crate::protocol::{MAX_OUTFIT, check_outfit};
 use crate::sor::{AvatarState, LayerParams, LayerScratch, LayerState, Layering, body_hash};
 
+/// Hashed after the avatar id, with the layer's index, into the stream id of a layer
+/// over the first ("LAY" and the index; no id character is above U+10FFFF, so no id
+/// hashes the same words).
+const LAYER_MARK: u32 = 0x4C41_5900;
+
 /// One garment of an avatar's outfit: its damping, codec stream and buffers.
 pub(super) struct Layer {
     /// Index into the engine's garments.
@@ -35,7 +40,7 @@ impl Layer {
         let stream = crate::codec::format::word_hash(
             id.bytes()
                 .map(u32::from)
-                .chain((layer > 0).then_some(0x4C41_5900 | layer as u32)),
+                .chain((layer > 0).then_some(LAYER_MARK | layer as u32)),
         );
         let mut encoder = Encoder::new(Arc::clone(&g.setup), stream);
         encoder.set_effort(effort);
