@@ -13,8 +13,8 @@ use crate::codec::{Effort, Encoder};
 use crate::protocol::{MAX_OUTFIT, check_outfit};
 use crate::sor::{AvatarState, LayerParams, LayerScratch, LayerState, Layering, body_hash};
 
-/// Hashed after the avatar id, with the layer's index, into the stream id of a layer
-/// over the first ("LAY" and the index; no id character is above U+10FFFF, so no id
+/// Hashed after the avatar id's bytes, with the layer's index, into the stream id of
+/// a layer over the first ("LAY" and the index: above any byte, so that no avatar id
 /// hashes the same words).
 const LAYER_MARK: u32 = 0x4C41_5900;
 
