@@ -31,45 +31,56 @@ pub enum ClipError {
     Retarget(#[from] RetargetError),
 }
 
-/// Raises or lowers every pose alike so that the clip stands on the floor (y = 0). A
-/// frame's contact height is the smallest height of an ankle or foot joint above its
-/// own rest height (standing flat, on the toes or on the heels, one of them is at rest
-/// height); the clip is moved so that the median frame's is zero. A capture's floor
-/// need not be the file's y = 0, nor its skeleton's lowest rest point. The median, not
-/// the lowest: the body's leg proportions differ from the performer's, so a crouch
-/// reaches a few centimetres lower than standing does, and grounding on it would lift
-/// every standing frame; and a clip is on the ground most of the time, even a hop.
-fn ground(poses: &mut [Pose], target: &Skeleton) {
-    let feet = [
+/// A pose's contact height on `target`: the smallest height of an ankle or foot joint
+/// above its own rest height, metres (standing flat, on the toes or on the heels, one
+/// of them is at rest height; negative: a foot is through the floor).
+fn contact(pose: &Pose, target: &Skeleton) -> f32 {
+    let at = target.joint_positions(pose);
+    [
         JointId::LEFT_ANKLE,
         JointId::RIGHT_ANKLE,
         JointId::LEFT_FOOT,
         JointId::RIGHT_FOOT,
-    ];
-    let mut contact: Vec<f32> = poses
+    ]
+    .map(|j| at[j.index()].y - target.rest_position(j).y)
+    .into_iter()
+    .fold(f32::INFINITY, f32::min)
+}
+
+/// Raises or lowers every pose alike so that the clip stands on the floor (y = 0): the
+/// clip is moved so that the median frame's [`contact`] height is zero. A capture's
+/// floor need not be the file's y = 0, nor its skeleton's lowest rest point. The
+/// median, not the lowest: the body's leg proportions differ from the performer's, so
+/// a crouch reaches a few centimetres lower than standing does, and grounding on it
+/// would lift every standing frame; and a clip is on the ground most of the time, even
+/// a hop. Then each frame whose feet would still go through the floor (that crouch:
+/// the same joint angles on the body's shorter shins put its feet 6 cm below the
+/// performer's floor in CMU 131_01) is lifted by just enough to stand on it, as the
+/// body with its own proportions would stand; no frame is lowered, so a hop stays a hop.
+fn ground(poses: &mut [Pose], target: &Skeleton) {
+    let mut heights: Vec<f32> = poses
         .iter()
-        .map(|p| {
-            let at = target.joint_positions(p);
-            feet.map(|j| at[j.index()].y - target.rest_position(j).y)
-                .into_iter()
-                .fold(f32::INFINITY, f32::min)
-        })
+        .map(|p| contact(p, target))
         .filter(|h| h.is_finite())
         .collect();
-    if contact.is_empty() {
+    if heights.is_empty() {
         return;
     }
-    let mid = contact.len() / 2;
-    let (_, &mut median, _) = contact.select_nth_unstable_by(mid, f32::total_cmp);
+    let mid = heights.len() / 2;
+    let (_, &mut median, _) = heights.select_nth_unstable_by(mid, f32::total_cmp);
     for p in poses {
         p.translation.y -= median;
+        let h = contact(p, target);
+        if h < 0.0 {
+            p.translation.y -= h;
+        }
     }
 }
 
 impl Clip {
     /// Parses BVH text and retargets every frame onto `target` (a profile is detected
     /// from the joint names when `profile` is `None`), standing the clip on the floor
-    /// (its median frame's lowest foot contact at y = 0).
+    /// (its median frame's lowest foot contact at y = 0, no foot below it).
     pub fn from_bvh_text(
         text: &str,
         profile: Option<&Profile>,

@@ -257,3 +257,32 @@ fn cmu_legs_are_measured_straight_not_as_they_stand_apart_at_rest() {
         rt.source_pelvis_height
     );
 }
+
+/// The body's shins are shorter than CMU 131's performer's, so the same joint angles in
+/// 131_01's crouch put its feet up to 6 cm through the floor (and 131_03's walk 2 cm);
+/// such frames are lifted onto the floor, and the crouch is still a crouch.
+#[test]
+fn no_foot_goes_through_the_floor_and_a_crouch_stays_deep() {
+    let skel = Skeleton::default();
+    for (name, least_drop) in [("cmu_131_01.bvh", 0.35), ("cmu_131_03.bvh", 0.1)] {
+        let clip = Clip::from_bvh_text(&fixture(name), None, &skel).expect("clip");
+        let (contact, _) = contact_and_slide(&clip, &skel);
+        for (f, c) in contact.iter().enumerate() {
+            assert!(
+                *c > -0.001,
+                "{name} frame {f}: a foot {c} m below the floor"
+            );
+        }
+        let pelvis: Vec<f32> = clip
+            .poses
+            .iter()
+            .map(|p| skel.joint_positions(p)[JointId::PELVIS.index()].y)
+            .collect();
+        let lowest = pelvis.iter().copied().fold(f32::INFINITY, f32::min);
+        assert!(
+            pelvis[0] - lowest > least_drop,
+            "{name}: the pelvis drops only {} m below standing",
+            pelvis[0] - lowest
+        );
+    }
+}
