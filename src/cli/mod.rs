@@ -46,7 +46,10 @@ pub(crate) enum Command {
     Assets(assets::AssetsArgs),
     /// Retarget a BVH clip onto the canonical skeleton and write the animated body (.glb).
     Retarget(retarget::RetargetArgs),
-    /// Render the body and garments at a pose to a PNG (software rasteriser).
+    /// Render the body and garments at a pose to a PNG (software rasteriser; garments skinned, not simulated).
+    ///
+    /// The garments are their rest shapes carried by linear blend skinning: `drape`
+    /// shows the cloth simulated to rest on the body, the server's stream SOR's synthesis.
     Render(render::RenderArgs),
     /// Simulate a garment to static equilibrium on the body at a pose (.glb, PNG).
     Drape(drape::DrapeArgs),

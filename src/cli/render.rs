@@ -25,7 +25,8 @@ pub(crate) struct RenderArgs {
     /// Skeleton profile of the clip (detected when omitted).
     #[arg(long)]
     profile: Option<String>,
-    /// Garments to show (comma separated: tshirt, pants; empty for none).
+    /// Garments to show (comma separated: tshirt, pants; empty for none), skinned from
+    /// their rest shape (linear blend skinning, no cloth simulation).
     #[arg(long, default_value = "tshirt,pants")]
     garments: String,
     /// Image height in pixels (three square views side by side).
