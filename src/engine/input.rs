@@ -7,7 +7,7 @@ use glam::{Quat, Vec3};
 
 use crate::mocap::{
     FilterConfig, Floor, KinectJoints, KinectKind, LegEstimate, Placement, PoseFilter,
-    PositionRetargeter,
+    PositionRetargeter, stand_on_floor,
 };
 use crate::protocol::PoseMessage;
 use crate::skeleton::{JOINT_COUNT, JointId, Pose};
@@ -196,7 +196,7 @@ pub struct SensorState {
 /// (seconds) by `sensor`, with the floor it reported with them if any, to an input
 /// state, One-Euro-filtered with `filter` when given. Once a floor is known the joints
 /// are levelled onto it (a tilted sensor's tilt taken out) and the avatar stands at the
-/// performer's height above it; before, the avatar's first pelvis height is its rest
+/// performer's height above it, lifted where its feet would go through it; before, the avatar's first pelvis height is its rest
 /// height. Across the floor, positions are taken from the sensor's origin. The
 /// performer's leg length, measured as frames come, scales the pelvis's motion
 /// ([`Placement`]). On error neither state changes.
@@ -253,6 +253,11 @@ pub fn apply_joints(
         Some(f) => f.apply(&calibrated, t, &[1.0; JOINT_COUNT]),
         None => calibrated,
     };
+    if seen.floor.is_some() {
+        // the performer's feet are on the floor; the avatar's, with its own proportions
+        // and the same joint angles, may reach below it in a crouch
+        stand_on_floor(&mut pose, &retargeter.skeleton());
+    }
     pose.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
     *sensor = seen;
@@ -325,12 +330,25 @@ mod tests {
     fn a_kinect_avatar_stands_upright_on_the_floor_once_the_sensor_reports_it() {
         let skel = Skeleton::from_proportions(&Proportions::default());
         let (mut sensor, mut state) = (SensorState::default(), InputState::default());
-        // the performer steps in crouching a little: 12 cm lower than standing
+        // the performer steps in crouching a little, feet flat on the floor
         let mut low = Pose::rest();
-        low.translation.y = -0.12;
-        for knee in [JointId::LEFT_KNEE, JointId::RIGHT_KNEE] {
-            low.set_rotation(knee, Quat::from_rotation_x(0.2));
+        for (hip, knee, ankle) in [
+            (JointId::LEFT_HIP, JointId::LEFT_KNEE, JointId::LEFT_ANKLE),
+            (
+                JointId::RIGHT_HIP,
+                JointId::RIGHT_KNEE,
+                JointId::RIGHT_ANKLE,
+            ),
+        ] {
+            low.set_rotation(hip, Quat::from_rotation_x(-0.6));
+            low.set_rotation(knee, Quat::from_rotation_x(1.2));
+            low.set_rotation(ankle, Quat::from_rotation_x(-0.6));
         }
+        let ankle = skel.joint_positions(&low)[JointId::LEFT_ANKLE.index()].y;
+        low.translation.y = skel.rest_position(JointId::LEFT_ANKLE).y - ankle;
+        let pelvis = |p: &Pose| skel.joint_positions(p)[JointId::PELVIS.index()].y;
+        let drop = pelvis(&Pose::rest()) - pelvis(&low);
+        assert!(drop > 0.1, "the crouch is {drop} m");
         // before the floor: the first frame is the rest height, the tilt leans the avatar
         let first = apply(&skel, &mut sensor, &mut state, &frame(&skel, &low, false));
         let (_, lean) = stance(&skel, &first);
@@ -357,9 +375,14 @@ mod tests {
             assert!(above.abs() < 0.01 && lean < 1.0, "{above} m, {lean}°");
             assert!(state.leg.get().is_some() && sensor.floor.is_some());
         }
+        // crouching lowers the avatar's pelvis as far as the performer's, feet on the floor
         let pose = apply(&skel, &mut sensor, &mut state, &frame(&skel, &low, true));
         let (above, _) = stance(&skel, &pose);
-        assert!(above < -0.1, "crouching lowers the avatar: {above} m");
+        let lower = pelvis(&Pose::rest()) - pelvis(&pose);
+        assert!(
+            (lower - drop).abs() < 0.02 && above.abs() < 0.02,
+            "crouching lowers the avatar by {lower} m (the performer {drop} m), ankles {above} m off the floor"
+        );
     }
 
     #[test]
@@ -460,5 +483,66 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A deep squat by a performer whose legs are as long as the avatar's but whose
+    /// shins are 6 cm shorter (and thighs 6 cm longer): the same joint angles on the
+    /// avatar's longer shins would put its feet through the floor; they stand on it, and
+    /// the squat stays deep.
+    #[test]
+    fn a_short_shinned_performers_squat_keeps_the_avatars_feet_on_the_floor() {
+        use crate::mocap::foot_contact;
+        let skel = Skeleton::from_proportions(&Proportions::default());
+        let mut rest = *skel.rest_positions();
+        for knee in [JointId::LEFT_KNEE, JointId::RIGHT_KNEE] {
+            rest[knee.index()].y -= 0.06;
+        }
+        let performer = Skeleton::from_rest_positions(rest);
+        let mut squat = Pose::rest();
+        for (hip, knee, ankle) in [
+            (JointId::LEFT_HIP, JointId::LEFT_KNEE, JointId::LEFT_ANKLE),
+            (
+                JointId::RIGHT_HIP,
+                JointId::RIGHT_KNEE,
+                JointId::RIGHT_ANKLE,
+            ),
+        ] {
+            squat.set_rotation(hip, Quat::from_rotation_x(-1.3));
+            squat.set_rotation(knee, Quat::from_rotation_x(2.1));
+            squat.set_rotation(ankle, Quat::from_rotation_x(-0.8));
+        }
+        squat.set_rotation(JointId::SPINE1, Quat::from_rotation_x(0.4));
+        // the performer's feet on the floor
+        let ankle = performer.joint_positions(&squat)[JointId::LEFT_ANKLE.index()].y;
+        squat.translation.y = performer.rest_position(JointId::LEFT_ANKLE).y - ankle;
+        let joints = |p: &Pose| performer.joint_positions(p);
+        let r = PositionRetargeter::new(&skel);
+        let (mut sensor, mut state) = (SensorState::default(), InputState::default());
+        let mut pose = Pose::rest();
+        // standing first (the legs are measured), then the squat
+        for p in [Pose::rest(), Pose::rest(), squat, squat, squat] {
+            let bodies = [("1".to_string(), joints(&p))];
+            let json = body_frame_json(KinectKind::V2, &bodies, &TILTED, true);
+            let body = parse_body_frame(&json, None).expect("reads").remove(0);
+            pose = apply_joints(
+                &body.joints,
+                body.floor,
+                &mut sensor,
+                &mut state,
+                &r,
+                None,
+                0.0,
+            )
+            .expect("applies");
+        }
+        let contact = foot_contact(&pose, &skel);
+        assert!(contact > -0.001, "a foot {contact} m below the floor");
+        let standing = skel.rest_position(JointId::PELVIS).y;
+        let pelvis = skel.joint_positions(&pose)[JointId::PELVIS.index()].y;
+        assert!(
+            standing - pelvis > 0.3,
+            "the pelvis {} m below standing",
+            standing - pelvis
+        );
     }
 }

@@ -33,8 +33,8 @@ pub enum ClipError {
 
 /// A pose's contact height on `target`: the smallest height of an ankle or foot joint
 /// above its own rest height, metres (standing flat, on the toes or on the heels, one
-/// of them is at rest height; negative: a foot is through the floor).
-fn contact(pose: &Pose, target: &Skeleton) -> f32 {
+/// of them is at rest height; negative: a foot is through the floor y = 0).
+pub fn foot_contact(pose: &Pose, target: &Skeleton) -> f32 {
     let at = target.joint_positions(pose);
     [
         JointId::LEFT_ANKLE,
@@ -47,8 +47,17 @@ fn contact(pose: &Pose, target: &Skeleton) -> f32 {
     .fold(f32::INFINITY, f32::min)
 }
 
+/// Lifts `pose` by just enough that no foot of `target` is below the floor y = 0
+/// ([`foot_contact`] at least 0); a pose on or above the floor is left as it is.
+pub fn stand_on_floor(pose: &mut Pose, target: &Skeleton) {
+    let h = foot_contact(pose, target);
+    if h < 0.0 {
+        pose.translation.y -= h;
+    }
+}
+
 /// Raises or lowers every pose alike so that the clip stands on the floor (y = 0): the
-/// clip is moved so that the median frame's [`contact`] height is zero. A capture's
+/// clip is moved so that the median frame's [`foot_contact`] height is zero. A capture's
 /// floor need not be the file's y = 0, nor its skeleton's lowest rest point. The
 /// median, not the lowest: the body's leg proportions differ from the performer's, so
 /// a crouch reaches a few centimetres lower than standing does, and grounding on it
@@ -60,7 +69,7 @@ fn contact(pose: &Pose, target: &Skeleton) -> f32 {
 fn ground(poses: &mut [Pose], target: &Skeleton) {
     let mut heights: Vec<f32> = poses
         .iter()
-        .map(|p| contact(p, target))
+        .map(|p| foot_contact(p, target))
         .filter(|h| h.is_finite())
         .collect();
     if heights.is_empty() {
@@ -70,10 +79,7 @@ fn ground(poses: &mut [Pose], target: &Skeleton) {
     let (_, &mut median, _) = heights.select_nth_unstable_by(mid, f32::total_cmp);
     for p in poses {
         p.translation.y -= median;
-        let h = contact(p, target);
-        if h < 0.0 {
-            p.translation.y -= h;
-        }
+        stand_on_floor(p, target);
     }
 }
 

@@ -321,6 +321,11 @@ impl PositionRetargeter {
         }
     }
 
+    /// The avatar's skeleton (the one this retargeter was made for).
+    pub fn skeleton(&self) -> Skeleton {
+        Skeleton::from_rest_positions(self.rest)
+    }
+
     /// The avatar's leg length (thigh plus shin), metres.
     pub fn leg_length(&self) -> f32 {
         self.leg

@@ -13,7 +13,7 @@ mod retarget;
 mod vmc;
 
 pub use bvh::{Bvh, BvhError, BvhJoint, Channel, MAX_FRAMES, MAX_JOINTS};
-pub use clip::{Clip, ClipError};
+pub use clip::{Clip, ClipError, foot_contact, stand_on_floor};
 pub use filter::{FilterConfig, PoseFilter};
 pub use kinect::{
     Floor, KinectBody, KinectError, KinectJoints, KinectKind, LegEstimate, Placement,
