@@ -256,7 +256,7 @@ pub fn apply_joints(
     if seen.floor.is_some() {
         // the performer's feet are on the floor; the avatar's, with its own proportions
         // and the same joint angles, may reach below it in a crouch
-        stand_on_floor(&mut pose, &retargeter.skeleton());
+        stand_on_floor(&mut pose, retargeter.skeleton());
     }
     pose.validate()
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
@@ -326,26 +326,35 @@ mod tests {
         )
     }
 
+    /// `skel` crouching: both hips, knees and ankles turned about x by `legs` (radians),
+    /// the spine bent forward by `spine`, the ankles at their rest height (feet on the
+    /// floor).
+    fn crouch(skel: &Skeleton, legs: [f32; 3], spine: f32) -> Pose {
+        let mut p = Pose::rest();
+        for joints in [
+            [JointId::LEFT_HIP, JointId::LEFT_KNEE, JointId::LEFT_ANKLE],
+            [
+                JointId::RIGHT_HIP,
+                JointId::RIGHT_KNEE,
+                JointId::RIGHT_ANKLE,
+            ],
+        ] {
+            for (j, a) in joints.into_iter().zip(legs) {
+                p.set_rotation(j, Quat::from_rotation_x(a));
+            }
+        }
+        p.set_rotation(JointId::SPINE1, Quat::from_rotation_x(spine));
+        let ankle = skel.joint_positions(&p)[JointId::LEFT_ANKLE.index()].y;
+        p.translation.y = skel.rest_position(JointId::LEFT_ANKLE).y - ankle;
+        p
+    }
+
     #[test]
     fn a_kinect_avatar_stands_upright_on_the_floor_once_the_sensor_reports_it() {
         let skel = Skeleton::from_proportions(&Proportions::default());
         let (mut sensor, mut state) = (SensorState::default(), InputState::default());
         // the performer steps in crouching a little, feet flat on the floor
-        let mut low = Pose::rest();
-        for (hip, knee, ankle) in [
-            (JointId::LEFT_HIP, JointId::LEFT_KNEE, JointId::LEFT_ANKLE),
-            (
-                JointId::RIGHT_HIP,
-                JointId::RIGHT_KNEE,
-                JointId::RIGHT_ANKLE,
-            ),
-        ] {
-            low.set_rotation(hip, Quat::from_rotation_x(-0.6));
-            low.set_rotation(knee, Quat::from_rotation_x(1.2));
-            low.set_rotation(ankle, Quat::from_rotation_x(-0.6));
-        }
-        let ankle = skel.joint_positions(&low)[JointId::LEFT_ANKLE.index()].y;
-        low.translation.y = skel.rest_position(JointId::LEFT_ANKLE).y - ankle;
+        let low = crouch(&skel, [-0.6, 1.2, -0.6], 0.0);
         let pelvis = |p: &Pose| skel.joint_positions(p)[JointId::PELVIS.index()].y;
         let drop = pelvis(&Pose::rest()) - pelvis(&low);
         assert!(drop > 0.1, "the crouch is {drop} m");
@@ -498,23 +507,7 @@ mod tests {
             rest[knee.index()].y -= 0.06;
         }
         let performer = Skeleton::from_rest_positions(rest);
-        let mut squat = Pose::rest();
-        for (hip, knee, ankle) in [
-            (JointId::LEFT_HIP, JointId::LEFT_KNEE, JointId::LEFT_ANKLE),
-            (
-                JointId::RIGHT_HIP,
-                JointId::RIGHT_KNEE,
-                JointId::RIGHT_ANKLE,
-            ),
-        ] {
-            squat.set_rotation(hip, Quat::from_rotation_x(-1.3));
-            squat.set_rotation(knee, Quat::from_rotation_x(2.1));
-            squat.set_rotation(ankle, Quat::from_rotation_x(-0.8));
-        }
-        squat.set_rotation(JointId::SPINE1, Quat::from_rotation_x(0.4));
-        // the performer's feet on the floor
-        let ankle = performer.joint_positions(&squat)[JointId::LEFT_ANKLE.index()].y;
-        squat.translation.y = performer.rest_position(JointId::LEFT_ANKLE).y - ankle;
+        let squat = crouch(&performer, [-1.3, 2.1, -0.8], 0.4);
         let joints = |p: &Pose| performer.joint_positions(p);
         let r = PositionRetargeter::new(&skel);
         let (mut sensor, mut state) = (SensorState::default(), InputState::default());

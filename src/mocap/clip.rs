@@ -67,19 +67,16 @@ pub fn stand_on_floor(pose: &mut Pose, target: &Skeleton) {
 /// performer's floor in CMU 131_01) is lifted by just enough to stand on it, as the
 /// body with its own proportions would stand; no frame is lowered, so a hop stays a hop.
 fn ground(poses: &mut [Pose], target: &Skeleton) {
-    let mut heights: Vec<f32> = poses
-        .iter()
-        .map(|p| foot_contact(p, target))
-        .filter(|h| h.is_finite())
-        .collect();
+    let contacts: Vec<f32> = poses.iter().map(|p| foot_contact(p, target)).collect();
+    let mut heights: Vec<f32> = contacts.iter().copied().filter(|h| h.is_finite()).collect();
     if heights.is_empty() {
         return;
     }
     let mid = heights.len() / 2;
     let (_, &mut median, _) = heights.select_nth_unstable_by(mid, f32::total_cmp);
-    for p in poses {
-        p.translation.y -= median;
-        stand_on_floor(p, target);
+    for (p, h) in poses.iter_mut().zip(contacts) {
+        // lowered by the median, then lifted by whatever is still below the floor
+        p.translation.y -= median + (h - median).min(0.0);
     }
 }
 

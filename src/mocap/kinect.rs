@@ -281,7 +281,8 @@ impl Placement {
 /// Turns observed joint positions into canonical poses.
 #[derive(Clone, Debug)]
 pub struct PositionRetargeter {
-    rest: [Vec3; JOINT_COUNT],
+    /// The avatar's skeleton (its rest pose gives the rest bone directions).
+    skeleton: Skeleton,
     /// The avatar's thigh plus shin, metres.
     leg: f32,
 }
@@ -310,7 +311,7 @@ impl PositionRetargeter {
             r[h.index()].distance(r[k.index()]) + r[k.index()].distance(r[a.index()])
         };
         Self {
-            rest: *r,
+            skeleton: skeleton.clone(),
             leg: (leg(JointId::LEFT_HIP, JointId::LEFT_KNEE, JointId::LEFT_ANKLE)
                 + leg(
                     JointId::RIGHT_HIP,
@@ -322,8 +323,8 @@ impl PositionRetargeter {
     }
 
     /// The avatar's skeleton (the one this retargeter was made for).
-    pub fn skeleton(&self) -> Skeleton {
-        Skeleton::from_rest_positions(self.rest)
+    pub fn skeleton(&self) -> &Skeleton {
+        &self.skeleton
     }
 
     /// The avatar's leg length (thigh plus shin), metres.
@@ -332,7 +333,7 @@ impl PositionRetargeter {
     }
 
     fn rest(&self, j: JointId) -> Vec3 {
-        self.rest[j.index()]
+        self.skeleton.rest_position(j)
     }
 
     /// The pose for observed joints `obs`, starting from `previous` (untracked bones
