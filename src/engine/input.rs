@@ -113,9 +113,11 @@ impl InputState {
 
 /// Applies a pose message of any supported profile (`canonical`, `kinect_v2`,
 /// `azure_kinect`) to an avatar's input state (Kinect profiles: seen by `sensor`, see
-/// [`apply_joints`]); on error neither state changes. Kinect joints carry `position` in the SDK's camera coordinates and units, and
-/// `confidence` in [0, 1] (below 0.25: not tracked); a joint whose position is not
-/// finite is treated as not tracked (held) and named in [`Applied::held`].
+/// [`apply_joints`]); on error neither state changes. Kinect joints carry `position` in
+/// the SDK's camera coordinates and units, and `confidence` in [0, 1] (below 0.25: not
+/// tracked; below 0.5: inferred, a guess that poses the avatar but is not used to
+/// measure the performer); a joint whose position is not finite is treated as not
+/// tracked (held) and named in [`Applied::held`].
 pub fn apply_pose_message(
     msg: &PoseMessage,
     sensor: &mut SensorState,
@@ -150,8 +152,11 @@ pub fn apply_pose_message(
                     // NaN, infinite or beyond 100 m: lost for this frame, held
                     if !world.is_finite() || world.length() >= 100.0 {
                         held.push(j.name.clone());
-                    } else if j.confidence.is_none_or(|c| c >= 0.25) {
+                    } else if j.confidence.is_none_or(|c| c >= 0.5) {
                         joints.set(kind, &j.name, world);
+                    } else if j.confidence.is_some_and(|c| c >= 0.25) {
+                        // a guess (v2 "inferred", Azure "low"): it poses, measures nothing
+                        joints.set_inferred(kind, &j.name, world);
                     }
                 }
             }
@@ -394,12 +399,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_pose_messages_unusable_floor_is_held_and_named() {
-        let skel = Skeleton::from_proportions(&Proportions::default());
-        let r = PositionRetargeter::new(&skel);
-        // the body frame's joints as a pose message of the kinect_v2 profile
-        let json = frame(&skel, &Pose::rest(), true);
+    /// A Kinect v2 body frame's first body as a pose message of the `kinect_v2`
+    /// profile (tracked joints: no confidence; inferred ones: 0.4), with its floor.
+    fn message(json: &serde_json::Value) -> PoseMessage {
         let joints = json["bodies"][0]["joints"]
             .as_array()
             .expect("joints")
@@ -411,19 +413,27 @@ mod tests {
                     ["cameraX", "cameraY", "cameraZ"]
                         .map(|k| j[k].as_f64().expect("number") as f32),
                 ),
-                confidence: None,
+                confidence: (j["trackingState"] == 1).then_some(0.4),
             })
             .collect();
         let p = json["floorClipPlane"].clone();
         let plane = ["x", "y", "z", "w"].map(|k| p[k].as_f64().expect("number") as f32);
-        let mut msg = PoseMessage {
+        PoseMessage {
             avatar: "kiosk".into(),
             profile: "kinect_v2".into(),
             timestamp: 0.0,
             root: None,
             joints,
             floor: Some(plane),
-        };
+        }
+    }
+
+    #[test]
+    fn a_pose_messages_unusable_floor_is_held_and_named() {
+        let skel = Skeleton::from_proportions(&Proportions::default());
+        let r = PositionRetargeter::new(&skel);
+        let mut msg = message(&frame(&skel, &Pose::rest(), true));
+        let plane = msg.floor.expect("a floor");
         let (mut sensor, mut state) = (SensorState::default(), InputState::default());
         let good = apply_pose_message(&msg, &mut sensor, &mut state, &r, None).expect("applies");
         assert!(good.held.is_empty());
@@ -433,6 +443,59 @@ mod tests {
         let held = apply_pose_message(&msg, &mut sensor, &mut state, &r, None).expect("applies");
         assert_eq!(held.held, ["floor"]);
         assert_eq!(sensor.floor, KinectKind::V2.floor(plane).expect("valid"));
+    }
+
+    /// A kiosk that sees its customer from the knees up: the sensor only infers their
+    /// ankles and feet, 12 cm higher than they are, frame after frame (more frames than
+    /// the leg estimate's window). The leg length measured while the legs were in view
+    /// stays, from body frames and from pose messages alike; the same frames with those
+    /// joints tracked do move it.
+    #[test]
+    fn legs_the_sensor_only_infers_do_not_measure_the_performer() {
+        let skel = Skeleton::from_proportions(&Proportions::default());
+        let r = PositionRetargeter::new(&skel);
+        let seen = frame(&skel, &Pose::rest(), true);
+        let cut_off = |state: u64| {
+            let mut f = seen.clone();
+            for j in f["bodies"][0]["joints"].as_array_mut().expect("joints") {
+                let name = j["jointType"].as_str().expect("name");
+                if name.starts_with("Ankle") || name.starts_with("Foot") {
+                    let y = j["cameraY"].as_f64().expect("number");
+                    j["cameraY"] = (y + 0.12).into();
+                    j["trackingState"] = state.into();
+                }
+            }
+            f
+        };
+        for by_message in [false, true] {
+            let (mut sensor, mut state) = (SensorState::default(), InputState::default());
+            let mut feed = |f: &serde_json::Value, n: usize| {
+                for _ in 0..n {
+                    if by_message {
+                        apply_pose_message(&message(f), &mut sensor, &mut state, &r, None)
+                            .expect("applies");
+                    } else {
+                        apply(&skel, &mut sensor, &mut state, f);
+                    }
+                }
+                state.leg.get()
+            };
+            let measured = feed(&seen, 3).expect("legs measured");
+            assert!(
+                (measured / r.leg_length() - 1.0).abs() < 0.01,
+                "{measured} m"
+            );
+            assert_eq!(
+                feed(&cut_off(1), 40),
+                Some(measured),
+                "by message: {by_message}"
+            );
+            let tracked = feed(&cut_off(2), 40).expect("legs measured");
+            assert!(
+                tracked < 0.95 * measured,
+                "{tracked} m against {measured} m"
+            );
+        }
     }
 
     #[test]

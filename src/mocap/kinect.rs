@@ -62,6 +62,8 @@ enum Src {
 }
 
 const SRC_COUNT: usize = 23;
+// one bit per source joint in `KinectJoints::inferred`
+const _: () = assert!(SRC_COUNT <= 32);
 
 /// Each source joint's name in Kinect v2 (no clavicles) and in Azure Kinect body
 /// tracking, in [`Src`] order.
@@ -146,11 +148,21 @@ impl KinectKind {
     }
 
     /// Whether a joint's tracking state (v2: 0 not tracked, 1 inferred, 2 tracked) or
-    /// confidence level (Azure: 0 none, 1 low, 2 medium, 3 high) is good enough.
+    /// confidence level (Azure: 0 none, 1 low, 2 medium, 3 high) is good enough to pose
+    /// the avatar.
     pub fn usable(self, level: u32) -> bool {
         match self {
             Self::V2 => level >= 1,
             Self::Azure => level >= 1,
+        }
+    }
+
+    /// Whether a usable level was measured rather than guessed: v2's "inferred" and
+    /// Azure's "low" (occluded, its position predicted) joints are guesses.
+    pub fn tracked(self, level: u32) -> bool {
+        match self {
+            Self::V2 => level >= 2,
+            Self::Azure => level >= 2,
         }
     }
 }
@@ -159,14 +171,35 @@ impl KinectKind {
 #[derive(Clone, Debug, Default)]
 pub struct KinectJoints {
     pos: [Option<Vec3>; SRC_COUNT],
+    /// Bit `s`: source joint `s` was only inferred (guessed by the sensor: out of view
+    /// or occluded), not tracked.
+    inferred: u32,
 }
 
 impl KinectJoints {
-    /// Sets a joint by its SDK name (unknown names are ignored; returns whether used).
+    /// Sets a tracked joint by its SDK name (unknown names are ignored; returns whether
+    /// used).
     pub fn set(&mut self, kind: KinectKind, name: &str, world: Vec3) -> bool {
+        self.put(kind, name, world, false)
+    }
+
+    /// Sets a joint the sensor only inferred ([`KinectKind::tracked`] is false for its
+    /// level): it poses the avatar like a tracked one, but measures nothing
+    /// ([`Self::leg_length`]).
+    pub fn set_inferred(&mut self, kind: KinectKind, name: &str, world: Vec3) -> bool {
+        self.put(kind, name, world, true)
+    }
+
+    fn put(&mut self, kind: KinectKind, name: &str, world: Vec3, inferred: bool) -> bool {
         match kind.source(name) {
             Some(s) if world.is_finite() && world.length() < 100.0 => {
                 self.pos[s as usize] = Some(world);
+                let bit = 1 << s as u32;
+                self.inferred = if inferred {
+                    self.inferred | bit
+                } else {
+                    self.inferred & !bit
+                };
                 true
             }
             _ => false,
@@ -177,7 +210,12 @@ impl KinectJoints {
         self.pos[s as usize]
     }
 
-    /// The observed pelvis, if tracked.
+    /// The joint if it was tracked (not inferred).
+    fn tracked(&self, s: Src) -> Option<Vec3> {
+        self.get(s).filter(|_| self.inferred & (1 << s as u32) == 0)
+    }
+
+    /// The observed pelvis, tracked or inferred.
     pub fn pelvis(&self) -> Option<Vec3> {
         self.get(Src::Pelvis)
     }
@@ -191,14 +229,18 @@ impl KinectJoints {
     pub fn levelled(&self, floor: &Floor) -> Self {
         Self {
             pos: self.pos.map(|p| p.map(|p| floor.level(p))),
+            inferred: self.inferred,
         }
     }
 
     /// The performer's leg length, thigh plus shin (metres), averaged over the legs
-    /// whose hip, knee and ankle are all seen; `None` when neither is.
+    /// whose hip, knee and ankle are all tracked; `None` when neither is. Inferred
+    /// joints do not count: a sensor guessing at legs out of its view (a kiosk that
+    /// sees its customer from the knees up) would measure its guess.
     pub fn leg_length(&self) -> Option<f32> {
         let leg = |h, k, a| {
-            Some(self.get(h)?.distance(self.get(k)?) + self.get(k)?.distance(self.get(a)?))
+            let k = self.tracked(k)?;
+            Some(self.tracked(h)?.distance(k) + k.distance(self.tracked(a)?))
         };
         match (
             leg(Src::HipL, Src::KneeL, Src::AnkleL),
@@ -220,8 +262,8 @@ impl KinectJoints {
 
 /// A performer's leg length from a stream of noisy measurements
 /// ([`KinectJoints::leg_length`]): the median of the last 16 plausible ones (0.3–1.4
-/// m), so a leg the sensor only guesses at for a while (out of view, occluded) does not
-/// move it. Plain data (`Copy`), updated in place.
+/// m), so a few bad measurements do not move it (legs the sensor marks as inferred are
+/// not measured at all). Plain data (`Copy`), updated in place.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct LegEstimate {
     recent: [f32; 16],
@@ -540,6 +582,19 @@ mod tests {
         assert!(!k.set(KinectKind::V2, "Tail", Vec3::ZERO));
         assert!(!k.set(KinectKind::V2, "Head", Vec3::NAN));
         assert_eq!(k.count(), 0);
+        // a leg measures once all three of its joints are tracked, not inferred
+        let rest = skel.rest_positions();
+        let leg = [("HipLeft", J::LEFT_HIP), ("KneeLeft", J::LEFT_KNEE)];
+        for (name, j) in leg {
+            assert!(k.set(KinectKind::V2, name, rest[j.index()]));
+        }
+        assert!(k.set_inferred(KinectKind::V2, "AnkleLeft", rest[J::LEFT_ANKLE.index()]));
+        assert_eq!((k.count(), k.leg_length()), (3, None));
+        assert!(k.set(KinectKind::V2, "AnkleLeft", rest[J::LEFT_ANKLE.index()]));
+        let measured = k.leg_length().expect("the left leg tracked");
+        assert!((measured - r.leg_length()).abs() < 1e-5, "{measured} m");
+        assert!(k.set_inferred(KinectKind::V2, "KneeLeft", rest[J::LEFT_KNEE.index()]));
+        assert_eq!(k.leg_length(), None);
     }
 
     /// What a Kinect v2 at `view` reports of `pose` of `skel`, read back from a bridge's

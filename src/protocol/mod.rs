@@ -78,7 +78,9 @@ pub struct JointSample {
     /// Position, metres (position-only sources).
     #[serde(default)]
     pub position: Option<[f32; 3]>,
-    /// Tracking confidence in [0, 1].
+    /// Tracking confidence in [0, 1] (Kinect profiles: below 0.25 the joint is not
+    /// tracked, below 0.5 it is a guess that poses the avatar but measures nothing;
+    /// absent: tracked).
     #[serde(default)]
     pub confidence: Option<f32>,
 }

@@ -268,8 +268,11 @@ pub fn parse_body_frame(
                 },
                 Some(_) => 0,
             };
-            if kind.usable(level) {
-                joints.set(kind, name, kind.to_world(p.map(|x| x as f32)));
+            let world = kind.to_world(p.map(|x| x as f32));
+            if kind.tracked(level) {
+                joints.set(kind, name, world);
+            } else if kind.usable(level) {
+                joints.set_inferred(kind, name, world);
             }
         }
         let floor = match plane {
