@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 
 use clothcast::codec::Decoder;
 use clothcast::engine::{
-    Engine, EngineConfig, InputState, SensorState, apply_joints, apply_pose_message,
+    Engine, EngineConfig, InputState, SensorState, apply_joints, apply_pose_message, vmc_pose,
 };
 use clothcast::mocap::{FilterConfig, PositionRetargeter, VmcPerformer, parse_body_frame};
 use clothcast::protocol::{ClientMessage, ServerMessage};
@@ -150,7 +150,7 @@ fuzz_target!(|data: &[u8]| {
                     && n > 0
                 {
                     state.pose = p.pose;
-                    poses.push(("vmc".into(), state.calibrated(&p.pose), p.time.unwrap_or(now)));
+                    poses.push(("vmc".into(), vmc_pose(p, state, &retargeter), p.time.unwrap_or(now)));
                 }
             }
         }

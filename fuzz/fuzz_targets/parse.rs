@@ -13,7 +13,7 @@
 
 use std::sync::OnceLock;
 
-use clothcast::engine::{InputState, SensorState, apply_joints, apply_pose_message};
+use clothcast::engine::{InputState, SensorState, apply_joints, apply_pose_message, vmc_pose};
 use clothcast::mocap::{FilterConfig, PositionRetargeter, VmcPerformer, parse_body_frame};
 use clothcast::protocol::ClientMessage;
 use clothcast::skeleton::Skeleton;
@@ -89,7 +89,7 @@ fn parse(kind: u8, bytes: &[u8]) {
                 state.pose = p.pose;
                 state.calibrate();
                 poses.push(p.pose);
-                poses.push(state.calibrated(&p.pose));
+                poses.push(vmc_pose(&p, &state, retargeter()));
             }
         }
     }

@@ -170,7 +170,6 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         a.rate.is_finite() && a.rate > 0.0,
         "--rate must be positive"
     );
-    let hips = skeleton.rest_positions()[JointId::PELVIS.index()];
     let sensor = crate::mocap::SensorView {
         distance: 2.0,
         height: a.sensor_height,
@@ -277,7 +276,7 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                 PlayTo::Vmc(to, sockets) => {
                     for (k, socket) in sockets.iter().enumerate() {
                         let pose = staggered(&clip, t, k, a.avatars);
-                        let packet = crate::mocap::vmc_packet(&pose, hips, t)?;
+                        let packet = crate::mocap::vmc_packet(&pose, &skeleton, t)?;
                         socket
                             .send_to(&packet, *to)
                             .await

@@ -7,7 +7,7 @@ use glam::{Quat, Vec3};
 
 use crate::mocap::{
     FilterConfig, Floor, KinectJoints, KinectKind, LegEstimate, Placement, PoseFilter,
-    PositionRetargeter, stand_on_floor,
+    PositionRetargeter, VmcPerformer, stand_on_floor,
 };
 use crate::protocol::PoseMessage;
 use crate::skeleton::{JOINT_COUNT, JointId, Pose};
@@ -273,6 +273,25 @@ pub fn apply_joints(
     Ok(pose)
 }
 
+/// A VMC performer's pose for the avatar `retargeter` was made for: calibrated
+/// ([`InputState::calibrated`]), the pelvis's motion scaled by the avatar's leg length
+/// over the sender's model's ([`VmcPerformer::leg_length`],
+/// [`PositionRetargeter::root_scale`]; unscaled while unknown), as BVH and Kinect root
+/// motion is, and lifted where the same joint angles on the avatar's own proportions
+/// would put a foot through the floor ([`stand_on_floor`]: the floor is where the
+/// model's feet were at the pelvis's first position, which VMC translation is taken
+/// from).
+pub fn vmc_pose(
+    performer: &VmcPerformer,
+    state: &InputState,
+    retargeter: &PositionRetargeter,
+) -> Pose {
+    let mut pose = state.calibrated(&performer.pose);
+    pose.translation *= retargeter.root_scale(performer.leg_length());
+    stand_on_floor(&mut pose, retargeter.skeleton());
+    pose
+}
+
 /// Refuses a pose with non-finite values or non-unit rotations.
 fn check(pose: &Pose) -> Result<(), EngineError> {
     let mut p = *pose;
@@ -443,6 +462,48 @@ mod tests {
         let held = apply_pose_message(&msg, &mut sensor, &mut state, &r, None).expect("applies");
         assert_eq!(held.held, ["floor"]);
         assert_eq!(sensor.floor, KinectKind::V2.floor(plane).expect("valid"));
+    }
+
+    /// VMC models smaller and larger than the avatar squat and step aside: the avatar's
+    /// pelvis moves by the model's motion scaled by the legs, so its feet stay on the
+    /// floor and its step is as long for its legs (unscaled, the small model's squat
+    /// leaves the avatar's feet in the air and the large one's puts them through the
+    /// floor).
+    #[test]
+    fn a_vmc_model_of_another_size_squats_and_steps_on_the_avatars_legs() {
+        use crate::mocap::{foot_contact, vmc_packet};
+        let skel = Skeleton::from_proportions(&Proportions::default());
+        let r = PositionRetargeter::new(&skel);
+        for height in [1.5, 2.0] {
+            let model = Skeleton::from_proportions(&Proportions {
+                height,
+                ..Default::default()
+            });
+            let mut squat = crouch(&model, [-1.1, 1.9, -0.8], 0.3);
+            squat.translation.x += 0.4;
+            let mut performer = VmcPerformer::default();
+            for (t, p) in [(0.0, Pose::rest()), (0.1, squat)] {
+                let packet = vmc_packet(&p, &model, t).expect("sends");
+                performer.feed(&packet).expect("reads");
+            }
+            let state = InputState::default();
+            let unscaled = foot_contact(&state.calibrated(&performer.pose), &skel);
+            assert!(
+                unscaled.abs() > 0.03,
+                "{height} m: unscaled feet {unscaled} m off the floor"
+            );
+            let pose = vmc_pose(&performer, &state, &r);
+            let contact = foot_contact(&pose, &skel);
+            assert!(
+                contact.abs() < 0.01,
+                "{height} m: feet {contact} m off the floor"
+            );
+            let scale = r.leg_length() / performer.leg_length().expect("legs sent");
+            assert!(
+                (pose.translation.x - 0.4 * scale).abs() < 1e-4,
+                "{height} m"
+            );
+        }
     }
 
     /// A kiosk that sees its customer from the knees up: the sensor only infers their

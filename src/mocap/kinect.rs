@@ -374,6 +374,14 @@ impl PositionRetargeter {
         self.leg
     }
 
+    /// The factor a performer's pelvis motion is scaled by on this avatar: the avatar's
+    /// leg length over the performer's (`performer_leg`, metres), clamped to ½–2, so a
+    /// child's or a tall performer's steps and crouches fit the avatar's legs (as BVH
+    /// root motion is scaled); 1 while the performer's legs are not known.
+    pub fn root_scale(&self, performer_leg: Option<f32>) -> f32 {
+        performer_leg.map_or(1.0, |l| (self.leg / l).clamp(0.5, 2.0))
+    }
+
     fn rest(&self, j: JointId) -> Vec3 {
         self.skeleton.rest_position(j)
     }
@@ -411,7 +419,7 @@ impl PositionRetargeter {
             pose.set_rotation(J::PELVIS, q);
         }
         if let Some(b) = obs.get(Pelvis) {
-            let scale = at.leg.map_or(1.0, |l| (self.leg / l).clamp(0.5, 2.0));
+            let scale = self.root_scale(at.leg);
             pose.translation = (b - at.origin) * scale;
             if let Some(hips) = obs.hip_centre().filter(|_| at.on_floor) {
                 // the avatar's hip centre (turned with its pelvis) at the performer's

@@ -14,7 +14,7 @@
 use glam::{Quat, Vec3};
 use rosc::{OscBundle, OscMessage, OscPacket, OscTime, OscType};
 
-use crate::skeleton::{JointId, Pose};
+use crate::skeleton::{JointId, Pose, Skeleton};
 
 /// Unity HumanBodyBones names of the canonical joints (UpperChest optional: without it
 /// Chest drives spine2 and spine3 stays at rest).
@@ -111,21 +111,24 @@ fn unity_rotation(q: Quat) -> [f32; 4] {
     [q.x, -q.y, -q.z, q.w]
 }
 
-/// One VMC datagram that puts a VMC receiver's model (a VRM-normalised rig) in `pose`
-/// at sender time `time` (seconds): a bundle of `/VMC/Ext/OK 1`, `/VMC/Ext/T`,
-/// `/VMC/Ext/Root/Pos` (the origin, unrotated) and a `/VMC/Ext/Bone/Pos` per canonical
-/// joint by its HumanBodyBones name, local rotations relative to the T-pose in Unity's
-/// left-handed frame. `Hips` carries the pelvis rotation and its position
-/// `hips_rest + pose.translation` (metres; `hips_rest` is where the receiver's model
-/// has its hips at rest). [`VmcPerformer`] reads it back to `pose`, its translation
-/// taken from the first packet's hips as VMC receivers do. Refuses a pose with
-/// non-finite values or rotations that are not unit (checked by [`Pose::validate`]).
-pub fn vmc_packet(pose: &Pose, hips_rest: Vec3, time: f64) -> Result<Vec<u8>, VmcError> {
+/// One VMC datagram that puts a model shaped as `model` (a VRM-normalised rig: its
+/// T-pose is `model`'s rest pose) in `pose` at sender time `time` (seconds): a bundle
+/// of `/VMC/Ext/OK 1`, `/VMC/Ext/T`, `/VMC/Ext/Root/Pos` (the origin, unrotated) and a
+/// `/VMC/Ext/Bone/Pos` per canonical joint by its HumanBodyBones name, local rotations
+/// relative to the T-pose in Unity's left-handed frame. Each bone's position is its
+/// rest offset from its parent, as VMC senders send their model's bones; `Hips`
+/// carries the pelvis rotation and its position `model`'s rest pelvis +
+/// `pose.translation` (metres). [`VmcPerformer`] reads it back to `pose`, its
+/// translation taken from the first packet's hips as VMC receivers do, and the model's
+/// legs from the bones. Refuses a pose with non-finite values or rotations that are
+/// not unit (checked by [`Pose::validate`]).
+pub fn vmc_packet(pose: &Pose, model: &Skeleton, time: f64) -> Result<Vec<u8>, VmcError> {
     let mut pose = *pose;
     pose.validate().map_err(|e| VmcError::Pose(e.to_string()))?;
-    if !(time.is_finite() && hips_rest.is_finite()) {
-        return Err(VmcError::Pose("time or hips position not finite".into()));
+    if !time.is_finite() {
+        return Err(VmcError::Pose("time not finite".into()));
     }
+    let rest = |j: JointId| model.rest_position(j);
     let message = |addr: &str, args: Vec<OscType>| {
         OscPacket::Message(OscMessage {
             addr: addr.to_string(),
@@ -146,10 +149,9 @@ pub fn vmc_packet(pose: &Pose, hips_rest: Vec3, time: f64) -> Result<Vec<u8>, Vm
         ),
     ];
     for &(name, j) in &BONES {
-        let p = if j == JointId::PELVIS {
-            unity_position(hips_rest + pose.translation)
-        } else {
-            [0.0; 3]
+        let p = match j.parent() {
+            None => unity_position(rest(j) + pose.translation),
+            Some(parent) => unity_position(rest(j) - rest(parent)),
         };
         content.push(message(
             "/VMC/Ext/Bone/Pos",
@@ -221,6 +223,10 @@ pub struct VmcPerformer {
     pub frames: u64,
     root_pos: Vec3,
     root_rot: Quat,
+    /// Lengths of the model's thighs and shins (left, right), metres: the local
+    /// positions of its lower legs and feet.
+    thigh: [Option<f32>; 2],
+    shin: [Option<f32>; 2],
     hips_local: Option<Vec3>,
     hips_rest: Option<Vec3>,
     hips_rot: Quat,
@@ -253,6 +259,23 @@ impl VmcPerformer {
     /// Messages applied so far.
     pub fn messages(&self) -> u64 {
         self.messages
+    }
+
+    /// The sender's model's leg length, thigh plus shin (metres), from the local
+    /// positions of its `LowerLeg` and `Foot` bones (each bone's offset from its parent),
+    /// averaged over the legs it sent; `None` until it sent one, or when that is not a
+    /// plausible leg (0.3–1.4 m: a sender that sends zero positions, or a model in
+    /// centimetres).
+    pub fn leg_length(&self) -> Option<f32> {
+        let (mut sum, mut n) = (0.0, 0u8);
+        for (thigh, shin) in self.thigh.iter().zip(&self.shin) {
+            if let (Some(t), Some(s)) = (thigh, shin) {
+                sum += t + s;
+                n += 1;
+            }
+        }
+        let leg = sum / f32::from(n.max(1));
+        (n > 0 && (0.3..=1.4).contains(&leg)).then_some(leg)
     }
 
     fn packet(&mut self, p: &OscPacket, depth: usize) -> Result<usize, VmcError> {
@@ -318,6 +341,13 @@ impl VmcPerformer {
                                 self.hips_rot = q;
                             } else {
                                 self.pose.set_rotation(j, q);
+                            }
+                            match j {
+                                JointId::LEFT_KNEE => self.thigh[0] = Some(p.length()),
+                                JointId::RIGHT_KNEE => self.thigh[1] = Some(p.length()),
+                                JointId::LEFT_ANKLE => self.shin[0] = Some(p.length()),
+                                JointId::RIGHT_ANKLE => self.shin[1] = Some(p.length()),
+                                _ => {}
                             }
                             true
                         }
@@ -620,17 +650,24 @@ mod tests {
             }
         }
 
-        /// What `vmc_packet` sends, `VmcPerformer` reads back: every joint's rotation
-        /// and the pelvis translation (relative to the first packet's).
+        /// What `vmc_packet` sends, `VmcPerformer` reads back: every joint's rotation,
+        /// the pelvis translation (relative to the first packet's) and the model's legs.
         #[test]
-        fn sent_poses_read_back(seed in 0u64..1_000_000, spread in 0.1f32..1.2, dx in -2f32..2.0, dz in -2f32..2.0) {
+        fn sent_poses_read_back(seed in 0u64..1_000_000, spread in 0.1f32..1.2, dx in -2f32..2.0, dz in -2f32..2.0, height in 1.5f32..2.0) {
+            use crate::skeleton::Proportions;
             let mut rng = crate::bake::Rng::new(seed);
             let pose = crate::skeleton::sample_pose(|| rng.uniform(), spread);
             let pose = Pose { translation: Vec3::new(dx, 0.1, dz), ..pose };
-            let hips = Vec3::new(0.0, 0.93, 0.02);
+            let model = Skeleton::from_proportions(&Proportions { height, ..Default::default() });
             let mut p = VmcPerformer::default();
-            p.feed(&vmc_packet(&Pose::rest(), hips, 0.0).expect("sends")).expect("reads");
-            let used = p.feed(&vmc_packet(&pose, hips, 1.5).expect("sends")).expect("reads");
+            prop_assert_eq!(p.leg_length(), None);
+            p.feed(&vmc_packet(&Pose::rest(), &model, 0.0).expect("sends")).expect("reads");
+            let used = p.feed(&vmc_packet(&pose, &model, 1.5).expect("sends")).expect("reads");
+            let r = |j: JointId| model.rest_position(j);
+            let leg = r(JointId::LEFT_HIP).distance(r(JointId::LEFT_KNEE))
+                + r(JointId::LEFT_KNEE).distance(r(JointId::LEFT_ANKLE));
+            let read = p.leg_length().expect("legs sent");
+            prop_assert!((read - leg).abs() < 1e-5, "{} m, not {} m", read, leg);
             prop_assert_eq!(used, 3 + BONES.len());
             prop_assert!(p.loaded);
             prop_assert_eq!(p.time, Some(1.5));
@@ -647,8 +684,9 @@ mod tests {
     fn poses_that_cannot_be_sent_are_refused_by_name() {
         let mut pose = Pose::rest();
         pose.translation.x = f32::NAN;
-        let e = vmc_packet(&pose, Vec3::Y, 0.0).expect_err("NaN refused");
+        let model = Skeleton::from_proportions(&crate::skeleton::Proportions::default());
+        let e = vmc_packet(&pose, &model, 0.0).expect_err("NaN refused");
         assert!(e.to_string().contains("pose cannot be sent"), "{e}");
-        assert!(vmc_packet(&Pose::rest(), Vec3::Y, f64::INFINITY).is_err());
+        assert!(vmc_packet(&Pose::rest(), &model, f64::INFINITY).is_err());
     }
 }

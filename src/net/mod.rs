@@ -590,7 +590,7 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                             state.calibrate();
                             tracing::info!(%avatar, "VMC performer calibrated");
                         }
-                        let mut pose = state.calibrated(&p.pose);
+                        let mut pose = crate::engine::vmc_pose(p, state, &s.retargeter);
                         if let Err(e) = pose.validate() {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             tracing::debug!(%from, error = %e, "VMC pose refused");
