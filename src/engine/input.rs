@@ -195,6 +195,21 @@ pub struct SensorState {
     /// reports the floor). Shared, so that performers standing side by side stand side
     /// by side in the world.
     pub origin: Option<Vec3>,
+    /// Metres in front of the sensor of the spot that maps to the world origin across
+    /// the floor, if the server places performers so; then `origin` is that spot.
+    pub stage: Option<f32>,
+}
+
+impl SensorState {
+    /// A sensor whose performers are placed relative to the spot `distance` metres in
+    /// front of it (levelled across its floor once it reports one); 0: relative to the
+    /// first pelvis it reports.
+    pub fn at_stage(distance: f32) -> Self {
+        Self {
+            stage: (distance > 0.0 && distance.is_finite()).then_some(distance),
+            ..Self::default()
+        }
+    }
 }
 
 /// Applies observed Kinect joints (a body of a bridge's body frame) seen at time `t`
@@ -236,8 +251,12 @@ pub fn apply_joints(
     let mut leg = state.leg;
     leg.push(joints.leg_length());
     let pelvis = joints.pelvis();
-    let (Some(across), Some(base)) = (seen.origin.or(pelvis), state.base.or(pelvis.map(|p| p.y)))
-    else {
+    // the sensor looks along -z of the world frame (levelled: across the floor)
+    let stage = seen.stage.map(|d| Vec3::new(0.0, 0.0, -d));
+    let (Some(across), Some(base)) = (
+        seen.origin.or(stage).or(pelvis),
+        state.base.or(pelvis.map(|p| p.y)),
+    ) else {
         return Err(EngineError::BadValue(
             "the first frame has no pelvis".into(),
         ));
@@ -503,6 +522,32 @@ mod tests {
                 (pose.translation.x - 0.4 * scale).abs() < 1e-4,
                 "{height} m"
             );
+        }
+    }
+
+    /// A kiosk whose stage is the spot 2.2 m in front of its sensor: a first visitor
+    /// who stands 0.5 m beside it and 0.3 m nearer the sensor appears that far from the
+    /// world origin, with the floor reported and without (a sensor without its floor
+    /// measures along its tilted axis, so less exactly); by default the first visitor is
+    /// the origin.
+    #[test]
+    fn a_kiosks_stage_places_its_first_visitor_where_they_stand() {
+        let skel = Skeleton::from_proportions(&Proportions::default());
+        let mut aside = Pose::rest();
+        aside.translation = Vec3::new(0.5, 0.0, 0.3);
+        // the stage is measured to the world origin, the rest pelvis is a little off it
+        let beside = aside.translation + skel.rest_position(JointId::PELVIS) * Vec3::Z;
+        for floor in [true, false] {
+            for (stage, want) in [(2.2, beside), (0.0, Vec3::ZERO)] {
+                let mut sensor = SensorState::at_stage(stage);
+                let mut state = InputState::default();
+                let got = apply(&skel, &mut sensor, &mut state, &frame(&skel, &aside, floor));
+                let (dx, dz) = (got.translation.x - want.x, got.translation.z - want.z);
+                assert!(
+                    dx.abs() < 0.001 && dz.abs() < if floor { 0.001 } else { 0.05 },
+                    "floor {floor}, stage {stage} m: off by ({dx}, {dz}) m"
+                );
+            }
         }
     }
 

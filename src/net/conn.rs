@@ -442,7 +442,7 @@ async fn session(
     // ids change with every visitor)
     let mut inputs: Driven<String> = Driven::new(s.config.engine.remove_after);
     // a Kinect bridge is one sensor: its floor and its origin are its bodies' too
-    let mut seen_by = SensorState::default();
+    let mut seen_by = SensorState::at_stage(s.config.kinect_stage);
     let mut chosen = BodyChoice::default();
     // when a body frame's body was last refused for want of room (told once a second)
     let mut body_refused: Option<Instant> = None;

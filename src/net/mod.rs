@@ -97,6 +97,12 @@ pub struct ServerConfig {
     /// drive an avatar, 0 to 100; 0: any distance. A body already driving may step
     /// 0.3 m further before it is dropped.
     pub kinect_max_distance: f32,
+    /// Where a Kinect sensor's performers are placed across the floor: 0 takes the
+    /// world origin at the first pelvis the sensor reports (its first visitor); a
+    /// distance (metres, up to 20) puts it at the spot that far in front of the sensor
+    /// (across the floor once the sensor reports its floor), so that every visitor of a
+    /// try-on kiosk stands where they stand relative to a mark on the floor.
+    pub kinect_stage: f32,
     /// Viewers connected at once; more are closed with code 1013 (try again later).
     pub max_viewers: usize,
     /// WebSocket connections open at once, of any role, those still waiting for their
@@ -151,6 +157,7 @@ impl Default for ServerConfig {
             max_avatars_per_publisher: 64,
             kinect_bodies: 0,
             kinect_max_distance: 0.0,
+            kinect_stage: 0.0,
             max_viewers: 256,
             max_connections: 1024,
             max_connections_per_address: 256,

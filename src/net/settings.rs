@@ -45,7 +45,7 @@ pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
     let n = |v: usize| v as f64;
     // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
     // allocated up front
-    let settings: [(&'static str, f64, Range); 8] = [
+    let settings: [(&'static str, f64, Range); 9] = [
         (
             "viewer_queue",
             n(config.viewer_queue),
@@ -70,6 +70,11 @@ pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
             "kinect_max_distance",
             f64::from(config.kinect_max_distance),
             range(0.0, false, 100.0, "0 to 100 m"),
+        ),
+        (
+            "kinect_stage",
+            f64::from(config.kinect_stage),
+            range(0.0, false, 20.0, "0 to 20 m"),
         ),
         ("hello_timeout", f64::from(config.hello_timeout), TIMEOUT),
         ("peer_timeout", f64::from(config.peer_timeout), TIMEOUT),
@@ -145,6 +150,11 @@ mod tests {
             let mut c = base();
             c.kinect_max_distance = d;
             assert_eq!(refused(&c), "kinect_max_distance");
+        }
+        for d in [f32::NAN, -1.0, 21.0] {
+            let mut c = base();
+            c.kinect_stage = d;
+            assert_eq!(refused(&c), "kinect_stage");
         }
         let mut c = base();
         c.engine.tick_slots = 17;
