@@ -810,7 +810,7 @@ async fn from_127_0_0_2(addr: std::net::SocketAddr) -> tokio::net::TcpStream {
 }
 
 /// `r` is an HTTP 503 before the upgrade whose body says `says`.
-fn assert_503<T: std::fmt::Debug>(
+pub(super) fn assert_503<T: std::fmt::Debug>(
     r: Result<T, tokio_tungstenite::tungstenite::Error>,
     says: &str,
     what: &str,

@@ -1596,7 +1596,7 @@ async fn garment_moves(viewer: &mut Client, view: &mut Viewer, id: &str, n: u64)
 }
 
 /// Waits for a spawned `clothcast` (`what`) to exit, and checks it succeeded.
-async fn exits_cleanly(child: std::process::Child, what: &str) {
+pub(super) async fn exits_cleanly(child: std::process::Child, what: &str) {
     let out = tokio::task::spawn_blocking(move || child.wait_with_output())
         .await
         .expect("joins")

@@ -4,5 +4,6 @@ mod cli;
 mod clients;
 mod limits;
 mod outfit;
+mod proxy;
 mod record;
 mod server;
