@@ -14,7 +14,7 @@ use tokio_rustls::rustls;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::limits::assert_503;
-use super::server::{config, db};
+use super::server::{config, db, play_over_wss, tls_fixtures, watch_over_wss, watched_frames};
 
 /// `configs/nginx.conf`'s server block made to run here: listening on `listen`, with the
 /// test certificate, proxying to `upstream`. Every line changed must be in the shipped
@@ -23,7 +23,7 @@ fn site(listen: u16, upstream: SocketAddr) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let shipped =
         std::fs::read_to_string(root.join("configs/nginx.conf")).expect("configs/nginx.conf");
-    let tls = root.join("tests/fixtures/tls");
+    let tls = tls_fixtures();
     let mut site = shipped;
     for (from, to) in [
         (
@@ -120,7 +120,7 @@ async fn until_listening(port: u16, dir: &Path) {
 
 /// A TLS client trusting only the test CA.
 fn trusting_the_test_ca() -> Arc<rustls::ClientConfig> {
-    let ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls/ca.pem");
+    let ca = tls_fixtures().join("ca.pem");
     let mut roots = rustls::RootCertStore::empty();
     for cert in rustls_pki_types::CertificateDer::pem_file_iter(&ca).expect("ca.pem") {
         roots.add(cert.expect("a certificate")).expect("a CA");
@@ -184,58 +184,8 @@ async fn the_shipped_nginx_config_proxies_wss_and_forwards_the_client() {
     until_listening(port, &dir).await;
 
     let url = format!("wss://localhost:{port}/ws");
-    let ca = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls/ca.pem");
-    let cli = move || {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_clothcast"));
-        c.env("SSL_CERT_FILE", &ca).env_remove("SSL_CERT_DIR");
-        c
-    };
-    let clip = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mocap/cmu_131_03.bvh");
-    let play = cli()
-        .arg("play")
-        .arg(&clip)
-        .args([
-            "--url",
-            &url,
-            "--token",
-            "pub",
-            "--avatars",
-            "2",
-            "--seconds",
-            "8",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("play runs");
-    let watch_url = url.clone();
-    let watched = tokio::task::spawn_blocking(move || {
-        cli()
-            .args([
-                "watch",
-                "--url",
-                &watch_url,
-                "--token",
-                "view",
-                "--seconds",
-                "4",
-            ])
-            .output()
-            .expect("watch runs")
-    })
-    .await
-    .expect("joins");
-    let out = String::from_utf8_lossy(&watched.stdout);
-    assert!(
-        watched.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&watched.stderr)
-    );
-    let streaming = out
-        .lines()
-        .filter(|l| l.contains("performer-") && l.contains("fps") && !l.contains("  0.0 fps"))
-        .count();
-    assert!(streaming >= 2, "watch through nginx saw no frames:\n{out}");
+    let play = play_over_wss(&url, 8);
+    watched_frames(watch_over_wss(&url), "through nginx").await;
 
     let (two, three) = (IpAddr::from([127, 0, 0, 2]), IpAddr::from([127, 0, 0, 3]));
     let _a = wss_from(two, port)

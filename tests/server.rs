@@ -1466,7 +1466,7 @@ async fn serve_shuts_down_gracefully_on_sigterm() {
 }
 
 /// The test CA, certificate and key (tests/fixtures/tls).
-fn tls_fixtures() -> std::path::PathBuf {
+pub(super) fn tls_fixtures() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls")
 }
 
@@ -1485,36 +1485,11 @@ fn tls_config() -> ServerConfig {
 /// gets nothing, and neither disturbs the stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_speaks_wss_with_a_certificate() {
-    let tls = tls_fixtures();
     let server = start(db(), tls_config())
         .await
         .expect("server starts with TLS");
     let url = format!("wss://localhost:{}/ws", server.addr.port());
-    let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/mocap/cmu_131_03.bvh");
-    let ca = tls.join("ca.pem");
-    let cli = move || {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"));
-        c.env("SSL_CERT_FILE", &ca).env_remove("SSL_CERT_DIR");
-        c
-    };
-    let play = cli()
-        .arg("play")
-        .arg(&clip)
-        .args([
-            "--url",
-            &url,
-            "--token",
-            "pub",
-            "--avatars",
-            "2",
-            "--seconds",
-            "6",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("play runs");
+    let play = play_over_wss(&url, 6);
     // plain ws:// to the TLS port: refused, the server goes on
     let plain = format!("ws://127.0.0.1:{}/ws", server.addr.port());
     assert!(
@@ -1522,26 +1497,62 @@ async fn the_server_speaks_wss_with_a_certificate() {
             .await
             .is_err()
     );
-    let watch = tokio::task::spawn_blocking(move || {
-        cli()
-            .args(["watch", "--url", &url, "--token", "view", "--seconds", "4"])
-            .output()
-            .expect("watch runs")
-    });
+    let watch = watch_over_wss(&url);
     let untrusted = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
         .env_remove("SSL_CERT_FILE")
         .env_remove("SSL_CERT_DIR")
-        .args([
-            "watch",
-            "--url",
-            &format!("wss://localhost:{}/ws", server.addr.port()),
-        ])
+        .args(["watch", "--url", &url])
         .args(["--token", "view", "--seconds", "20"])
         .output()
         .expect("watch runs");
     let err = String::from_utf8_lossy(&untrusted.stderr);
     assert!(!untrusted.status.success(), "{err}");
     assert!(err.to_lowercase().contains("certificate"), "{err}");
+    watched_frames(watch, "over wss").await;
+    exits_cleanly(play, "clothcast play over wss").await;
+    server.shutdown().await;
+}
+
+/// `clothcast` trusting the test CA (through `SSL_CERT_FILE`) and nothing else.
+fn trusting_the_test_ca() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"));
+    c.env("SSL_CERT_FILE", tls_fixtures().join("ca.pem"))
+        .env_remove("SSL_CERT_DIR");
+    c
+}
+
+/// `clothcast play` of the test clip on two avatars to the wss:// `url` for `seconds`.
+pub(super) fn play_over_wss(url: &str, seconds: u32) -> std::process::Child {
+    let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mocap/cmu_131_03.bvh");
+    trusting_the_test_ca()
+        .arg("play")
+        .arg(&clip)
+        .args(["--url", url, "--token", "pub", "--avatars", "2"])
+        .args(["--seconds", &seconds.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("play runs")
+}
+
+/// `clothcast watch` on the wss:// `url` for 4 s, running.
+pub(super) fn watch_over_wss(url: &str) -> tokio::task::JoinHandle<std::process::Output> {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || {
+        trusting_the_test_ca()
+            .args(["watch", "--url", &url, "--token", "view", "--seconds", "4"])
+            .output()
+            .expect("watch runs")
+    })
+}
+
+/// Waits for `watch` ([`watch_over_wss`]) and checks that it succeeded and saw both
+/// performers' frames (`how`: the way they came, for the message).
+pub(super) async fn watched_frames(
+    watch: tokio::task::JoinHandle<std::process::Output>,
+    how: &str,
+) {
     let watched = watch.await.expect("joins");
     let out = String::from_utf8_lossy(&watched.stdout);
     assert!(
@@ -1553,9 +1564,7 @@ async fn the_server_speaks_wss_with_a_certificate() {
         .lines()
         .filter(|l| l.contains("performer-") && l.contains("fps") && !l.contains("  0.0 fps"))
         .count();
-    assert!(streaming >= 2, "watch over wss saw no frames:\n{out}");
-    exits_cleanly(play, "clothcast play over wss").await;
-    server.shutdown().await;
+    assert!(streaming >= 2, "watch {how} saw no frames:\n{out}");
 }
 
 /// A connection still in its TLS handshake when the server shuts down is closed then,

@@ -677,25 +677,13 @@ mod tests {
         }
         let performer = Skeleton::from_rest_positions(rest);
         let squat = crouch(&performer, [-1.3, 2.1, -0.8], 0.4);
-        let joints = |p: &Pose| performer.joint_positions(p);
-        let r = PositionRetargeter::new(&skel);
         let (mut sensor, mut state) = (SensorState::default(), InputState::default());
         let mut pose = Pose::rest();
         // standing first (the legs are measured), then the squat
         for p in [Pose::rest(), Pose::rest(), squat, squat, squat] {
-            let bodies = [("1".to_string(), joints(&p))];
+            let bodies = [("1".to_string(), performer.joint_positions(&p))];
             let json = body_frame_json(KinectKind::V2, &bodies, &TILTED, true);
-            let body = parse_body_frame(&json, None).expect("reads").remove(0);
-            pose = apply_joints(
-                &body.joints,
-                body.floor,
-                &mut sensor,
-                &mut state,
-                &r,
-                None,
-                0.0,
-            )
-            .expect("applies");
+            pose = apply(&skel, &mut sensor, &mut state, &json);
         }
         let contact = foot_contact(&pose, &skel);
         assert!(contact > -0.001, "a foot {contact} m below the floor");

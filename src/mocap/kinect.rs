@@ -260,6 +260,10 @@ impl KinectJoints {
     }
 }
 
+/// Leg lengths (thigh plus shin, metres) taken as a performer's: shorter or longer is
+/// a measurement gone wrong (or, from VMC, a model in other units).
+pub const PLAUSIBLE_LEG: std::ops::RangeInclusive<f32> = 0.3..=1.4;
+
 /// A performer's leg length from a stream of noisy measurements
 /// ([`KinectJoints::leg_length`]): the median of the last 16 plausible ones (0.3–1.4
 /// m), so a few bad measurements do not move it (legs the sensor marks as inferred are
@@ -274,7 +278,7 @@ pub struct LegEstimate {
 impl LegEstimate {
     /// Adds a measurement (metres); implausible or missing ones are ignored.
     pub fn push(&mut self, leg: Option<f32>) {
-        if let Some(l) = leg.filter(|l| (0.3..=1.4).contains(l)) {
+        if let Some(l) = leg.filter(|l| PLAUSIBLE_LEG.contains(l)) {
             self.recent[self.next] = l;
             self.next = (self.next + 1) % self.recent.len();
             self.count = (self.count + 1).min(self.recent.len());

@@ -16,8 +16,8 @@ pub use bvh::{Bvh, BvhError, BvhJoint, Channel, MAX_FRAMES, MAX_JOINTS};
 pub use clip::{Clip, ClipError, foot_contact, stand_on_floor};
 pub use filter::{FilterConfig, PoseFilter};
 pub use kinect::{
-    Floor, KinectBody, KinectError, KinectJoints, KinectKind, LegEstimate, Placement,
-    PositionRetargeter, SensorView, body_frame_json, body_json, parse_body_frame,
+    Floor, KinectBody, KinectError, KinectJoints, KinectKind, LegEstimate, PLAUSIBLE_LEG,
+    Placement, PositionRetargeter, SensorView, body_frame_json, body_json, parse_body_frame,
 };
 pub use profile::{BUILTIN_PROFILES, Profile, ProfileError, normalize_name};
 pub use retarget::{RetargetError, Retargeter, SourceSkeleton};

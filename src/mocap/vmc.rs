@@ -264,8 +264,8 @@ impl VmcPerformer {
     /// The sender's model's leg length, thigh plus shin (metres), from the local
     /// positions of its `LowerLeg` and `Foot` bones (each bone's offset from its parent),
     /// averaged over the legs it sent; `None` until it sent one, or when that is not a
-    /// plausible leg (0.3–1.4 m: a sender that sends zero positions, or a model in
-    /// centimetres).
+    /// plausible leg ([`PLAUSIBLE_LEG`](crate::mocap::PLAUSIBLE_LEG), 0.3–1.4 m: a
+    /// sender that sends zero positions, or a model in centimetres).
     pub fn leg_length(&self) -> Option<f32> {
         let (mut sum, mut n) = (0.0, 0u8);
         for (thigh, shin) in self.thigh.iter().zip(&self.shin) {
@@ -275,7 +275,7 @@ impl VmcPerformer {
             }
         }
         let leg = sum / f32::from(n.max(1));
-        (n > 0 && (0.3..=1.4).contains(&leg)).then_some(leg)
+        (n > 0 && super::PLAUSIBLE_LEG.contains(&leg)).then_some(leg)
     }
 
     fn packet(&mut self, p: &OscPacket, depth: usize) -> Result<usize, VmcError> {
