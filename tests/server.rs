@@ -40,6 +40,7 @@ pub(super) fn config() -> ServerConfig {
         publisher_token: Some("pub".into()),
         viewer_token: Some("view".into()),
         vmc_bind: None,
+        mvn_bind: None,
         ..ServerConfig::default()
     }
 }
@@ -525,6 +526,140 @@ async fn limits_close_or_refuse_the_offender_only() {
         }
     }
     assert_eq!(reason.as_deref(), Some("server shutting down"));
+}
+
+/// The UDP listeners are on by default and `"off"` turns one off (TOML has no null:
+/// leaving the line out keeps the default, which the shipped config used to say would
+/// turn VMC off); an address that is not one is named.
+#[test]
+fn udp_listeners_are_turned_off_by_off() {
+    let read = |text: &str| toml::from_str::<ServerConfig>(text);
+    let default = read("").expect("empty");
+    assert_eq!(
+        default.vmc_bind,
+        Some("127.0.0.1:39539".parse().expect("addr"))
+    );
+    assert_eq!(
+        default.mvn_bind,
+        Some("127.0.0.1:9763".parse().expect("addr"))
+    );
+    let off = read("vmc_bind = \"off\"\nmvn_bind = \"off\"").expect("off");
+    assert_eq!((off.vmc_bind, off.mvn_bind), (None, None));
+    let moved = read("mvn_bind = \"0.0.0.0:4000\"").expect("an address");
+    assert_eq!(moved.mvn_bind, Some("0.0.0.0:4000".parse().expect("addr")));
+    let e = read("mvn_bind = \"localhost\"")
+        .expect_err("no port")
+        .to_string();
+    assert!(
+        e.contains("\"localhost\" is neither an address") && e.contains("mvn_bind"),
+        "{e}"
+    );
+    // what is written reads back
+    let text = toml::to_string(&off).expect("writes");
+    let again = read(&text).expect("reads back");
+    assert_eq!((again.vmc_bind, again.mvn_bind), (None, None));
+    let shipped = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/server.toml"),
+    )
+    .expect("configs/server.toml");
+    let shipped = read(&shipped).expect("the shipped config");
+    assert_eq!(shipped.mvn_bind, default.mvn_bind);
+    assert_eq!(shipped.vmc_bind, default.vmc_bind);
+}
+
+/// An Xsens suit streamed as MVN's Network Streamer streams it (type-02 datagrams over
+/// UDP): its arm moves the avatar's sleeve, a second suit of the same host is another
+/// avatar, and datagrams that are not poses (another message type), overtaken on the
+/// way or garbage change nothing and stop no one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn xsens_mvn_over_udp_moves_an_avatar() {
+    use clothcast::mocap::mvn_datagram;
+    use clothcast::skeleton::Skeleton;
+    let config = ServerConfig {
+        mvn_bind: Some("127.0.0.1:0".parse().expect("addr")),
+        ..config()
+    };
+    let db = db();
+    let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
+    let server = start(db, config).await.expect("server starts");
+    let mvn = server.mvn_addr.expect("MVN listener");
+    let url = format!("ws://{}/ws", server.addr);
+    let (suit, other) = ("mvn-127.0.0.1-0", "mvn-127.0.0.1-5");
+    let mut viewer = connect_viewer_to(&url, Some(&[suit, other])).await;
+    let sender = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("udp");
+    let arm = |down: f32| {
+        let mut p = Pose::rest();
+        p.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -down)));
+        p
+    };
+    let mut counter = 0u32;
+    let mut send = |pose: Pose, character: u8| {
+        counter += 1;
+        let d = mvn_datagram(&pose, &skeleton, character, counter, counter * 16).expect("sendable");
+        let (sender, mvn) = (&sender, mvn);
+        async move {
+            sender.send_to(&d, mvn).await.expect("send");
+            tokio::time::sleep(Duration::from_millis(17)).await;
+        }
+    };
+    let mut view = Viewer::default();
+    for _ in 0..5 {
+        send(arm(0.0), 0).await;
+    }
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get(suit).is_some_and(|a| a.frames >= 3)
+    })
+    .await;
+    let out = view.avatars[suit].positions.clone();
+    for _ in 0..10 {
+        send(arm(1.2), 0).await;
+    }
+    more_frames(&mut viewer, &mut view, suit, 10).await;
+    let (before_y, after_y) = sleeve_heights(&out, &view.avatars[suit].positions);
+    assert!(
+        after_y < before_y - 0.1,
+        "sleeve did not follow the suit's arm: {before_y} → {after_y}"
+    );
+    // the same host's second suit is its own avatar
+    for _ in 0..3 {
+        send(arm(0.0), 5).await;
+    }
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get(other).is_some_and(|a| a.frames >= 2)
+    })
+    .await;
+    let counted = r#"clothcast_poses_in_total{source="mvn"}"#;
+    assert_eq!(metric(server.addr, counted).await, 18.0);
+    // an older sample (overtaken on the way), another message type and garbage: the
+    // arm stays down, only the garbage counts as bad
+    let stale = mvn_datagram(&arm(0.0), &skeleton, 0, counter - 3, 0).expect("sendable");
+    sender.send_to(&stale, mvn).await.expect("send");
+    let mut angles = mvn_datagram(&arm(0.0), &skeleton, 0, counter + 1, 0).expect("sendable");
+    angles[4..6].copy_from_slice(b"20");
+    sender.send_to(&angles, mvn).await.expect("send");
+    sender
+        .send_to(b"MXTP02 but short", mvn)
+        .await
+        .expect("send");
+    more_frames(&mut viewer, &mut view, suit, 3).await;
+    let (_, still_y) = sleeve_heights(&out, &view.avatars[suit].positions);
+    assert!(
+        (still_y - after_y).abs() < 0.01,
+        "the arm moved: {after_y} → {still_y}"
+    );
+    assert_eq!(metric(server.addr, "clothcast_mvn_stale_total").await, 1.0);
+    assert_eq!(
+        metric(server.addr, "clothcast_bad_messages_total").await,
+        1.0
+    );
+    assert_eq!(metric(server.addr, counted).await, 18.0);
+    assert_eq!(
+        metric(server.addr, "clothcast_frame_errors_total").await,
+        0.0
+    );
+    server.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

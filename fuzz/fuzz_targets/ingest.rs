@@ -1,6 +1,6 @@
 //! Fuzzes everything a publisher's bytes reach in the server, end to end: a sequence
 //! of messages (WebSocket MessagePack or JSON, a Kinect bridge's body frame, a VMC
-//! datagram) goes through the same functions the connection and VMC loops call, the
+//! datagram, an Xsens MVN datagram) goes through the same functions the connection and VMC loops call, the
 //! accepted poses drive an engine with two garments, the small fixture T-shirt and
 //! pants (`wear` switches between them or layers them as an outfit), and every garment
 //! frame the engine makes, each layer of an outfit, must decode, with its garment's
@@ -8,8 +8,8 @@
 //! avatar's frame may fail (the engine would skip it and restart it on a keyframe, but
 //! an accepted pose that cannot be streamed is a bug).
 //!
-//! Input: records `kind (1 byte), length (2 bytes LE), bytes`; kind % 4 picks
-//! MessagePack, JSON, Kinect body frame or VMC. Run (nightly + cargo-fuzz):
+//! Input: records `kind (1 byte), length (2 bytes LE), bytes`; kind % 5 picks
+//! MessagePack, JSON, Kinect body frame, VMC or MVN. Run (nightly + cargo-fuzz):
 //! `scripts/fuzz.sh 300 ingest`.
 #![no_main]
 
@@ -20,7 +20,10 @@ use clothcast::codec::Decoder;
 use clothcast::engine::{
     Engine, EngineConfig, InputState, SensorState, apply_joints, apply_pose_message, vmc_pose,
 };
-use clothcast::mocap::{FilterConfig, PositionRetargeter, VmcPerformer, parse_body_frame};
+use clothcast::mocap::{
+    FilterConfig, Floor, MvnDatagram, MvnStream, PositionRetargeter, VmcPerformer,
+    parse_body_frame, parse_mvn,
+};
 use clothcast::protocol::{ClientMessage, ServerMessage};
 use clothcast::skeleton::Skeleton;
 use clothcast::sor::{Database, Synthesizer};
@@ -60,7 +63,7 @@ fn records(mut data: &[u8]) -> Vec<(u8, &[u8])> {
         let (kind, len) = (data[0], usize::from(u16::from_le_bytes([data[1], data[2]])));
         let body = &data[3..];
         let n = len.min(body.len());
-        out.push((kind % 4, &body[..n]));
+        out.push((kind % 5, &body[..n]));
         data = &body[n..];
     }
     out
@@ -86,6 +89,8 @@ fuzz_target!(|data: &[u8]| {
     // one connection: one sensor
     let mut sensor = SensorState::default();
     let mut vmc = (VmcPerformer::default(), InputState::default());
+    // per MVN character, as the MVN loop keeps them
+    let mut mvn: HashMap<u8, (MvnStream, SensorState, InputState)> = HashMap::new();
     let mut decoders: HashMap<(String, String), Decoder> = HashMap::new();
     let mut out = Vec::new();
     for (i, (kind, bytes)) in records(data).into_iter().enumerate() {
@@ -142,6 +147,19 @@ fuzz_target!(|data: &[u8]| {
                         inputs.insert(avatar.clone(), state);
                         poses.push((avatar, pose, now));
                     }
+                }
+            }
+            4 => {
+                let Ok(MvnDatagram::Sample(s)) = parse_mvn(bytes) else { continue };
+                let c = mvn.entry(s.character).or_insert_with(|| {
+                    (MvnStream::default(), SensorState::mvn(), InputState::default())
+                });
+                let mut tried = *c;
+                if tried.0.accept(s.sample).is_ok()
+                    && let Ok(pose) = apply_joints(&s.joints(), Some(Floor::LEVEL), &mut tried.1, &mut tried.2, &retargeter, Some(&filter), now)
+                {
+                    *c = tried;
+                    poses.push((format!("mvn-{}", s.character), pose, now));
                 }
             }
             _ => {

@@ -1,10 +1,10 @@
 //! Fuzzes the parsers a publisher's bytes meet first, without the engine behind them
 //! (`ingest` runs the engine too, ~30 inputs a second; this runs thousands): the first
-//! byte picks MessagePack or JSON client messages, a Kinect bridge's body frame, or a
-//! VMC datagram; the rest (up to the server's 64 KiB message size: `scripts/fuzz.sh`
+//! byte picks MessagePack or JSON client messages, a Kinect bridge's body frame, a VMC
+//! datagram or an Xsens MVN datagram; the rest (up to the server's 64 KiB message size: `scripts/fuzz.sh`
 //! passes `-max_len=65536` for this target) is parsed, and what is accepted goes through
-//! the input paths (`apply_pose_message`, `apply_joints`, VMC calibration) to a pose that
-//! must be valid.
+//! the input paths (`apply_pose_message`, `apply_joints`, VMC calibration, MVN sample
+//! order) to a pose that must be valid.
 //!
 //! Each input runs on a thread with a 2 MiB stack, a tokio worker's, so that input which
 //! would exhaust a server task's stack fails here (libFuzzer's own thread has 8 MiB): a
@@ -14,7 +14,10 @@
 use std::sync::OnceLock;
 
 use clothcast::engine::{InputState, SensorState, apply_joints, apply_pose_message, vmc_pose};
-use clothcast::mocap::{FilterConfig, PositionRetargeter, VmcPerformer, parse_body_frame};
+use clothcast::mocap::{
+    FilterConfig, Floor, MvnDatagram, MvnStream, PositionRetargeter, VmcPerformer,
+    parse_body_frame, parse_mvn,
+};
 use clothcast::protocol::ClientMessage;
 use clothcast::skeleton::Skeleton;
 use clothcast::sor::Database;
@@ -35,9 +38,9 @@ fn parse(kind: u8, bytes: &[u8]) {
     let mut state = InputState::default();
     let mut sensor = SensorState::default();
     let mut poses = Vec::new();
-    match kind % 4 {
+    match kind % 5 {
         0 | 1 => {
-            let msg = if kind % 4 == 0 {
+            let msg = if kind % 5 == 0 {
                 ClientMessage::from_msgpack(bytes)
             } else {
                 let Ok(text) = std::str::from_utf8(bytes) else {
@@ -77,6 +80,29 @@ fn parse(kind: u8, bytes: &[u8]) {
                     Some(&filter),
                     i as f64 / 30.0,
                 ) {
+                    poses.push(pose);
+                }
+            }
+        }
+        4 => {
+            let Ok(MvnDatagram::Sample(s)) = parse_mvn(bytes) else {
+                return;
+            };
+            let mut sensor = SensorState::mvn();
+            let mut order = MvnStream::default();
+            // twice: the second is a repeat, refused; the first meets the filter
+            for _ in 0..2 {
+                if order.accept(s.sample).is_ok()
+                    && let Ok(pose) = apply_joints(
+                        &s.joints(),
+                        Some(Floor::LEVEL),
+                        &mut sensor,
+                        &mut state,
+                        retargeter(),
+                        Some(&filter),
+                        f64::from(s.time_ms) / 1000.0,
+                    )
+                {
                     poses.push(pose);
                 }
             }

@@ -1,5 +1,6 @@
 //! `clothcast play`: replays a BVH clip as live performers, over publisher connections
-//! that come back when the server restarts or the network drops, or as VMC senders.
+//! that come back when the server restarts or the network drops, as VMC senders, or as
+//! Xsens MVN's network streamer.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -52,8 +53,15 @@ pub(crate) struct PlayArgs {
     /// publisher connection whose `hello` names the sensor `--prefix`: the server's
     /// Kinect path (position retargeting, filtering) drives avatars
     /// `kinect-<prefix>-<id>`. Tries a kiosk's server without a sensor.
-    #[arg(long, conflicts_with = "vmc")]
+    #[arg(long, conflicts_with_all = ["vmc", "mvn"])]
     kinect: Option<KinectArg>,
+    /// Send the avatars as Xsens MVN's Network Streamer sends suits ("Position +
+    /// Orientation (Quaternion)" datagrams over UDP) to this address: to a clothcast
+    /// server's MVN listener (127.0.0.1:9763 by default), which drives avatars
+    /// `mvn-<this host's address>-<k>`. Avatar k is MVN character k (at most 256),
+    /// all from one UDP socket, as one MVN instance streams a multi-person capture.
+    #[arg(long, conflicts_with = "vmc")]
+    mvn: Option<std::net::SocketAddr>,
     /// With `--kinect`: the sensor's height above the floor, metres (it stands 2 m in
     /// front of the performers' grid centre, facing them).
     #[arg(long, default_value_t = 1.0, requires = "kinect", value_parser = parse_height)]
@@ -179,6 +187,13 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         KinectArg::V2 => KinectKind::V2,
         KinectArg::Azure => KinectKind::Azure,
     });
+    if a.mvn.is_some() {
+        anyhow::ensure!(
+            a.avatars <= 256,
+            "--mvn sends at most 256 characters (--avatars {})",
+            a.avatars
+        );
+    }
     if kinect.is_some() {
         anyhow::ensure!(
             a.avatars <= KINECT_BODIES,
@@ -192,10 +207,23 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         );
     }
     runtime()?.block_on(async move {
-        // where the poses go: pose messages on one WebSocket connection, or VMC
-        // datagrams from one UDP socket per performer
-        let mut out = match a.vmc {
-            None => {
+        // where the poses go: pose messages on one WebSocket connection, VMC
+        // datagrams from one UDP socket per performer, or MVN datagrams from one socket
+        let unspecified = |to: std::net::SocketAddr| -> std::net::SocketAddr {
+            if to.is_ipv4() {
+                ([0, 0, 0, 0], 0).into()
+            } else {
+                (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+            }
+        };
+        let mut out = match (a.vmc, a.mvn) {
+            (None, Some(to)) => {
+                let socket = tokio::net::UdpSocket::bind(unspecified(to))
+                    .await
+                    .context("opening a UDP socket for MVN")?;
+                PlayTo::Mvn(to, socket, 0)
+            }
+            (None, None) => {
                 // a Kinect bridge is one connection; performers a connection per chunk
                 let links = if kinect.is_some() {
                     1
@@ -208,12 +236,8 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                 };
                 PlayTo::WebSocket((0..links).map(|_| link()).collect())
             }
-            Some(to) => {
-                let local: std::net::SocketAddr = if to.is_ipv4() {
-                    ([0, 0, 0, 0], 0).into()
-                } else {
-                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-                };
+            (Some(to), _) => {
+                let local = unspecified(to);
                 let mut sockets = Vec::with_capacity(a.avatars);
                 for _ in 0..a.avatars {
                     sockets.push(
@@ -284,6 +308,20 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                         sent += 1;
                     }
                 }
+                PlayTo::Mvn(to, socket, sample) => {
+                    // one sample of every character per tick, as MVN streams them
+                    *sample = sample.wrapping_add(1);
+                    let ms = (t * 1000.0) as u32;
+                    for k in 0..a.avatars {
+                        let pose = staggered(&clip, t, k, a.avatars);
+                        let d = crate::mocap::mvn_datagram(&pose, &skeleton, k as u8, *sample, ms)?;
+                        socket
+                            .send_to(&d, *to)
+                            .await
+                            .with_context(|| format!("sending MVN to {to}"))?;
+                        sent += 1;
+                    }
+                }
             }
             // ticks missed (a slow connection attempt, a busy machine) are not made up
             // for with a burst of stale poses, which could also trip the server's
@@ -296,7 +334,7 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                         r?;
                     }
                 }
-                PlayTo::Vmc(..) => tokio::time::sleep_until(next).await,
+                PlayTo::Vmc(..) | PlayTo::Mvn(..) => tokio::time::sleep_until(next).await,
             }
         }
         // a goodbye, so that the server logs a clean close
@@ -319,7 +357,7 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                     ),
                 }
             }
-            PlayTo::Vmc(..) => String::new(),
+            PlayTo::Vmc(..) | PlayTo::Mvn(..) => String::new(),
         };
         super::common::say(format_args!(
             "sent {sent} poses for {} avatars in {:.1} s{over}",
@@ -336,6 +374,9 @@ enum PlayTo {
     WebSocket(Vec<Link>),
     /// VMC datagrams to this address, one socket (one performer) per avatar.
     Vmc(std::net::SocketAddr, Vec<tokio::net::UdpSocket>),
+    /// MVN datagrams to this address from one socket, every avatar a character, and
+    /// the last sample counter sent.
+    Mvn(std::net::SocketAddr, tokio::net::UdpSocket, u32),
 }
 
 /// How long one connection attempt may take (a host that vanished answers nothing,

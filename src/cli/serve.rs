@@ -158,6 +158,9 @@ fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
     let vmc = config
         .vmc_bind
         .map_or("off".to_string(), |a| format!("UDP {a}"));
+    let mvn = config
+        .mvn_bind
+        .map_or("off".to_string(), |a| format!("UDP {a}"));
     let auth = if config.open {
         "off (open = true)"
     } else {
@@ -174,7 +177,7 @@ fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
         format!("avatars wear {}", config.engine.outfit.join(" under "))
     };
     say(format_args!(
-        "config ok: would listen on {}{tls} (VMC {vmc}), tick {} Hz, garments {} ({worn}), authentication {auth}",
+        "config ok: would listen on {}{tls} (VMC {vmc}, Xsens MVN {mvn}), tick {} Hz, garments {} ({worn}), authentication {auth}",
         config.bind,
         config.engine.tick_hz,
         garments.join(", ")

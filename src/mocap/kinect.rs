@@ -33,9 +33,10 @@ pub enum KinectKind {
     Azure,
 }
 
-/// Source joints every bone direction is measured between (names of both SDKs).
+/// Source joints every bone direction is measured between (names of both SDKs; the
+/// Xsens MVN reader maps its segments onto them too).
 #[derive(Clone, Copy)]
-enum Src {
+pub(super) enum Src {
     Pelvis,
     SpineMid,
     Chest,
@@ -59,40 +60,46 @@ enum Src {
     AnkleR,
     FootL,
     FootR,
+    /// A point on the spine that moves with the pelvis, just above it (Xsens MVN's
+    /// L5/S1 joint; neither Kinect has one): with it the pelvis's pitch is measured
+    /// rather than taken from the whole spine's bend, and the chest's orientation from
+    /// points fixed to the chest (clavicles, neck) rather than the arms.
+    Lumbar,
 }
 
-const SRC_COUNT: usize = 23;
+const SRC_COUNT: usize = 24;
 // one bit per source joint in `KinectJoints::inferred`
 const _: () = assert!(SRC_COUNT <= 32);
 
 /// Each source joint's name in Kinect v2 (no clavicles) and in Azure Kinect body
 /// tracking, in [`Src`] order.
-const NAMES: [(Src, Option<&str>, &str); SRC_COUNT] = {
+const NAMES: [(Src, Option<&str>, Option<&str>); SRC_COUNT] = {
     use Src::*;
     [
-        (Pelvis, Some("SpineBase"), "PELVIS"),
-        (SpineMid, Some("SpineMid"), "SPINE_NAVEL"),
-        (Chest, Some("SpineShoulder"), "SPINE_CHEST"),
-        (Neck, Some("Neck"), "NECK"),
-        (Head, Some("Head"), "HEAD"),
-        (ClavicleL, None, "CLAVICLE_LEFT"),
-        (ClavicleR, None, "CLAVICLE_RIGHT"),
-        (ShoulderL, Some("ShoulderLeft"), "SHOULDER_LEFT"),
-        (ShoulderR, Some("ShoulderRight"), "SHOULDER_RIGHT"),
-        (ElbowL, Some("ElbowLeft"), "ELBOW_LEFT"),
-        (ElbowR, Some("ElbowRight"), "ELBOW_RIGHT"),
-        (WristL, Some("WristLeft"), "WRIST_LEFT"),
-        (WristR, Some("WristRight"), "WRIST_RIGHT"),
-        (HandL, Some("HandLeft"), "HAND_LEFT"),
-        (HandR, Some("HandRight"), "HAND_RIGHT"),
-        (HipL, Some("HipLeft"), "HIP_LEFT"),
-        (HipR, Some("HipRight"), "HIP_RIGHT"),
-        (KneeL, Some("KneeLeft"), "KNEE_LEFT"),
-        (KneeR, Some("KneeRight"), "KNEE_RIGHT"),
-        (AnkleL, Some("AnkleLeft"), "ANKLE_LEFT"),
-        (AnkleR, Some("AnkleRight"), "ANKLE_RIGHT"),
-        (FootL, Some("FootLeft"), "FOOT_LEFT"),
-        (FootR, Some("FootRight"), "FOOT_RIGHT"),
+        (Pelvis, Some("SpineBase"), Some("PELVIS")),
+        (SpineMid, Some("SpineMid"), Some("SPINE_NAVEL")),
+        (Chest, Some("SpineShoulder"), Some("SPINE_CHEST")),
+        (Neck, Some("Neck"), Some("NECK")),
+        (Head, Some("Head"), Some("HEAD")),
+        (ClavicleL, None, Some("CLAVICLE_LEFT")),
+        (ClavicleR, None, Some("CLAVICLE_RIGHT")),
+        (ShoulderL, Some("ShoulderLeft"), Some("SHOULDER_LEFT")),
+        (ShoulderR, Some("ShoulderRight"), Some("SHOULDER_RIGHT")),
+        (ElbowL, Some("ElbowLeft"), Some("ELBOW_LEFT")),
+        (ElbowR, Some("ElbowRight"), Some("ELBOW_RIGHT")),
+        (WristL, Some("WristLeft"), Some("WRIST_LEFT")),
+        (WristR, Some("WristRight"), Some("WRIST_RIGHT")),
+        (HandL, Some("HandLeft"), Some("HAND_LEFT")),
+        (HandR, Some("HandRight"), Some("HAND_RIGHT")),
+        (HipL, Some("HipLeft"), Some("HIP_LEFT")),
+        (HipR, Some("HipRight"), Some("HIP_RIGHT")),
+        (KneeL, Some("KneeLeft"), Some("KNEE_LEFT")),
+        (KneeR, Some("KneeRight"), Some("KNEE_RIGHT")),
+        (AnkleL, Some("AnkleLeft"), Some("ANKLE_LEFT")),
+        (AnkleR, Some("AnkleRight"), Some("ANKLE_RIGHT")),
+        (FootL, Some("FootLeft"), Some("FOOT_LEFT")),
+        (FootR, Some("FootRight"), Some("FOOT_RIGHT")),
+        (Lumbar, None, None),
     ]
 };
 
@@ -132,7 +139,7 @@ impl KinectKind {
         let (_, v2, azure) = NAMES[s as usize];
         match self {
             Self::V2 => v2,
-            Self::Azure => Some(azure),
+            Self::Azure => azure,
         }
     }
 
@@ -191,19 +198,24 @@ impl KinectJoints {
     }
 
     fn put(&mut self, kind: KinectKind, name: &str, world: Vec3, inferred: bool) -> bool {
-        match kind.source(name) {
-            Some(s) if world.is_finite() && world.length() < 100.0 => {
-                self.pos[s as usize] = Some(world);
-                let bit = 1 << s as u32;
-                self.inferred = if inferred {
-                    self.inferred | bit
-                } else {
-                    self.inferred & !bit
-                };
-                true
-            }
-            _ => false,
+        kind.source(name)
+            .is_some_and(|s| self.put_source(s, world, inferred))
+    }
+
+    /// Sets source joint `s` (world frame, metres); refused (false) unless finite and
+    /// within 100 m of the origin.
+    pub(super) fn put_source(&mut self, s: Src, world: Vec3, inferred: bool) -> bool {
+        if !world.is_finite() || world.length() >= 100.0 {
+            return false;
         }
+        self.pos[s as usize] = Some(world);
+        let bit = 1 << s as u32;
+        self.inferred = if inferred {
+            self.inferred | bit
+        } else {
+            self.inferred & !bit
+        };
+        true
     }
 
     fn get(&self, s: Src) -> Option<Vec3> {
@@ -403,16 +415,17 @@ impl PositionRetargeter {
                 None => previous.rotation(j),
             };
         }
-        // pelvis and chest: full orientation from the hip and shoulder lines
+        // pelvis and chest: full orientation from the hip and shoulder lines, and up
+        // the spine (or, with a lumbar point, from points fixed to each)
         let rest_hips = self.rest(J::LEFT_HIP) - self.rest(J::RIGHT_HIP);
         let rest_up = self.rest(J::SPINE3) - self.rest(J::PELVIS);
-        let rest_frame = frame(rest_hips, rest_up).unwrap_or(Quat::IDENTITY);
-        let pelvis = match (
-            obs.get(HipL),
-            obs.get(HipR),
-            obs.get(Pelvis),
-            obs.get(Chest).or(obs.get(SpineMid)),
-        ) {
+        let lumbar = obs.get(Lumbar);
+        let (up, rest_pelvis_up) = match lumbar {
+            Some(l) => (Some(l), self.rest(J::SPINE1) - self.rest(J::PELVIS)),
+            None => (obs.get(Chest).or(obs.get(SpineMid)), rest_up),
+        };
+        let rest_frame = frame(rest_hips, rest_pelvis_up).unwrap_or(Quat::IDENTITY);
+        let pelvis = match (obs.get(HipL), obs.get(HipR), obs.get(Pelvis), up) {
             (Some(l), Some(r), Some(b), Some(c)) => {
                 frame(l - r, c - b).map(|f| f * rest_frame.inverse())
             }
@@ -435,27 +448,58 @@ impl PositionRetargeter {
             }
         }
         let rest_shoulders = self.rest(J::LEFT_SHOULDER) - self.rest(J::RIGHT_SHOULDER);
-        let chest = match (
-            obs.get(ShoulderL),
-            obs.get(ShoulderR),
-            obs.get(Pelvis),
-            obs.get(Chest).or(obs.get(Neck)),
-        ) {
-            (Some(l), Some(r), Some(b), Some(c)) => frame(l - r, c - b)
-                .zip(frame(rest_shoulders, rest_up))
-                .map(|(f, r)| f * r.inverse()),
-            _ => None,
+        let fixed = (
+            lumbar,
+            obs.get(ClavicleL),
+            obs.get(ClavicleR),
+            obs.get(Chest),
+            obs.get(Neck),
+        );
+        let chest = match fixed {
+            (Some(_), Some(l), Some(r), Some(c), Some(n)) => {
+                let rest_clavicles = self.rest(J::LEFT_COLLAR) - self.rest(J::RIGHT_COLLAR);
+                let rest_neck = self.rest(J::NECK) - self.rest(J::SPINE3);
+                frame(l - r, n - c)
+                    .zip(frame(rest_clavicles, rest_neck))
+                    .map(|(f, r)| f * r.inverse())
+            }
+            _ => match (
+                obs.get(ShoulderL),
+                obs.get(ShoulderR),
+                obs.get(Pelvis),
+                obs.get(Chest).or(obs.get(Neck)),
+            ) {
+                (Some(l), Some(r), Some(b), Some(c)) => frame(l - r, c - b)
+                    .zip(frame(rest_shoulders, rest_up))
+                    .map(|(f, r)| f * r.inverse()),
+                _ => None,
+            },
         };
         if let Some(chest) = chest {
             // spread the turn from pelvis to chest over the three spine joints
             let base = world[J::PELVIS.index()];
             let mut parent = base;
-            for (j, t) in [
-                (J::SPINE1, 1.0 / 3.0),
-                (J::SPINE2, 2.0 / 3.0),
-                (J::SPINE3, 1.0),
+            // with a lumbar point, the points up the spine (lumbar, mid-spine, chest)
+            // also swing spine1 and spine2 onto the spine's observed bend
+            let along = |a: Src, b: Src| lumbar.and(obs.get(a).zip(obs.get(b)));
+            for (j, t, towards) in [
+                (
+                    J::SPINE1,
+                    1.0 / 3.0,
+                    along(Lumbar, SpineMid).map(|s| (s, J::SPINE2)),
+                ),
+                (
+                    J::SPINE2,
+                    2.0 / 3.0,
+                    along(SpineMid, Chest).map(|s| (s, J::SPINE3)),
+                ),
+                (J::SPINE3, 1.0, None),
             ] {
-                let w = base.slerp(chest, t).normalize();
+                let mut w = base.slerp(chest, t).normalize();
+                if let Some(((a, b), child)) = towards {
+                    let rest_dir = w * (self.rest(child) - self.rest(j));
+                    w = (arc(rest_dir, b - a) * w).normalize();
+                }
                 pose.set_rotation(j, (parent.inverse() * w).normalize());
                 world[j.index()] = w;
                 parent = w;

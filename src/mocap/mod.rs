@@ -8,6 +8,7 @@ mod bvh;
 mod clip;
 mod filter;
 mod kinect;
+mod mvn;
 mod profile;
 mod retarget;
 mod vmc;
@@ -18,6 +19,10 @@ pub use filter::{FilterConfig, PoseFilter};
 pub use kinect::{
     Floor, KinectBody, KinectError, KinectJoints, KinectKind, LegEstimate, PLAUSIBLE_LEG,
     Placement, PositionRetargeter, SensorView, body_frame_json, body_json, parse_body_frame,
+};
+pub use mvn::{
+    MVN_PORT, MVN_REORDER_SAMPLES, MVN_SEGMENTS, MvnDatagram, MvnError, MvnSample, MvnStream,
+    mvn_datagram, parse_mvn,
 };
 pub use profile::{BUILTIN_PROFILES, Profile, ProfileError, normalize_name};
 pub use retarget::{RetargetError, Retargeter, SourceSkeleton};

@@ -19,7 +19,9 @@ use axum::routing::get;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use crate::engine::{Engine, EngineConfig, EngineError, InputState, TickOutput};
+use crate::engine::{
+    Engine, EngineConfig, EngineError, InputState, SensorState, TickOutput, apply_joints,
+};
 use crate::mocap::PositionRetargeter;
 use crate::skeleton::Pose;
 use crate::sor::Database;
@@ -128,12 +130,21 @@ pub struct ServerConfig {
     pub tls_cert: Option<std::path::PathBuf>,
     /// See `tls_cert`.
     pub tls_key: Option<std::path::PathBuf>,
-    /// UDP address of the VMC (OSC) listener; `None` turns it off. UDP carries no token:
-    /// anyone who can reach this address can drive avatars.
+    /// UDP address of the VMC (OSC) listener; `None` (`"off"` in the config file)
+    /// turns it off. UDP carries no token: anyone who can reach this address can drive
+    /// avatars.
+    #[serde(with = "settings::listener")]
     pub vmc_bind: Option<SocketAddr>,
     /// Avatar id for VMC input; by default each UDP source is its own performer
     /// (`vmc-<address:port>`).
     pub vmc_avatar: Option<String>,
+    /// UDP address of the Xsens MVN listener (MVN Animate/Analyze's Network Streamer,
+    /// "Position + Orientation (Quaternion)"); `None` (`"off"` in the config file)
+    /// turns it off. Each sending host's
+    /// each character (suit) is its own performer, `mvn-<address>-<character id>`.
+    /// UDP carries no token: anyone who can reach this address can drive avatars.
+    #[serde(with = "settings::listener")]
+    pub mvn_bind: Option<SocketAddr>,
     /// Example databases, one per garment (read by `clothcast serve`; the first is what
     /// avatars wear until a `wear` message chooses another). Empty: the default database.
     pub databases: Vec<std::path::PathBuf>,
@@ -166,6 +177,7 @@ impl Default for ServerConfig {
             tls_key: None,
             vmc_bind: Some(SocketAddr::from(([127, 0, 0, 1], 39539))),
             vmc_avatar: None,
+            mvn_bind: Some(SocketAddr::from(([127, 0, 0, 1], crate::mocap::MVN_PORT))),
             databases: Vec::new(),
         }
     }
@@ -259,6 +271,8 @@ enum Source {
     Kinect,
     /// VMC over UDP.
     Vmc,
+    /// Xsens MVN network streaming over UDP.
+    Mvn,
 }
 
 /// How long a calibration asked for an avatar published by another connection waits
@@ -302,7 +316,7 @@ struct Metrics {
     /// Connections closed for [`ServerConfig::peer_timeout`] (silent, or not reading).
     peers_timed_out: AtomicU64,
     /// Poses received, by [`Source`].
-    poses_in: [AtomicU64; 3],
+    poses_in: [AtomicU64; 4],
     bytes_out: AtomicU64,
     frames_out: AtomicU64,
     frames_dropped: AtomicU64,
@@ -310,6 +324,9 @@ struct Metrics {
     /// VMC datagrams of an earlier frame than one already applied (overtaken on the
     /// way), dropped unread.
     vmc_stale: AtomicU64,
+    /// MVN datagrams of an earlier sample than one already applied (overtaken on the
+    /// way, or repeated), dropped unread.
+    mvn_stale: AtomicU64,
 }
 
 struct Shared {
@@ -381,6 +398,8 @@ pub struct ServerHandle {
     pub addr: SocketAddr,
     /// The VMC listener's address, when it runs.
     pub vmc_addr: Option<SocketAddr>,
+    /// The Xsens MVN listener's address, when it runs.
+    pub mvn_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     stop: Arc<AtomicBool>,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
@@ -541,10 +560,26 @@ pub async fn start_with_garments(
         },
         None => None,
     };
+    let mvn_addr = match config.mvn_bind {
+        Some(b) => match tokio::net::UdpSocket::bind(b).await {
+            Ok(sock) => {
+                let a = sock.local_addr()?;
+                tokio::spawn(mvn_loop(sock, Arc::clone(&shared)));
+                tracing::info!(addr = %a, "Xsens MVN (UDP) listener");
+                Some(a)
+            }
+            Err(e) => {
+                tracing::error!(addr = %b, error = %e, "Xsens MVN listener not started");
+                None
+            }
+        },
+        None => None,
+    };
     tracing::info!(%addr, tick_hz = config.engine.tick_hz, "serving");
     Ok(ServerHandle {
         addr,
         vmc_addr,
+        mvn_addr,
         shared,
         stop,
         shutdown: Some(shutdown_tx),
@@ -617,6 +652,96 @@ async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                     Err(e) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
                         tracing::debug!(%from, error = %e, "VMC packet refused");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What the server keeps of one Xsens MVN character between its samples.
+#[derive(Clone, Copy, Debug)]
+struct MvnCharacter {
+    /// The UDP port it comes from: a new one is a restarted streamer, whose samples
+    /// count afresh.
+    port: u16,
+    stream: crate::mocap::MvnStream,
+    sensor: SensorState,
+    input: InputState,
+}
+
+impl Default for MvnCharacter {
+    fn default() -> Self {
+        Self {
+            port: 0,
+            stream: Default::default(),
+            sensor: SensorState::mvn(),
+            input: InputState::default(),
+        }
+    }
+}
+
+/// Xsens MVN network streaming over UDP: one performer per sending host and character
+/// id (`mvn-<ip>-<character>`, so a streamer restarted on a new port drives the same
+/// avatar); poses go into the same inbox as WebSocket publishers', through the Kinect
+/// path's position retargeting, filtering and floor placement. Datagrams that are not
+/// body poses (other message types, later datagrams of a split sample) are skipped
+/// without counting as bad. A `calibrate` message for an MVN avatar captures its next
+/// pose as rest pose and facing.
+async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
+    let m = &s.metrics;
+    let mut characters: Driven<(std::net::IpAddr, u8), MvnCharacter> =
+        Driven::new(s.config.engine.remove_after);
+    let mut buf = vec![0u8; 65536];
+    let mut closing = s.closing.subscribe();
+    loop {
+        tokio::select! {
+            _ = closing.changed() => break,
+            r = sock.recv_from(&mut buf) => {
+                let Ok((n, from)) = r else { continue };
+                let sample = match crate::mocap::parse_mvn(&buf[..n]) {
+                    Ok(crate::mocap::MvnDatagram::Sample(sample)) => sample,
+                    Ok(crate::mocap::MvnDatagram::Other(_)) => continue,
+                    Err(e) => {
+                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%from, error = %e, "MVN datagram refused");
+                        continue;
+                    }
+                };
+                let key = (from.ip(), sample.character);
+                let avatar = format!("mvn-{}-{}", from.ip(), sample.character);
+                let now = s.start.elapsed().as_secs_f64();
+                if !characters.admit(&key, now, s.config.engine.max_avatars) || !s.room_for(&avatar) {
+                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
+                let mut c = match characters.get_mut(&key) {
+                    Some(c) if c.port == from.port() => *c,
+                    // first seen, or its streamer restarted: its samples count afresh
+                    found => MvnCharacter {
+                        port: from.port(),
+                        input: found.map(|c| c.input).unwrap_or_default(),
+                        ..MvnCharacter::default()
+                    },
+                };
+                if let Err(e) = c.stream.accept(sample.sample) {
+                    m.mvn_stale.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%from, error = %e, "MVN datagram dropped");
+                    continue;
+                }
+                match apply_joints(&sample.joints(), Some(crate::mocap::Floor::LEVEL), &mut c.sensor, &mut c.input, &s.retargeter, s.config.engine.filter.as_ref(), now) {
+                    Ok(mut pose) => {
+                        if s.calibrate.lock().is_ok_and(|mut cal| cal.remove(&avatar).is_some()) {
+                            c.input.calibrate();
+                            pose = c.input.calibrated(&c.input.pose);
+                            tracing::info!(%avatar, "MVN performer calibrated");
+                        }
+                        characters.store(key, c, now);
+                        s.pose_in(Source::Mvn, avatar, pose, (now, now), true);
+                    }
+                    Err(e) => {
+                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(%from, error = %e, "MVN pose refused");
                     }
                 }
             }

@@ -175,3 +175,35 @@ mod tests {
         );
     }
 }
+
+/// A listener's address in the config file: `"HOST:PORT"`, or `"off"` for none (TOML
+/// has no null, and leaving the line out keeps the default, which is on).
+pub(super) mod listener {
+    use std::net::SocketAddr;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(
+        addr: &Option<SocketAddr>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match addr {
+            Some(a) => s.collect_str(a),
+            None => s.serialize_str("off"),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<SocketAddr>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text == "off" {
+            return Ok(None);
+        }
+        text.parse().map(Some).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "{text:?} is neither an address (HOST:PORT, e.g. \"127.0.0.1:39539\") nor \"off\""
+            ))
+        })
+    }
+}

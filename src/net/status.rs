@@ -88,11 +88,13 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          clothcast_poses_in_total{{source=\"websocket\"}} {}\n\
          clothcast_poses_in_total{{source=\"kinect\"}} {}\n\
          clothcast_poses_in_total{{source=\"vmc\"}} {}\n\
+         clothcast_poses_in_total{{source=\"mvn\"}} {}\n\
          # TYPE clothcast_bytes_out_total counter\nclothcast_bytes_out_total {}\n\
          # TYPE clothcast_frames_out_total counter\nclothcast_frames_out_total {}\n\
          # TYPE clothcast_frames_dropped_total counter\nclothcast_frames_dropped_total {}\n\
          # TYPE clothcast_bad_messages_total counter\nclothcast_bad_messages_total {}\n\
-         # TYPE clothcast_vmc_stale_total counter\nclothcast_vmc_stale_total {}\n",
+         # TYPE clothcast_vmc_stale_total counter\nclothcast_vmc_stale_total {}\n\
+         # TYPE clothcast_mvn_stale_total counter\nclothcast_mvn_stale_total {}\n",
         g(&m.ticks),
         g(&m.late_ticks),
         g(&m.tick_panics),
@@ -115,11 +117,13 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.poses_in[Source::WebSocket as usize]),
         g(&m.poses_in[Source::Kinect as usize]),
         g(&m.poses_in[Source::Vmc as usize]),
+        g(&m.poses_in[Source::Mvn as usize]),
         g(&m.bytes_out),
         g(&m.frames_out),
         g(&m.frames_dropped),
         g(&m.bad_messages),
         g(&m.vmc_stale),
+        g(&m.mvn_stale),
     );
     if let Ok(rates) = s.input_rates.lock() {
         text.push_str("# TYPE clothcast_avatar_input_hz gauge\n");

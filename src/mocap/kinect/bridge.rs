@@ -142,6 +142,8 @@ pub fn body_json(
         AnkleR => at(JointId::RIGHT_ANKLE),
         FootL => at(JointId::LEFT_FOOT),
         FootR => at(JointId::RIGHT_FOOT),
+        // no Kinect has one (filtered out by name below)
+        Lumbar => at(JointId::SPINE1),
     };
     let list: Vec<serde_json::Value> = NAMES
         .iter()

@@ -23,6 +23,14 @@ pub struct Floor {
 }
 
 impl Floor {
+    /// The floor y = 0 of a source whose positions are already levelled (Xsens MVN
+    /// stands its performers on its own floor): levelling changes nothing.
+    pub const LEVEL: Floor = Floor {
+        normal: Vec3::Y,
+        height: 0.0,
+        level: Quat::IDENTITY,
+    };
+
     /// The floor from its up normal and the sensor's height above it (world frame,
     /// metres), checked: `Err` names what is wrong.
     pub fn new(normal: Vec3, height: f32) -> Result<Self, String> {
