@@ -564,15 +564,41 @@ mod tests {
         }
     }
 
+    /// `truth` (a pose of `skel`) sent as MVN sample `k` of `character`, read back
+    /// and applied as the server's MVN loop applies it (no filter).
+    fn through_mvn(
+        skel: &Skeleton,
+        truth: &Pose,
+        character: u8,
+        k: usize,
+        sensor: &mut SensorState,
+        state: &mut InputState,
+    ) -> Pose {
+        use crate::mocap::{Floor, MvnDatagram, mvn_datagram, parse_mvn};
+        let d = mvn_datagram(truth, skel, character, k as u32, 0).expect("sendable");
+        let Ok(MvnDatagram::Sample(sample)) = parse_mvn(&d) else {
+            panic!("a sample")
+        };
+        let r = PositionRetargeter::new(skel);
+        apply_joints(
+            &sample.joints(),
+            Some(Floor::LEVEL),
+            sensor,
+            state,
+            &r,
+            None,
+            k as f64 / 60.0,
+        )
+        .expect("applies")
+    }
+
     /// Two Xsens suits of a multi-person capture, streamed by MVN: each avatar stands
     /// where its performer stands around MVN's origin (not each at the origin, as a
     /// Kinect's first visitor would), on the floor, its limbs where the suit puts them;
     /// a crouch, bent forward, keeps the feet on the floor.
     #[test]
     fn xsens_suits_stand_where_they_stand_on_mvns_floor() {
-        use crate::mocap::{Floor, MvnDatagram, mvn_datagram, parse_mvn};
         let skel = Skeleton::from_proportions(&Proportions::default());
-        let r = PositionRetargeter::new(&skel);
         let mut lifted = Pose::rest();
         lifted.set_rotation(JointId::LEFT_SHOULDER, Quat::from_rotation_z(-1.1));
         lifted.set_rotation(JointId::RIGHT_ELBOW, Quat::from_rotation_y(0.9));
@@ -586,20 +612,7 @@ mod tests {
             for (k, truth) in [Pose::rest(), lifted, low].into_iter().enumerate() {
                 let mut truth = truth;
                 truth.translation += at;
-                let d = mvn_datagram(&truth, &skel, character, k as u32, 0).expect("sendable");
-                let Ok(MvnDatagram::Sample(sample)) = parse_mvn(&d) else {
-                    panic!("a sample")
-                };
-                let got = apply_joints(
-                    &sample.joints(),
-                    Some(Floor::LEVEL),
-                    &mut sensor,
-                    &mut state,
-                    &r,
-                    None,
-                    k as f64 / 60.0,
-                )
-                .expect("applies");
+                let got = through_mvn(&skel, &truth, character, k, &mut sensor, &mut state);
                 let (want, have) = (skel.joint_positions(&truth), skel.joint_positions(&got));
                 for j in [
                     JointId::PELVIS,
@@ -633,27 +646,13 @@ mod tests {
     /// without it the neck was 8 cm and the hands 6 cm off.
     #[test]
     fn a_walk_streamed_from_mvn_follows_the_walk() {
-        use crate::mocap::{Clip, Floor, MvnDatagram, mvn_datagram, parse_mvn};
         let skel = Skeleton::from_proportions(&Proportions::default());
-        let r = PositionRetargeter::new(&skel);
-        let clip = Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &skel).expect("clip");
+        let clip = crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &skel)
+            .expect("clip");
         let (mut sensor, mut state) = (SensorState::mvn(), InputState::default());
         let mut worst = 0.0f32;
         for (k, truth) in clip.poses.iter().enumerate() {
-            let d = mvn_datagram(truth, &skel, 0, k as u32, 0).expect("sendable");
-            let Ok(MvnDatagram::Sample(sample)) = parse_mvn(&d) else {
-                panic!("a sample")
-            };
-            let got = apply_joints(
-                &sample.joints(),
-                Some(Floor::LEVEL),
-                &mut sensor,
-                &mut state,
-                &r,
-                None,
-                k as f64 / 120.0,
-            )
-            .expect("applies");
+            let got = through_mvn(&skel, truth, 0, k, &mut sensor, &mut state);
             let (want, have) = (skel.joint_positions(truth), skel.joint_positions(&got));
             let pelvis = JointId::PELVIS.index();
             // the pelvis's motion is scaled by the legs as measured (within 0.5 %)

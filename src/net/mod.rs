@@ -545,36 +545,14 @@ pub async fn start_with_garments(
         tune,
         shutdown_rx,
     ));
-    let vmc_addr = match config.vmc_bind {
-        Some(b) => match tokio::net::UdpSocket::bind(b).await {
-            Ok(sock) => {
-                let a = sock.local_addr()?;
-                tokio::spawn(vmc_loop(sock, Arc::clone(&shared)));
-                tracing::info!(addr = %a, "VMC (OSC/UDP) listener");
-                Some(a)
-            }
-            Err(e) => {
-                tracing::error!(addr = %b, error = %e, "VMC listener not started");
-                None
-            }
-        },
-        None => None,
-    };
-    let mvn_addr = match config.mvn_bind {
-        Some(b) => match tokio::net::UdpSocket::bind(b).await {
-            Ok(sock) => {
-                let a = sock.local_addr()?;
-                tokio::spawn(mvn_loop(sock, Arc::clone(&shared)));
-                tracing::info!(addr = %a, "Xsens MVN (UDP) listener");
-                Some(a)
-            }
-            Err(e) => {
-                tracing::error!(addr = %b, error = %e, "Xsens MVN listener not started");
-                None
-            }
-        },
-        None => None,
-    };
+    let vmc_addr = listen_udp(config.vmc_bind, "VMC (OSC/UDP)", |sock| {
+        tokio::spawn(vmc_loop(sock, Arc::clone(&shared)));
+    })
+    .await?;
+    let mvn_addr = listen_udp(config.mvn_bind, "Xsens MVN (UDP)", |sock| {
+        tokio::spawn(mvn_loop(sock, Arc::clone(&shared)));
+    })
+    .await?;
     tracing::info!(%addr, tick_hz = config.engine.tick_hz, "serving");
     Ok(ServerHandle {
         addr,
@@ -586,6 +564,29 @@ pub async fn start_with_garments(
         tick: Some(tick),
         serve: Some(serve),
     })
+}
+
+/// Binds a UDP listener (`None`: off) and hands its socket to `serve`; its address, or
+/// `None` when off or when the address could not be had (logged: the server runs on
+/// without that input, as it does without a sensor).
+async fn listen_udp(
+    bind: Option<SocketAddr>,
+    what: &str,
+    serve: impl FnOnce(tokio::net::UdpSocket),
+) -> std::io::Result<Option<SocketAddr>> {
+    let Some(b) = bind else { return Ok(None) };
+    match tokio::net::UdpSocket::bind(b).await {
+        Ok(sock) => {
+            let a = sock.local_addr()?;
+            serve(sock);
+            tracing::info!(addr = %a, "{what} listener");
+            Ok(Some(a))
+        }
+        Err(e) => {
+            tracing::error!(addr = %b, error = %e, "{what} listener not started");
+            Ok(None)
+        }
+    }
 }
 
 /// VMC over UDP: one performer per source address (or one configured avatar); poses go
