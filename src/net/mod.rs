@@ -19,9 +19,7 @@ use axum::routing::get;
 use bytes::Bytes;
 use tokio::sync::broadcast;
 
-use crate::engine::{
-    Engine, EngineConfig, EngineError, InputState, SensorState, TickOutput, apply_joints,
-};
+use crate::engine::{Engine, EngineConfig, EngineError, TickOutput};
 use crate::mocap::PositionRetargeter;
 use crate::skeleton::Pose;
 use crate::sor::Database;
@@ -34,12 +32,13 @@ mod peer;
 mod settings;
 mod status;
 mod tls;
+mod udp;
 pub use settings::check_server;
 mod tick;
 mod watch;
 use conn::ws_upgrade;
-use driven::Driven;
 use status::{healthz, metrics};
+use udp::{listen_udp, mvn_loop, vmc_loop};
 use watch::Watchers;
 
 /// Server settings. [`start`] checks every number in them (here, in the engine's,
@@ -564,190 +563,6 @@ pub async fn start_with_garments(
         tick: Some(tick),
         serve: Some(serve),
     })
-}
-
-/// Binds a UDP listener (`None`: off) and hands its socket to `serve`; its address, or
-/// `None` when off or when the address could not be had (logged: the server runs on
-/// without that input, as it does without a sensor).
-async fn listen_udp(
-    bind: Option<SocketAddr>,
-    what: &str,
-    serve: impl FnOnce(tokio::net::UdpSocket),
-) -> std::io::Result<Option<SocketAddr>> {
-    let Some(b) = bind else { return Ok(None) };
-    match tokio::net::UdpSocket::bind(b).await {
-        Ok(sock) => {
-            let a = sock.local_addr()?;
-            serve(sock);
-            tracing::info!(addr = %a, "{what} listener");
-            Ok(Some(a))
-        }
-        Err(e) => {
-            tracing::error!(addr = %b, error = %e, "{what} listener not started");
-            Ok(None)
-        }
-    }
-}
-
-/// VMC over UDP: one performer per source address (or one configured avatar); poses go
-/// into the same inbox as WebSocket publishers'. A `calibrate` message for a VMC avatar
-/// (from any publisher connection) captures its next pose as rest pose and facing.
-async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
-    let m = &s.metrics;
-    // per sender: its VMC state, and what is remembered of its input; a sender silent
-    // for longer than `remove_after` gives way to a new one (a VMC app that restarts
-    // sends from a new port)
-    let mut senders: Driven<SocketAddr, (crate::mocap::VmcPerformer, InputState)> =
-        Driven::new(s.config.engine.remove_after);
-    let mut buf = vec![0u8; 65536];
-    let mut closing = s.closing.subscribe();
-    // the avatar a sender drives: the configured one, else one per sender address
-    let avatar_of = |from: SocketAddr| {
-        s.config
-            .vmc_avatar
-            .clone()
-            .unwrap_or_else(|| format!("vmc-{from}"))
-    };
-    loop {
-        tokio::select! {
-            _ = closing.changed() => break,
-            r = sock.recv_from(&mut buf) => {
-                let Ok((n, from)) = r else { continue };
-                // a sender needs a place, and room for its avatar on the server
-                let now = s.start.elapsed().as_secs_f64();
-                let avatar = avatar_of(from);
-                if !senders.admit(&from, now, s.config.engine.max_avatars) || !s.room_for(&avatar) {
-                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                if !senders.contains(&from) {
-                    senders.store(from, Default::default(), now);
-                }
-                let Some((p, state)) = senders.get_mut(&from) else { continue };
-                let frames_before = p.frames;
-                match p.feed(&buf[..n]) {
-                    Ok(0) => {}
-                    Ok(_) => {
-                        state.pose = p.pose;
-                        if s.calibrate.lock().is_ok_and(|mut c| c.remove(&avatar).is_some()) {
-                            state.calibrate();
-                            tracing::info!(%avatar, "VMC performer calibrated");
-                        }
-                        let mut pose = crate::engine::vmc_pose(p, state, &s.retargeter);
-                        if let Err(e) = pose.validate() {
-                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(%from, error = %e, "VMC pose refused");
-                            continue;
-                        }
-                        // VMC senders send /VMC/Ext/T once a frame; from one that never
-                        // does, every packet that moved the pose counts
-                        let frame = p.frames == 0 || p.frames != frames_before;
-                        let sent_at = p.time.unwrap_or(now);
-                        senders.touch(&from, now);
-                        s.pose_in(Source::Vmc, avatar, pose, (sent_at, now), frame);
-                    }
-                    Err(e @ crate::mocap::VmcError::Stale { .. }) => {
-                        m.vmc_stale.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%from, error = %e, "VMC packet dropped");
-                    }
-                    Err(e) => {
-                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%from, error = %e, "VMC packet refused");
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// What the server keeps of one Xsens MVN character between its samples.
-#[derive(Clone, Copy, Debug)]
-struct MvnCharacter {
-    /// The UDP port it comes from: a new one is a restarted streamer, whose samples
-    /// count afresh.
-    port: u16,
-    stream: crate::mocap::MvnStream,
-    sensor: SensorState,
-    input: InputState,
-}
-
-impl Default for MvnCharacter {
-    fn default() -> Self {
-        Self {
-            port: 0,
-            stream: Default::default(),
-            sensor: SensorState::mvn(),
-            input: InputState::default(),
-        }
-    }
-}
-
-/// Xsens MVN network streaming over UDP: one performer per sending host and character
-/// id (`mvn-<ip>-<character>`, so a streamer restarted on a new port drives the same
-/// avatar); poses go into the same inbox as WebSocket publishers', through the Kinect
-/// path's position retargeting, filtering and floor placement. Datagrams that are not
-/// body poses (other message types, later datagrams of a split sample) are skipped
-/// without counting as bad. A `calibrate` message for an MVN avatar captures its next
-/// pose as rest pose and facing.
-async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
-    let m = &s.metrics;
-    let mut characters: Driven<(std::net::IpAddr, u8), MvnCharacter> =
-        Driven::new(s.config.engine.remove_after);
-    let mut buf = vec![0u8; 65536];
-    let mut closing = s.closing.subscribe();
-    loop {
-        tokio::select! {
-            _ = closing.changed() => break,
-            r = sock.recv_from(&mut buf) => {
-                let Ok((n, from)) = r else { continue };
-                let sample = match crate::mocap::parse_mvn(&buf[..n]) {
-                    Ok(crate::mocap::MvnDatagram::Sample(sample)) => sample,
-                    Ok(crate::mocap::MvnDatagram::Other(_)) => continue,
-                    Err(e) => {
-                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%from, error = %e, "MVN datagram refused");
-                        continue;
-                    }
-                };
-                let key = (from.ip(), sample.character);
-                let avatar = format!("mvn-{}-{}", from.ip(), sample.character);
-                let now = s.start.elapsed().as_secs_f64();
-                if !characters.admit(&key, now, s.config.engine.max_avatars) || !s.room_for(&avatar) {
-                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                    continue;
-                }
-                let mut c = match characters.get_mut(&key) {
-                    Some(c) if c.port == from.port() => *c,
-                    // first seen, or its streamer restarted: its samples count afresh
-                    found => MvnCharacter {
-                        port: from.port(),
-                        input: found.map(|c| c.input).unwrap_or_default(),
-                        ..MvnCharacter::default()
-                    },
-                };
-                if let Err(e) = c.stream.accept(sample.sample) {
-                    m.mvn_stale.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(%from, error = %e, "MVN datagram dropped");
-                    continue;
-                }
-                match apply_joints(&sample.joints(), Some(crate::mocap::Floor::LEVEL), &mut c.sensor, &mut c.input, &s.retargeter, s.config.engine.filter.as_ref(), now) {
-                    Ok(mut pose) => {
-                        if s.calibrate.lock().is_ok_and(|mut cal| cal.remove(&avatar).is_some()) {
-                            c.input.calibrate();
-                            pose = c.input.calibrated(&c.input.pose);
-                            tracing::info!(%avatar, "MVN performer calibrated");
-                        }
-                        characters.store(key, c, now);
-                        s.pose_in(Source::Mvn, avatar, pose, (now, now), true);
-                    }
-                    Err(e) => {
-                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%from, error = %e, "MVN pose refused");
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// The browser viewer (clients/web), built into the binary so `serve` and `demo` need

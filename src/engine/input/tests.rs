@@ -1,0 +1,489 @@
+use super::*;
+use crate::mocap::{SensorView, body_frame_json, parse_body_frame};
+use crate::protocol::JointSample;
+use crate::skeleton::{Proportions, Skeleton};
+
+const TILTED: SensorView = SensorView {
+    distance: 2.2,
+    height: 1.3,
+    tilt: 0.35,
+};
+
+/// A Kinect v2 body frame of `pose` as seen from `TILTED`, with its floor or with
+/// the all-zero plane of a sensor that has not found the floor yet.
+fn frame(skel: &Skeleton, pose: &Pose, floor: bool) -> serde_json::Value {
+    let bodies = [("3".to_string(), skel.joint_positions(pose))];
+    let mut f = body_frame_json(KinectKind::V2, &bodies, &TILTED, true);
+    if !floor {
+        f["floorClipPlane"] = serde_json::json!({"x": 0, "y": 0, "z": 0, "w": 0});
+    }
+    f
+}
+
+fn apply(
+    skel: &Skeleton,
+    sensor: &mut SensorState,
+    state: &mut InputState,
+    json: &serde_json::Value,
+) -> Pose {
+    let body = parse_body_frame(json, None).expect("reads").remove(0);
+    let r = PositionRetargeter::new(skel);
+    apply_joints(&body.joints, body.floor, sensor, state, &r, None, 0.0).expect("applies")
+}
+
+/// Height of the avatar's lower ankle above its rest height, and the angle (degrees)
+/// of its trunk (pelvis to neck) from the rest pose's.
+fn stance(skel: &Skeleton, pose: &Pose) -> (f32, f32) {
+    let p = skel.joint_positions(pose);
+    let ankle = p[JointId::LEFT_ANKLE.index()]
+        .y
+        .min(p[JointId::RIGHT_ANKLE.index()].y);
+    let trunk = |p: &[Vec3; JOINT_COUNT]| p[JointId::NECK.index()] - p[JointId::PELVIS.index()];
+    (
+        ankle - skel.rest_position(JointId::LEFT_ANKLE).y,
+        trunk(&p)
+            .angle_between(trunk(skel.rest_positions()))
+            .to_degrees(),
+    )
+}
+
+/// `skel` crouching: both hips, knees and ankles turned about x by `legs` (radians),
+/// the spine bent forward by `spine`, the ankles at their rest height (feet on the
+/// floor).
+fn crouch(skel: &Skeleton, legs: [f32; 3], spine: f32) -> Pose {
+    let mut p = Pose::rest();
+    for joints in [
+        [JointId::LEFT_HIP, JointId::LEFT_KNEE, JointId::LEFT_ANKLE],
+        [
+            JointId::RIGHT_HIP,
+            JointId::RIGHT_KNEE,
+            JointId::RIGHT_ANKLE,
+        ],
+    ] {
+        for (j, a) in joints.into_iter().zip(legs) {
+            p.set_rotation(j, Quat::from_rotation_x(a));
+        }
+    }
+    p.set_rotation(JointId::SPINE1, Quat::from_rotation_x(spine));
+    let ankle = skel.joint_positions(&p)[JointId::LEFT_ANKLE.index()].y;
+    p.translation.y = skel.rest_position(JointId::LEFT_ANKLE).y - ankle;
+    p
+}
+
+#[test]
+fn a_kinect_avatar_stands_upright_on_the_floor_once_the_sensor_reports_it() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let (mut sensor, mut state) = (SensorState::default(), InputState::default());
+    // the performer steps in crouching a little, feet flat on the floor
+    let low = crouch(&skel, [-0.6, 1.2, -0.6], 0.0);
+    let pelvis = |p: &Pose| skel.joint_positions(p)[JointId::PELVIS.index()].y;
+    let drop = pelvis(&Pose::rest()) - pelvis(&low);
+    assert!(drop > 0.1, "the crouch is {drop} m");
+    // before the floor: the first frame is the rest height, the tilt leans the avatar
+    let first = apply(&skel, &mut sensor, &mut state, &frame(&skel, &low, false));
+    let (_, lean) = stance(&skel, &first);
+    assert!(lean > 15.0, "{lean}°");
+    let standing = apply(
+        &skel,
+        &mut sensor,
+        &mut state,
+        &frame(&skel, &Pose::rest(), false),
+    );
+    let (above, _) = stance(&skel, &standing);
+    assert!(
+        above > 0.08,
+        "standing up lifts the avatar {above} m off the floor"
+    );
+    // the floor arrives: upright, on the floor, and it stays when frames omit it
+    for with_floor in [true, false] {
+        let mut json = frame(&skel, &Pose::rest(), true);
+        if !with_floor {
+            json.as_object_mut().map(|o| o.remove("floorClipPlane"));
+        }
+        let pose = apply(&skel, &mut sensor, &mut state, &json);
+        let (above, lean) = stance(&skel, &pose);
+        assert!(above.abs() < 0.01 && lean < 1.0, "{above} m, {lean}°");
+        assert!(state.leg.get().is_some() && sensor.floor.is_some());
+    }
+    // crouching lowers the avatar's pelvis as far as the performer's, feet on the floor
+    let pose = apply(&skel, &mut sensor, &mut state, &frame(&skel, &low, true));
+    let (above, _) = stance(&skel, &pose);
+    let lower = pelvis(&Pose::rest()) - pelvis(&pose);
+    assert!(
+        (lower - drop).abs() < 0.02 && above.abs() < 0.02,
+        "crouching lowers the avatar by {lower} m (the performer {drop} m), ankles {above} m off the floor"
+    );
+}
+
+/// A Kinect v2 body frame's first body as a pose message of the `kinect_v2`
+/// profile (tracked joints: no confidence; inferred ones: 0.4), with its floor.
+fn message(json: &serde_json::Value) -> PoseMessage {
+    let joints = json["bodies"][0]["joints"]
+        .as_array()
+        .expect("joints")
+        .iter()
+        .map(|j| JointSample {
+            name: j["jointType"].as_str().expect("name").into(),
+            rotation: None,
+            position: Some(
+                ["cameraX", "cameraY", "cameraZ"].map(|k| j[k].as_f64().expect("number") as f32),
+            ),
+            confidence: (j["trackingState"] == 1).then_some(0.4),
+        })
+        .collect();
+    let p = json["floorClipPlane"].clone();
+    let plane = ["x", "y", "z", "w"].map(|k| p[k].as_f64().expect("number") as f32);
+    PoseMessage {
+        avatar: "kiosk".into(),
+        profile: "kinect_v2".into(),
+        timestamp: 0.0,
+        root: None,
+        joints,
+        floor: Some(plane),
+    }
+}
+
+#[test]
+fn a_pose_messages_unusable_floor_is_held_and_named() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let r = PositionRetargeter::new(&skel);
+    let mut msg = message(&frame(&skel, &Pose::rest(), true));
+    let plane = msg.floor.expect("a floor");
+    let (mut sensor, mut state) = (SensorState::default(), InputState::default());
+    let good = apply_pose_message(&msg, &mut sensor, &mut state, &r, None).expect("applies");
+    assert!(good.held.is_empty());
+    let (above, lean) = stance(&skel, &good.pose);
+    assert!(above.abs() < 0.01 && lean < 1.0, "{above} m, {lean}°");
+    msg.floor = Some([0.0, f32::NAN, 0.0, 1.0]);
+    let held = apply_pose_message(&msg, &mut sensor, &mut state, &r, None).expect("applies");
+    assert_eq!(held.held, ["floor"]);
+    assert_eq!(sensor.floor, KinectKind::V2.floor(plane).expect("valid"));
+}
+
+/// VMC models smaller and larger than the avatar squat and step aside: the avatar's
+/// pelvis moves by the model's motion scaled by the legs, so its feet stay on the
+/// floor and its step is as long for its legs (unscaled, the small model's squat
+/// leaves the avatar's feet in the air and the large one's puts them through the
+/// floor).
+#[test]
+fn a_vmc_model_of_another_size_squats_and_steps_on_the_avatars_legs() {
+    use crate::mocap::{foot_contact, vmc_packet};
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let r = PositionRetargeter::new(&skel);
+    for height in [1.5, 2.0] {
+        let model = Skeleton::from_proportions(&Proportions {
+            height,
+            ..Default::default()
+        });
+        let mut squat = crouch(&model, [-1.1, 1.9, -0.8], 0.3);
+        squat.translation.x += 0.4;
+        let mut performer = VmcPerformer::default();
+        for (t, p) in [(0.0, Pose::rest()), (0.1, squat)] {
+            let packet = vmc_packet(&p, &model, t).expect("sends");
+            performer.feed(&packet).expect("reads");
+        }
+        let state = InputState::default();
+        let unscaled = foot_contact(&state.calibrated(&performer.pose), &skel);
+        assert!(
+            unscaled.abs() > 0.03,
+            "{height} m: unscaled feet {unscaled} m off the floor"
+        );
+        let pose = vmc_pose(&performer, &state, &r);
+        let contact = foot_contact(&pose, &skel);
+        assert!(
+            contact.abs() < 0.01,
+            "{height} m: feet {contact} m off the floor"
+        );
+        let scale = r.leg_length() / performer.leg_length().expect("legs sent");
+        assert!(
+            (pose.translation.x - 0.4 * scale).abs() < 1e-4,
+            "{height} m"
+        );
+    }
+}
+
+/// A kiosk whose stage is the spot 2.2 m in front of its sensor: a first visitor
+/// who stands 0.5 m beside it and 0.3 m nearer the sensor appears that far from the
+/// world origin, with the floor reported and without (a sensor without its floor
+/// measures along its tilted axis, so less exactly); by default the first visitor is
+/// the origin.
+#[test]
+fn a_kiosks_stage_places_its_first_visitor_where_they_stand() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let mut aside = Pose::rest();
+    aside.translation = Vec3::new(0.5, 0.0, 0.3);
+    // the stage is measured to the world origin, the rest pelvis is a little off it
+    let beside = aside.translation + skel.rest_position(JointId::PELVIS) * Vec3::Z;
+    for floor in [true, false] {
+        for (stage, want) in [(2.2, beside), (0.0, Vec3::ZERO)] {
+            let mut sensor = SensorState::at_stage(stage);
+            let mut state = InputState::default();
+            let got = apply(&skel, &mut sensor, &mut state, &frame(&skel, &aside, floor));
+            let (dx, dz) = (got.translation.x - want.x, got.translation.z - want.z);
+            assert!(
+                dx.abs() < 0.001 && dz.abs() < if floor { 0.001 } else { 0.05 },
+                "floor {floor}, stage {stage} m: off by ({dx}, {dz}) m"
+            );
+        }
+    }
+}
+
+/// `truth` (a pose of `skel`, which `r` was made for) sent as MVN sample `k` of
+/// `character`, read back and applied as the server's MVN loop applies it (no filter).
+fn through_mvn(
+    skel: &Skeleton,
+    r: &PositionRetargeter,
+    truth: &Pose,
+    character: u8,
+    k: usize,
+    sensor: &mut SensorState,
+    state: &mut InputState,
+) -> Pose {
+    use crate::mocap::{Floor, MvnDatagram, mvn_datagram, parse_mvn};
+    let d = mvn_datagram(truth, skel, character, k as u32, 0).expect("sendable");
+    let Ok(MvnDatagram::Sample(sample)) = parse_mvn(&d) else {
+        panic!("a sample")
+    };
+    apply_joints(
+        &sample.joints(),
+        Some(Floor::LEVEL),
+        sensor,
+        state,
+        r,
+        None,
+        k as f64 / 60.0,
+    )
+    .expect("applies")
+}
+
+/// Two Xsens suits of a multi-person capture, streamed by MVN: each avatar stands
+/// where its performer stands around MVN's origin (not each at the origin, as a
+/// Kinect's first visitor would), on the floor, its limbs where the suit puts them;
+/// a crouch, bent forward, keeps the feet on the floor.
+#[test]
+fn xsens_suits_stand_where_they_stand_on_mvns_floor() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let r = PositionRetargeter::new(&skel);
+    let mut lifted = Pose::rest();
+    lifted.set_rotation(JointId::LEFT_SHOULDER, Quat::from_rotation_z(-1.1));
+    lifted.set_rotation(JointId::RIGHT_ELBOW, Quat::from_rotation_y(0.9));
+    lifted.set_rotation(JointId::PELVIS, Quat::from_rotation_y(0.6));
+    let low = crouch(&skel, [-0.6, 1.2, -0.6], 0.3);
+    for (character, at) in [
+        (0u8, Vec3::new(1.2, 0.0, -0.5)),
+        (1, Vec3::new(-0.8, 0.0, 2.0)),
+    ] {
+        let (mut sensor, mut state) = (SensorState::mvn(), InputState::default());
+        for (k, truth) in [Pose::rest(), lifted, low].into_iter().enumerate() {
+            let mut truth = truth;
+            truth.translation += at;
+            let got = through_mvn(&skel, &r, &truth, character, k, &mut sensor, &mut state);
+            let (want, have) = (skel.joint_positions(&truth), skel.joint_positions(&got));
+            for j in [
+                JointId::PELVIS,
+                JointId::LEFT_WRIST,
+                JointId::RIGHT_WRIST,
+                JointId::LEFT_ANKLE,
+                JointId::RIGHT_KNEE,
+                JointId::HEAD,
+            ] {
+                let e = (want[j.index()] - have[j.index()]).length();
+                assert!(
+                    e < 0.02,
+                    "suit {character}, pose {k}: {} off by {e} m",
+                    j.name()
+                );
+            }
+            let (above, _) = stance(&skel, &got);
+            assert!(
+                above.abs() < 0.005,
+                "suit {character}, pose {k}: feet {above} m off the floor"
+            );
+        }
+    }
+}
+
+/// The walking clip streamed frame by frame through MVN datagrams and the server's
+/// MVN path: the avatar follows the walk, turns included, every joint within 1.5 cm
+/// of the clip's (0.9 cm measured: the pelvis's motion scaled by the legs as
+/// measured). MVN's lumbar point fixes the pelvis's pitch and the spine's bend,
+/// which the hip line and one point up the spine (all a Kinect has) leave open:
+/// without it the neck was 8 cm and the hands 6 cm off.
+#[test]
+fn a_walk_streamed_from_mvn_follows_the_walk() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let r = PositionRetargeter::new(&skel);
+    let clip =
+        crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &skel).expect("clip");
+    let (mut sensor, mut state) = (SensorState::mvn(), InputState::default());
+    let mut worst = 0.0f32;
+    for (k, truth) in clip.poses.iter().enumerate() {
+        let got = through_mvn(&skel, &r, truth, 0, k, &mut sensor, &mut state);
+        let (want, have) = (skel.joint_positions(truth), skel.joint_positions(&got));
+        let pelvis = JointId::PELVIS.index();
+        // the pelvis's motion is scaled by the legs as measured (within 0.5 %)
+        let off = (want[pelvis] - have[pelvis]).length();
+        assert!(off < 0.015, "frame {k}: pelvis {off} m from the clip's");
+        for j in [
+            JointId::LEFT_WRIST,
+            JointId::RIGHT_WRIST,
+            JointId::LEFT_FOOT,
+            JointId::RIGHT_FOOT,
+            JointId::HEAD,
+            JointId::SPINE2,
+            JointId::SPINE3,
+            JointId::NECK,
+            JointId::LEFT_SHOULDER,
+            JointId::LEFT_ELBOW,
+            JointId::LEFT_HIP,
+        ] {
+            worst = worst.max((want[j.index()] - have[j.index()]).length());
+        }
+    }
+    assert!(worst < 0.015, "a joint {worst} m from the clip's");
+}
+
+/// A kiosk that sees its customer from the knees up: the sensor only infers their
+/// ankles and feet, 12 cm higher than they are, frame after frame (more frames than
+/// the leg estimate's window). The leg length measured while the legs were in view
+/// stays, from body frames and from pose messages alike; the same frames with those
+/// joints tracked do move it.
+#[test]
+fn legs_the_sensor_only_infers_do_not_measure_the_performer() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let r = PositionRetargeter::new(&skel);
+    let seen = frame(&skel, &Pose::rest(), true);
+    let cut_off = |state: u64| {
+        let mut f = seen.clone();
+        for j in f["bodies"][0]["joints"].as_array_mut().expect("joints") {
+            let name = j["jointType"].as_str().expect("name");
+            if name.starts_with("Ankle") || name.starts_with("Foot") {
+                let y = j["cameraY"].as_f64().expect("number");
+                j["cameraY"] = (y + 0.12).into();
+                j["trackingState"] = state.into();
+            }
+        }
+        f
+    };
+    for by_message in [false, true] {
+        let (mut sensor, mut state) = (SensorState::default(), InputState::default());
+        let mut feed = |f: &serde_json::Value, n: usize| {
+            for _ in 0..n {
+                if by_message {
+                    apply_pose_message(&message(f), &mut sensor, &mut state, &r, None)
+                        .expect("applies");
+                } else {
+                    apply(&skel, &mut sensor, &mut state, f);
+                }
+            }
+            state.leg.get()
+        };
+        let measured = feed(&seen, 3).expect("legs measured");
+        assert!(
+            (measured / r.leg_length() - 1.0).abs() < 0.01,
+            "{measured} m"
+        );
+        assert_eq!(
+            feed(&cut_off(1), 40),
+            Some(measured),
+            "by message: {by_message}"
+        );
+        let tracked = feed(&cut_off(2), 40).expect("legs measured");
+        assert!(
+            tracked < 0.95 * measured,
+            "{tracked} m against {measured} m"
+        );
+    }
+}
+
+#[test]
+fn performers_side_by_side_stay_side_by_side_and_each_on_the_floor() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let child = Skeleton::from_proportions(&Proportions {
+        height: 1.3,
+        shoulder_width: 0.3,
+        hip_width: 0.26,
+    });
+    let r = PositionRetargeter::new(&skel);
+    // an adult 0.5 m to the left of the sensor's axis and a child 0.7 m to the right
+    // and 0.4 m nearer, in one body frame
+    let mut left = Pose::rest();
+    left.translation = Vec3::new(0.5, 0.0, 0.0);
+    let mut right = Pose::rest();
+    right.translation = Vec3::new(-0.7, 0.0, 0.4);
+    for floor in [true, false] {
+        let bodies = [
+            ("1".to_string(), skel.joint_positions(&left)),
+            ("2".to_string(), child.joint_positions(&right)),
+        ];
+        let json = body_frame_json(KinectKind::V2, &bodies, &TILTED, floor);
+        let mut sensor = SensorState::default();
+        let mut poses = Vec::new();
+        for body in parse_body_frame(&json, None).expect("reads") {
+            let mut state = InputState::default();
+            // a few frames, so that each performer's legs are measured
+            let mut pose = Pose::rest();
+            for _ in 0..3 {
+                pose = apply_joints(
+                    &body.joints,
+                    body.floor,
+                    &mut sensor,
+                    &mut state,
+                    &r,
+                    None,
+                    0.0,
+                )
+                .expect("applies");
+            }
+            poses.push(pose);
+        }
+        // the child's place is scaled by the legs (the first performer is the origin)
+        let apart = poses[1].translation - poses[0].translation;
+        let legs = 1.75 / 1.3;
+        let want = Vec3::new(-1.2, 0.0, 0.4) * legs;
+        // (without the floor the sensor's tilt, a turn about x, foreshortens depth)
+        assert!(
+            (apart.x - want.x).abs() < 0.03 && (!floor || (apart.z - want.z).abs() < 0.03),
+            "floor {floor}: {apart} apart, want {want}"
+        );
+        if floor {
+            for p in &poses {
+                let (above, lean) = stance(&skel, p);
+                assert!(above.abs() < 0.01 && lean < 1.0, "{above} m, {lean}°");
+            }
+        }
+    }
+}
+
+/// A deep squat by a performer whose legs are as long as the avatar's but whose
+/// shins are 6 cm shorter (and thighs 6 cm longer): the same joint angles on the
+/// avatar's longer shins would put its feet through the floor; they stand on it, and
+/// the squat stays deep.
+#[test]
+fn a_short_shinned_performers_squat_keeps_the_avatars_feet_on_the_floor() {
+    use crate::mocap::foot_contact;
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let mut rest = *skel.rest_positions();
+    for knee in [JointId::LEFT_KNEE, JointId::RIGHT_KNEE] {
+        rest[knee.index()].y -= 0.06;
+    }
+    let performer = Skeleton::from_rest_positions(rest);
+    let squat = crouch(&performer, [-1.3, 2.1, -0.8], 0.4);
+    let (mut sensor, mut state) = (SensorState::default(), InputState::default());
+    let mut pose = Pose::rest();
+    // standing first (the legs are measured), then the squat
+    for p in [Pose::rest(), Pose::rest(), squat, squat, squat] {
+        let bodies = [("1".to_string(), performer.joint_positions(&p))];
+        let json = body_frame_json(KinectKind::V2, &bodies, &TILTED, true);
+        pose = apply(&skel, &mut sensor, &mut state, &json);
+    }
+    let contact = foot_contact(&pose, &skel);
+    assert!(contact > -0.001, "a foot {contact} m below the floor");
+    let standing = skel.rest_position(JointId::PELVIS).y;
+    let pelvis = skel.joint_positions(&pose)[JointId::PELVIS.index()].y;
+    assert!(
+        standing - pelvis > 0.3,
+        "the pelvis {} m below standing",
+        standing - pelvis
+    );
+}
