@@ -344,3 +344,48 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
         assert!(err.contains(named), "{config:?}: {err}");
     }
 }
+
+/// `render --frames` draws a flipbook of a clip: one picture per frame of the range,
+/// with `--views front` a single square view; a range past the clip's end is refused
+/// naming the clip's length, before any picture is drawn.
+#[test]
+fn render_draws_a_picture_per_frame_of_a_range() {
+    let dir = tmp("flipbook");
+    let out = dir.join("flipbook");
+    let o = bin()
+        .arg("render")
+        .arg("--bvh")
+        .arg(fixture("cmu_131_01.bvh"))
+        .args(["--frames", "0..12:4", "--views", "front", "--size", "64"])
+        .args(["--body-vertices", "2000", "--garments", ""])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .expect("the folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["frame-00000.png", "frame-00004.png", "frame-00008.png"]
+    );
+    let png = std::fs::read(out.join("frame-00004.png")).expect("a picture");
+    // a PNG whose IHDR says 64 × 64
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert_eq!(&png[16..24], &[0, 0, 0, 64, 0, 0, 0, 64]);
+    let o = bin()
+        .arg("render")
+        .arg("--bvh")
+        .arg(fixture("cmu_131_01.bvh"))
+        .args(["--frames", "1000..1200"])
+        .arg("--out")
+        .arg(dir.join("none"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "an empty range was drawn");
+    assert!(err.contains("994 frames"), "{err}");
+}

@@ -233,6 +233,11 @@ impl ClipFile {
         Ok(())
     }
 
+    /// The clip's number of frames.
+    pub(crate) fn frame_count(&self) -> usize {
+        self.bvh.frame_count()
+    }
+
     /// Frame `frame` of the clip retargeted onto `target`.
     pub(crate) fn pose_at(&self, frame: usize, target: &Skeleton) -> anyhow::Result<Pose> {
         self.has_frame(frame)?;
@@ -293,6 +298,70 @@ pub(crate) fn parse_one_to_64(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A half-open frame range with a step.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FrameRange {
+    /// First frame.
+    pub(crate) start: usize,
+    /// One past the last frame (`None`: the clip's end).
+    pub(crate) end: Option<usize>,
+    /// Every `step`-th frame.
+    pub(crate) step: usize,
+}
+
+impl FrameRange {
+    /// The frame numbers of this range in a clip of `len` frames (the end clamped to
+    /// the clip's); refused, naming the clip's length, when none is left.
+    pub(crate) fn frames(&self, len: usize) -> anyhow::Result<Vec<usize>> {
+        let end = self.end.unwrap_or(len).min(len);
+        anyhow::ensure!(
+            self.start < end,
+            "the clip has {len} frames; range {}..{end} is empty",
+            self.start
+        );
+        Ok((self.start..end).step_by(self.step).collect())
+    }
+}
+
+/// A `--frames` option: `A..B` or `A..B:STEP` (B exclusive, either end may be left out).
+pub(crate) fn parse_frames(s: &str) -> Result<FrameRange, String> {
+    let (range, step) = match s.split_once(':') {
+        Some((r, st)) => (
+            r,
+            st.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("bad step {st:?}"))?,
+        ),
+        None => (s, 1),
+    };
+    if step == 0 {
+        return Err("step must be at least 1".into());
+    }
+    let (a, b) = range
+        .split_once("..")
+        .ok_or("frames must look like A..B or A..B:STEP")?;
+    let start = if a.trim().is_empty() {
+        0
+    } else {
+        a.trim()
+            .parse()
+            .map_err(|_| format!("bad start frame {a:?}"))?
+    };
+    let end = if b.trim().is_empty() {
+        None
+    } else {
+        Some(
+            b.trim()
+                .parse()
+                .map_err(|_| format!("bad end frame {b:?}"))?,
+        )
+    };
+    if end.is_some_and(|e| e <= start) {
+        return Err(format!("empty frame range {s}"));
+    }
+    Ok(FrameRange { start, end, step })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -312,5 +381,20 @@ mod tests {
             assert!(super::parse_positive(bad).is_err(), "{bad:?} was taken");
         }
         assert!(super::parse_one_to_64("65").is_err());
+    }
+
+    #[test]
+    fn frame_ranges_parse_and_bad_ones_are_named() {
+        use super::parse_frames;
+        let r = parse_frames("10..50:5").expect("valid");
+        assert_eq!((r.start, r.end, r.step), (10, Some(50), 5));
+        assert_eq!(r.frames(30).expect("frames"), vec![10, 15, 20, 25]);
+        assert!(r.frames(10).unwrap_err().to_string().contains("10 frames"));
+        let r = parse_frames("..").expect("valid");
+        assert_eq!((r.start, r.end, r.step), (0, None, 1));
+        assert!(parse_frames("5..5").unwrap_err().contains("empty"));
+        assert!(parse_frames("1..9:0").unwrap_err().contains("step"));
+        assert!(parse_frames("x..9").unwrap_err().contains("start"));
+        assert!(parse_frames("12").unwrap_err().contains("A..B"));
     }
 }

@@ -5,11 +5,11 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use clap::Args;
 
 use super::bake::progress_bar;
-use super::common::{load_clip, write_file};
+use super::common::{FrameRange, load_clip, parse_frames, write_file};
 use crate::bake::default_database;
 use crate::eval::{Evaluation, METHODS, evaluate};
 use crate::sor::Database;
@@ -35,52 +35,6 @@ pub(crate) struct EvalArgs {
     out: PathBuf,
 }
 
-/// A half-open frame range with a step.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FrameRange {
-    start: usize,
-    end: Option<usize>,
-    step: usize,
-}
-
-fn parse_frames(s: &str) -> Result<FrameRange, String> {
-    let (range, step) = match s.split_once(':') {
-        Some((r, st)) => (
-            r,
-            st.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("bad step {st:?}"))?,
-        ),
-        None => (s, 1),
-    };
-    if step == 0 {
-        return Err("step must be at least 1".into());
-    }
-    let (a, b) = range
-        .split_once("..")
-        .ok_or("frames must look like A..B or A..B:STEP")?;
-    let start = if a.trim().is_empty() {
-        0
-    } else {
-        a.trim()
-            .parse()
-            .map_err(|_| format!("bad start frame {a:?}"))?
-    };
-    let end = if b.trim().is_empty() {
-        None
-    } else {
-        Some(
-            b.trim()
-                .parse()
-                .map_err(|_| format!("bad end frame {b:?}"))?,
-        )
-    };
-    if end.is_some_and(|e| e <= start) {
-        return Err(format!("empty frame range {s}"));
-    }
-    Ok(FrameRange { start, end, step })
-}
-
 pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     let db = match &args.db {
         Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
@@ -98,15 +52,7 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
         end: None,
         step: 4,
     });
-    let end = range.end.unwrap_or(clip.poses.len()).min(clip.poses.len());
-    if range.start >= end {
-        bail!(
-            "the clip has {} frames; range {}..{end} is empty",
-            clip.poses.len(),
-            range.start
-        );
-    }
-    let frames: Vec<usize> = (range.start..end).step_by(range.step).collect();
+    let frames = range.frames(clip.poses.len())?;
     let poses: Vec<_> = frames.iter().map(|&f| clip.poses[f]).collect();
     let dt = clip.frame_time * range.step as f32;
     let bar = indicatif::ProgressBar::new(frames.len() as u64);
@@ -286,21 +232,4 @@ fn plot(path: &Path, eval: &Evaluation) -> anyhow::Result<()> {
     }
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_frames;
-
-    #[test]
-    fn frame_ranges_parse_and_bad_ones_are_named() {
-        let r = parse_frames("10..50:5").expect("valid");
-        assert_eq!((r.start, r.end, r.step), (10, Some(50), 5));
-        let r = parse_frames("..").expect("valid");
-        assert_eq!((r.start, r.end, r.step), (0, None, 1));
-        assert!(parse_frames("5..5").unwrap_err().contains("empty"));
-        assert!(parse_frames("1..9:0").unwrap_err().contains("step"));
-        assert!(parse_frames("x..9").unwrap_err().contains("start"));
-        assert!(parse_frames("12").unwrap_err().contains("A..B"));
-    }
 }

@@ -1,11 +1,14 @@
-//! `clothcast render`: a PNG of the body and garments at a pose (three views).
+//! `clothcast render`: a PNG of the body and garments at a pose (three views, or the
+//! front one), or one per frame of a range of a clip (a flipbook).
 
 use std::path::PathBuf;
 
 use clap::Args;
 use glam::Vec3;
 
-use super::common::{BodyArgs, GarmentArgs, read_clip_at, write_png};
+use super::common::{
+    BodyArgs, FrameRange, GarmentArgs, parse_frames, read_clip, read_clip_at, write_png,
+};
 use crate::body::SkinningMethod;
 use crate::mesh::{Camera, DrawItem, Image, TriMesh, render};
 use crate::skeleton::Pose;
@@ -13,7 +16,7 @@ use crate::skeleton::Pose;
 /// Arguments of `clothcast render`.
 #[derive(Args, Debug)]
 pub(crate) struct RenderArgs {
-    /// Output PNG.
+    /// Output PNG; with `--frames`, a folder for `frame-NNNNN.png`, one per frame.
     #[arg(long)]
     out: PathBuf,
     /// Pose from this BVH clip (rest pose when omitted).
@@ -22,6 +25,15 @@ pub(crate) struct RenderArgs {
     /// Frame of the clip.
     #[arg(long, default_value_t = 0)]
     frame: usize,
+    /// A picture per frame of this range of the clip: `A..B` or `A..B:STEP` (B
+    /// exclusive), written into the folder `--out`.
+    #[arg(long, value_parser = parse_frames, requires = "bvh", conflicts_with = "frame")]
+    frames: Option<FrameRange>,
+    /// Which views: `all` (front, front-left from above, behind-right) or `front`
+    /// (the body seen from a level camera in front of it, as a webcam in front of a
+    /// performer sees them).
+    #[arg(long, value_enum, default_value_t = Views::All)]
+    views: Views,
     /// Skeleton profile of the clip (detected when omitted).
     #[arg(long)]
     profile: Option<String>,
@@ -29,7 +41,7 @@ pub(crate) struct RenderArgs {
     /// their rest shape (linear blend skinning, no cloth simulation).
     #[arg(long, default_value = "tshirt,pants")]
     garments: String,
-    /// Image height in pixels (three square views side by side).
+    /// Image height in pixels (square views side by side).
     #[arg(long, default_value_t = 600)]
     size: u32,
     #[command(flatten)]
@@ -38,28 +50,140 @@ pub(crate) struct RenderArgs {
     garment: GarmentArgs,
 }
 
+/// Which views `render` draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Views {
+    /// Front, front-left from above, behind-right.
+    All,
+    /// The front only.
+    Front,
+}
+
 pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
     if !(64..=4096).contains(&a.size) {
         anyhow::bail!("--size must be 64–4096 pixels");
     }
-    let file = read_clip_at(a.bvh.as_deref(), a.profile.as_deref(), a.frame)?;
-    let body = a.body.build()?;
-    let pose = match &file {
-        Some(f) => f.pose_at(a.frame, &body.skeleton)?,
-        None => Pose::rest(),
+    // the clip's problems are found before the body is built (seconds)
+    let file = match (&a.frames, &a.bvh) {
+        (Some(range), Some(path)) => {
+            let file = read_clip(path, a.profile.as_deref())?;
+            range.frames(file.frame_count())?;
+            Some(file)
+        }
+        (Some(_), None) => anyhow::bail!("--frames needs --bvh"),
+        (None, path) => read_clip_at(path.as_deref(), a.profile.as_deref(), a.frame)?,
     };
-    let mut meshes: Vec<(TriMesh, [f32; 3])> = vec![(
-        body.posed_mesh(&pose, SkinningMethod::Lbs),
-        [0.8, 0.62, 0.52],
-    )];
-    for name in a
+    let body = a.body.build()?;
+    let garments = a
         .garments
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-    {
-        let g = a.garment.build(&body, name)?;
-        let t = body.skeleton.skinning_transforms(&pose);
+        .map(|name| Ok((name == "pants", a.garment.build(&body, name)?)))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (Some(range), Some(file)) = (a.frames, &file) else {
+        let pose = match &file {
+            Some(f) => f.pose_at(a.frame, &body.skeleton)?,
+            None => Pose::rest(),
+        };
+        write_png(&a.out, &picture(&body, &garments, &pose, a.views, a.size)?)?;
+        outln!("{}", a.out.display());
+        return Ok(());
+    };
+    let clip = file.onto(&body.skeleton)?;
+    let frames = range.frames(clip.poses.len())?;
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.out.display()))?;
+    for f in frames {
+        let out = a.out.join(format!("frame-{f:05}.png"));
+        write_png(
+            &out,
+            &picture(&body, &garments, &clip.poses[f], a.views, a.size)?,
+        )?;
+    }
+    outln!("{}", a.out.display());
+    Ok(())
+}
+
+/// Eyes and a mouth for the body's head, at rest (metres): small dark ellipsoids set
+/// into the head's surface so that a picture shows which way the body faces (the body
+/// itself is a mannequin's, without a face). Placed on the head primitives of
+/// `body::primitives` (cranium and jaw ellipsoids, scaled with the body's height).
+fn face(body: &crate::body::Body) -> TriMesh {
+    use crate::mesh::{TriMesh as M, polygonize, sd_ellipsoid};
+    let (h, s) = (body.shape.height, body.shape.height / 1.75);
+    // the cranium: centre and radii
+    let (c, r) = (
+        Vec3::new(0.0, h - 0.105 * s, 0.008 * s),
+        Vec3::new(0.077, 0.105, 0.098) * s,
+    );
+    // a point's depth on the cranium's front at (x, y)
+    let front = |x: f32, y: f32| {
+        c.z + r.z
+            * (1.0 - (x / r.x).powi(2) - ((y - c.y) / r.y).powi(2))
+                .max(0.0)
+                .sqrt()
+    };
+    let eye_y = h - 0.112 * s;
+    let mouth_y = h - 0.165 * s;
+    let parts = [
+        (
+            Vec3::new(0.03 * s, eye_y, 0.0),
+            Vec3::new(0.012, 0.007, 0.007) * s,
+        ),
+        (
+            Vec3::new(-0.03 * s, eye_y, 0.0),
+            Vec3::new(0.012, 0.007, 0.007) * s,
+        ),
+        (
+            // on the jaw's front (its ellipsoid: centre z 0.032, radii 0.052 y, 0.062 z;
+            // the blend with the cranium puts the surface ~0.004 further out)
+            Vec3::new(
+                0.0,
+                mouth_y,
+                0.036 * s + 0.062 * s * (1.0 - (0.013f32 / 0.052).powi(2)).sqrt(),
+            ),
+            Vec3::new(0.02, 0.004, 0.006) * s,
+        ),
+    ];
+    let mut out = M::new(Vec::new(), Vec::new());
+    for (i, (mut at, radii)) in parts.into_iter().enumerate() {
+        if i < 2 {
+            at.z = front(at.x, at.y) - 0.002 * s;
+        }
+        let m = polygonize(
+            &|p: Vec3| sd_ellipsoid(p, at, radii),
+            at - radii * 1.5,
+            at + radii * 1.5,
+            0.0025 * s,
+        );
+        let base = out.positions.len() as u32;
+        out.positions.extend(m.positions);
+        out.triangles
+            .extend(m.triangles.iter().map(|t| t.map(|v| v + base)));
+    }
+    out
+}
+
+/// The body at `pose` and the garments (`(is pants, garment)`) skinned onto it, seen
+/// from `views`, each a `size`-pixel square framing the body.
+fn picture(
+    body: &crate::body::Body,
+    garments: &[(bool, crate::garment::Garment)],
+    pose: &Pose,
+    views: Views,
+    size: u32,
+) -> anyhow::Result<Image> {
+    let mut meshes: Vec<(TriMesh, [f32; 3])> = vec![(
+        body.posed_mesh(pose, SkinningMethod::Lbs),
+        [0.8, 0.62, 0.52],
+    )];
+    let t = body.skeleton.skinning_transforms(pose);
+    let head = t[crate::skeleton::JointId::HEAD.index()];
+    let mut face = face(body);
+    face.positions.iter_mut().for_each(|p| *p = head.apply(*p));
+    meshes.push((face, [0.12, 0.09, 0.08]));
+    for (pants, g) in garments {
         let mut posed = vec![Vec3::ZERO; g.vertex_count()];
         crate::body::skin_into(
             SkinningMethod::Lbs,
@@ -68,7 +192,7 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
             &t,
             &mut posed,
         );
-        let color = if name == "pants" {
+        let color = if *pants {
             [0.2, 0.2, 0.25]
         } else {
             [0.2, 0.4, 0.8]
@@ -87,15 +211,17 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
             color: *c,
         })
         .collect();
-    let views: Vec<Image> = [
-        Vec3::Z,
-        Vec3::new(1.0, 0.3, 0.8),
-        Vec3::new(-0.4, 0.4, -1.0),
-    ]
-    .into_iter()
-    .map(|d| render(&items, &Camera::framing(lo, hi, d, 1.0), a.size, a.size))
-    .collect();
-    write_png(&a.out, &Image::hstack(&views))?;
-    outln!("{}", a.out.display());
-    Ok(())
+    let directions: &[Vec3] = match views {
+        Views::All => &[
+            Vec3::Z,
+            Vec3::new(1.0, 0.3, 0.8),
+            Vec3::new(-0.4, 0.4, -1.0),
+        ],
+        Views::Front => &[Vec3::Z],
+    };
+    let views: Vec<Image> = directions
+        .iter()
+        .map(|&d| render(&items, &Camera::framing(lo, hi, d, 1.0), size, size))
+        .collect();
+    Ok(Image::hstack(&views))
 }
