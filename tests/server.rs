@@ -1054,6 +1054,88 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
     server.shutdown().await;
 }
 
+/// A webcam bridge's `mediapipe` pose messages as the JSON text a browser sends:
+/// frames of the fixture's MediaPipe stream (standing, then crouching) take the
+/// avatar down into the crouch and its garment with it; an unknown landmark is refused by name and a NaN one
+/// held and named, and the avatar keeps streaming.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mediapipe_landmarks_from_a_webcam_bridge_move_an_avatar() {
+    #[derive(serde::Deserialize)]
+    struct Webcam {
+        poses: Vec<Option<Vec<[f32; 4]>>>,
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/mocap/mediapipe_131_01.json");
+    let cam: Webcam =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("fixture")).expect("json");
+    let message = |k: usize, t: f64| {
+        let joints: Vec<serde_json::Value> = cam.poses[k]
+            .as_ref()
+            .expect("a pose")
+            .iter()
+            .zip(clothcast::mocap::MEDIAPIPE_NAMES)
+            .map(|(m, name)| {
+                serde_json::json!({"name": name, "position": [m[0], m[1], m[2]], "confidence": m[3]})
+            })
+            .collect();
+        serde_json::json!({"type": "pose", "avatar": "mirror", "profile": "mediapipe",
+            "timestamp": t, "joints": joints})
+    };
+    let Rig {
+        server,
+        mut publisher,
+        mut viewer,
+        ..
+    } = rig(config()).await;
+    let mut view = Viewer::default();
+    let pelvis_y = |v: &Viewer| {
+        let frame = v.avatars["mirror"].last.as_ref().expect("a frame");
+        frame.body_pose(22).expect("a body pose").translation[1]
+    };
+    let mut t = 0.0;
+    // frame 0 of the clip: standing; then frame 384 (fixture pose 96): crouching
+    let (mut heights, mut garments) = (Vec::new(), Vec::new());
+    for k in [0, 96] {
+        for _ in 0..3 {
+            t += 1.0 / 30.0;
+            publisher
+                .send_raw(Message::Text(message(k, t).to_string().into()))
+                .await
+                .expect("send");
+        }
+        more_frames(&mut viewer, &mut view, "mirror", 8).await;
+        heights.push(pelvis_y(&view));
+        garments.push(view.avatars["mirror"].positions.clone());
+    }
+    assert!(
+        heights[1] < heights[0] - 0.15,
+        "the pelvis {} → {} m in a crouch",
+        heights[0],
+        heights[1]
+    );
+    let moved = max_moved(&garments[0], &garments[1]);
+    assert!(moved > 0.05, "the garment moved {moved} m");
+    let mut bad = message(0, t + 0.1);
+    bad["joints"][5]["name"] = "third_eye".into();
+    publisher
+        .send_raw(Message::Text(bad.to_string().into()))
+        .await
+        .expect("send");
+    let why = expect_error(&mut publisher, "bad_pose").await;
+    assert!(why.contains("third_eye"), "{why}");
+    // JSON has no NaN: a bridge's NaN arrives as null, or as a number out of range
+    let mut lost = message(0, t + 0.2);
+    lost["joints"][13]["position"] = serde_json::json!([1e30, 0.0, 0.0]);
+    publisher
+        .send_raw(Message::Text(lost.to_string().into()))
+        .await
+        .expect("send");
+    let why = expect_error(&mut publisher, "joints_held").await;
+    assert!(why.contains("left_elbow"), "{why}");
+    more_frames(&mut viewer, &mut view, "mirror", 3).await;
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calibrate_from_another_connection_maps_the_held_pose_to_rest() {
     let db = db();

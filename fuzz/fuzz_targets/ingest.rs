@@ -1,5 +1,6 @@
 //! Fuzzes everything a publisher's bytes reach in the server, end to end: a sequence
-//! of messages (WebSocket MessagePack or JSON, a Kinect bridge's body frame, a VMC
+//! of messages (WebSocket MessagePack or JSON, of every profile (canonical, Kinect,
+//! MediaPipe landmarks), a Kinect bridge's body frame, a VMC
 //! datagram, an Xsens MVN datagram) goes through the same functions the connection and VMC loops call, the
 //! accepted poses drive an engine with two garments, the small fixture T-shirt and
 //! pants (`wear` switches between them or layers them as an outfit), and every garment

@@ -6,8 +6,8 @@
 use glam::{Quat, Vec3};
 
 use crate::mocap::{
-    FilterConfig, Floor, KinectJoints, KinectKind, LegEstimate, Placement, PoseFilter,
-    PositionRetargeter, VmcPerformer, stand_on_floor,
+    FilterConfig, Floor, KinectJoints, KinectKind, Landmarks, LegEstimate, MEDIAPIPE_PROFILE,
+    Placement, PoseFilter, PositionRetargeter, VmcPerformer, foot_contact, stand_on_floor,
 };
 use crate::protocol::PoseMessage;
 use crate::skeleton::{JOINT_COUNT, JointId, Pose};
@@ -112,12 +112,18 @@ impl InputState {
 }
 
 /// Applies a pose message of any supported profile (`canonical`, `kinect_v2`,
-/// `azure_kinect`) to an avatar's input state (Kinect profiles: seen by `sensor`, see
-/// [`apply_joints`]); on error neither state changes. Kinect joints carry `position` in
-/// the SDK's camera coordinates and units, and `confidence` in [0, 1] (below 0.25: not
-/// tracked; below 0.5: inferred, a guess that poses the avatar but is not used to
-/// measure the performer); a joint whose position is not finite is treated as not
-/// tracked (held) and named in [`Applied::held`].
+/// `azure_kinect`, `mediapipe`) to an avatar's input state (Kinect profiles: seen by
+/// `sensor`, see [`apply_joints`]); on error neither state changes. Kinect joints carry
+/// `position` in the SDK's camera coordinates and units, MediaPipe landmarks (named as
+/// in [`MEDIAPIPE_NAMES`](crate::mocap::MEDIAPIPE_NAMES)) their world landmark in
+/// metres, and both `confidence` in [0, 1] (below 0.25: not tracked; below 0.5:
+/// inferred, a guess that poses the avatar but is not used to measure the performer;
+/// MediaPipe's visibility serves); a joint whose position is not finite is treated as
+/// not tracked (held) and named in [`Applied::held`].
+///
+/// A MediaPipe avatar stays on the spot (world landmarks are centred on the hips) with
+/// its lowest foot on the floor (a webcam tells no height, so a jump is not seen); the
+/// message's `floor` is not used, nor `sensor`'s floor or stage.
 pub fn apply_pose_message(
     msg: &PoseMessage,
     sensor: &mut SensorState,
@@ -126,40 +132,33 @@ pub fn apply_pose_message(
     filter: Option<&FilterConfig>,
 ) -> Result<Applied, EngineError> {
     let mut held = Vec::new();
-    let pose = match KinectKind::from_profile(&msg.profile) {
-        None => {
-            let (raw, h) = pose_from_message(msg, &state.pose)?;
-            held = h;
-            let pose = state.calibrated(&raw);
-            check(&pose)?;
-            state.pose = raw;
-            pose
-        }
+    let kind = KinectKind::from_profile(&msg.profile);
+    if kind.is_none() && msg.profile != MEDIAPIPE_PROFILE {
+        let (raw, h) = pose_from_message(msg, &state.pose)?;
+        let pose = state.calibrated(&raw);
+        check(&pose)?;
+        state.pose = raw;
+        return Ok(Applied { pose, held: h });
+    }
+    if !crate::protocol::valid_avatar_id(&msg.avatar) {
+        return Err(EngineError::BadAvatarId);
+    }
+    if !msg.timestamp.is_finite() {
+        return Err(EngineError::BadValue("timestamp".into()));
+    }
+    let pose = match kind {
         Some(kind) => {
-            if !crate::protocol::valid_avatar_id(&msg.avatar) {
-                return Err(EngineError::BadAvatarId);
-            }
-            if !msg.timestamp.is_finite() {
-                return Err(EngineError::BadValue("timestamp".into()));
-            }
             let mut joints = KinectJoints::default();
-            for j in &msg.joints {
-                if let Some(p) = j.position {
-                    if !kind.knows(&j.name) {
-                        return Err(EngineError::UnknownJoint(j.name.clone()));
-                    }
-                    let world = kind.to_world(p);
-                    // NaN, infinite or beyond 100 m: lost for this frame, held
-                    if !world.is_finite() || world.length() >= 100.0 {
-                        held.push(j.name.clone());
-                    } else if j.confidence.is_none_or(|c| c >= 0.5) {
-                        joints.set(kind, &j.name, world);
-                    } else if j.confidence.is_some_and(|c| c >= 0.25) {
-                        // a guess (v2 "inferred", Azure "low"): it poses, measures nothing
-                        joints.set_inferred(kind, &j.name, world);
-                    }
-                }
-            }
+            read_positions(
+                msg,
+                |n| kind.knows(n),
+                |p| kind.to_world(p),
+                |n, w, inferred| match inferred {
+                    false => joints.set(kind, n, w),
+                    true => joints.set_inferred(kind, n, w),
+                },
+                &mut held,
+            )?;
             // an unusable floor is held (the last one stays), like an unusable joint
             let floor = match msg.floor.map(|p| kind.floor(p)) {
                 Some(Ok(f)) => f,
@@ -179,8 +178,65 @@ pub fn apply_pose_message(
                 msg.timestamp,
             )?
         }
+        None => {
+            let mut marks = Landmarks::default();
+            read_positions(
+                msg,
+                |n| Landmarks::index(n).is_some(),
+                Landmarks::to_world,
+                |n, w, inferred| Landmarks::index(n).is_some_and(|i| marks.set(i, w, inferred)),
+                &mut held,
+            )?;
+            // on the spot (the hips are the world landmarks' origin), with the lowest
+            // foot on the floor, as the performer's is
+            let mut on_the_spot = SensorState {
+                origin: Some(Vec3::ZERO),
+                ..SensorState::default()
+            };
+            let mut pose = apply_joints(
+                &marks.joints(),
+                Some(Floor::LEVEL),
+                &mut on_the_spot,
+                state,
+                retargeter,
+                filter,
+                msg.timestamp,
+            )?;
+            pose.translation.y -= foot_contact(&pose, retargeter.skeleton());
+            pose
+        }
     };
     Ok(Applied { pose, held })
+}
+
+/// Reads the positions of a message's joints for a position source: each name must be
+/// one `knows`; a position is turned into the world frame by `to_world` and given to
+/// `put` (name, world position, only inferred) unless it is not finite or beyond 100
+/// m (held, named in `held`) or its confidence is below 0.25 (not tracked).
+fn read_positions(
+    msg: &PoseMessage,
+    knows: impl Fn(&str) -> bool,
+    to_world: impl Fn([f32; 3]) -> Vec3,
+    mut put: impl FnMut(&str, Vec3, bool) -> bool,
+    held: &mut Vec<String>,
+) -> Result<(), EngineError> {
+    for j in &msg.joints {
+        let Some(p) = j.position else { continue };
+        if !knows(&j.name) {
+            return Err(EngineError::UnknownJoint(j.name.clone()));
+        }
+        let world = to_world(p);
+        // NaN, infinite or beyond 100 m: lost for this frame, held
+        if !world.is_finite() || world.length() >= 100.0 {
+            held.push(j.name.clone());
+        } else if j.confidence.is_none_or(|c| c >= 0.5) {
+            put(&j.name, world, false);
+        } else if j.confidence.is_some_and(|c| c >= 0.25) {
+            // a guess (v2 "inferred", Azure "low"): it poses, measures nothing
+            put(&j.name, world, true);
+        }
+    }
+    Ok(())
 }
 
 /// What the server keeps of one sensor (a Kinect bridge's connection) between its

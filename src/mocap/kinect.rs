@@ -222,6 +222,12 @@ impl KinectJoints {
         self.pos[s as usize]
     }
 
+    /// Source joint `s` and whether it was only inferred.
+    pub(super) fn source(&self, s: Src) -> Option<(Vec3, bool)> {
+        self.get(s)
+            .map(|p| (p, self.inferred & (1 << s as u32) != 0))
+    }
+
     /// The joint if it was tracked (not inferred).
     fn tracked(&self, s: Src) -> Option<Vec3> {
         self.get(s).filter(|_| self.inferred & (1 << s as u32) == 0)

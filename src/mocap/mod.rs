@@ -8,6 +8,7 @@ mod bvh;
 mod clip;
 mod filter;
 mod kinect;
+mod mediapipe;
 mod mvn;
 mod profile;
 mod retarget;
@@ -20,6 +21,7 @@ pub use kinect::{
     Floor, KinectBody, KinectError, KinectJoints, KinectKind, LegEstimate, PLAUSIBLE_LEG,
     Placement, PositionRetargeter, SensorView, body_frame_json, body_json, parse_body_frame,
 };
+pub use mediapipe::{Landmarks, MEDIAPIPE_LANDMARKS, MEDIAPIPE_NAMES, MEDIAPIPE_PROFILE};
 pub use mvn::{
     MVN_PORT, MVN_REORDER_SAMPLES, MVN_SEGMENTS, MvnDatagram, MvnError, MvnSample, MvnStream,
     mvn_datagram, parse_mvn,
