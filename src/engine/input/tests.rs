@@ -561,7 +561,7 @@ const WEBCAM_BONES: [(&str, JointId, JointId); 11] = [
 /// crouch, arm raises and turns) follows the clip. Measured: limbs 10–25° off on
 /// average (MediaPipe's depth of an arm in front of the body is its weakest part), the
 /// trunk 6°, the hip and shoulder lines 8–9°, never a left/right swap; the pelvis
-/// 3–5 cm higher than the clip's (MediaPipe's legs are a little straighter); the
+/// 4 cm higher than the clip's on average (MediaPipe's legs are a little straighter); the
 /// avatar on the spot with a foot on the floor in every frame. Reading the camera's
 /// axes wrong (a mirrored x, an unflipped y or z) or swapping left and right fails it.
 #[test]
