@@ -10,11 +10,13 @@ MediaPipe 0.10.14's legacy Pose solution ships its model in the wheel; later rel
 need a model file fetched separately (their PoseLandmarker gives the same 33 world
 landmarks: send them the same way). Feed the camera's picture unmirrored (mirror the
 display instead: the viewer's mirror mode), so that MediaPipe's left is the
-performer's left. Errors the server answers with are printed; the bridge goes on.
+performer's left. A camera pitched down leans the avatar: --level takes it out.
+Errors the server answers with are printed; the bridge goes on.
 """
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -54,14 +56,17 @@ def pictures(args):
         yield cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
 
 
-def pose_message(avatar, landmarks, t):
-    """A clothcast pose message of one pose's world landmarks."""
+def pose_message(avatar, landmarks, t, level):
+    """A clothcast pose message of one pose's world landmarks, with the floor's normal
+    in the camera's axes that levels them by `level` degrees (a camera pitched down)."""
+    a = math.radians(level)
     return {
         "type": "pose", "avatar": avatar, "profile": "mediapipe", "timestamp": t,
         "joints": [
             {"name": name, "position": [l.x, l.y, l.z], "confidence": l.visibility}
             for name, l in zip(NAMES, landmarks)
         ],
+        "floor": [0.0, -math.cos(a), -math.sin(a), 0.0],
     }
 
 
@@ -73,6 +78,9 @@ def main():
     p.add_argument("--camera", type=int, default=0, help="camera index (OpenCV)")
     p.add_argument("--frames", help="a folder of PNG pictures instead of a camera")
     p.add_argument("--fps", type=float, default=30.0, help="pictures a second (--frames)")
+    p.add_argument("--level", type=float, default=0.0,
+                   help="degrees to level a camera pitched down by (MediaPipe shows part "
+                        "of the pitch: about 15 for a camera 25 down)")
     args = p.parse_args()
     sent = refused = 0
     with connect(args.url) as ws, mp.solutions.pose.Pose(model_complexity=1) as pose:
@@ -87,7 +95,7 @@ def main():
             if result.pose_world_landmarks is None:
                 continue  # nobody in the picture
             msg = pose_message(args.avatar, result.pose_world_landmarks.landmark,
-                               time.monotonic() - start)
+                               time.monotonic() - start, args.level)
             ws.send(json.dumps(msg))
             sent += 1
             try:

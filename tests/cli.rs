@@ -388,4 +388,22 @@ fn render_draws_a_picture_per_frame_of_a_range() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "an empty range was drawn");
     assert!(err.contains("994 frames"), "{err}");
+    for tilt in ["90", "-5", "NaN"] {
+        let o = bin()
+            .args([
+                "render",
+                "--views",
+                "front",
+                &format!("--tilt={tilt}"),
+                "--out",
+            ])
+            .arg(dir.join("tilted.png"))
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("0–60 degrees"),
+            "{tilt}: {err}"
+        );
+    }
 }

@@ -34,6 +34,10 @@ pub(crate) struct RenderArgs {
     /// performer sees them).
     #[arg(long, value_enum, default_value_t = Views::All)]
     views: Views,
+    /// The front view's camera pitched this many degrees down (0–60), as a webcam
+    /// above a screen looks down at the performer.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_tilt)]
+    tilt: f32,
     /// Skeleton profile of the clip (detected when omitted).
     #[arg(long)]
     profile: Option<String>,
@@ -48,6 +52,13 @@ pub(crate) struct RenderArgs {
     body: BodyArgs,
     #[command(flatten)]
     garment: GarmentArgs,
+}
+
+fn parse_tilt(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(t) if (0.0..=60.0).contains(&t) => Ok(t),
+        _ => Err(format!("{s:?} is not a tilt of 0–60 degrees")),
+    }
 }
 
 /// Which views `render` draws.
@@ -73,6 +84,11 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
         (Some(_), None) => anyhow::bail!("--frames needs --bvh"),
         (None, path) => read_clip_at(path.as_deref(), a.profile.as_deref(), a.frame)?,
     };
+    let front = Vec3::new(0.0, a.tilt.to_radians().tan(), 1.0);
+    let views: &[Vec3] = match a.views {
+        Views::All => &[front, Vec3::new(1.0, 0.3, 0.8), Vec3::new(-0.4, 0.4, -1.0)],
+        Views::Front => &[front],
+    };
     let body = a.body.build()?;
     let garments = a
         .garments
@@ -86,7 +102,7 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
             Some(f) => f.pose_at(a.frame, &body.skeleton)?,
             None => Pose::rest(),
         };
-        write_png(&a.out, &picture(&body, &garments, &pose, a.views, a.size)?)?;
+        write_png(&a.out, &picture(&body, &garments, &pose, views, a.size)?)?;
         outln!("{}", a.out.display());
         return Ok(());
     };
@@ -98,7 +114,7 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
         let out = a.out.join(format!("frame-{f:05}.png"));
         write_png(
             &out,
-            &picture(&body, &garments, &clip.poses[f], a.views, a.size)?,
+            &picture(&body, &garments, &clip.poses[f], views, a.size)?,
         )?;
     }
     outln!("{}", a.out.display());
@@ -166,12 +182,13 @@ fn face(body: &crate::body::Body) -> TriMesh {
 }
 
 /// The body at `pose` and the garments (`(is pants, garment)`) skinned onto it, seen
-/// from `views`, each a `size`-pixel square framing the body.
+/// from each of `views` (directions from the body towards the eye), each a
+/// `size`-pixel square framing the body.
 fn picture(
     body: &crate::body::Body,
     garments: &[(bool, crate::garment::Garment)],
     pose: &Pose,
-    views: Views,
+    views: &[Vec3],
     size: u32,
 ) -> anyhow::Result<Image> {
     let mut meshes: Vec<(TriMesh, [f32; 3])> = vec![(
@@ -211,15 +228,7 @@ fn picture(
             color: *c,
         })
         .collect();
-    let directions: &[Vec3] = match views {
-        Views::All => &[
-            Vec3::Z,
-            Vec3::new(1.0, 0.3, 0.8),
-            Vec3::new(-0.4, 0.4, -1.0),
-        ],
-        Views::Front => &[Vec3::Z],
-    };
-    let views: Vec<Image> = directions
+    let views: Vec<Image> = views
         .iter()
         .map(|&d| render(&items, &Camera::framing(lo, hi, d, 1.0), size, size))
         .collect();

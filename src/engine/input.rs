@@ -87,6 +87,8 @@ pub struct InputState {
     /// Calibration: the raw pose the performer held when calibrated (their rest pose
     /// and facing); outputs are taken relative to it.
     pub rest: Option<Pose>,
+    /// MediaPipe: the floor (the camera's tilt) its bridge last reported.
+    pub camera: Option<Floor>,
 }
 
 impl InputState {
@@ -123,7 +125,9 @@ impl InputState {
 ///
 /// A MediaPipe avatar stays on the spot (world landmarks are centred on the hips) with
 /// its lowest foot on the floor (a webcam tells no height, so a jump is not seen); the
-/// message's `floor` is not used, nor `sensor`'s floor or stage.
+/// message's `floor`, when given, is the floor's normal in the camera's axes
+/// ([`Landmarks::floor`]), which levels a tilted camera's landmarks (the last one
+/// stays; absent: a level camera); `sensor`'s floor and stage are not used.
 pub fn apply_pose_message(
     msg: &PoseMessage,
     sensor: &mut SensorState,
@@ -193,9 +197,18 @@ pub fn apply_pose_message(
                 origin: Some(Vec3::ZERO),
                 ..SensorState::default()
             };
+            // a tilted camera's floor levels the landmarks; the last one stays
+            let camera = match msg.floor.map(Landmarks::floor) {
+                Some(Ok(f)) => f.or(state.camera),
+                Some(Err(_)) => {
+                    held.push("floor".into());
+                    state.camera
+                }
+                None => state.camera,
+            };
             let mut pose = apply_joints(
                 &marks.joints(),
-                Some(Floor::LEVEL),
+                Some(camera.unwrap_or(Floor::LEVEL)),
                 &mut on_the_spot,
                 state,
                 retargeter,
@@ -203,6 +216,7 @@ pub fn apply_pose_message(
                 msg.timestamp,
             )?;
             pose.translation.y -= foot_contact(&pose, retargeter.skeleton());
+            state.camera = camera;
             pose
         }
     };

@@ -8,9 +8,11 @@
 //! down it, z away from the camera) with the origin between the hips, each with a
 //! visibility in [0, 1]; `left_…` is the performer's own left in an unmirrored
 //! picture. They turn into clothcast's world as (x, −y, −z): a rotation, so a
-//! performer facing the camera faces +Z with their left at +X. The landmarks carry no
-//! position in the room (the hips are always at the origin) and no floor: the server
-//! keeps the avatar on the spot, its lowest foot on the floor.
+//! performer facing the camera faces +Z with their left at +X. The axes are the
+//! camera's: a webcam pitched down leans the performer back, unless the bridge states
+//! the floor ([`Landmarks::floor`]). The landmarks carry no position in the room (the
+//! hips are always at the origin) and no floor height: the server keeps the avatar on
+//! the spot, its lowest foot on the floor.
 //!
 //! The Kinect path's points are derived from them: the pelvis between the hips, the
 //! chest (and the base of the neck) between the shoulders, the mid-spine halfway
@@ -20,7 +22,7 @@
 
 use glam::Vec3;
 
-use super::kinect::{KinectJoints, Src};
+use super::kinect::{Floor, KinectJoints, Src};
 
 /// The profile name of MediaPipe pose messages.
 pub const MEDIAPIPE_PROFILE: &str = "mediapipe";
@@ -141,6 +143,19 @@ impl Landmarks {
     /// A world landmark (MediaPipe's camera axes, metres) in clothcast's world frame.
     pub fn to_world(p: [f32; 3]) -> Vec3 {
         Vec3::new(p[0], -p[1], -p[2])
+    }
+
+    /// The floor a bridge reports for a tilted camera, `[a, b, c, d]` in MediaPipe's
+    /// camera axes: `(a, b, c)` the floor's unit normal (a level camera's is
+    /// `[0, -1, 0]`; one pitched down by θ: `[0, -cos θ, -sin θ]`), `d` not used (the
+    /// landmarks are centred on the hips). It levels the landmarks, as a Kinect's floor
+    /// does. `Ok(None)` for the all-zero plane; `Err` names what is wrong with any
+    /// other unusable one (not finite, normal not unit, tilted more than 75°).
+    pub fn floor(plane: [f32; 4]) -> Result<Option<Floor>, String> {
+        if plane == [0.0; 4] {
+            return Ok(None);
+        }
+        Floor::new(Self::to_world([plane[0], plane[1], plane[2]]), 0.0).map(Some)
     }
 
     /// Sets landmark `i` (world frame, metres), tracked or only `inferred`; refused

@@ -104,7 +104,8 @@ pub struct PoseMessage {
     /// `a x + b y + c z + d = 0` in its camera coordinates and units and `(a, b, c)` the
     /// unit normal (Kinect v2's `FloorClipPlane`). The avatar then stands on the floor
     /// and a tilted sensor's tilt is taken out. Absent or all-zero (not found yet):
-    /// the last one stays. Other profiles ignore it.
+    /// the last one stays. `mediapipe`: the floor's normal in MediaPipe's camera axes
+    /// (`d` unused), levelling a tilted webcam. Other profiles ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<[f32; 4]>,
 }

@@ -101,3 +101,33 @@ fn unusable_landmarks_are_refused() {
     assert!(m.set(0, Vec3::new(0.0, 0.0, 99.0), false));
     assert_eq!(m.count(), 1);
 }
+
+/// A bridge's floor: a level camera's normal is the world's up; one pitched down by θ
+/// turns the landmarks back up by θ (levelling); the all-zero plane is no floor, and an
+/// unusable one is named.
+#[test]
+fn a_stated_floor_levels_a_tilted_cameras_landmarks() {
+    let level = Landmarks::floor([0.0, -1.0, 0.0, 1.5])
+        .expect("valid")
+        .expect("a floor");
+    assert!((level.normal() - Vec3::Y).length() < 1e-6);
+    assert_eq!(level.height(), 0.0, "d is not used");
+    let t = 25f32.to_radians();
+    let tilted = Landmarks::floor([0.0, -t.cos(), -t.sin(), 0.0])
+        .expect("valid")
+        .expect("a floor");
+    // an upright trunk, in the axes of a camera pitched down, reads as leaning
+    // towards the camera (+z of the world) until it is levelled
+    let up_in_camera = Vec3::new(0.0, -t.cos(), -t.sin());
+    let trunk = Landmarks::to_world(up_in_camera.to_array());
+    assert!(trunk.z > 0.3, "{trunk}");
+    assert!((tilted.level(trunk) - Vec3::Y).length() < 1e-5);
+    assert!(Landmarks::floor([0.0; 4]).expect("valid").is_none());
+    for bad in [
+        [f32::NAN, -1.0, 0.0, 0.0],
+        [0.0, -2.0, 0.0, 0.0],
+        [1.0, 0.0, 0.0, 0.0],
+    ] {
+        assert!(Landmarks::floor(bad).is_err(), "{bad:?}");
+    }
+}
