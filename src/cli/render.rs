@@ -75,14 +75,17 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
         anyhow::bail!("--size must be 64–4096 pixels");
     }
     // the clip's problems are found before the body is built (seconds)
-    let file = match (&a.frames, &a.bvh) {
+    let (file, frames) = match (&a.frames, &a.bvh) {
         (Some(range), Some(path)) => {
             let file = read_clip(path, a.profile.as_deref())?;
-            range.frames(file.frame_count())?;
-            Some(file)
+            let frames = range.frames(file.frame_count())?;
+            (Some(file), Some(frames))
         }
         (Some(_), None) => anyhow::bail!("--frames needs --bvh"),
-        (None, path) => read_clip_at(path.as_deref(), a.profile.as_deref(), a.frame)?,
+        (None, path) => (
+            read_clip_at(path.as_deref(), a.profile.as_deref(), a.frame)?,
+            None,
+        ),
     };
     let front = Vec3::new(0.0, a.tilt.to_radians().tan(), 1.0);
     let views: &[Vec3] = match a.views {
@@ -97,24 +100,31 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
         .filter(|s| !s.is_empty())
         .map(|name| Ok((name == "pants", a.garment.build(&body, name)?)))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let (Some(range), Some(file)) = (a.frames, &file) else {
+    let face = face(&body);
+    let (Some(frames), Some(file)) = (frames, &file) else {
         let pose = match &file {
             Some(f) => f.pose_at(a.frame, &body.skeleton)?,
             None => Pose::rest(),
         };
-        write_png(&a.out, &picture(&body, &garments, &pose, views, a.size)?)?;
+        write_png(
+            &a.out,
+            &picture(&body, &face, &garments, &pose, views, a.size)?,
+        )?;
         outln!("{}", a.out.display());
         return Ok(());
     };
     let clip = file.onto(&body.skeleton)?;
-    let frames = range.frames(clip.poses.len())?;
     std::fs::create_dir_all(&a.out)
         .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.out.display()))?;
     for f in frames {
+        let pose = clip
+            .poses
+            .get(f)
+            .ok_or_else(|| anyhow::anyhow!("the clip has {} poses", clip.poses.len()))?;
         let out = a.out.join(format!("frame-{f:05}.png"));
         write_png(
             &out,
-            &picture(&body, &garments, &clip.poses[f], views, a.size)?,
+            &picture(&body, &face, &garments, pose, views, a.size)?,
         )?;
     }
     outln!("{}", a.out.display());
@@ -181,11 +191,12 @@ fn face(body: &crate::body::Body) -> TriMesh {
     out
 }
 
-/// The body at `pose` and the garments (`(is pants, garment)`) skinned onto it, seen
-/// from each of `views` (directions from the body towards the eye), each a
+/// The body at `pose` with its `face` ([`face`], at rest) and the garments (`(is
+/// pants, garment)`) skinned onto it, seen from each of `views` (directions from the body towards the eye), each a
 /// `size`-pixel square framing the body.
 fn picture(
     body: &crate::body::Body,
+    face: &TriMesh,
     garments: &[(bool, crate::garment::Garment)],
     pose: &Pose,
     views: &[Vec3],
@@ -197,9 +208,11 @@ fn picture(
     )];
     let t = body.skeleton.skinning_transforms(pose);
     let head = t[crate::skeleton::JointId::HEAD.index()];
-    let mut face = face(body);
-    face.positions.iter_mut().for_each(|p| *p = head.apply(*p));
-    meshes.push((face, [0.12, 0.09, 0.08]));
+    let posed_face = face.positions.iter().map(|&p| head.apply(p)).collect();
+    meshes.push((
+        TriMesh::new(posed_face, face.triangles.clone()),
+        [0.12, 0.09, 0.08],
+    ));
     for (pants, g) in garments {
         let mut posed = vec![Vec3::ZERO; g.vertex_count()];
         crate::body::skin_into(

@@ -155,11 +155,13 @@ pub fn apply_pose_message(
             let mut joints = KinectJoints::default();
             read_positions(
                 msg,
-                |n| kind.knows(n),
+                |n| kind.knows(n).then_some(n),
                 |p| kind.to_world(p),
-                |n, w, inferred| match inferred {
-                    false => joints.set(kind, n, w),
-                    true => joints.set_inferred(kind, n, w),
+                |n, w, inferred| {
+                    match inferred {
+                        false => joints.set(kind, n, w),
+                        true => joints.set_inferred(kind, n, w),
+                    };
                 },
                 &mut held,
             )?;
@@ -186,9 +188,11 @@ pub fn apply_pose_message(
             let mut marks = Landmarks::default();
             read_positions(
                 msg,
-                |n| Landmarks::index(n).is_some(),
+                Landmarks::index,
                 Landmarks::to_world,
-                |n, w, inferred| Landmarks::index(n).is_some_and(|i| marks.set(i, w, inferred)),
+                |i, w, inferred| {
+                    marks.set(i, w, inferred);
+                },
                 &mut held,
             )?;
             // on the spot (the hips are the world landmarks' origin), with the lowest
@@ -224,30 +228,29 @@ pub fn apply_pose_message(
 }
 
 /// Reads the positions of a message's joints for a position source: each name must be
-/// one `knows`; a position is turned into the world frame by `to_world` and given to
-/// `put` (name, world position, only inferred) unless it is not finite or beyond 100
-/// m (held, named in `held`) or its confidence is below 0.25 (not tracked).
-fn read_positions(
-    msg: &PoseMessage,
-    knows: impl Fn(&str) -> bool,
+/// one `lookup` knows (its key: the name, an index); a position is turned into the
+/// world frame by `to_world` and given to `put` (key, world position, only inferred)
+/// unless it is not finite or beyond 100 m (held, named in `held`) or its confidence
+/// is below 0.25 (not tracked).
+fn read_positions<'m, K>(
+    msg: &'m PoseMessage,
+    lookup: impl Fn(&'m str) -> Option<K>,
     to_world: impl Fn([f32; 3]) -> Vec3,
-    mut put: impl FnMut(&str, Vec3, bool) -> bool,
+    mut put: impl FnMut(K, Vec3, bool),
     held: &mut Vec<String>,
 ) -> Result<(), EngineError> {
     for j in &msg.joints {
         let Some(p) = j.position else { continue };
-        if !knows(&j.name) {
-            return Err(EngineError::UnknownJoint(j.name.clone()));
-        }
+        let key = lookup(&j.name).ok_or_else(|| EngineError::UnknownJoint(j.name.clone()))?;
         let world = to_world(p);
         // NaN, infinite or beyond 100 m: lost for this frame, held
         if !world.is_finite() || world.length() >= 100.0 {
             held.push(j.name.clone());
         } else if j.confidence.is_none_or(|c| c >= 0.5) {
-            put(&j.name, world, false);
+            put(key, world, false);
         } else if j.confidence.is_some_and(|c| c >= 0.25) {
             // a guess (v2 "inferred", Azure "low"): it poses, measures nothing
-            put(&j.name, world, true);
+            put(key, world, true);
         }
     }
     Ok(())
