@@ -1504,6 +1504,9 @@ async fn only_watched_avatars_are_synthesised_and_a_viewer_still_starts_on_a_key
         (5.0..=60.0).contains(&hz),
         "input rate of a 30 Hz publisher: {hz}"
     );
+    // ticks that synthesise and encode an avatar spend some of their time working
+    let busy = metric(server.addr, "clothcast_tick_busy_ratio").await;
+    assert!(busy > 0.0 && busy < 1.0, "tick busy ratio {busy}");
     // the viewer leaves: nothing is watched again
     drop(viewer);
     let mut gauge = 0.0;
@@ -1603,19 +1606,34 @@ async fn demo_serves_its_walking_avatars_where_it_says() {
     exits_cleanly(demo, "clothcast demo").await;
 }
 
-/// `serve` stopped the way systemd, Docker and Kubernetes stop a service (SIGTERM)
-/// shuts down gracefully: every viewer is closed with 1001 and a reason, and it exits 0
-/// (it was killed outright, and viewers saw the link drop without a word).
+/// `clothcast serve` on the small fixture database, open, on a free port, with `env`
+/// added to its environment: the child, its viewer URL (from its first line of
+/// stdout), the rest of its stdout, and the config file to remove.
 #[cfg(unix)]
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serve_shuts_down_gracefully_on_sigterm() {
+async fn spawn_serve(
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (
+    std::process::Child,
+    String,
+    std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    std::path::PathBuf,
+) {
     use std::io::BufRead;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static RUN: AtomicU32 = AtomicU32::new(0);
     let small =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
-    let config =
-        std::env::temp_dir().join(format!("clothcast-sigterm-{}.toml", std::process::id()));
-    // no VMC listener: the default port may be taken by another test's server
-    std::fs::write(&config, "open = true\nvmc_bind = \"127.0.0.1:0\"\n").expect("config");
+    let config = std::env::temp_dir().join(format!(
+        "clothcast-serve-{}-{}.toml",
+        std::process::id(),
+        RUN.fetch_add(1, Ordering::Relaxed)
+    ));
+    // no UDP listener on a default port: another test's server may hold it
+    std::fs::write(
+        &config,
+        "open = true\nvmc_bind = \"127.0.0.1:0\"\nmvn_bind = \"off\"\n",
+    )
+    .expect("config");
     let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
         .arg("serve")
         .arg("--db")
@@ -1623,6 +1641,7 @@ async fn serve_shuts_down_gracefully_on_sigterm() {
         .arg("--config")
         .arg(&config)
         .args(["--bind", "127.0.0.1:0"])
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -1640,6 +1659,101 @@ async fn serve_shuts_down_gracefully_on_sigterm() {
         .find(|w| w.starts_with("ws://"))
         .unwrap_or_else(|| panic!("no ws:// address in {first:?}"))
         .to_string();
+    (serve, url, lines, config)
+}
+
+/// The thread id of the tick thread (`clothcast-tick`) of process `pid`.
+#[cfg(target_os = "linux")]
+fn tick_thread(pid: u32) -> i32 {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the server's threads");
+    tasks
+        .filter_map(Result::ok)
+        .find(|t| {
+            std::fs::read_to_string(t.path().join("comm"))
+                .is_ok_and(|c| c.trim() == "clothcast-tick")
+        })
+        .and_then(|t| t.file_name().to_str()?.parse().ok())
+        .expect("a thread named clothcast-tick")
+}
+
+/// One thread of another process stopped (ptrace: seized and interrupted, which stops
+/// that thread only, unlike SIGSTOP) until dropped; made and dropped on one thread,
+/// the tracer.
+#[cfg(target_os = "linux")]
+struct Frozen(i32);
+
+#[cfg(target_os = "linux")]
+impl Frozen {
+    fn new(tid: i32) -> Self {
+        // SAFETY: plain system calls on a thread of our own child; no memory is shared
+        unsafe {
+            let null = std::ptr::null_mut::<libc::c_void>();
+            assert_eq!(
+                libc::ptrace(libc::PTRACE_SEIZE, tid, null, null),
+                0,
+                "PTRACE_SEIZE"
+            );
+            assert_eq!(
+                libc::ptrace(libc::PTRACE_INTERRUPT, tid, null, null),
+                0,
+                "PTRACE_INTERRUPT"
+            );
+            let mut status = 0;
+            assert_eq!(
+                libc::waitpid(tid, &mut status, libc::__WALL),
+                tid,
+                "waitpid"
+            );
+        }
+        Self(tid)
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        // SAFETY: as in `new`; the thread is in its ptrace stop
+        unsafe {
+            let null = std::ptr::null_mut::<libc::c_void>();
+            libc::ptrace(libc::PTRACE_DETACH, self.0, null, null);
+        }
+    }
+}
+
+/// Kills process `.0` if the test panics, so that a failed test leaves no server
+/// running (a passing one waits for its exit).
+#[cfg(unix)]
+struct Reaper(u32);
+
+#[cfg(unix)]
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &self.0.to_string()])
+                .status();
+        }
+    }
+}
+
+/// Sends SIGTERM to `child`.
+#[cfg(unix)]
+fn sigterm(child: &std::process::Child) {
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+}
+
+/// `serve` stopped the way systemd, Docker and Kubernetes stop a service (SIGTERM)
+/// shuts down gracefully: every viewer is closed with 1001 and a reason, and it exits 0
+/// (it was killed outright, and viewers saw the link drop without a word).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_shuts_down_gracefully_on_sigterm() {
+    let (mut serve, url, lines, config) = spawn_serve(&[]).await;
+    let _reaper = Reaper(serve.id());
     let mut viewer = connect_viewer_to(&url, None).await;
     let mut publisher = connect_publisher(&url).await;
     publisher
@@ -1651,11 +1765,7 @@ async fn serve_shuts_down_gracefully_on_sigterm() {
         v.avatars.get("a").is_some_and(|a| a.frames >= 1)
     })
     .await;
-    let killed = std::process::Command::new("kill")
-        .args(["-TERM", &serve.id().to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(killed.success());
+    sigterm(&serve);
     let closed = loop {
         match tokio::time::timeout(Duration::from_secs(10), viewer.next()).await {
             Ok(Ok(_)) => continue,
@@ -1680,6 +1790,147 @@ async fn serve_shuts_down_gracefully_on_sigterm() {
     assert!(status.success(), "serve after SIGTERM: {status}");
     assert!(rest.iter().any(|l| l == "shutting down"), "{rest:?}");
     let _ = std::fs::remove_file(&config);
+}
+
+/// Under systemd (`Type=notify`, `WatchdogSec=`), `serve` says when it is ready, pings
+/// the watchdog with its load as status line while its ticks complete, and says when
+/// it stops: the notify protocol over a datagram socket, as systemd listens for it.
+/// A stalled tick loop (its thread frozen, the rest running) stops the pings.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_speaks_systemds_notify_protocol_and_pings_its_watchdog() {
+    use std::os::unix::net::UnixDatagram;
+    let path = std::env::temp_dir().join(format!("clothcast-notify-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let socket = UnixDatagram::bind(&path).expect("notify socket");
+    socket
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .expect("timeout");
+    let socket = std::sync::Arc::new(socket);
+    // everything the service manager was told, in order, until `until` holds
+    // (panics after 20 s)
+    let heard = |socket: std::sync::Arc<UnixDatagram>, until: fn(&[String]) -> bool| async move {
+        tokio::task::spawn_blocking(move || {
+            let (mut said, deadline) = (
+                Vec::new(),
+                std::time::Instant::now() + Duration::from_secs(20),
+            );
+            let mut buf = [0u8; 4096];
+            while !until(&said) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "systemd was told only {said:?}"
+                );
+                if let Ok(n) = socket.recv(&mut buf) {
+                    said.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                }
+            }
+            said
+        })
+        .await
+        .expect("joins")
+    };
+    // a 0.4 s watchdog: the server looks every 0.1 s
+    let (mut serve, url, lines, config) = spawn_serve(&[
+        ("NOTIFY_SOCKET", path.as_os_str()),
+        ("WATCHDOG_USEC", std::ffi::OsStr::new("400000")),
+    ])
+    .await;
+    let _reaper = Reaper(serve.id());
+    let said = heard(socket.clone(), |s| {
+        s.iter().filter(|m| m.contains("WATCHDOG=1")).count() >= 3
+    })
+    .await;
+    let ready = said
+        .iter()
+        .position(|m| m.lines().any(|l| l == "READY=1"))
+        .unwrap_or_else(|| panic!("never READY: {said:?}"));
+    assert!(
+        said[ready].contains("STATUS=serving on ws://127.0.0.1:"),
+        "{said:?}"
+    );
+    let first_ping = said.iter().position(|m| m.contains("WATCHDOG=1"));
+    assert!(first_ping > Some(ready), "a ping before READY: {said:?}");
+    assert!(
+        said[ready + 1..].iter().all(|m| m.contains("WATCHDOG=1\n")
+            && m.contains("STATUS=0 avatars, 0 viewers, 0 publishers, ticks busy ")),
+        "{said:?}"
+    );
+    // the status line follows the load
+    let mut publisher = connect_publisher(&url).await;
+    publisher
+        .send(&arm_pose("a", 0.3, 0.0))
+        .await
+        .expect("pose");
+    heard(socket.clone(), |s| {
+        s.iter().any(|m| {
+            m.contains("WATCHDOG=1")
+                && m.contains("STATUS=1 avatar, 0 viewers, 1 publisher, ticks busy ")
+        })
+    })
+    .await;
+    // only the tick thread stops (the runtime, its pings and `/healthz` go on): past
+    // the 2 s `/healthz` allows, the pings stop and the status line says why; thawed,
+    // they resume
+    let tick = tick_thread(serve.id());
+    let during = tokio::task::spawn_blocking({
+        let socket = socket.clone();
+        move || {
+            let _frozen = Frozen::new(tick);
+            let (mut said, deadline) = (
+                Vec::new(),
+                std::time::Instant::now() + Duration::from_secs(20),
+            );
+            let mut buf = [0u8; 4096];
+            // every message from the first unhealthy one on, for a second
+            let mut until = None;
+            while until.is_none_or(|u| std::time::Instant::now() < u) {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never unhealthy: {said:?}"
+                );
+                if let Ok(n) = socket.recv(&mut buf) {
+                    let m = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    if until.is_none()
+                        && m.contains("STATUS=unhealthy: tick stalled: the last tick completed")
+                    {
+                        until = Some(std::time::Instant::now() + Duration::from_secs(1));
+                    }
+                    if until.is_some() {
+                        said.push(m);
+                    }
+                }
+            }
+            said
+        }
+    })
+    .await
+    .expect("joins");
+    assert!(
+        during.len() >= 5
+            && during
+                .iter()
+                .all(|m| !m.contains("WATCHDOG") && m.contains("STATUS=unhealthy: tick stalled")),
+        "{during:?}"
+    );
+    heard(socket.clone(), |s| {
+        s.iter().any(|m| m.contains("WATCHDOG=1"))
+    })
+    .await;
+    sigterm(&serve);
+    heard(socket, |s| {
+        s.iter().any(|m| m.lines().any(|l| l == "STOPPING=1"))
+    })
+    .await;
+    let status = tokio::task::spawn_blocking(move || {
+        lines.map_while(Result::ok).for_each(drop);
+        serve.wait()
+    })
+    .await
+    .expect("joins")
+    .expect("serve exits");
+    assert!(status.success(), "serve after SIGTERM: {status}");
+    let _ = (std::fs::remove_file(&config), std::fs::remove_file(&path));
 }
 
 /// The test CA, certificate and key (tests/fixtures/tls).

@@ -7,3 +7,4 @@ mod outfit;
 mod proxy;
 mod record;
 mod server;
+mod service;

@@ -26,6 +26,7 @@ mod record;
 mod render;
 mod retarget;
 mod serve;
+mod systemd;
 mod watch;
 
 use clap::{Parser, Subcommand};

@@ -116,6 +116,7 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     if a.check {
         return check_serve(&config, &paths);
     }
+    super::systemd::starting("loading garments (baking the default database if it is missing)");
     let dbs = databases(&paths, true)?;
     let names: Vec<&str> = dbs.iter().map(|d| d.garment.name.as_str()).collect();
     tracing::info!(garments = %names.join(", "), "garments");
@@ -127,7 +128,9 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
             "clothcast serving on {ws}://{}/ws (viewer: {http}://{}/, metrics: {http}://{}/metrics)",
             server.addr, server.addr, server.addr
         ));
+        super::systemd::ready(server.probe(), &format!("serving on {ws}://{}/ws", server.addr));
         stop_signal().await?;
+        super::systemd::stopping();
         say(format_args!("shutting down"));
         server.shutdown().await;
         anyhow::Ok(())

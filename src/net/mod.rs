@@ -34,6 +34,7 @@ mod status;
 mod tls;
 mod udp;
 pub use settings::check_server;
+pub use status::ServerProbe;
 mod tick;
 mod watch;
 use conn::ws_upgrade;
@@ -286,6 +287,9 @@ struct Metrics {
     unwatched_ticks: AtomicU64,
     tick_micros_last: AtomicU64,
     tick_micros_max: AtomicU64,
+    /// The share of the last whole second the ticks spent working, parts per million
+    /// (near 1 000 000 the server is at capacity and ticks start running late).
+    tick_busy_ppm: AtomicU64,
     avatars: AtomicU64,
     avatars_unwatched: AtomicU64,
     avatars_held: AtomicU64,
@@ -410,6 +414,11 @@ impl ServerHandle {
     /// Garment frames (one avatar, one tick) synthesised and encoded so far.
     pub fn avatar_frames(&self) -> u64 {
         self.shared.metrics.avatar_frames.load(Ordering::Relaxed)
+    }
+
+    /// A handle onto this server's health and load that can move into another task.
+    pub fn probe(&self) -> ServerProbe {
+        ServerProbe(Arc::clone(&self.shared))
     }
 
     /// Stops accepting, closes connections, stops the tick thread, and waits.

@@ -46,13 +46,50 @@ const STALL_TICKS: f64 = 30.0;
 /// The least time without a completed tick after which `/healthz` fails, seconds.
 const STALL_MIN_SECONDS: f64 = 2.0;
 
-/// `/healthz`: 200 `ok` while ticks complete, 503 with the reason when the tick loop
-/// has stalled, died or panics every tick (so that a supervisor restarts the server).
-pub(super) async fn healthz(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+/// Whether the server's tick loop is alive now ([`tick_health`] of its last tick).
+fn health(s: &Shared) -> Result<(), String> {
     let last = s.metrics.last_tick_micros.load(Ordering::Relaxed);
     let last = (last > 0).then_some(last as f64 * 1e-6);
     let now = s.start.elapsed().as_secs_f64();
-    match tick_health(now, last, s.config.engine.tick_hz) {
+    tick_health(now, last, s.config.engine.tick_hz)
+}
+
+/// A handle onto a running server's health and load, for a supervisor (systemd's
+/// watchdog and status line) that outlives no server: it holds the server's state, not
+/// the server, so [`ServerHandle::shutdown`](super::ServerHandle::shutdown) still stops
+/// everything.
+#[derive(Clone)]
+pub struct ServerProbe(pub(super) Arc<Shared>);
+
+impl ServerProbe {
+    /// What `/healthz` says: `Ok` while ticks complete, else why not (the tick loop
+    /// stalled, died or panics every tick).
+    pub fn health(&self) -> Result<(), String> {
+        health(&self.0)
+    }
+
+    /// One line on the load: avatars, viewers, publishers, the share of the last
+    /// second the ticks spent working, and the ticks that ran late so far, e.g.
+    /// `4 avatars, 2 viewers, 1 publisher, ticks busy 12 %, 0 late ticks`.
+    pub fn summary(&self) -> String {
+        let m = &self.0.metrics;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let n = |k: u64, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
+        format!(
+            "{}, {}, {}, ticks busy {:.0} %, {}",
+            n(g(&m.avatars), "avatar"),
+            n(g(&m.viewers), "viewer"),
+            n(g(&m.publishers), "publisher"),
+            g(&m.tick_busy_ppm) as f64 * 1e-4,
+            n(g(&m.late_ticks), "late tick"),
+        )
+    }
+}
+
+/// `/healthz`: 200 `ok` while ticks complete, 503 with the reason when the tick loop
+/// has stalled, died or panics every tick (so that a supervisor restarts the server).
+pub(super) async fn healthz(State(s): State<Arc<Shared>>) -> impl IntoResponse {
+    match health(&s) {
         Ok(()) => (axum::http::StatusCode::OK, "ok\n".to_string()),
         Err(e) => (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
@@ -71,6 +108,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_unwatched_ticks_total counter\nclothcast_unwatched_ticks_total {}\n\
          # TYPE clothcast_tick_seconds gauge\nclothcast_tick_seconds {}\n\
          # TYPE clothcast_tick_seconds_max gauge\nclothcast_tick_seconds_max {}\n\
+         # TYPE clothcast_tick_busy_ratio gauge\nclothcast_tick_busy_ratio {}\n\
          # TYPE clothcast_avatars gauge\nclothcast_avatars {}\n\
          # TYPE clothcast_avatars_unwatched gauge\nclothcast_avatars_unwatched {}\n\
          # TYPE clothcast_avatars_held gauge\nclothcast_avatars_held {}\n\
@@ -101,6 +139,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.unwatched_ticks),
         g(&m.tick_micros_last) as f64 * 1e-6,
         g(&m.tick_micros_max) as f64 * 1e-6,
+        g(&m.tick_busy_ppm) as f64 * 1e-6,
         g(&m.avatars),
         g(&m.avatars_unwatched),
         g(&m.avatars_held),

@@ -30,6 +30,9 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
     // poses received per avatar since `window_start`, published as rates once a second
     let mut window: HashMap<String, u32> = HashMap::new();
     let mut window_start = Instant::now();
+    // the ticks' working time since `window_start`, µs (published as a share once a
+    // second)
+    let mut busy_micros = 0u64;
     let mut last_refusal_log: Option<Instant> = None;
     while !stop.load(Ordering::SeqCst) {
         next += period;
@@ -89,6 +92,11 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
             if let Ok(mut r) = shared.input_rates.lock() {
                 *r = rates;
             }
+            m.tick_busy_ppm.store(
+                (busy_micros as f64 / span).round() as u64,
+                Ordering::Relaxed,
+            );
+            busy_micros = 0;
             window.clear();
             window_start = Instant::now();
         }
@@ -147,6 +155,7 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
                     Ordering::Relaxed,
                 );
                 let us = t0.elapsed().as_micros() as u64;
+                busy_micros += us;
                 m.ticks.fetch_add(1, Ordering::Relaxed);
                 m.tick_micros_last.store(us, Ordering::Relaxed);
                 m.tick_micros_max.fetch_max(us, Ordering::Relaxed);

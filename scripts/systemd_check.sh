@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Runs deploy/clothcast.service under a real systemd, in a container: debootstraps a
+# minimal Debian (once, into $ROOT), installs the release binary, the unit as shipped
+# and a config serving the small test database, boots it with systemd-nspawn and checks
+# that systemd starts the server (Type=notify: READY), that it streams three walking
+# avatars to a viewer inside its sandbox (the system-call filter included), that a
+# stalled tick loop (only the tick thread frozen, by ptrace from outside) stops the
+# watchdog pings and gets the server killed and restarted, and that it stops cleanly.
+# Needs root, debootstrap and systemd-container (apt-get install debootstrap
+# systemd-container), python3 and Debian's mirror; not part of the test suite.
+#   scripts/systemd_check.sh [ROOT]    (default /tmp/clothcast-nspawn)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=${1:-/tmp/clothcast-nspawn}
+OUT=$(mktemp -d)
+cargo build --release --bin clothcast
+if [ ! -x "$ROOT/lib/systemd/systemd" ]; then
+  debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$ROOT" http://deb.debian.org/debian
+fi
+chroot "$ROOT" id clothcast >/dev/null 2>&1 || chroot "$ROOT" useradd --system --no-create-home --shell /usr/sbin/nologin clothcast
+install -m 0755 target/release/clothcast "$ROOT/usr/local/bin/clothcast"
+install -d -m 0750 "$ROOT/etc/clothcast"
+printf 'open = true\nbind = "127.0.0.1:8470"\nvmc_bind = "off"\nmvn_bind = "off"\ndatabases = ["small.ccdb"]\n' > "$ROOT/etc/clothcast/server.toml"
+cp tests/fixtures/db/v1/small.ccdb "$ROOT/etc/clothcast/"
+chmod 0640 "$ROOT"/etc/clothcast/*
+chroot "$ROOT" chgrp -R clothcast /etc/clothcast
+cp tests/fixtures/mocap/cmu_131_01.bvh "$ROOT/clip.bvh"
+install -m 0644 deploy/clothcast.service "$ROOT/etc/systemd/system/"
+mkdir -p "$ROOT/etc/systemd/system/multi-user.target.wants"
+ln -sf /etc/systemd/system/clothcast.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
+# inside: start, stream, then sample the unit once a second while the host freezes the
+# tick thread, then stop and power off
+cat > "$ROOT/usr/local/bin/clothcast-probe" <<'PROBE'
+#!/bin/bash
+show() { systemctl show clothcast -p ActiveState -p StatusText -p MainPID -p NRestarts -p Result; }
+sleep 2
+timeout 8 clothcast play /clip.bvh --url ws://127.0.0.1:8470/ws --avatars 3 >/dev/null 2>&1 &
+sleep 1
+timeout 20 clothcast watch --url ws://127.0.0.1:8470/ws --seconds 4 > /probe/watch.txt 2>&1 &
+sleep 2.5
+show > /probe/streaming.txt
+wait
+touch /probe/freeze
+for i in $(seq 1 22); do
+  sleep 1
+  echo "t=$i s: $(systemctl show clothcast -p MainPID -p NRestarts -p StatusText | tr '\n' ' ')" >> /probe/during.txt
+done
+show > /probe/after.txt
+systemctl stop clothcast
+show > /probe/stopped.txt
+journalctl -u clothcast -b --no-pager -o short-monotonic | grep -v 'clothcast::net::conn' > /probe/journal.txt
+systemctl poweroff
+PROBE
+chmod 0755 "$ROOT/usr/local/bin/clothcast-probe"
+printf '[Unit]\nAfter=clothcast.service\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/clothcast-probe\n[Install]\nWantedBy=multi-user.target\n' > "$ROOT/etc/systemd/system/clothcast-probe.service"
+ln -sf /etc/systemd/system/clothcast-probe.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
+# outside: when told, freeze the server's tick thread only (PTRACE_SEIZE + INTERRUPT)
+python3 - "$OUT" <<'FREEZE' &
+import ctypes, os, sys, time
+out = sys.argv[1]
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+deadline = time.time() + 120
+while not os.path.exists(f"{out}/freeze"):
+    if time.time() > deadline: sys.exit("never told to freeze")
+    time.sleep(0.1)
+def cmd(p):
+    try: return open(f"/proc/{p}/cmdline", "rb").read()
+    except OSError: return b""
+pid = next(p for p in os.listdir("/proc") if p.isdigit() and b"/etc/clothcast/server.toml" in cmd(p))
+tid = next(int(t) for t in os.listdir(f"/proc/{pid}/task")
+           if open(f"/proc/{pid}/task/{t}/comm").read().strip() == "clothcast-tick")
+assert libc.ptrace(0x4206, tid, None, None) == 0, "PTRACE_SEIZE"
+assert libc.ptrace(0x4207, tid, None, None) == 0, "PTRACE_INTERRUPT"
+status = ctypes.c_int(); libc.waitpid(tid, ctypes.byref(status), 0x40000000)
+open(f"{out}/frozen.txt", "w").write(f"froze thread {tid} (clothcast-tick) of process {pid}\n")
+# the thread stays frozen while this tracer lives, past the unit's 10 s watchdog
+# timeout; systemd's SIGABRT then waits for the tracer to let go (a core dump gathers
+# every thread, and a traced one answers only once released), which a truly stuck tick
+# thread would not make it do
+time.sleep(14)
+FREEZE
+timeout 180 systemd-nspawn -q -b -D "$ROOT" --register=no --keep-unit --bind="$OUT":/probe --console=pipe >"$OUT/nspawn.log" 2>&1 || true
+wait
+rm -f "$ROOT/etc/systemd/system/multi-user.target.wants/clothcast-probe.service"
+for f in watch.txt streaming.txt frozen.txt during.txt after.txt stopped.txt journal.txt; do
+  echo "== $f"; cat "$OUT/$f" 2>/dev/null || echo "(missing)"
+done
+fail() { echo "FAILED: $*"; exit 1; }
+grep -q 'missed 0' "$OUT/watch.txt" || fail "the viewer saw no frames"
+grep -q 'StatusText=3 avatars, 1 viewer, 1 publisher' "$OUT/streaming.txt" || fail "status line"
+grep -q 'unhealthy: tick stalled' "$OUT/during.txt" || fail "no unhealthy status"
+grep -q "Failed with result 'watchdog'" "$OUT/journal.txt" || fail "the watchdog did not fire"
+grep -q 'NRestarts=1' "$OUT/after.txt" && grep -q 'ActiveState=active' "$OUT/after.txt" || fail "not restarted"
+grep -q 'ActiveState=inactive' "$OUT/stopped.txt" && grep -q 'Result=success' "$OUT/stopped.txt" || fail "did not stop cleanly"
+echo "systemd check passed"

@@ -1,0 +1,126 @@
+//! `serve` under a service manager that speaks systemd's notify protocol
+//! (`sd_notify(3)`): `READY=1` once the ports are bound, a `STATUS=` line with the load,
+//! `WATCHDOG=1` pings while the engine's ticks complete, and `STOPPING=1` at shutdown.
+//! Without `$NOTIFY_SOCKET` (not started by systemd, or a unit without `Type=notify`)
+//! nothing is sent and nothing runs.
+//!
+//! The watchdog pings only while `/healthz` would answer 200: a tick loop that has
+//! stalled, died or panics every tick, or an async runtime too wedged to run this task,
+//! stops the pings, and systemd kills and restarts the server after `WatchdogSec`.
+
+use std::time::Duration;
+
+use sd_notify::NotifyState;
+
+use crate::net::ServerProbe;
+
+/// Sends `states` to the service manager, if one listens; a failure is logged (a
+/// supervisor that went away must not stop the server).
+fn notify(states: &[NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(states) {
+        tracing::warn!(error = %e, "could not notify the service manager");
+    }
+}
+
+/// Whether a service manager listens for notifications.
+fn supervised() -> bool {
+    std::env::var_os("NOTIFY_SOCKET").is_some()
+}
+
+/// Tells the service manager what `serve` is doing before it is ready (loading or
+/// baking databases can take minutes).
+pub(super) fn starting(what: &str) {
+    if supervised() {
+        notify(&[NotifyState::Status(what)]);
+    }
+}
+
+/// Tells the service manager that the server is up (its ports are bound), with `what`
+/// as its status line, and starts the watchdog pings if the unit asks for them
+/// (`WatchdogSec=`). Call from within the server's runtime.
+pub(super) fn ready(probe: ServerProbe, what: &str) {
+    if !supervised() {
+        return;
+    }
+    notify(&[NotifyState::Ready, NotifyState::Status(what)]);
+    if let Some(timeout) = sd_notify::watchdog_enabled() {
+        tracing::info!(timeout_s = timeout.as_secs_f64(), "systemd watchdog on");
+        tokio::spawn(watchdog(probe, timeout));
+    }
+}
+
+/// Tells the service manager that the server is shutting down.
+pub(super) fn stopping() {
+    if supervised() {
+        notify(&[NotifyState::Stopping, NotifyState::Status("shutting down")]);
+    }
+}
+
+/// How often the watchdog looks at the server: a quarter of the timeout, so that a
+/// healthy server pings at least three times per timeout (`sd_watchdog_enabled(3)`
+/// asks for every half) even when a look comes late.
+fn watchdog_period(timeout: Duration) -> Duration {
+    (timeout / 4).max(Duration::from_millis(10))
+}
+
+/// What one look at the server sends: a ping and the load while it is healthy; only
+/// the reason while it is not, so that systemd restarts it once the timeout passes
+/// without a ping (a stall shorter than the timeout costs nothing).
+fn watchdog_message(health: Result<(), String>, summary: &str) -> (bool, String) {
+    match health {
+        Ok(()) => (true, summary.to_string()),
+        Err(why) => (false, format!("unhealthy: {why}")),
+    }
+}
+
+async fn watchdog(probe: ServerProbe, timeout: Duration) {
+    let mut every = tokio::time::interval(watchdog_period(timeout));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut was_healthy = true;
+    loop {
+        every.tick().await;
+        let health = probe.health();
+        if let (true, Err(why)) = (was_healthy, &health) {
+            tracing::error!(%why, "not pinging systemd's watchdog");
+        }
+        was_healthy = health.is_ok();
+        match watchdog_message(health, &probe.summary()) {
+            (true, status) => notify(&[NotifyState::Watchdog, NotifyState::Status(&status)]),
+            (false, status) => notify(&[NotifyState::Status(&status)]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_watchdog_pings_only_a_healthy_server() {
+        let (ping, status) = watchdog_message(Ok(()), "2 avatars");
+        assert!(ping);
+        assert_eq!(status, "2 avatars");
+        let (ping, status) = watchdog_message(
+            Err("tick stalled: the last tick completed 3.0 s ago".into()),
+            "2 avatars",
+        );
+        assert!(!ping);
+        assert_eq!(
+            status,
+            "unhealthy: tick stalled: the last tick completed 3.0 s ago"
+        );
+    }
+
+    #[test]
+    fn the_watchdog_looks_several_times_per_timeout() {
+        assert_eq!(
+            watchdog_period(Duration::from_secs(10)),
+            Duration::from_millis(2500)
+        );
+        // a nonsensically short timeout does not spin
+        assert_eq!(
+            watchdog_period(Duration::from_micros(1)),
+            Duration::from_millis(10)
+        );
+    }
+}
