@@ -259,6 +259,19 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
         out.contains("config ok") && out.contains("127.0.0.1:1") && out.contains("tshirt"),
         "{out}"
     );
+    assert!(
+        out.contains("(VMC UDP 127.0.0.1:39539 from any sender; Xsens MVN UDP 127.0.0.1:9763 from any sender)"),
+        "{out}"
+    );
+    // UDP inputs on the network, each taking its performers' machines only
+    let o = run(
+        "open = true\nvmc_bind = \"0.0.0.0:39539\"\nvmc_allow = [\"192.168.1.0/24\", \"10.0.0.7\"]\nmvn_allow = [\"10.0.0.30\"]\n",
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("VMC UDP 0.0.0.0:39539 from 192.168.1.0/24, 10.0.0.7/32; Xsens MVN UDP 127.0.0.1:9763 from 10.0.0.30/32"),
+        "{out}"
+    );
     let tls = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tls");
     let wrong_cert = format!(
         "open = true\ntls_cert = {:?}\ntls_key = {:?}\n",
@@ -326,6 +339,11 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
             "max_connections_per_address",
         ),
         ("open = true\nno_such_setting = 1\n", "no_such_setting"),
+        (
+            "open = true\nvmc_allow = [\"192.168.1.0/33\"]\n",
+            "\"192.168.1.0/33\" is neither an address",
+        ),
+        ("open = true\nmvn_allow = \"10.0.0.1\"\n", "mvn_allow"),
         (
             "open = true\n[engine]\noutfit = [\"tshirt\", \"tshirt\"]\n",
             "twice",

@@ -933,3 +933,88 @@ async fn one_hosts_flood_of_unfinished_requests_leaves_room_for_others() {
     );
     server.shutdown().await;
 }
+
+/// UDP carries no token, so a VMC or MVN listener on the network takes the senders its
+/// allow list names and no others: datagrams from elsewhere are dropped unread (no
+/// avatar, no place taken) and counted. Loopback's other addresses stand in for the
+/// performers' machines and a stranger's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn udp_listeners_take_only_the_senders_their_allow_lists_name() {
+    use clothcast::mocap::mvn_datagram;
+    use rosc::{OscMessage, OscPacket, OscType};
+    let net = |s: &str| s.parse().expect("network");
+    let (server, url) = serve(ServerConfig {
+        vmc_bind: Some("127.0.0.1:0".parse().expect("addr")),
+        vmc_allow: vec![net("127.0.0.2/32")],
+        mvn_bind: Some("127.0.0.1:0".parse().expect("addr")),
+        mvn_allow: vec![net("127.0.0.4/31")],
+        ..config()
+    })
+    .await;
+    let (vmc, mvn) = (
+        server.vmc_addr.expect("VMC listener"),
+        server.mvn_addr.expect("MVN listener"),
+    );
+    let mut viewer = connect_viewer(&url).await;
+    let mut view = Viewer::default();
+    let hips = rosc::encoder::encode(&OscPacket::Message(OscMessage {
+        addr: "/VMC/Ext/Bone/Pos".into(),
+        args: vec![
+            OscType::String("Hips".into()),
+            0.0.into(),
+            0.0.into(),
+            0.0.into(),
+            0.0.into(),
+            0.0.into(),
+            0.0.into(),
+            1.0.into(),
+        ],
+    }))
+    .expect("encodes");
+    let skeleton = Skeleton::from_rest_positions(db().body.skeleton);
+    let socket = |ip: &str| {
+        let addr = format!("{ip}:0");
+        async move { tokio::net::UdpSocket::bind(addr).await.expect("udp") }
+    };
+    let (performer, stranger) = (socket("127.0.0.2").await, socket("127.0.0.3").await);
+    let (suit, intruder) = (socket("127.0.0.5").await, socket("127.0.0.6").await);
+    let performer_avatar = format!("vmc-{}", performer.local_addr().expect("addr"));
+    let stranger_avatar = format!("vmc-{}", stranger.local_addr().expect("addr"));
+    for k in 1..=20u32 {
+        for s in [&performer, &stranger] {
+            s.send_to(&hips, vmc).await.expect("send");
+        }
+        let d = mvn_datagram(&Pose::rest(), &skeleton, 0, k, k * 16).expect("sendable");
+        for s in [&suit, &intruder] {
+            s.send_to(&d, mvn).await.expect("send");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    until(&mut viewer, &mut view, |v, _| {
+        [performer_avatar.as_str(), "mvn-127.0.0.5-0"]
+            .iter()
+            .all(|a| v.avatars.get(*a).is_some_and(|a| a.frames >= 2))
+    })
+    .await;
+    more_frames(&mut viewer, &mut view, &performer_avatar, 5).await;
+    assert!(
+        !view.avatars.contains_key(&stranger_avatar),
+        "{:?}",
+        view.avatars.keys()
+    );
+    assert!(
+        !view.avatars.contains_key("mvn-127.0.0.6-0"),
+        "{:?}",
+        view.avatars.keys()
+    );
+    assert_eq!(metric(server.addr, "clothcast_avatars").await, 2.0);
+    let refused = |input: &str| format!("clothcast_udp_refused_total{{input=\"{input}\"}}");
+    assert_eq!(metric(server.addr, &refused("vmc")).await, 20.0);
+    assert_eq!(metric(server.addr, &refused("mvn")).await, 20.0);
+    // refused datagrams are not bad ones: nothing of them was read
+    assert_eq!(
+        metric(server.addr, "clothcast_bad_messages_total").await,
+        0.0
+    );
+    server.shutdown().await;
+}

@@ -158,12 +158,16 @@ fn databases(paths: &[PathBuf], bake: bool) -> anyhow::Result<Vec<Arc<Database>>
 /// `serve --check`: what `serve` would refuse, without serving (or baking).
 fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
     let garments = crate::net::check_server(databases(paths, false)?, config)?;
-    let vmc = config
-        .vmc_bind
-        .map_or("off".to_string(), |a| format!("UDP {a}"));
-    let mvn = config
-        .mvn_bind
-        .map_or("off".to_string(), |a| format!("UDP {a}"));
+    let udp = |bind: Option<std::net::SocketAddr>, allow: &[ipnet::IpNet]| match bind {
+        None => "off".to_string(),
+        Some(a) if allow.is_empty() => format!("UDP {a} from any sender"),
+        Some(a) => {
+            let from: Vec<String> = allow.iter().map(ToString::to_string).collect();
+            format!("UDP {a} from {}", from.join(", "))
+        }
+    };
+    let vmc = udp(config.vmc_bind, &config.vmc_allow);
+    let mvn = udp(config.mvn_bind, &config.mvn_allow);
     let auth = if config.open {
         "off (open = true)"
     } else {
@@ -180,7 +184,7 @@ fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
         format!("avatars wear {}", config.engine.outfit.join(" under "))
     };
     say(format_args!(
-        "config ok: would listen on {}{tls} (VMC {vmc}, Xsens MVN {mvn}), tick {} Hz, garments {} ({worn}), authentication {auth}",
+        "config ok: would listen on {}{tls} (VMC {vmc}; Xsens MVN {mvn}), tick {} Hz, garments {} ({worn}), authentication {auth}",
         config.bind,
         config.engine.tick_hz,
         garments.join(", ")

@@ -38,6 +38,7 @@ pub use status::ServerProbe;
 mod tick;
 mod watch;
 use conn::ws_upgrade;
+use ipnet::IpNet;
 use status::{healthz, metrics};
 use udp::{listen_udp, mvn_loop, vmc_loop};
 use watch::Watchers;
@@ -135,6 +136,13 @@ pub struct ServerConfig {
     /// avatars.
     #[serde(with = "settings::listener")]
     pub vmc_bind: Option<SocketAddr>,
+    /// Senders the VMC listener takes datagrams from: addresses or networks (in the
+    /// config file `"192.168.1.20"`, `"192.168.1.0/24"`, `"fd00::/8"`). Empty: any
+    /// sender, which on a listener bound beyond loopback means anyone who can reach it
+    /// (the server warns at start). Datagrams from others are dropped unread and
+    /// counted (`clothcast_udp_refused_total{input="vmc"}`).
+    #[serde(with = "settings::networks")]
+    pub vmc_allow: Vec<IpNet>,
     /// Avatar id for VMC input; by default each UDP source is its own performer
     /// (`vmc-<address:port>`).
     pub vmc_avatar: Option<String>,
@@ -145,6 +153,10 @@ pub struct ServerConfig {
     /// UDP carries no token: anyone who can reach this address can drive avatars.
     #[serde(with = "settings::listener")]
     pub mvn_bind: Option<SocketAddr>,
+    /// Senders the Xsens MVN listener takes datagrams from, as `vmc_allow` (counted as
+    /// `clothcast_udp_refused_total{input="mvn"}`).
+    #[serde(with = "settings::networks")]
+    pub mvn_allow: Vec<IpNet>,
     /// Example databases, one per garment (read by `clothcast serve`; the first is what
     /// avatars wear until a `wear` message chooses another). Empty: the default database.
     pub databases: Vec<std::path::PathBuf>,
@@ -176,8 +188,10 @@ impl Default for ServerConfig {
             tls_cert: None,
             tls_key: None,
             vmc_bind: Some(SocketAddr::from(([127, 0, 0, 1], 39539))),
+            vmc_allow: Vec::new(),
             vmc_avatar: None,
             mvn_bind: Some(SocketAddr::from(([127, 0, 0, 1], crate::mocap::MVN_PORT))),
+            mvn_allow: Vec::new(),
             databases: Vec::new(),
         }
     }
@@ -330,6 +344,9 @@ struct Metrics {
     /// MVN datagrams of an earlier sample than one already applied (overtaken on the
     /// way, or repeated), dropped unread.
     mvn_stale: AtomicU64,
+    /// UDP datagrams from senders not on the listener's allow list, by input
+    /// ([`udp::UdpInput`]), dropped unread.
+    udp_refused: [AtomicU64; 2],
 }
 
 struct Shared {
@@ -553,13 +570,23 @@ pub async fn start_with_garments(
         tune,
         shutdown_rx,
     ));
-    let vmc_addr = listen_udp(config.vmc_bind, "VMC (OSC/UDP)", |sock| {
-        tokio::spawn(vmc_loop(sock, Arc::clone(&shared)));
-    })
+    let vmc_addr = listen_udp(
+        config.vmc_bind,
+        (&config.vmc_allow, "vmc_allow"),
+        "VMC (OSC/UDP)",
+        |sock| {
+            tokio::spawn(vmc_loop(sock, Arc::clone(&shared)));
+        },
+    )
     .await?;
-    let mvn_addr = listen_udp(config.mvn_bind, "Xsens MVN (UDP)", |sock| {
-        tokio::spawn(mvn_loop(sock, Arc::clone(&shared)));
-    })
+    let mvn_addr = listen_udp(
+        config.mvn_bind,
+        (&config.mvn_allow, "mvn_allow"),
+        "Xsens MVN (UDP)",
+        |sock| {
+            tokio::spawn(mvn_loop(sock, Arc::clone(&shared)));
+        },
+    )
     .await?;
     tracing::info!(%addr, tick_hz = config.engine.tick_hz, "serving");
     Ok(ServerHandle {

@@ -207,3 +207,59 @@ pub(super) mod listener {
         })
     }
 }
+
+/// A list of senders in the config file: each an address (`"192.168.1.20"`, one host)
+/// or a network in CIDR form (`"192.168.1.0/24"`, `"fd00::/8"`).
+pub(super) mod networks {
+    use ipnet::IpNet;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(nets: &[IpNet], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(nets.iter().map(ToString::to_string))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<IpNet>, D::Error> {
+        Vec::<String>::deserialize(d)?
+            .iter()
+            .map(|text| parse(text).map_err(serde::de::Error::custom))
+            .collect()
+    }
+
+    /// One entry: a network, or an address as the network of that host alone.
+    pub(crate) fn parse(text: &str) -> Result<IpNet, String> {
+        let text = text.trim();
+        text.parse::<IpNet>()
+            .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
+            .map_err(|_| {
+                format!(
+                    "{text:?} is neither an address (\"192.168.1.20\") nor a network (\"192.168.1.0/24\")"
+                )
+            })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn addresses_and_networks_are_read_and_anything_else_is_named() {
+            let host = parse("192.168.1.20").expect("address");
+            assert_eq!(host.to_string(), "192.168.1.20/32");
+            let net = parse(" 192.168.1.0/24 ").expect("network");
+            assert!(net.contains(&"192.168.1.77".parse::<std::net::IpAddr>().expect("ip")));
+            assert!(!net.contains(&"192.168.2.1".parse::<std::net::IpAddr>().expect("ip")));
+            assert_eq!(parse("fd00::/8").expect("v6").prefix_len(), 8);
+            assert_eq!(parse("::1").expect("v6 host").prefix_len(), 128);
+            for bad in [
+                "",
+                "192.168.1.300",
+                "10.0.0.0/33",
+                "host.local",
+                "10.0.0.1:39539",
+            ] {
+                let e = parse(bad).expect_err(bad);
+                assert!(e.contains("neither an address"), "{e}");
+            }
+        }
+    }
+}

@@ -132,7 +132,10 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_frames_dropped_total counter\nclothcast_frames_dropped_total {}\n\
          # TYPE clothcast_bad_messages_total counter\nclothcast_bad_messages_total {}\n\
          # TYPE clothcast_vmc_stale_total counter\nclothcast_vmc_stale_total {}\n\
-         # TYPE clothcast_mvn_stale_total counter\nclothcast_mvn_stale_total {}\n",
+         # TYPE clothcast_mvn_stale_total counter\nclothcast_mvn_stale_total {}\n\
+         # TYPE clothcast_udp_refused_total counter\n\
+         clothcast_udp_refused_total{{input=\"vmc\"}} {}\n\
+         clothcast_udp_refused_total{{input=\"mvn\"}} {}\n",
         g(&m.ticks),
         g(&m.late_ticks),
         g(&m.tick_panics),
@@ -163,6 +166,8 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.bad_messages),
         g(&m.vmc_stale),
         g(&m.mvn_stale),
+        g(&m.udp_refused[super::udp::UdpInput::Vmc as usize]),
+        g(&m.udp_refused[super::udp::UdpInput::Mvn as usize]),
     );
     if let Ok(rates) = s.input_rates.lock() {
         text.push_str("# TYPE clothcast_avatar_input_hz gauge\n");

@@ -1,19 +1,39 @@
 //! The UDP inputs: VMC (OSC) senders and Xsens MVN streamers, each a listener whose
 //! performers' poses go into the same inbox as WebSocket publishers'.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+
+use ipnet::IpNet;
 
 use super::driven::Driven;
 use super::{Shared, Source};
 use crate::engine::{InputState, SensorState, apply_joints};
 
-/// Binds a UDP listener (`None`: off) and hands its socket to `serve`; its address, or
-/// `None` when off or when the address could not be had (logged: the server runs on
-/// without that input, as it does without a sensor).
+/// The UDP inputs, as [`super::Metrics::udp_refused`] counts them.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum UdpInput {
+    Vmc = 0,
+    Mvn = 1,
+}
+
+/// Whether a datagram from `from` may be read: `allow` is empty (any sender) or names
+/// a network that holds it. An IPv4 sender reaching a dual-stack (`[::]`) listener
+/// arrives as an IPv4-mapped IPv6 address, and is matched as the IPv4 address it is.
+pub(super) fn allowed(allow: &[IpNet], from: IpAddr) -> bool {
+    let from = from.to_canonical();
+    allow.is_empty() || allow.iter().any(|net| net.contains(&from))
+}
+
+/// Binds a UDP listener (`None`: off) that takes datagrams from the senders `allow`
+/// (the config's `setting`) names (empty: any) and hands its socket to `serve`; its address, or `None` when off
+/// or when the address could not be had (logged: the server runs on without that
+/// input, as it does without a sensor). A listener bound beyond loopback with no allow
+/// list is logged as open to anyone who can reach it.
 pub(super) async fn listen_udp(
     bind: Option<SocketAddr>,
+    (allow, setting): (&[IpNet], &str),
     what: &str,
     serve: impl FnOnce(tokio::net::UdpSocket),
 ) -> std::io::Result<Option<SocketAddr>> {
@@ -22,7 +42,15 @@ pub(super) async fn listen_udp(
         Ok(sock) => {
             let a = sock.local_addr()?;
             serve(sock);
-            tracing::info!(addr = %a, "{what} listener");
+            if allow.is_empty() {
+                tracing::info!(addr = %a, "{what} listener, any sender");
+                if !a.ip().is_loopback() {
+                    tracing::warn!(addr = %a, "{what} listener takes poses from anyone who can reach it (UDP carries no token): name the performers' machines in `{setting}`");
+                }
+            } else {
+                let from: Vec<String> = allow.iter().map(ToString::to_string).collect();
+                tracing::info!(addr = %a, from = %from.join(", "), "{what} listener");
+            }
             Ok(Some(a))
         }
         Err(e) => {
@@ -56,6 +84,11 @@ pub(super) async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
             _ = closing.changed() => break,
             r = sock.recv_from(&mut buf) => {
                 let Ok((n, from)) = r else { continue };
+                if !allowed(&s.config.vmc_allow, from.ip()) {
+                    m.udp_refused[UdpInput::Vmc as usize].fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%from, "VMC datagram from a sender not in vmc_allow");
+                    continue;
+                }
                 // a sender needs a place, and room for its avatar on the server
                 let now = s.start.elapsed().as_secs_f64();
                 let avatar = avatar_of(from);
@@ -143,6 +176,11 @@ pub(super) async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
             _ = closing.changed() => break,
             r = sock.recv_from(&mut buf) => {
                 let Ok((n, from)) = r else { continue };
+                if !allowed(&s.config.mvn_allow, from.ip()) {
+                    m.udp_refused[UdpInput::Mvn as usize].fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%from, "MVN datagram from a sender not in mvn_allow");
+                    continue;
+                }
                 let sample = match crate::mocap::parse_mvn(&buf[..n]) {
                     Ok(crate::mocap::MvnDatagram::Sample(sample)) => sample,
                     Ok(crate::mocap::MvnDatagram::Other(_)) => continue,
@@ -190,5 +228,32 @@ pub(super) async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("address")
+    }
+
+    #[test]
+    fn an_allow_list_takes_its_networks_and_an_empty_one_everyone() {
+        assert!(allowed(&[], ip("203.0.113.9")));
+        let lan: Vec<IpNet> = ["192.168.1.0/24", "10.0.0.7/32", "fd00::/8"]
+            .iter()
+            .map(|n| n.parse().expect("network"))
+            .collect();
+        assert!(allowed(&lan, ip("192.168.1.200")));
+        assert!(allowed(&lan, ip("10.0.0.7")));
+        assert!(allowed(&lan, ip("fd12::1")));
+        assert!(!allowed(&lan, ip("192.168.2.1")));
+        assert!(!allowed(&lan, ip("10.0.0.8")));
+        assert!(!allowed(&lan, ip("2001:db8::1")));
+        // an IPv4 performer reaching a listener on [::]
+        assert!(allowed(&lan, ip("::ffff:192.168.1.5")));
+        assert!(!allowed(&lan, ip("::ffff:192.168.9.5")));
     }
 }
