@@ -263,6 +263,9 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
         out.contains("(VMC UDP 127.0.0.1:39539 from any sender; Xsens MVN UDP 127.0.0.1:9763 from any sender)"),
         "{out}"
     );
+    // proxies by address or by network
+    let o = run("open = true\ntrusted_proxies = [\"127.0.0.1\", \"10.42.0.0/16\"]\n");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // UDP inputs on the network, each taking its performers' machines only
     let o = run(
         "open = true\nvmc_bind = \"0.0.0.0:39539\"\nvmc_allow = [\"192.168.1.0/24\", \"10.0.0.7\"]\nmvn_allow = [\"10.0.0.30\"]\n",
@@ -344,6 +347,10 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
             "\"192.168.1.0/33\" is neither an address",
         ),
         ("open = true\nmvn_allow = \"10.0.0.1\"\n", "mvn_allow"),
+        (
+            "open = true\ntrusted_proxies = [\"nginx\"]\n",
+            "\"nginx\" is neither an address",
+        ),
         (
             "open = true\n[engine]\noutfit = [\"tshirt\", \"tshirt\"]\n",
             "twice",

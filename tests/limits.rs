@@ -766,7 +766,7 @@ async fn behind_a_trusted_proxy_the_forwarded_client_is_counted() {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let (server, url) = serve(ServerConfig {
         max_connections_per_address: 1,
-        trusted_proxies: vec!["127.0.0.1".parse().expect("addr")],
+        trusted_proxies: vec!["127.0.0.1/32".parse().expect("network")],
         ..config()
     })
     .await;
@@ -922,7 +922,7 @@ async fn one_hosts_flood_of_unfinished_requests_leaves_room_for_others() {
     let (server, _url) = serve(ServerConfig {
         hello_timeout: 30.0,
         max_connections_per_address: 2,
-        trusted_proxies: vec!["127.0.0.1".parse().expect("addr")],
+        trusted_proxies: vec!["127.0.0.1/32".parse().expect("network")],
         ..config()
     })
     .await;

@@ -172,7 +172,7 @@ async fn the_shipped_nginx_config_proxies_wss_and_forwards_the_client() {
         db(),
         ServerConfig {
             max_connections_per_address: 2,
-            trusted_proxies: vec!["127.0.0.1".parse().expect("addr")],
+            trusted_proxies: vec!["127.0.0.1/32".parse().expect("network")],
             ..config()
         },
     )

@@ -36,7 +36,7 @@ pub(super) struct Door {
     pub(super) per_address: usize,
     /// Addresses exempt from `per_address`: the trusted proxies, whose connections
     /// carry many clients.
-    pub(super) exempt: Vec<std::net::IpAddr>,
+    pub(super) exempt: Vec<ipnet::IpNet>,
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves (or its sender is dropped):

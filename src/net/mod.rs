@@ -121,10 +121,13 @@ pub struct ServerConfig {
     /// have open as plain HTTP (unfinished requests; trusted proxies exempt): more are
     /// closed as soon as they are accepted.
     pub max_connections_per_address: usize,
-    /// Reverse proxies (nginx, Caddy: what terminates TLS) whose `X-Forwarded-For`
-    /// names the client: its address is then what `max_connections_per_address` counts
-    /// and the connection logs show. Empty: the header is ignored.
-    pub trusted_proxies: Vec<std::net::IpAddr>,
+    /// Reverse proxies (nginx, Caddy, an ingress: what terminates TLS) whose
+    /// `X-Forwarded-For` names the client: its address is then what
+    /// `max_connections_per_address` counts and the connection logs show. Addresses or
+    /// networks (in the config file `"127.0.0.1"`, `"10.42.0.0/16"`). Empty: the header
+    /// is ignored.
+    #[serde(with = "settings::networks")]
+    pub trusted_proxies: Vec<IpNet>,
     /// PEM certificate chain (leaf first) and private key: with both, the port speaks
     /// only https and wss (what browsers require for WebXR on a headset); with
     /// neither, plain http and ws.

@@ -14,6 +14,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 
 use axum::http::HeaderMap;
+use ipnet::IpNet;
 
 /// A connection's origin: the TCP peer, and the client a trusted proxy connected for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,7 +27,7 @@ pub(super) struct Peer {
 
 impl Peer {
     /// The origin of a request from `addr` with `headers`, given the trusted proxies.
-    pub(super) fn new(addr: SocketAddr, headers: &HeaderMap, trusted: &[IpAddr]) -> Self {
+    pub(super) fn new(addr: SocketAddr, headers: &HeaderMap, trusted: &[IpNet]) -> Self {
         let is_trusted = |ip: IpAddr| is_trusted(ip, trusted);
         let client = if is_trusted(addr.ip()) {
             forwarded_client(headers, is_trusted)
@@ -52,12 +53,10 @@ impl std::fmt::Display for Peer {
     }
 }
 
-/// Whether `ip` is one of `trusted` (an IPv4 peer seen through an IPv6 socket as
-/// `::ffff:a.b.c.d` included).
-pub(super) fn is_trusted(ip: IpAddr, trusted: &[IpAddr]) -> bool {
-    trusted
-        .iter()
-        .any(|t| t.to_canonical() == ip.to_canonical())
+/// Whether `ip` is in one of the `trusted` networks (an IPv4 peer seen through an IPv6
+/// socket as `::ffff:a.b.c.d` included).
+pub(super) fn is_trusted(ip: IpAddr, trusted: &[IpNet]) -> bool {
+    super::settings::networks::holds(trusted, ip)
 }
 
 /// The client named in `X-Forwarded-For` (every such header, in order, comma
@@ -141,7 +140,10 @@ mod tests {
         for f in forwarded {
             h.append("x-forwarded-for", f.parse().expect("header value"));
         }
-        let trusted: Vec<IpAddr> = trusted.iter().map(|t| ip(t)).collect();
+        let trusted: Vec<IpNet> = trusted
+            .iter()
+            .map(|t| t.parse().unwrap_or_else(|_| IpNet::from(ip(t))))
+            .collect();
         Peer::new(from.parse().expect("peer"), &h, &trusted)
     }
 
@@ -165,6 +167,11 @@ mod tests {
         // an IPv4 peer seen through an IPv6 socket is still the trusted proxy
         let p = peer("[::ffff:10.0.0.2]:40000", &["203.0.113.7"], &["10.0.0.2"]);
         assert_eq!(p.ip(), ip("203.0.113.7"));
+        // proxies named by their network (an ingress whose pods come and go)
+        let p = peer(proxy, &["203.0.113.7", "10.0.0.9"], &["10.0.0.0/24"]);
+        assert_eq!(p.ip(), ip("203.0.113.7"));
+        let p = peer("10.0.1.2:40000", &["203.0.113.7"], &["10.0.0.0/24"]);
+        assert_eq!(p.ip(), ip("10.0.1.2"));
     }
 
     #[test]

@@ -225,6 +225,13 @@ pub(super) mod networks {
             .collect()
     }
 
+    /// Whether one of `nets` holds `ip` (an IPv4 address seen through an IPv6 socket,
+    /// `::ffff:a.b.c.d`, as the IPv4 address it is).
+    pub(crate) fn holds(nets: &[IpNet], ip: std::net::IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        nets.iter().any(|net| net.contains(&ip))
+    }
+
     /// One entry: a network, or an address as the network of that host alone.
     pub(crate) fn parse(text: &str) -> Result<IpNet, String> {
         let text = text.trim();

@@ -22,8 +22,7 @@ pub(super) enum UdpInput {
 /// a network that holds it. An IPv4 sender reaching a dual-stack (`[::]`) listener
 /// arrives as an IPv4-mapped IPv6 address, and is matched as the IPv4 address it is.
 pub(super) fn allowed(allow: &[IpNet], from: IpAddr) -> bool {
-    let from = from.to_canonical();
-    allow.is_empty() || allow.iter().any(|net| net.contains(&from))
+    allow.is_empty() || super::settings::networks::holds(allow, from)
 }
 
 /// Binds a UDP listener (`None`: off) that takes datagrams from the senders `allow`
