@@ -24,6 +24,18 @@ async fn serve(config: ServerConfig) -> (clothcast::net::ServerHandle, String) {
     (server, url)
 }
 
+/// A VMC datagram: one `/VMC/Ext/Bone/Pos` message, the hips at the origin at rest.
+fn vmc_hips() -> Vec<u8> {
+    use rosc::{OscMessage, OscPacket, OscType};
+    let mut args = vec![OscType::String("Hips".into())];
+    args.extend([0.0f32, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0].map(OscType::Float));
+    rosc::encoder::encode(&OscPacket::Message(OscMessage {
+        addr: "/VMC/Ext/Bone/Pos".into(),
+        args,
+    }))
+    .expect("encodes")
+}
+
 /// Avatars go idle after 0.2 s of silence and are removed after 0.6 s.
 fn quick_removal(config: ServerConfig) -> ServerConfig {
     ServerConfig {
@@ -248,7 +260,6 @@ async fn avatar_ids_with_control_or_invisible_characters_are_refused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vmc_listener_takes_a_sender_on_a_new_port_after_the_old_one_went_silent() {
-    use rosc::{OscMessage, OscPacket, OscType};
     let (server, url) = serve(quick_removal(ServerConfig {
         vmc_bind: Some("127.0.0.1:0".parse().expect("addr")),
         engine: EngineConfig {
@@ -261,20 +272,7 @@ async fn a_vmc_listener_takes_a_sender_on_a_new_port_after_the_old_one_went_sile
     let vmc = server.vmc_addr.expect("VMC listener");
     let mut viewer = connect_viewer(&url).await;
     let mut view = Viewer::default();
-    let hips = rosc::encoder::encode(&OscPacket::Message(OscMessage {
-        addr: "/VMC/Ext/Bone/Pos".into(),
-        args: vec![
-            OscType::String("Hips".into()),
-            0.0.into(),
-            0.0.into(),
-            0.0.into(),
-            0.0.into(),
-            0.0.into(),
-            0.0.into(),
-            1.0.into(),
-        ],
-    }))
-    .expect("encodes");
+    let hips = vmc_hips();
     // a VMC app sends from an ephemeral port; restarted, it sends from another
     for _ in 0..3 {
         let sender = tokio::net::UdpSocket::bind("127.0.0.1:0")
@@ -941,7 +939,6 @@ async fn one_hosts_flood_of_unfinished_requests_leaves_room_for_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn udp_listeners_take_only_the_senders_their_allow_lists_name() {
     use clothcast::mocap::mvn_datagram;
-    use rosc::{OscMessage, OscPacket, OscType};
     let net = |s: &str| s.parse().expect("network");
     let (server, url) = serve(ServerConfig {
         vmc_bind: Some("127.0.0.1:0".parse().expect("addr")),
@@ -957,20 +954,7 @@ async fn udp_listeners_take_only_the_senders_their_allow_lists_name() {
     );
     let mut viewer = connect_viewer(&url).await;
     let mut view = Viewer::default();
-    let hips = rosc::encoder::encode(&OscPacket::Message(OscMessage {
-        addr: "/VMC/Ext/Bone/Pos".into(),
-        args: vec![
-            OscType::String("Hips".into()),
-            0.0.into(),
-            0.0.into(),
-            0.0.into(),
-            0.0.into(),
-            0.0.into(),
-            0.0.into(),
-            1.0.into(),
-        ],
-    }))
-    .expect("encodes");
+    let hips = vmc_hips();
     let skeleton = Skeleton::from_rest_positions(db().body.skeleton);
     let socket = |ip: &str| {
         let addr = format!("{ip}:0");

@@ -40,7 +40,7 @@ mod watch;
 use conn::ws_upgrade;
 use ipnet::IpNet;
 use status::{healthz, metrics};
-use udp::{listen_udp, mvn_loop, vmc_loop};
+use udp::{UdpInput, listen_udp, mvn_loop, vmc_loop};
 use watch::Watchers;
 
 /// Server settings. [`start`] checks every number in them (here, in the engine's,
@@ -573,23 +573,13 @@ pub async fn start_with_garments(
         tune,
         shutdown_rx,
     ));
-    let vmc_addr = listen_udp(
-        config.vmc_bind,
-        (&config.vmc_allow, "vmc_allow"),
-        "VMC (OSC/UDP)",
-        |sock| {
-            tokio::spawn(vmc_loop(sock, Arc::clone(&shared)));
-        },
-    )
+    let vmc_addr = listen_udp(&config, UdpInput::Vmc, |sock| {
+        tokio::spawn(vmc_loop(sock, Arc::clone(&shared)));
+    })
     .await?;
-    let mvn_addr = listen_udp(
-        config.mvn_bind,
-        (&config.mvn_allow, "mvn_allow"),
-        "Xsens MVN (UDP)",
-        |sock| {
-            tokio::spawn(mvn_loop(sock, Arc::clone(&shared)));
-        },
-    )
+    let mvn_addr = listen_udp(&config, UdpInput::Mvn, |sock| {
+        tokio::spawn(mvn_loop(sock, Arc::clone(&shared)));
+    })
     .await?;
     tracing::info!(%addr, tick_hz = config.engine.tick_hz, "serving");
     Ok(ServerHandle {

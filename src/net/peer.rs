@@ -142,7 +142,7 @@ mod tests {
         }
         let trusted: Vec<IpNet> = trusted
             .iter()
-            .map(|t| t.parse().unwrap_or_else(|_| IpNet::from(ip(t))))
+            .map(|t| super::super::settings::networks::parse(t).expect("network"))
             .collect();
         Peer::new(from.parse().expect("peer"), &h, &trusted)
     }

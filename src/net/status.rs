@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use axum::extract::State;
 use axum::response::IntoResponse;
 
+use super::udp::UdpInput;
 use super::{Shared, Source};
 
 /// A Prometheus label value: backslash, double quote and newline escaped (avatar ids
@@ -55,9 +56,9 @@ fn health(s: &Shared) -> Result<(), String> {
 }
 
 /// A handle onto a running server's health and load, for a supervisor (systemd's
-/// watchdog and status line) that outlives no server: it holds the server's state, not
-/// the server, so [`ServerHandle::shutdown`](super::ServerHandle::shutdown) still stops
-/// everything.
+/// watchdog and status line). It holds the server's shared state, not the server, so
+/// [`ServerHandle::shutdown`](super::ServerHandle::shutdown) still stops everything;
+/// after that its health reports the tick stalled.
 #[derive(Clone)]
 pub struct ServerProbe(pub(super) Arc<Shared>);
 
@@ -166,8 +167,8 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.bad_messages),
         g(&m.vmc_stale),
         g(&m.mvn_stale),
-        g(&m.udp_refused[super::udp::UdpInput::Vmc as usize]),
-        g(&m.udp_refused[super::udp::UdpInput::Mvn as usize]),
+        g(&m.udp_refused[UdpInput::Vmc as usize]),
+        g(&m.udp_refused[UdpInput::Mvn as usize]),
     );
     if let Ok(rates) = s.input_rates.lock() {
         text.push_str("# TYPE clothcast_avatar_input_hz gauge\n");

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use ipnet::IpNet;
 
 use super::driven::Driven;
-use super::{Shared, Source};
+use super::{ServerConfig, Shared, Source};
 use crate::engine::{InputState, SensorState, apply_joints};
 
 /// The UDP inputs, as [`super::Metrics::udp_refused`] counts them.
@@ -18,6 +18,32 @@ pub(super) enum UdpInput {
     Mvn = 1,
 }
 
+impl UdpInput {
+    /// What the logs call its listener.
+    fn what(self) -> &'static str {
+        match self {
+            Self::Vmc => "VMC (OSC/UDP)",
+            Self::Mvn => "Xsens MVN (UDP)",
+        }
+    }
+
+    /// Its listener's address in `config` (`None`: off).
+    fn bind(self, config: &ServerConfig) -> Option<SocketAddr> {
+        match self {
+            Self::Vmc => config.vmc_bind,
+            Self::Mvn => config.mvn_bind,
+        }
+    }
+
+    /// Its allow list in `config`, and that setting's name.
+    fn allow(self, config: &ServerConfig) -> (&[IpNet], &'static str) {
+        match self {
+            Self::Vmc => (&config.vmc_allow, "vmc_allow"),
+            Self::Mvn => (&config.mvn_allow, "mvn_allow"),
+        }
+    }
+}
+
 /// Whether a datagram from `from` may be read: `allow` is empty (any sender) or names
 /// a network that holds it. An IPv4 sender reaching a dual-stack (`[::]`) listener
 /// arrives as an IPv4-mapped IPv6 address, and is matched as the IPv4 address it is.
@@ -25,18 +51,32 @@ pub(super) fn allowed(allow: &[IpNet], from: IpAddr) -> bool {
     allow.is_empty() || super::settings::networks::holds(allow, from)
 }
 
-/// Binds a UDP listener (`None`: off) that takes datagrams from the senders `allow`
-/// (the config's `setting`) names (empty: any) and hands its socket to `serve`; its address, or `None` when off
-/// or when the address could not be had (logged: the server runs on without that
-/// input, as it does without a sensor). A listener bound beyond loopback with no allow
-/// list is logged as open to anyone who can reach it.
+/// Whether a datagram from `from` to `input`'s listener is dropped unread, its sender
+/// not on the allow list (counted, and logged at debug level).
+fn refused(s: &Shared, input: UdpInput, from: SocketAddr) -> bool {
+    let (allow, setting) = input.allow(&s.config);
+    if allowed(allow, from.ip()) {
+        return false;
+    }
+    s.metrics.udp_refused[input as usize].fetch_add(1, Ordering::Relaxed);
+    tracing::debug!(%from, "{} datagram from a sender not in {setting}", input.what());
+    true
+}
+
+/// Binds `input`'s UDP listener as `config` sets it (off: `None`) and hands its socket
+/// to `serve`; its address, or `None` when off or when the address could not be had
+/// (logged: the server runs on without that input, as it does without a sensor). A
+/// listener bound beyond loopback with no allow list is logged as open to anyone who
+/// can reach it.
 pub(super) async fn listen_udp(
-    bind: Option<SocketAddr>,
-    (allow, setting): (&[IpNet], &str),
-    what: &str,
+    config: &ServerConfig,
+    input: UdpInput,
     serve: impl FnOnce(tokio::net::UdpSocket),
 ) -> std::io::Result<Option<SocketAddr>> {
-    let Some(b) = bind else { return Ok(None) };
+    let ((allow, setting), what) = (input.allow(config), input.what());
+    let Some(b) = input.bind(config) else {
+        return Ok(None);
+    };
     match tokio::net::UdpSocket::bind(b).await {
         Ok(sock) => {
             let a = sock.local_addr()?;
@@ -83,9 +123,7 @@ pub(super) async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
             _ = closing.changed() => break,
             r = sock.recv_from(&mut buf) => {
                 let Ok((n, from)) = r else { continue };
-                if !allowed(&s.config.vmc_allow, from.ip()) {
-                    m.udp_refused[UdpInput::Vmc as usize].fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(%from, "VMC datagram from a sender not in vmc_allow");
+                if refused(&s, UdpInput::Vmc, from) {
                     continue;
                 }
                 // a sender needs a place, and room for its avatar on the server
@@ -175,9 +213,7 @@ pub(super) async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
             _ = closing.changed() => break,
             r = sock.recv_from(&mut buf) => {
                 let Ok((n, from)) = r else { continue };
-                if !allowed(&s.config.mvn_allow, from.ip()) {
-                    m.udp_refused[UdpInput::Mvn as usize].fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(%from, "MVN datagram from a sender not in mvn_allow");
+                if refused(&s, UdpInput::Mvn, from) {
                     continue;
                 }
                 let sample = match crate::mocap::parse_mvn(&buf[..n]) {
