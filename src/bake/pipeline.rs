@@ -1,5 +1,6 @@
 //! The bake: example poses in, database out. Each example is the garment carried
-//! quasi-statically from its draped rest state to the example pose (SOR Alg. 1), its
+//! quasi-statically to the example pose (SOR Alg. 1) from the nearer of its draped rest
+//! state and that drape carried once to an arms-down pose, its
 //! sensitivities (SOR Eq. 3) and its SOR rig (SOR §4). K-means examples are independent
 //! and built in parallel; the MCMC sampler adds one example at a time.
 
@@ -14,7 +15,7 @@ use crate::body::{Body, SelfContactGuard, SkinningMethod};
 use crate::garment::Garment;
 use crate::mesh::TriMesh;
 use crate::mocap::Clip;
-use crate::sim::{Equilibrium, Sensitivity, SimParams, Simulator, SolveError};
+use crate::sim::{Equilibrium, Sensitivity, SimParams, Simulator, SolveError, continuation_steps};
 use crate::skeleton::{
     DOF_COUNT, Pose, canonicalize, clamp_pose, joint_limits, quat_exp, quat_log, theta,
 };
@@ -64,6 +65,12 @@ pub struct BakeConfig {
     /// draws; the default 50 (σ = 10 % of each joint's range) is a local random walk
     /// that climbs towards large residuals, as the greedy search intends.
     pub mcmc_mu: f32,
+    /// Arms-down pose examples may start from, degrees below the T-pose at the
+    /// shoulders (0: none). Each K-means example is carried from whichever start pose
+    /// is nearer, the rest drape or this one (the rest drape carried here once), so a
+    /// walking or standing pose takes a few continuation steps instead of the dozen
+    /// from the T-pose (walking arms hang 70–80° down).
+    pub start_arm_angle: f32,
     /// Simulator parameters.
     pub sim: SimParams,
     /// Rigging parameters.
@@ -81,6 +88,7 @@ impl Default for BakeConfig {
             limit_scale: 0.5,
             mcmc_samples: 200,
             mcmc_mu: 50.0,
+            start_arm_angle: 65.0,
             sim: SimParams::default(),
             rig: RigParams::default(),
         }
@@ -165,6 +173,34 @@ impl<'a> Baker<'a> {
             rest,
             rest_sensitivity,
         })
+    }
+
+    /// The arms-down pose examples may start from (see
+    /// [`BakeConfig::start_arm_angle`]), canonical; `None` when switched off.
+    fn arms_down_pose(&self) -> Option<Pose> {
+        (self.cfg.start_arm_angle > 0.0).then(|| {
+            canonicalize(
+                &Pose::arms_lowered(self.cfg.start_arm_angle),
+                &self.body.skeleton,
+            )
+            .0
+        })
+    }
+
+    /// The rest drape carried to [`Self::arms_down_pose`]; `None` when switched off or
+    /// not reached (every example can then start from the rest drape: slower, not
+    /// wrong).
+    fn arms_down_drape(&self) -> Option<Equilibrium> {
+        let pose = self.arms_down_pose()?;
+        let carried = Simulator::new(self.body, self.garment, &self.cfg.sim)
+            .and_then(|mut sim| sim.carry(&self.rest, &pose));
+        match carried {
+            Ok(eq) => Some(eq),
+            Err(e) => {
+                tracing::warn!(error = %e, angle = self.cfg.start_arm_angle, "no equilibrium with the arms lowered; every example starts from the rest drape");
+                None
+            }
+        }
     }
 
     /// The garment draped at the rest pose.
@@ -293,33 +329,50 @@ impl<'a> Baker<'a> {
                 message: e.to_string(),
             })?;
         }
-        let results: Vec<Result<(usize, Example), BakeError>> = mine
-            .par_iter()
-            .map(|&i| {
-                let part = parts.map(|d| part_path(d, i));
-                let cached = part
-                    .as_ref()
-                    .and_then(|p| std::fs::read(p).ok())
-                    .and_then(|b| decode_example(&b).ok())
-                    .filter(|e| e.positions.len() == self.garment.vertex_count());
-                let ex = match cached {
-                    Some(e) => e,
-                    None => {
-                        let e = if i == 0 && poses[i] == Pose::rest() {
-                            self.rest_example()?
-                        } else {
-                            self.example(i, &self.rest, &poses[i])?
-                        };
-                        if let Some(p) = &part {
-                            write_part(p, &e)?;
-                        }
-                        e
+        let cached = |i: usize| {
+            parts
+                .and_then(|d| std::fs::read(part_path(d, i)).ok())
+                .and_then(|b| decode_example(&b).ok())
+                .filter(|e| e.positions.len() == self.garment.vertex_count())
+        };
+        let build = |i: usize, from: &Equilibrium| -> Result<(usize, Example), BakeError> {
+            let ex = match cached(i) {
+                Some(e) => e,
+                None => {
+                    let e = if i == 0 && poses[i] == Pose::rest() {
+                        self.rest_example()?
+                    } else {
+                        self.example(i, from, &poses[i])?
+                    };
+                    if let Some(d) = parts {
+                        write_part(&part_path(d, i), &e)?;
                     }
-                };
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1, mine.len());
-                Ok((i, ex))
-            })
-            .collect();
+                    e
+                }
+            };
+            progress(done.fetch_add(1, Ordering::Relaxed) + 1, mine.len());
+            Ok((i, ex))
+        };
+        // each example starts from whichever drape is fewer continuation steps away; the
+        // arms-down one is carried while the examples from the rest drape are built
+        let step = self.cfg.sim.continuation_step_deg;
+        let (from_arms, from_rest): (Vec<usize>, Vec<usize>) =
+            mine.iter().partition(|&&i| match self.arms_down_pose() {
+                Some(arms) => nearest_start(&[Pose::rest(), arms], &poses[i], step) == 1,
+                None => false,
+            });
+        let carry_arms = from_arms.iter().any(|&i| cached(i).is_none());
+        let (arms_down, mut results) = rayon::join(
+            || carry_arms.then(|| self.arms_down_drape()).flatten(),
+            || {
+                from_rest
+                    .par_iter()
+                    .map(|&i| build(i, &self.rest))
+                    .collect::<Vec<_>>()
+            },
+        );
+        let from = arms_down.as_ref().unwrap_or(&self.rest);
+        results.par_extend(from_arms.par_iter().map(|&i| build(i, from)));
         let mut examples = Vec::with_capacity(results.len());
         for r in results {
             examples.push(r?);
@@ -350,7 +403,9 @@ impl<'a> Baker<'a> {
         let theta_norm = |p: &Pose| theta(&rest, p).iter().map(|x| x * x).sum::<f32>().sqrt();
         let c = 0.1 * pool.iter().map(theta_norm).fold(0.0f32, f32::max).max(1e-3);
         let mut examples = vec![self.rest_example()?];
+        // new examples are simulated from the nearest equilibrium so far
         let mut equilibria = vec![self.rest.clone()];
+        equilibria.extend(self.arms_down_drape());
         let mut sim = Simulator::new(self.body, self.garment, &self.cfg.sim)
             .map_err(|source| BakeError::Sim { index: 0, source })?;
         progress(1, self.cfg.examples);
@@ -469,6 +524,14 @@ impl<'a> Baker<'a> {
     }
 }
 
+/// Index of the start pose fewest continuation steps of `step_deg` from `pose` (the
+/// first of equals; 0 when there is none).
+fn nearest_start(starts: &[Pose], pose: &Pose, step_deg: f64) -> usize {
+    (0..starts.len())
+        .min_by_key(|&i| continuation_steps(&starts[i], pose, step_deg))
+        .unwrap_or(0)
+}
+
 /// Part file of example `i`.
 pub fn part_path(dir: &Path, i: usize) -> PathBuf {
     dir.join(format!("example-{i:05}.ccex"))
@@ -500,4 +563,30 @@ pub fn merge(dbs: Vec<Database>) -> Result<Database, DbError> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skeleton::JointId;
+
+    #[test]
+    fn examples_start_from_the_drape_fewest_continuation_steps_away() {
+        let starts = [Pose::rest(), Pose::arms_lowered(65.0)];
+        // arms hanging as in walking: from the arms-down drape (1 step of 6°, not 12)
+        assert_eq!(nearest_start(&starts, &Pose::arms_lowered(70.0), 6.0), 1);
+        // arms level or raised: from the rest drape
+        assert_eq!(nearest_start(&starts, &Pose::arms_lowered(10.0), 6.0), 0);
+        assert_eq!(nearest_start(&starts, &Pose::arms_lowered(-30.0), 6.0), 0);
+        // one arm level, one hanging: as far from both by the worst joint (65°); the
+        // rest drape wins the tie
+        let mut mixed = Pose::arms_lowered(65.0);
+        mixed.set_rotation(
+            JointId::RIGHT_SHOULDER,
+            Pose::rest().rotation(JointId::RIGHT_SHOULDER),
+        );
+        assert_eq!(nearest_start(&starts, &mixed, 6.0), 0);
+        // nothing to start from: index 0, which the caller maps to the rest drape
+        assert_eq!(nearest_start(&[], &Pose::rest(), 6.0), 0);
+    }
 }

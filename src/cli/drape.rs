@@ -28,16 +28,7 @@ impl NamedPose {
         let mut p = Pose::rest();
         match self {
             NamedPose::Rest => {}
-            NamedPose::APose => {
-                p.set_rotation(
-                    JointId::LEFT_SHOULDER,
-                    quat_exp(Vec3::new(0.0, 0.0, -45f32.to_radians())),
-                );
-                p.set_rotation(
-                    JointId::RIGHT_SHOULDER,
-                    quat_exp(Vec3::new(0.0, 0.0, 45f32.to_radians())),
-                );
-            }
+            NamedPose::APose => p = Pose::arms_lowered(45.0),
             NamedPose::ArmUpTwist => {
                 p.set_rotation(
                     JointId::RIGHT_SHOULDER,

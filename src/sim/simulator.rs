@@ -171,15 +171,9 @@ impl<'a> Simulator<'a> {
         Ok(())
     }
 
-    /// Number of continuation steps between two poses: the largest joint-angle change
-    /// divided by `continuation_step_deg`.
+    /// Number of continuation steps between two poses (see [`continuation_steps`]).
     pub fn steps_between(&self, a: &Pose, b: &Pose) -> usize {
-        let th = theta(a, b);
-        let mut worst = 0.0f32;
-        for j in 0..DOF_COUNT / 3 {
-            worst = worst.max(Vec3::new(th[3 * j], th[3 * j + 1], th[3 * j + 2]).length());
-        }
-        ((worst.to_degrees() as f64 / self.params.continuation_step_deg).ceil() as usize).max(1)
+        continuation_steps(a, b, self.params.continuation_step_deg)
     }
 
     /// Carries an equilibrium to `target` quasi-statically (SOR Alg. 1): the body moves
@@ -211,7 +205,14 @@ impl<'a> Simulator<'a> {
                 positions: y.clone(),
                 forces: lagged,
             });
+            // the steps on the way only have to stay near balance; the last one solves
+            // to the full tolerance
+            let full = self.cloth.params.tolerance;
+            if k < steps {
+                self.cloth.params.tolerance = self.params.continuation_tolerance.max(full);
+            }
             let r = self.cloth.solve(&mut y, Some(&self.collider));
+            self.cloth.params.tolerance = full;
             self.cloth.set_friction(None);
             let r = match r {
                 Ok(r) => r,
@@ -427,4 +428,15 @@ impl<'a> Simulator<'a> {
             solve_time,
         })
     }
+}
+
+/// Number of quasi-static continuation steps between two poses: the largest joint-angle
+/// change (Θ of DESIGN §3, per joint) divided by `step_deg` degrees, at least one.
+pub fn continuation_steps(a: &Pose, b: &Pose, step_deg: f64) -> usize {
+    let th = theta(a, b);
+    let mut worst = 0.0f32;
+    for j in 0..DOF_COUNT / 3 {
+        worst = worst.max(Vec3::new(th[3 * j], th[3 * j + 1], th[3 * j + 2]).length());
+    }
+    ((worst.to_degrees() as f64 / step_deg).ceil() as usize).max(1)
 }

@@ -50,6 +50,16 @@ impl Pose {
         }
     }
 
+    /// The rest pose with both arms lowered by `degrees` at the shoulders, about the
+    /// body's forward axis (45: an A-pose; 90 would put the arms along the sides).
+    pub fn arms_lowered(degrees: f32) -> Self {
+        let a = degrees.to_radians();
+        let mut p = Self::rest();
+        p.set_rotation(JointId::LEFT_SHOULDER, Quat::from_rotation_z(-a));
+        p.set_rotation(JointId::RIGHT_SHOULDER, Quat::from_rotation_z(a));
+        p
+    }
+
     /// Local rotation of joint `j`.
     #[inline]
     pub fn rotation(&self, j: JointId) -> Quat {
