@@ -6,11 +6,16 @@
 # avatars to a viewer inside its sandbox (the system-call filter included), that a
 # stalled tick loop (only the tick thread frozen, by ptrace from outside) stops the
 # watchdog pings and gets the server killed and restarted, and that it stops cleanly.
+# With --bake it checks a first start instead: no database named, so the server bakes
+# the default one (~8 min on 2 cores) under a start timeout of 60 s, which only the
+# progress it reports (EXTEND_TIMEOUT_USEC per example) lets it outlast.
 # Needs root, debootstrap and systemd-container (apt-get install debootstrap
 # systemd-container), python3 and Debian's mirror; not part of the test suite.
-#   scripts/systemd_check.sh [ROOT]    (default /tmp/clothcast-nspawn)
+#   scripts/systemd_check.sh [--bake] [ROOT]    (default /tmp/clothcast-nspawn)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+BAKE=0
+if [ "${1:-}" = "--bake" ]; then BAKE=1; shift; fi
 ROOT=${1:-/tmp/clothcast-nspawn}
 OUT=$(mktemp -d)
 cargo build --release --bin clothcast
@@ -28,6 +33,44 @@ cp tests/fixtures/mocap/cmu_131_01.bvh "$ROOT/clip.bvh"
 install -m 0644 deploy/clothcast.service "$ROOT/etc/systemd/system/"
 mkdir -p "$ROOT/etc/systemd/system/multi-user.target.wants"
 ln -sf /etc/systemd/system/clothcast.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
+rm -rf "$ROOT/etc/systemd/system/clothcast.service.d" "$ROOT/var/cache/clothcast"
+if [ "$BAKE" = 1 ]; then
+  # no databases: the first start bakes the default one, with a start timeout far
+  # shorter than the bake
+  printf 'open = true\nbind = "127.0.0.1:8470"\nvmc_bind = "off"\nmvn_bind = "off"\n' > "$ROOT/etc/clothcast/server.toml"
+  mkdir -p "$ROOT/etc/systemd/system/clothcast.service.d"
+  printf '[Service]\nTimeoutStartSec=60s\n' > "$ROOT/etc/systemd/system/clothcast.service.d/short-start.conf"
+  cat > "$ROOT/usr/local/bin/clothcast-probe" <<'PROBE'
+#!/bin/bash
+for i in $(seq 1 150); do
+  line=$(systemctl show clothcast -p ActiveState -p SubState -p StatusText -p NRestarts | tr '\n' ' ')
+  echo "t=$((i * 10)) s: $line" >> /probe/during.txt
+  case "$line" in *ActiveState=active*SubState=running*) break;; esac
+  sleep 10
+done
+systemctl show clothcast -p ActiveState -p SubState -p StatusText -p NRestarts -p Result > /probe/after.txt
+ls -l /var/cache/clothcast >> /probe/after.txt
+journalctl -u clothcast -b --no-pager -o short-monotonic | grep -v 'clothcast::net::conn' > /probe/journal.txt
+systemctl stop clothcast
+systemctl poweroff
+PROBE
+  chmod 0755 "$ROOT/usr/local/bin/clothcast-probe"
+  # not ordered after the server: it would wait for READY, after the bake
+  printf '[Service]\nType=oneshot\nExecStart=/usr/local/bin/clothcast-probe\nTimeoutStartSec=30min\n[Install]\nWantedBy=multi-user.target\n' > "$ROOT/etc/systemd/system/clothcast-probe.service"
+  ln -sf /etc/systemd/system/clothcast-probe.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
+  timeout 1800 systemd-nspawn -q -b -D "$ROOT" --register=no --keep-unit --bind="$OUT":/probe --console=pipe >"$OUT/nspawn.log" 2>&1 || true
+  rm -f "$ROOT/etc/systemd/system/multi-user.target.wants/clothcast-probe.service"
+  for f in during.txt after.txt journal.txt; do
+    echo "== $f"; cat "$OUT/$f" 2>/dev/null || echo "(missing)"
+  done
+  fail() { echo "FAILED: $*"; exit 1; }
+  grep -q 'StatusText=baking the default database: [0-9]*/48 examples' "$OUT/during.txt" || fail "no bake progress in the status line"
+  grep -q 'ActiveState=active' "$OUT/after.txt" && grep -q 'NRestarts=0' "$OUT/after.txt" || fail "not started on the first try"
+  grep -q 'default-tshirt-.*\.ccdb' "$OUT/after.txt" || fail "no cached database"
+  grep -qi 'timed out' "$OUT/journal.txt" && fail "the start timed out"
+  echo "systemd bake check passed"
+  exit 0
+fi
 # inside: start, stream, then sample the unit once a second while the host freezes the
 # tick thread, then stop and power off
 cat > "$ROOT/usr/local/bin/clothcast-probe" <<'PROBE'

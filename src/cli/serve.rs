@@ -56,9 +56,13 @@ pub(crate) fn load_db(path: Option<&PathBuf>) -> anyhow::Result<Arc<Database>> {
     Ok(Arc::new(match path {
         Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
         None => {
-            let (db, path) =
-                default_database(&super::bake::progress_bar("baking the default database"))
-                    .context("baking the default database")?;
+            let bar = super::bake::progress_bar("baking the default database");
+            // under systemd each finished example also extends the start timeout
+            let progress = |done, total| {
+                bar(done, total);
+                super::systemd::baking(done, total);
+            };
+            let (db, path) = default_database(&progress).context("baking the default database")?;
             tracing::info!(path = %path.display(), "default database");
             db
         }
