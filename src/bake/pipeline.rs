@@ -329,14 +329,17 @@ impl<'a> Baker<'a> {
                 message: e.to_string(),
             })?;
         }
+        // parts finished by an interrupted run, read once
         let cached = |i: usize| {
             parts
                 .and_then(|d| std::fs::read(part_path(d, i)).ok())
                 .and_then(|b| decode_example(&b).ok())
                 .filter(|e| e.positions.len() == self.garment.vertex_count())
         };
-        let build = |i: usize, from: &Equilibrium| -> Result<(usize, Example), BakeError> {
-            let ex = match cached(i) {
+        let build = |(i, prior): (usize, Option<Example>),
+                     from: &Equilibrium|
+         -> Result<(usize, Example), BakeError> {
+            let ex = match prior {
                 Some(e) => e,
                 None => {
                     let e = if i == 0 && poses[i] == Pose::rest() {
@@ -356,23 +359,26 @@ impl<'a> Baker<'a> {
         // each example starts from whichever drape is fewer continuation steps away; the
         // arms-down one is carried while the examples from the rest drape are built
         let step = self.cfg.sim.continuation_step_deg;
-        let (from_arms, from_rest): (Vec<usize>, Vec<usize>) =
-            mine.iter().partition(|&&i| match self.arms_down_pose() {
-                Some(arms) => nearest_start(&[Pose::rest(), arms], &poses[i], step) == 1,
+        let arms = self.arms_down_pose();
+        let (from_arms, from_rest): (Vec<_>, Vec<_>) = mine
+            .iter()
+            .map(|&i| (i, cached(i)))
+            .partition(|(i, _)| match &arms {
+                Some(a) => nearest_start(&[Pose::rest(), *a], &poses[*i], step) == 1,
                 None => false,
             });
-        let carry_arms = from_arms.iter().any(|&i| cached(i).is_none());
+        let carry_arms = from_arms.iter().any(|(_, prior)| prior.is_none());
         let (arms_down, mut results) = rayon::join(
             || carry_arms.then(|| self.arms_down_drape()).flatten(),
             || {
                 from_rest
-                    .par_iter()
-                    .map(|&i| build(i, &self.rest))
+                    .into_par_iter()
+                    .map(|job| build(job, &self.rest))
                     .collect::<Vec<_>>()
             },
         );
         let from = arms_down.as_ref().unwrap_or(&self.rest);
-        results.par_extend(from_arms.par_iter().map(|&i| build(i, from)));
+        results.par_extend(from_arms.into_par_iter().map(|job| build(job, from)));
         let mut examples = Vec::with_capacity(results.len());
         for r in results {
             examples.push(r?);

@@ -40,7 +40,7 @@ pub(super) fn starting(what: &str) {
 /// on a 2-core machine (~10 s), so a slow machine is waited for while a bake that stops
 /// making progress fails the start within minutes, not after a start timeout sized for
 /// the slowest whole bake.
-pub(super) const BAKE_PROGRESS_GRACE: Duration = Duration::from_secs(300);
+const BAKE_PROGRESS_GRACE: Duration = Duration::from_secs(300);
 
 /// What a bake's progress tells the service manager: the extension in microseconds
 /// and the status line.
