@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs deploy/clothcast.service under a real systemd, in a container: debootstraps a
-# minimal Debian (once, into $ROOT), installs the release binary, the unit as shipped
-# and a config serving the small test database, boots it with systemd-nspawn and checks
-# that systemd starts the server (Type=notify: READY), that it streams three walking
+# minimal Debian (once, into $ROOT), installs the release binary, the unit as shipped,
+# a config serving the small test database and token files for its credentials, boots
+# it with systemd-nspawn and checks that systemd starts the server (Type=notify: READY)
+# with the tokens it loaded as credentials (a wrong one refused, the files unreadable
+# by the service user), that it streams three walking
 # avatars to a viewer inside its sandbox (the system-call filter included), that a
 # stalled tick loop (only the tick thread frozen, by ptrace from outside) stops the
 # watchdog pings and gets the server killed and restarted, and that it stops cleanly.
@@ -25,10 +27,13 @@ fi
 chroot "$ROOT" id clothcast >/dev/null 2>&1 || chroot "$ROOT" useradd --system --no-create-home --shell /usr/sbin/nologin clothcast
 install -m 0755 target/release/clothcast "$ROOT/usr/local/bin/clothcast"
 install -d -m 0750 "$ROOT/etc/clothcast"
-printf 'open = true\nbind = "127.0.0.1:8470"\nvmc_bind = "off"\nmvn_bind = "off"\ndatabases = ["small.ccdb"]\n' > "$ROOT/etc/clothcast/server.toml"
+printf 'bind = "127.0.0.1:8470"\nvmc_bind = "off"\nmvn_bind = "off"\ndatabases = ["small.ccdb"]\n' > "$ROOT/etc/clothcast/server.toml"
 cp tests/fixtures/db/v1/small.ccdb "$ROOT/etc/clothcast/"
 chmod 0640 "$ROOT"/etc/clothcast/*
 chroot "$ROOT" chgrp -R clothcast /etc/clothcast
+# the tokens as the unit's header says to make them: root's alone, loaded as credentials
+(umask 077; head -c 24 /dev/urandom | base64 > "$ROOT/etc/clothcast/publisher.token")
+(umask 077; head -c 24 /dev/urandom | base64 > "$ROOT/etc/clothcast/viewer.token")
 cp tests/fixtures/mocap/cmu_131_01.bvh "$ROOT/clip.bvh"
 install -m 0644 deploy/clothcast.service "$ROOT/etc/systemd/system/"
 mkdir -p "$ROOT/etc/systemd/system/multi-user.target.wants"
@@ -37,7 +42,7 @@ rm -rf "$ROOT/etc/systemd/system/clothcast.service.d" "$ROOT/var/cache/clothcast
 if [ "$BAKE" = 1 ]; then
   # no databases: the first start bakes the default one, with a start timeout far
   # shorter than the bake
-  printf 'open = true\nbind = "127.0.0.1:8470"\nvmc_bind = "off"\nmvn_bind = "off"\n' > "$ROOT/etc/clothcast/server.toml"
+  printf 'bind = "127.0.0.1:8470"\nvmc_bind = "off"\nmvn_bind = "off"\n' > "$ROOT/etc/clothcast/server.toml"
   mkdir -p "$ROOT/etc/systemd/system/clothcast.service.d"
   printf '[Service]\nTimeoutStartSec=60s\n' > "$ROOT/etc/systemd/system/clothcast.service.d/short-start.conf"
   cat > "$ROOT/usr/local/bin/clothcast-probe" <<'PROBE'
@@ -77,6 +82,12 @@ cat > "$ROOT/usr/local/bin/clothcast-probe" <<'PROBE'
 #!/bin/bash
 show() { systemctl show clothcast -p ActiveState -p StatusText -p MainPID -p NRestarts -p Result; }
 sleep 2
+# the clients take the tokens from the environment, as the server took them from
+# its credentials; the service user cannot read the token files themselves
+export CLOTHCAST_PUBLISHER_TOKEN=$(cat /etc/clothcast/publisher.token)
+export CLOTHCAST_VIEWER_TOKEN=$(cat /etc/clothcast/viewer.token)
+{ timeout 5 clothcast watch --url ws://127.0.0.1:8470/ws --token wrong --seconds 1 --no-reconnect; echo "exit $?"; } > /probe/refused.txt 2>&1
+{ setpriv --reuid=clothcast --regid=clothcast --clear-groups cat /etc/clothcast/publisher.token; echo "exit $?"; } > /probe/unreadable.txt 2>&1
 timeout 8 clothcast play /clip.bvh --url ws://127.0.0.1:8470/ws --avatars 3 >/dev/null 2>&1 &
 sleep 1
 timeout 20 clothcast watch --url ws://127.0.0.1:8470/ws --seconds 4 > /probe/watch.txt 2>&1 &
@@ -126,10 +137,13 @@ FREEZE
 timeout 180 systemd-nspawn -q -b -D "$ROOT" --register=no --keep-unit --bind="$OUT":/probe --console=pipe >"$OUT/nspawn.log" 2>&1 || true
 wait
 rm -f "$ROOT/etc/systemd/system/multi-user.target.wants/clothcast-probe.service"
-for f in watch.txt streaming.txt frozen.txt during.txt after.txt stopped.txt journal.txt; do
+for f in refused.txt unreadable.txt watch.txt streaming.txt frozen.txt during.txt after.txt stopped.txt journal.txt; do
   echo "== $f"; cat "$OUT/$f" 2>/dev/null || echo "(missing)"
 done
 fail() { echo "FAILED: $*"; exit 1; }
+grep -q 'publisher token from the systemd credential' "$OUT/journal.txt" && grep -q 'viewer token from the systemd credential' "$OUT/journal.txt" || fail "tokens not from the credentials"
+grep -q '4001' "$OUT/refused.txt" && grep -q 'exit 1' "$OUT/refused.txt" || fail "a wrong token was not refused"
+grep -q 'Permission denied' "$OUT/unreadable.txt" || fail "the service user can read the token file"
 grep -q 'missed 0' "$OUT/watch.txt" || fail "the viewer saw no frames"
 grep -q 'StatusText=3 avatars, 1 viewer, 1 publisher' "$OUT/streaming.txt" || fail "status line"
 grep -q 'unhealthy: tick stalled' "$OUT/during.txt" || fail "no unhealthy status"

@@ -334,6 +334,63 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
         String::from_utf8_lossy(&o.stderr).contains("--tls-key"),
         "{o:?}"
     );
+    // tokens from a file beside the config, from the environment; a role's token
+    // from two sources, or an empty one, is refused naming them
+    std::fs::write(dir.join("pub.token"), "pub-secret\n").expect("token file");
+    let env_run = |config: &str, vars: &[(&str, &str)]| {
+        let path = dir.join("server.toml");
+        std::fs::write(&path, config).expect("config");
+        bin()
+            .args(["serve", "--check", "--db"])
+            .arg(&db)
+            .arg("--config")
+            .arg(&path)
+            .env_remove("CLOTHCAST_PUBLISHER_TOKEN")
+            .env_remove("CLOTHCAST_VIEWER_TOKEN")
+            .env_remove("CREDENTIALS_DIRECTORY")
+            .envs(vars.iter().copied())
+            .output()
+            .expect("run")
+    };
+    let o = env_run(
+        "publisher_token_file = \"pub.token\"\n",
+        &[("CLOTHCAST_VIEWER_TOKEN", "view-secret")],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.contains(&format!(
+            "authentication publisher token from the file {}, viewer token from $CLOTHCAST_VIEWER_TOKEN",
+            dir.join("pub.token").display()
+        )),
+        "{out}"
+    );
+    for (config, vars, named) in [
+        (
+            "publisher_token_file = \"pub.token\"\nviewer_token = \"v\"\n",
+            &[("CLOTHCAST_PUBLISHER_TOKEN", "p")][..],
+            "the publisher token is given twice, by the file",
+        ),
+        (
+            "publisher_token = \"p\"\n",
+            &[("CLOTHCAST_VIEWER_TOKEN", " ")][..],
+            "the viewer token from $CLOTHCAST_VIEWER_TOKEN: is empty",
+        ),
+        (
+            "publisher_token = \"p\"\nviewer_token_file = \"nowhere.token\"\n",
+            &[][..],
+            "nowhere.token: cannot be read",
+        ),
+    ] {
+        let o = env_run(config, vars);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{config:?} passed");
+        assert!(err.contains(named), "{config:?}: {err}");
+    }
     for (config, named) in [
         ("", "tokens"),
         ("open = true\n[engine]\ntick_hz = nan\n", "engine.tick_hz"),
@@ -430,5 +487,27 @@ fn render_draws_a_picture_per_frame_of_a_range() {
             !o.status.success() && err.contains("0–60 degrees"),
             "{tilt}: {err}"
         );
+    }
+}
+
+/// The clients take their tokens from the environment as the server does (out of the
+/// process list), and their `--help` names the variable without showing its value.
+#[test]
+fn token_variables_are_named_in_help_but_their_values_never_shown() {
+    for (command, var) in [
+        ("play", "CLOTHCAST_PUBLISHER_TOKEN"),
+        ("calibrate", "CLOTHCAST_PUBLISHER_TOKEN"),
+        ("wear", "CLOTHCAST_PUBLISHER_TOKEN"),
+        ("watch", "CLOTHCAST_VIEWER_TOKEN"),
+    ] {
+        let o = bin()
+            .args([command, "--help"])
+            .env(var, "sekrit-4j8w")
+            .output()
+            .expect("run");
+        let help = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{command}");
+        assert!(help.contains(&format!("[env: {var}]")), "{command}: {help}");
+        assert!(!help.contains("sekrit-4j8w"), "{command}: {help}");
     }
 }

@@ -297,13 +297,16 @@ async fn a_client_notices_a_server_that_went_silent_and_not_one_that_answers_pin
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_logs_who_connected_and_why_each_connection_ended() {
     use std::io::BufRead;
-    let config =
-        std::env::temp_dir().join(format!("clothcast-log-test-{}.toml", std::process::id()));
-    std::fs::write(
-        &config,
-        "publisher_token = \"pub\"\nviewer_token = \"view\"\n",
-    )
-    .expect("writes the config");
+    // the tokens as a deployment keeps them out of the config: the viewer's in a file
+    // the config names (relative: beside the config), the publisher's a systemd
+    // credential (LoadCredential= puts it in $CREDENTIALS_DIRECTORY)
+    let dir = std::env::temp_dir().join(format!("clothcast-log-test-{}", std::process::id()));
+    let credentials = dir.join("credentials");
+    std::fs::create_dir_all(&credentials).expect("temp dir");
+    std::fs::write(dir.join("viewer.token"), "view-9q2x\n").expect("writes the viewer token");
+    std::fs::write(credentials.join("publisher-token"), "pub-7f3k").expect("writes the credential");
+    let config = dir.join("server.toml");
+    std::fs::write(&config, "viewer_token_file = \"viewer.token\"\n").expect("writes the config");
     let db =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
     let mut server = Command::new(env!("CARGO_BIN_EXE_clothcast"))
@@ -314,6 +317,9 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
         .arg(&db)
         .args(["--bind", "127.0.0.1:0"])
         .env("RUST_LOG", "info")
+        .env("CREDENTIALS_DIRECTORY", &credentials)
+        .env_remove("CLOTHCAST_PUBLISHER_TOKEN")
+        .env_remove("CLOTHCAST_VIEWER_TOKEN")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -335,25 +341,35 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
     // refused at hello, then a viewer that is welcomed and says goodbye
     let refused = Client::connect(&url, Role::Viewer, Some("wrong".into())).await;
     assert!(refused.is_err_and(|e| e.is_final()));
-    let viewer = Client::connect(&url, Role::Viewer, Some("view".into()))
+    let viewer = Client::connect(&url, Role::Viewer, Some("view-9q2x".into()))
         .await
         .expect("the viewer is welcomed");
     viewer.close().await;
     // and a publisher that vanishes without a goodbye
-    let publisher = Client::connect(&url, Role::Publisher, Some("pub".into()))
+    let publisher = Client::connect(&url, Role::Publisher, Some("pub-7f3k".into()))
         .await
         .expect("the publisher is welcomed");
     drop(publisher);
     tokio::time::sleep(Duration::from_millis(300)).await;
     server.kill().expect("stops the server");
     let (_, _, log) = finish(server).await;
-    let _ = std::fs::remove_file(&config);
+    let _ = std::fs::remove_dir_all(&dir);
     let line = |what: &str, with: &[&str]| {
         log.lines()
             .find(|l| l.contains(what) && with.iter().all(|w| l.contains(w)))
             .unwrap_or_else(|| panic!("no {what:?} line with {with:?} in the log:\n{log}"))
             .to_string()
     };
+    // where each token came from, never the token
+    line(
+        "publisher token from the systemd credential",
+        &["publisher-token"],
+    );
+    line("viewer token from the file", &["viewer.token"]);
+    assert!(
+        !log.contains("view-9q2x") && !log.contains("pub-7f3k"),
+        "{log}"
+    );
     line(
         "not welcomed",
         &[

@@ -31,7 +31,7 @@ pub(crate) struct PlayArgs {
     #[arg(long)]
     profile: Option<String>,
     /// Publisher token.
-    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN")]
+    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Poses per second sent per avatar.
     #[arg(long, default_value_t = 30.0)]

@@ -70,7 +70,7 @@ pub(crate) fn load_db(path: Option<&PathBuf>) -> anyhow::Result<Arc<Database>> {
 }
 
 /// The server config at `path` (defaults without one). Relative file paths in it
-/// (`databases`, `tls_cert`, `tls_key`) name files next to the config, as nginx and
+/// (`databases`, `tls_cert`, `tls_key`, the token files) name files next to the config, as nginx and
 /// systemd units expect, so `serve --config /etc/clothcast/server.toml` finds
 /// `databases = ["tshirt.ccdb"]` in /etc/clothcast whatever the working directory;
 /// paths given as flags stay relative to the working directory.
@@ -90,6 +90,8 @@ pub(crate) fn load_config(path: Option<&PathBuf>) -> anyhow::Result<ServerConfig
     config.databases.iter_mut().for_each(beside);
     config.tls_cert.iter_mut().for_each(beside);
     config.tls_key.iter_mut().for_each(beside);
+    config.publisher_token_file.iter_mut().for_each(beside);
+    config.viewer_token_file.iter_mut().for_each(beside);
     Ok(config)
 }
 
@@ -106,6 +108,12 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         config.bind = b;
     }
     config.open |= a.open;
+    let sources = crate::net::resolve_tokens(&mut config, &crate::net::TokenEnv::from_process())?;
+    let sources: Vec<String> = ["publisher", "viewer"]
+        .into_iter()
+        .zip(sources)
+        .filter_map(|(role, s)| Some(format!("{role} token from {}", s?)))
+        .collect();
     if let (Some(cert), Some(key)) = (a.tls_cert, a.tls_key) {
         (config.tls_cert, config.tls_key) = (Some(cert), Some(key));
     }
@@ -118,7 +126,10 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         a.db.clone()
     };
     if a.check {
-        return check_serve(&config, &paths);
+        return check_serve(&config, &paths, &sources);
+    }
+    for s in &sources {
+        tracing::info!("{s}");
     }
     super::systemd::starting("loading garments (baking the default database if it is missing)");
     let dbs = databases(&paths, true)?;
@@ -160,7 +171,7 @@ fn databases(paths: &[PathBuf], bake: bool) -> anyhow::Result<Vec<Arc<Database>>
 }
 
 /// `serve --check`: what `serve` would refuse, without serving (or baking).
-fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
+fn check_serve(config: &ServerConfig, paths: &[PathBuf], tokens: &[String]) -> anyhow::Result<()> {
     let garments = crate::net::check_server(databases(paths, false)?, config)?;
     let udp = |bind: Option<std::net::SocketAddr>, allow: &[ipnet::IpNet]| match bind {
         None => "off".to_string(),
@@ -173,9 +184,9 @@ fn check_serve(config: &ServerConfig, paths: &[PathBuf]) -> anyhow::Result<()> {
     let vmc = udp(config.vmc_bind, &config.vmc_allow);
     let mvn = udp(config.mvn_bind, &config.mvn_allow);
     let auth = if config.open {
-        "off (open = true)"
+        "off (open = true)".to_string()
     } else {
-        "publisher and viewer tokens"
+        tokens.join(", ")
     };
     let tls = if config.tls_cert.is_some() {
         " with TLS (https, wss)"
@@ -317,7 +328,7 @@ pub(crate) struct CalibrateArgs {
     #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
     url: String,
     /// Publisher token.
-    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN")]
+    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
 
@@ -334,7 +345,7 @@ pub(crate) struct WearArgs {
     #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
     url: String,
     /// Publisher token.
-    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN")]
+    #[arg(long, env = "CLOTHCAST_PUBLISHER_TOKEN", hide_env_values = true)]
     token: Option<String>,
 }
 
@@ -405,7 +416,8 @@ mod tests {
         std::fs::write(
             &path,
             "databases = [\"tshirt.ccdb\", \"/srv/pants.ccdb\"]\n\
-             tls_cert = \"certs/cert.pem\"\ntls_key = \"/etc/key.pem\"\n",
+             tls_cert = \"certs/cert.pem\"\ntls_key = \"/etc/key.pem\"\n\
+             viewer_token_file = \"viewer.token\"\n",
         )
         .expect("write config");
         let config = load_config(Some(&path)).expect("config parses");
@@ -416,6 +428,7 @@ mod tests {
         );
         assert_eq!(config.tls_cert, Some(dir.join("certs/cert.pem")));
         assert_eq!(config.tls_key, Some(PathBuf::from("/etc/key.pem")));
+        assert_eq!(config.viewer_token_file, Some(dir.join("viewer.token")));
         // a config named without a directory is the working directory's
         let bare = load_config(Some(&PathBuf::from("configs/server.toml"))).map(|c| c.databases);
         assert!(bare.is_ok_and(|d| d.is_empty()));

@@ -21,7 +21,7 @@ pub(crate) struct WatchArgs {
     #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
     url: String,
     /// Viewer token.
-    #[arg(long, env = "CLOTHCAST_VIEWER_TOKEN")]
+    #[arg(long, env = "CLOTHCAST_VIEWER_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Avatars to watch (default: all).
     #[arg(long = "avatar")]

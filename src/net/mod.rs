@@ -32,9 +32,14 @@ mod peer;
 mod settings;
 mod status;
 mod tls;
+mod tokens;
 mod udp;
 pub use settings::check_server;
 pub use status::ServerProbe;
+pub use tokens::{
+    MAX_TOKEN_BYTES, PUBLISHER_CREDENTIAL, PUBLISHER_TOKEN_ENV, TokenEnv, TokenError, TokenSource,
+    VIEWER_CREDENTIAL, VIEWER_TOKEN_ENV, resolve_tokens,
+};
 mod tick;
 mod watch;
 use conn::ws_upgrade;
@@ -54,10 +59,19 @@ pub struct ServerConfig {
     pub bind: SocketAddr,
     /// Engine settings (tick rate, timeouts, SOR parameters).
     pub engine: EngineConfig,
-    /// Token publishers must present; `None` with `open = true` admits anyone.
+    /// Token publishers must present; `None` with `open = true` admits anyone. Also
+    /// from `publisher_token_file`, `$CLOTHCAST_PUBLISHER_TOKEN` or the systemd
+    /// credential `publisher-token`, one of them ([`resolve_tokens`]).
     pub publisher_token: Option<String>,
-    /// Token viewers must present.
+    /// Token viewers must present (or `viewer_token_file`, `$CLOTHCAST_VIEWER_TOKEN`,
+    /// the credential `viewer-token`).
     pub viewer_token: Option<String>,
+    /// A file holding the publisher token (surrounding whitespace trimmed), read at
+    /// start by [`resolve_tokens`]: keeps the secret out of a config that may be
+    /// shared or checked in. [`start`] refuses one not read yet.
+    pub publisher_token_file: Option<std::path::PathBuf>,
+    /// A file holding the viewer token.
+    pub viewer_token_file: Option<std::path::PathBuf>,
     /// Admit connections without tokens. Must be set explicitly; the server logs a
     /// warning at start when it is.
     pub open: bool,
@@ -172,6 +186,8 @@ impl Default for ServerConfig {
             engine: EngineConfig::default(),
             publisher_token: None,
             viewer_token: None,
+            publisher_token_file: None,
+            viewer_token_file: None,
             open: false,
             max_message_bytes: 64 * 1024,
             viewer_queue: 8,
@@ -227,8 +243,12 @@ pub enum NetError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// Neither tokens nor `open = true`.
-    #[error("no publisher/viewer tokens configured; set tokens or `open = true` explicitly")]
+    #[error("no publisher/viewer tokens configured; give each in the config, a token file, $CLOTHCAST_PUBLISHER_TOKEN / $CLOTHCAST_VIEWER_TOKEN or a systemd credential, or set `open = true` explicitly")]
     NoAuth,
+    /// A token that is empty (it would admit an empty one), or a token file that
+    /// [`resolve_tokens`] has not read.
+    #[error(transparent)]
+    Token(#[from] TokenError),
     /// The TLS certificate or key cannot be used.
     #[error("TLS: {path}: {reason}")]
     Tls {

@@ -31,6 +31,7 @@ pub fn check_server(
 /// that is not, by its name in the config file. What is
 /// checked here is used as it is elsewhere, unclamped.
 pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
+    super::tokens::check_resolved(config)?;
     if !config.open && (config.publisher_token.is_none() || config.viewer_token.is_none()) {
         return Err(NetError::NoAuth);
     }
@@ -131,6 +132,24 @@ mod tests {
             ..ServerConfig::default()
         };
         check(&tokens).expect("defaults with tokens");
+        // an empty token would admit an empty one, even with `open` set; a token file
+        // must have been read (resolve_tokens), not silently ignored
+        for bad in [
+            ServerConfig {
+                viewer_token: Some(String::new()),
+                ..tokens.clone()
+            },
+            ServerConfig {
+                publisher_token: Some(" p".into()),
+                ..base()
+            },
+            ServerConfig {
+                viewer_token_file: Some("viewer.token".into()),
+                ..tokens.clone()
+            },
+        ] {
+            assert!(matches!(check(&bad), Err(NetError::Token(_))), "{bad:?}");
+        }
         let mut c = base();
         c.hello_timeout = f32::NAN;
         assert_eq!(refused(&c), "hello_timeout");
