@@ -141,12 +141,14 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
     if let Some(png) = &a.png {
         let body_mesh = body.posed_mesh(&target, SimParams::default().body_skinning);
         let cloth = TriMesh::new(garment_world, garment.mesh.triangles.clone());
-        // frame the garment with some body around it
+        // frame the garment with some body around it, and up to the top of the head
+        // (a neckline is judged against the face, and a cropped head looks broken)
         let (lo, hi) = cloth
             .bounds()
             .ok_or_else(|| anyhow::anyhow!("empty garment"))?;
+        let top = body_mesh.bounds().map_or(hi.y, |(_, b)| b.y);
         let pad = Vec3::splat(0.1);
-        let (lo, hi) = (lo - pad, hi + pad);
+        let (lo, hi) = (lo - pad, (hi + pad).with_y(hi.y.max(top) + 0.02));
         let items = [
             DrawItem {
                 mesh: &body_mesh,
