@@ -10,14 +10,19 @@
 # watchdog pings and gets the server killed and restarted, and that it stops cleanly.
 # With --bake it checks a first start instead: no database named, so the server bakes
 # the default one (~8 min on 2 cores) under a start timeout of 60 s, which only the
-# progress it reports (EXTEND_TIMEOUT_USEC per example) lets it outlast.
+# progress it reports (EXTEND_TIMEOUT_USEC per example) lets it outlast. With --socket
+# it checks socket activation: deploy/clothcast.socket moved to port 80, the server
+# (without capabilities) serving on it, then stopped and started again by a viewer's
+# connection.
 # Needs root, debootstrap and systemd-container (apt-get install debootstrap
 # systemd-container), python3 and Debian's mirror; not part of the test suite.
-#   scripts/systemd_check.sh [--bake] [ROOT]    (default /tmp/clothcast-nspawn)
+#   scripts/systemd_check.sh [--bake | --socket] [ROOT]    (default /tmp/clothcast-nspawn)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BAKE=0
+SOCKET=0
 if [ "${1:-}" = "--bake" ]; then BAKE=1; shift; fi
+if [ "${1:-}" = "--socket" ]; then SOCKET=1; shift; fi
 ROOT=${1:-/tmp/clothcast-nspawn}
 OUT=$(mktemp -d)
 cargo build --release --bin clothcast
@@ -27,6 +32,7 @@ fi
 chroot "$ROOT" id clothcast >/dev/null 2>&1 || chroot "$ROOT" useradd --system --no-create-home --shell /usr/sbin/nologin clothcast
 install -m 0755 target/release/clothcast "$ROOT/usr/local/bin/clothcast"
 install -d -m 0750 "$ROOT/etc/clothcast"
+rm -f "$ROOT"/etc/clothcast/*
 printf 'bind = "127.0.0.1:8470"\nvmc_bind = "off"\nmvn_bind = "off"\ndatabases = ["small.ccdb"]\n' > "$ROOT/etc/clothcast/server.toml"
 cp tests/fixtures/db/v1/small.ccdb "$ROOT/etc/clothcast/"
 chmod 0640 "$ROOT"/etc/clothcast/*
@@ -38,7 +44,54 @@ cp tests/fixtures/mocap/cmu_131_01.bvh "$ROOT/clip.bvh"
 install -m 0644 deploy/clothcast.service "$ROOT/etc/systemd/system/"
 mkdir -p "$ROOT/etc/systemd/system/multi-user.target.wants"
 ln -sf /etc/systemd/system/clothcast.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
-rm -rf "$ROOT/etc/systemd/system/clothcast.service.d" "$ROOT/var/cache/clothcast"
+rm -rf "$ROOT/etc/systemd/system/clothcast.service.d" "$ROOT/etc/systemd/system/clothcast.socket.d" "$ROOT/var/cache/clothcast"
+rm -f "$ROOT/etc/systemd/system/clothcast.socket" "$ROOT/etc/systemd/system/sockets.target.wants/clothcast.socket"
+if [ "$SOCKET" = 1 ]; then
+  # the socket unit as shipped, moved by a drop-in to port 80, which the server (no
+  # capabilities) could not bind itself; the config's bind is a port nobody uses
+  install -m 0644 deploy/clothcast.socket "$ROOT/etc/systemd/system/"
+  mkdir -p "$ROOT/etc/systemd/system/sockets.target.wants" "$ROOT/etc/systemd/system/clothcast.socket.d"
+  ln -sf /etc/systemd/system/clothcast.socket "$ROOT/etc/systemd/system/sockets.target.wants/"
+  printf '[Socket]\nListenStream=\nListenStream=127.0.0.1:80\n' > "$ROOT/etc/systemd/system/clothcast.socket.d/port80.conf"
+  sed -i 's/^bind = .*/bind = "127.0.0.1:1"/' "$ROOT/etc/clothcast/server.toml"
+  cat > "$ROOT/usr/local/bin/clothcast-probe" <<'PROBE'
+#!/bin/bash
+show() { systemctl show "$1" -p ActiveState -p SubState -p MainPID -p NRestarts | tr '\n' ' '; echo; }
+export CLOTHCAST_PUBLISHER_TOKEN=$(cat /etc/clothcast/publisher.token)
+export CLOTHCAST_VIEWER_TOKEN=$(cat /etc/clothcast/viewer.token)
+sleep 2
+{ echo "at boot:"; show clothcast.socket; show clothcast.service; } > /probe/states.txt
+timeout 8 clothcast play /clip.bvh --url ws://127.0.0.1:80/ws --avatars 2 --seconds 4 >/dev/null 2>&1 &
+sleep 1
+timeout 20 clothcast watch --url ws://127.0.0.1:80/ws --seconds 2 > /probe/watch.txt 2>&1
+wait
+# stopped, the server is started again by the next connection, which waits for it
+systemctl stop clothcast.service
+{ echo "stopped:"; show clothcast.socket; show clothcast.service; } >> /probe/states.txt
+timeout 20 clothcast watch --url ws://127.0.0.1:80/ws --seconds 2 --no-reconnect > /probe/woken.txt 2>&1
+echo "exit $?" >> /probe/woken.txt
+{ echo "after a connection:"; show clothcast.socket; show clothcast.service; } >> /probe/states.txt
+journalctl -u clothcast.service -u clothcast.socket -b --no-pager -o short-monotonic | grep -v 'clothcast::net::conn' > /probe/journal.txt
+systemctl stop clothcast.socket clothcast.service
+systemctl poweroff
+PROBE
+  chmod 0755 "$ROOT/usr/local/bin/clothcast-probe"
+  printf '[Unit]\nAfter=clothcast.service\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/clothcast-probe\n[Install]\nWantedBy=multi-user.target\n' > "$ROOT/etc/systemd/system/clothcast-probe.service"
+  ln -sf /etc/systemd/system/clothcast-probe.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
+  timeout 180 systemd-nspawn -q -b -D "$ROOT" --register=no --keep-unit --bind="$OUT":/probe --console=pipe >"$OUT/nspawn.log" 2>&1 || true
+  rm -f "$ROOT/etc/systemd/system/multi-user.target.wants/clothcast-probe.service" "$ROOT/etc/systemd/system/sockets.target.wants/clothcast.socket"
+  for f in states.txt watch.txt woken.txt journal.txt; do
+    echo "== $f"; cat "$OUT/$f" 2>/dev/null || echo "(missing)"
+  done
+  fail() { echo "FAILED: $*"; exit 1; }
+  grep -q 'listening on the socket systemd passed' "$OUT/journal.txt" || fail "the server did not take the passed socket"
+  grep -q 'serving on ws://127.0.0.1:80/ws' "$OUT/journal.txt" || fail "not serving on port 80"
+  grep -q 'missed 0' "$OUT/watch.txt" || fail "the viewer saw no frames"
+  grep -q 'exit 0' "$OUT/woken.txt" || fail "a connection did not start the stopped server"
+  [ "$(grep -c 'Started clothcast.service' "$OUT/journal.txt")" = 2 ] || fail "not started twice"
+  echo "systemd socket activation check passed"
+  exit 0
+fi
 if [ "$BAKE" = 1 ]; then
   # no databases: the first start bakes the default one, with a start timeout far
   # shorter than the bake

@@ -125,6 +125,15 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     } else {
         a.db.clone()
     };
+    // a socket passed by systemd's socket activation takes the place of `bind`
+    let activated = super::systemd::activation_listener()?;
+    if let Some(l) = &activated {
+        let addr = l.local_addr()?;
+        if a.bind.is_some() || addr != config.bind {
+            tracing::info!(%addr, "listening on the socket systemd passed; `bind` is not used");
+        }
+        config.bind = addr;
+    }
     if a.check {
         return check_serve(&config, &paths, &sources);
     }
@@ -137,7 +146,10 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     tracing::info!(garments = %names.join(", "), "garments");
     let tls = config.tls_cert.is_some();
     runtime()?.block_on(async move {
-        let server = start_with_garments(dbs, config).await?;
+        let server = match activated {
+            Some(l) => crate::net::start_on_listener(dbs, config, l).await?,
+            None => start_with_garments(dbs, config).await?,
+        };
         let (ws, http) = if tls { ("wss", "https") } else { ("ws", "http") };
         say(format_args!(
             "clothcast serving on {ws}://{}/ws (viewer: {http}://{}/, metrics: {http}://{}/metrics)",

@@ -22,6 +22,45 @@ fn notify(states: &[NotifyState<'_>]) {
     }
 }
 
+/// The listening socket a service manager passed by socket activation
+/// (`sd_listen_fds(3)`: `LISTEN_PID` naming this process, `LISTEN_FDS=1`, the socket at
+/// fd 3), or `None` when none was passed. Refused by name: more than one socket (a
+/// `.socket` unit with several `ListenStream=`; `serve` has one port), or one that is
+/// not a listening TCP socket (a datagram or Unix socket, `Accept=yes`).
+pub(super) fn activation_listener() -> anyhow::Result<Option<std::net::TcpListener>> {
+    let fds = sd_notify::listen_fds().map_err(|e| anyhow::anyhow!("socket activation: {e}"))?;
+    let n = fds.len();
+    let mut fds = fds;
+    let Some(fd) = fds.next() else {
+        return Ok(None);
+    };
+    anyhow::ensure!(
+        n == 1,
+        "socket activation passed {n} sockets; clothcast serves one port (one ListenStream= in the .socket unit)"
+    );
+    // SAFETY: LISTEN_PID names this process, so the service manager passed fd 3 to it
+    // and nothing else in it owns the descriptor: it is taken once, here, at start
+    // (sd_notify::listen_fds checked the variables and set FD_CLOEXEC)
+    let socket = socket2::Socket::from(unsafe {
+        <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+    });
+    let tcp = socket.r#type().ok() == Some(socket2::Type::STREAM)
+        && socket
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+            .is_some();
+    anyhow::ensure!(
+        tcp,
+        "socket activation passed fd {fd}, which is not a TCP socket (ListenStream= takes an address or a port)"
+    );
+    anyhow::ensure!(
+        socket.is_listener().unwrap_or(false),
+        "socket activation passed fd {fd}, a TCP socket that is not listening (Accept=yes is not supported: clothcast accepts its own connections)"
+    );
+    Ok(Some(socket.into()))
+}
+
 /// Whether a service manager listens for notifications.
 fn supervised() -> bool {
     std::env::var_os("NOTIFY_SOCKET").is_some()

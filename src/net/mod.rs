@@ -243,7 +243,9 @@ pub enum NetError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     /// Neither tokens nor `open = true`.
-    #[error("no publisher/viewer tokens configured; give each in the config, a token file, $CLOTHCAST_PUBLISHER_TOKEN / $CLOTHCAST_VIEWER_TOKEN or a systemd credential, or set `open = true` explicitly")]
+    #[error(
+        "no publisher/viewer tokens configured; give each in the config, a token file, $CLOTHCAST_PUBLISHER_TOKEN / $CLOTHCAST_VIEWER_TOKEN or a systemd credential, or set `open = true` explicitly"
+    )]
     NoAuth,
     /// A token that is empty (it would admit an empty one), or a token file that
     /// [`resolve_tokens`] has not read.
@@ -496,6 +498,25 @@ pub async fn start_with_garments(
     dbs: Vec<Arc<Database>>,
     config: ServerConfig,
 ) -> Result<ServerHandle, NetError> {
+    start_listening(dbs, config, None).await
+}
+
+/// [`start_with_garments`] on a socket already listening (a service manager's, passed
+/// by socket activation) instead of binding `config.bind`, which is then not used.
+/// The socket must be a listening TCP socket; it is made non-blocking here.
+pub async fn start_on_listener(
+    dbs: Vec<Arc<Database>>,
+    config: ServerConfig,
+    listener: std::net::TcpListener,
+) -> Result<ServerHandle, NetError> {
+    start_listening(dbs, config, Some(listener)).await
+}
+
+async fn start_listening(
+    dbs: Vec<Arc<Database>>,
+    config: ServerConfig,
+    given: Option<std::net::TcpListener>,
+) -> Result<ServerHandle, NetError> {
     settings::check(&config)?;
     let tls = match (&config.tls_cert, &config.tls_key) {
         (Some(cert), Some(key)) => Some(tls::acceptor(cert, key)?),
@@ -505,12 +526,18 @@ pub async fn start_with_garments(
         tracing::warn!("authentication is off (open = true): anyone can publish and view");
     }
     // the port first: a server that cannot have it starts nothing
-    let listener = tokio::net::TcpListener::bind(config.bind)
-        .await
-        .map_err(|source| NetError::Bind {
-            addr: config.bind,
-            source,
-        })?;
+    let listener = match given {
+        Some(l) => {
+            l.set_nonblocking(true)?;
+            tokio::net::TcpListener::from_std(l)?
+        }
+        None => tokio::net::TcpListener::bind(config.bind)
+            .await
+            .map_err(|source| NetError::Bind {
+                addr: config.bind,
+                source,
+            })?,
+    };
     let addr = listener.local_addr()?;
     let engine = Engine::with_garments(dbs, config.engine.clone())?;
     let db = Arc::clone(engine.database());
