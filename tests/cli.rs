@@ -113,6 +113,26 @@ fn bad_inputs_fail_with_a_readable_error() {
         .expect("run");
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing.bvh"));
+    // `bake --default` bakes the one default database: it takes no other option, and a
+    // bake without it needs --out
+    let o = bin()
+        .args(["bake", "--default", "--examples", "3"])
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("'--default' cannot be used with"),
+        "{o:?}"
+    );
+    let o = bin()
+        .args(["bake", "--examples", "3"])
+        .output()
+        .expect("run");
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--out <OUT>"),
+        "{o:?}"
+    );
     let o = bin()
         .args(["assets", "--out"])
         .arg(&dir)
@@ -368,6 +388,26 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
             dir.join("pub.token").display()
         )),
         "{out}"
+    );
+    // the container's config (Dockerfile) with its tokens from the environment, as
+    // `docker run -e` gives them: every interface, UDP inputs off
+    let container = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/container.toml");
+    let o = bin()
+        .args(["serve", "--check", "--db"])
+        .arg(&db)
+        .arg("--config")
+        .arg(&container)
+        .env_remove("CREDENTIALS_DIRECTORY")
+        .env("CLOTHCAST_PUBLISHER_TOKEN", "p")
+        .env("CLOTHCAST_VIEWER_TOKEN", "v")
+        .output()
+        .expect("run");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("would listen on 0.0.0.0:8470 (VMC off; Xsens MVN off)")
+            && out.contains("publisher token from $CLOTHCAST_PUBLISHER_TOKEN"),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
     );
     for (config, vars, named) in [
         (

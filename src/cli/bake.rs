@@ -22,6 +22,12 @@ pub(crate) enum SamplerArg {
 /// Arguments of `clothcast bake`.
 #[derive(Args, Debug)]
 pub(crate) struct BakeArgs {
+    /// Bake the default database (default body and T-shirt) into the cache where
+    /// `serve` and `demo` look for it (`$CLOTHCAST_CACHE`, else the user's cache
+    /// folder), unless it is there already, and print its path: for an image or a
+    /// provisioning step, so that the first start does not bake. Takes no other option.
+    #[arg(long = "default", exclusive = true)]
+    default_db: bool,
     /// Garment: built-in name (tshirt, pants) or a garment TOML file.
     #[arg(long, default_value = "tshirt")]
     garment: String,
@@ -49,8 +55,8 @@ pub(crate) struct BakeArgs {
     shard: Option<Shard>,
     /// Output database (.ccdb). Finished examples are kept in OUT.parts/ until the
     /// bake completes, so rerunning an interrupted bake resumes it.
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required_unless_present = "default_db")]
+    out: Option<PathBuf>,
     #[command(flatten)]
     body: BodyArgs,
     #[command(flatten)]
@@ -95,6 +101,21 @@ pub(crate) fn progress_bar(label: &str) -> impl Fn(usize, usize) + Sync {
 }
 
 pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
+    if a.default_db {
+        let (db, path) =
+            crate::bake::default_database(&progress_bar("baking the default database"))
+                .context("baking the default database")?;
+        eprintln!(
+            "default database: {} examples of {}",
+            db.examples.len(),
+            db.garment.name
+        );
+        outln!("{}", path.display());
+        return Ok(());
+    }
+    let Some(out) = a.out else {
+        anyhow::bail!("--out is required");
+    };
     let files = a
         .clips
         .iter()
@@ -129,14 +150,14 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
     let progress = progress_bar("baking");
     let db = match cfg.sampler {
         Sampler::Kmeans => {
-            let parts = a.out.with_extension("parts");
+            let parts = out.with_extension("parts");
             let db = baker.bake_kmeans(
                 &clips,
                 Some(&parts),
                 a.shard.unwrap_or(Shard::ALL),
                 &progress,
             )?;
-            db.write(&a.out)?;
+            db.write(&out)?;
             let _ = std::fs::remove_dir_all(&parts);
             db
         }
@@ -147,13 +168,13 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
                 );
             }
             let db = baker.bake_mcmc(&clips, &progress)?;
-            db.write(&a.out)?;
+            db.write(&out)?;
             db
         }
     };
     outln!(
         "{}  {} examples of {} ({} vertices), {:.0} s",
-        a.out.display(),
+        out.display(),
         db.examples.len(),
         db.garment.name,
         db.vertex_count(),
