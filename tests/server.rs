@@ -314,7 +314,9 @@ async fn a_full_server_refuses_a_new_avatar_by_name() {
     other.send(&arm_pose("c", 0.3, 0.0)).await.expect("pose");
     let message = expect_error(&mut other, "server_full").await;
     assert!(message.contains("at most 2 avatars"), "{message}");
-    // while a pose for an avatar the server has is taken from any publisher
+    // while a pose for an avatar the server has is taken from any publisher (once the
+    // one that drove it has left)
+    publisher.close().await;
     other.send(&arm_pose("a", 0.6, 1.0)).await.expect("pose");
     let frames_a = view.avatars["a"].frames;
     until(&mut viewer, &mut view, |v, _| {
@@ -327,6 +329,106 @@ async fn a_full_server_refuses_a_new_avatar_by_name() {
         metric(server.addr, "clothcast_poses_refused_total").await,
         0.0
     );
+    server.shutdown().await;
+}
+
+/// Two publishers sending poses for one avatar id (two kiosks configured alike): the
+/// first keeps it while it sends, the second is refused by name, told when it may take
+/// over, and the avatar follows the first performer only. The second takes it over
+/// once the first has been silent for the idle timeout, or at once when the first
+/// disconnects (a performer's reconnection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_avatar_is_driven_by_one_publisher_at_a_time() {
+    let mut config = config();
+    config.engine.idle_timeout = 0.5;
+    let Rig {
+        server,
+        url,
+        mut publisher,
+        mut viewer,
+    } = rig(config).await;
+    let mut view = Viewer::default();
+    publisher
+        .send(&arm_pose("dancer", 0.0, 0.0))
+        .await
+        .expect("pose");
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get("dancer").is_some_and(|a| a.frames >= 1)
+    })
+    .await;
+    let first = view.avatars["dancer"].positions.clone();
+    // the intruder lowers the arm; refused, and the sleeve stays where the first put it
+    let mut intruder = connect_publisher(&url).await;
+    intruder
+        .send(&arm_pose("dancer", 1.2, 0.1))
+        .await
+        .expect("pose");
+    let message = expect_error(&mut intruder, "avatar_taken").await;
+    assert!(
+        message.contains("\"dancer\" is driven by another publisher connection")
+            && message.contains("taken over after"),
+        "{message}"
+    );
+    // the first keeps sending (within the idle timeout): the intruder stays refused
+    for i in 1..=4 {
+        publisher
+            .send(&arm_pose("dancer", 0.0, f64::from(i) * 0.1))
+            .await
+            .expect("pose");
+        intruder
+            .send(&arm_pose("dancer", 1.2, f64::from(i) * 0.1))
+            .await
+            .expect("pose");
+        expect_error(&mut intruder, "avatar_taken").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    super::server::more_frames(&mut viewer, &mut view, "dancer", 3).await;
+    let (y0, y1) = sleeve_heights(&first, &view.avatars["dancer"].positions);
+    assert!(
+        (y1 - y0).abs() < 0.01,
+        "the intruder moved the sleeve: {y0} → {y1}"
+    );
+    // the first falls silent past the idle timeout: the intruder takes over
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    intruder
+        .send(&arm_pose("dancer", 1.2, 2.0))
+        .await
+        .expect("pose");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        super::server::more_frames(&mut viewer, &mut view, "dancer", 1).await;
+        let (y0, y1) = sleeve_heights(&first, &view.avatars["dancer"].positions);
+        // the intruder's arm is lowered: the sleeve follows it
+        if y1 < y0 - 0.05 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the sleeve never followed the intruder: {y0} → {y1}"
+        );
+        intruder
+            .send(&arm_pose("dancer", 1.2, 2.1))
+            .await
+            .expect("pose");
+    }
+    // now the first is the one refused; when the intruder leaves, it is the first's
+    // again at once
+    publisher
+        .send(&arm_pose("dancer", 0.0, 3.0))
+        .await
+        .expect("pose");
+    expect_error(&mut publisher, "avatar_taken").await;
+    intruder.close().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    publisher
+        .send(&arm_pose("dancer", 0.0, 3.1))
+        .await
+        .expect("pose");
+    publisher.send(&ClientMessage::Ping).await.expect("ping");
+    match tokio::time::timeout(Duration::from_secs(10), publisher.next()).await {
+        Ok(Ok(ServerMessage::Pong)) => {}
+        other => panic!("the pose after the intruder left was refused: {other:?}"),
+    }
     server.shutdown().await;
 }
 

@@ -39,7 +39,9 @@ pub struct EngineConfig {
     /// (still one frame per tick period: see [`Schedule::Slot`]), so a pose waits at
     /// most one slot instead of one tick, and the work is spread over the period.
     pub tick_slots: u32,
-    /// Seconds without a pose after which an avatar stops streaming (idle).
+    /// Seconds without a pose after which an avatar stops streaming (idle); the server
+    /// also lets another source take over an avatar whose driver has been silent this
+    /// long.
     pub idle_timeout: f64,
     /// Seconds without a pose after which an avatar is removed.
     pub remove_after: f64,

@@ -17,6 +17,7 @@ use tokio::sync::broadcast;
 
 use super::bodies::BodyChoice;
 use super::driven::Driven;
+use super::owners::{Driver, Taken};
 use super::peer::Peer;
 use super::{Shared, Source};
 use crate::engine::{
@@ -441,6 +442,8 @@ async fn session(
     // the avatars this publisher drives; silent ones give way to new ones (Kinect body
     // ids change with every visitor)
     let mut inputs: Driven<String> = Driven::new(s.config.engine.remove_after);
+    // this connection as a driver of avatars (another connection's avatar is refused)
+    let driver = Driver::Connection(s.next_connection.fetch_add(1, Ordering::Relaxed));
     // a Kinect bridge is one sensor: its floor and its origin are its bodies' too
     let mut seen_by = SensorState::at_stage(s.config.kinect_stage);
     let mut chosen = BodyChoice::default();
@@ -512,6 +515,8 @@ async fn session(
                                     Some(("too_many_avatars", format!("body {}: a publisher may drive {} avatars", b.id, s.config.max_avatars_per_publisher)))
                                 } else if !s.room_for(&avatar) {
                                     Some(("server_full", format!("body {}: the server drives at most {} avatars", b.id, s.config.engine.max_avatars)))
+                                } else if let Err(t) = s.claim(&avatar, driver, now) {
+                                    Some(("avatar_taken", taken_message(&avatar, &t)))
                                 } else {
                                     None
                                 };
@@ -557,6 +562,11 @@ async fn session(
                         if !s.room_for(&p.avatar) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !out.send(&ServerMessage::error("server_full", format!("the server drives at most {} avatars", s.config.engine.max_avatars))).await { break; }
+                            continue;
+                        }
+                        if let Err(t) = s.claim(&p.avatar, driver, now) {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !out.send(&ServerMessage::error("avatar_taken", taken_message(&p.avatar, &t))).await { break; }
                             continue;
                         }
                         let mut state = inputs.state(&p.avatar);
@@ -728,7 +738,23 @@ async fn session(
             }
         }
     }
+    // its avatars are free for another source at once
+    if let Ok(mut o) = s.owners.lock() {
+        o.release(driver);
+    }
     counter.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// Why a pose of `avatar` was refused: another source drives it.
+fn taken_message(avatar: &str, t: &Taken) -> String {
+    let by = match t.by {
+        Driver::Connection(_) => "another publisher connection".to_string(),
+        Driver::Udp(a) => format!("the UDP sender {a}"),
+    };
+    format!(
+        "avatar {avatar:?} is driven by {by}; it may be taken over after {:.1} s without its poses",
+        t.free_in
+    )
 }
 
 #[cfg(test)]

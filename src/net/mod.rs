@@ -28,6 +28,7 @@ mod bodies;
 mod conn;
 mod driven;
 mod http;
+mod owners;
 mod peer;
 mod settings;
 mod status;
@@ -404,6 +405,10 @@ struct Shared {
     avatars: Mutex<HashSet<String>>,
     /// Open WebSocket connections per client address.
     per_address: Arc<peer::Places>,
+    /// Which source drives each avatar (see [`owners`]).
+    owners: Mutex<owners::Owners>,
+    /// Numbers publisher connections as drivers.
+    next_connection: AtomicU64,
 }
 
 impl Shared {
@@ -415,6 +420,15 @@ impl Shared {
         self.avatars.lock().map_or(true, |a| {
             a.contains(avatar) || a.len() < self.config.engine.max_avatars
         })
+    }
+
+    /// Records that `driver` sends a pose of `avatar` now (server seconds), unless
+    /// another source drives it (see [`owners`]).
+    fn claim(&self, avatar: &str, driver: owners::Driver, now: f64) -> Result<(), owners::Taken> {
+        match self.owners.lock() {
+            Ok(mut o) => o.claim(avatar, driver, now),
+            Err(_) => Ok(()),
+        }
     }
 
     /// Hands a received pose to the next tick; `frame`: it completes one of the
@@ -564,6 +578,11 @@ async fn start_listening(
         input_rates: Mutex::new(Vec::new()),
         avatars: Mutex::new(HashSet::new()),
         per_address: Arc::default(),
+        owners: Mutex::new(owners::Owners::new(
+            config.engine.idle_timeout,
+            config.engine.remove_after,
+        )),
+        next_connection: AtomicU64::new(0),
         retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
             db.body.skeleton,
         )),

@@ -133,6 +133,12 @@ pub(super) async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                     continue;
                 }
+                // a fixed `vmc_avatar` driven by two senders: the first keeps it
+                if let Err(t) = s.claim(&avatar, super::owners::Driver::Udp(from), now) {
+                    m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                    tracing::debug!(%from, %avatar, by = ?t.by, "VMC packet dropped: its avatar is driven by another source");
+                    continue;
+                }
                 if !senders.contains(&from) {
                     senders.store(from, Default::default(), now);
                 }
