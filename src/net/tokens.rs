@@ -109,36 +109,34 @@ pub fn resolve_tokens(
     config: &mut ServerConfig,
     env: &TokenEnv<'_>,
 ) -> Result<[Option<TokenSource>; 2], TokenError> {
-    let publisher = resolve(
-        "publisher",
-        config.publisher_token.take(),
-        config.publisher_token_file.take(),
-        PUBLISHER_TOKEN_ENV,
-        PUBLISHER_CREDENTIAL,
-        env,
-    )?;
-    let viewer = resolve(
-        "viewer",
-        config.viewer_token.take(),
-        config.viewer_token_file.take(),
-        VIEWER_TOKEN_ENV,
-        VIEWER_CREDENTIAL,
-        env,
-    )?;
-    let mut sources = [None, None];
-    for (i, (slot, found)) in [
-        (&mut config.publisher_token, publisher),
-        (&mut config.viewer_token, viewer),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        if let Some((token, source)) = found {
-            *slot = Some(token);
-            sources[i] = Some(source);
-        }
-    }
-    Ok(sources)
+    let one = |role,
+               token: &mut Option<String>,
+               file: &mut Option<PathBuf>,
+               var,
+               credential|
+     -> Result<Option<TokenSource>, TokenError> {
+        let found = resolve(role, token.take(), file.take(), var, credential, env)?;
+        Ok(found.map(|(t, source)| {
+            *token = Some(t);
+            source
+        }))
+    };
+    Ok([
+        one(
+            "publisher",
+            &mut config.publisher_token,
+            &mut config.publisher_token_file,
+            PUBLISHER_TOKEN_ENV,
+            PUBLISHER_CREDENTIAL,
+        )?,
+        one(
+            "viewer",
+            &mut config.viewer_token,
+            &mut config.viewer_token_file,
+            VIEWER_TOKEN_ENV,
+            VIEWER_CREDENTIAL,
+        )?,
+    ])
 }
 
 /// What [`super::start`] requires of the tokens it is handed: no token file left
