@@ -1974,6 +1974,23 @@ async fn serve_speaks_systemds_notify_protocol_and_pings_its_watchdog() {
     // only the tick thread stops (the runtime, its pings and `/healthz` go on): past
     // the 2 s `/healthz` allows, the pings stop and the status line says why; thawed,
     // they resume
+    // `clothcast health` (a container's HEALTHCHECK) agrees with /healthz: healthy now,
+    // unhealthy while the tick thread is frozen
+    let health_url = url.replace("ws://", "http://").replace("/ws", "/healthz");
+    let health = {
+        let health_url = health_url.clone();
+        move || {
+            std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"))
+                .args(["health", "--url", &health_url])
+                .output()
+                .expect("clothcast health runs")
+        }
+    };
+    let o = health();
+    assert!(
+        o.status.success() && String::from_utf8_lossy(&o.stdout).contains("answered 200 OK"),
+        "{o:?}"
+    );
     let tick = tick_thread(serve.id());
     let during = tokio::task::spawn_blocking({
         let socket = socket.clone();
@@ -1997,6 +2014,15 @@ async fn serve_speaks_systemds_notify_protocol_and_pings_its_watchdog() {
                         && m.contains("STATUS=unhealthy: tick stalled: the last tick completed")
                     {
                         until = Some(std::time::Instant::now() + Duration::from_secs(1));
+                        let o = health();
+                        let err = String::from_utf8_lossy(&o.stderr);
+                        assert!(
+                            !o.status.success()
+                                && err.contains("unhealthy")
+                                && err.contains("503")
+                                && err.contains("tick stalled"),
+                            "{o:?}"
+                        );
                     }
                     if until.is_some() {
                         said.push(m);

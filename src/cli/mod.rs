@@ -21,6 +21,7 @@ mod binding;
 mod common;
 mod drape;
 mod eval;
+mod health;
 mod play;
 mod record;
 mod render;
@@ -76,6 +77,8 @@ pub(crate) enum Command {
     Watch(watch::WatchArgs),
     /// Compare SOR, LBS and nearest-example skinning with the simulated ground truth on a clip.
     Eval(eval::EvalArgs),
+    /// Ask a running server's /healthz; exit 0 when it answers 200, 1 otherwise (a container's HEALTHCHECK).
+    Health(health::HealthArgs),
 }
 
 /// Runs the command line.
@@ -97,6 +100,7 @@ pub fn run() -> anyhow::Result<()> {
         Command::Watch(a) => watch::run_watch(a),
         Command::Calibrate(a) => serve::run_calibrate(a),
         Command::Wear(a) => serve::run_wear(a),
+        Command::Health(a) => health::run(a),
     }
 }
 
