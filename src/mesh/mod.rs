@@ -3,7 +3,7 @@
 //! writing.
 //!
 //! Entry points: [`TriMesh`], [`Topology::build`], [`MeshQuery::build`],
-//! [`polygonize`], [`remesh`], [`clip_mesh`].
+//! [`polygonize`], [`remesh()`], [`clip_mesh`].
 
 mod clip;
 mod closest;

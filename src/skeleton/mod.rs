@@ -2,7 +2,7 @@
 //! kinematics, the joint-angle vector Θ (SOR §3), the canonical frame and joint limits.
 //!
 //! Entry points: [`Skeleton::from_proportions`], [`Skeleton::world_frames`],
-//! [`theta`], [`canonicalize`], [`sample_pose`].
+//! [`theta()`], [`canonicalize`], [`sample_pose`].
 
 mod canonical;
 mod joint;
