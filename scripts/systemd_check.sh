@@ -25,6 +25,23 @@ if [ "${1:-}" = "--bake" ]; then BAKE=1; shift; fi
 if [ "${1:-}" = "--socket" ]; then SOCKET=1; shift; fi
 ROOT=${1:-/tmp/clothcast-nspawn}
 OUT=$(mktemp -d)
+fail() { echo "FAILED: $*"; exit 1; }
+# boot TIMEOUT UNIT: installs the written clothcast-probe script as a oneshot unit
+# (UNIT: its text), boots the container once (the probe powers it off), uninstalls it
+boot() {
+  chmod 0755 "$ROOT/usr/local/bin/clothcast-probe"
+  printf '%b' "$2" > "$ROOT/etc/systemd/system/clothcast-probe.service"
+  ln -sf /etc/systemd/system/clothcast-probe.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
+  timeout "$1" systemd-nspawn -q -b -D "$ROOT" --register=no --keep-unit --bind="$OUT":/probe --console=pipe >"$OUT/nspawn.log" 2>&1 || true
+  rm -f "$ROOT/etc/systemd/system/multi-user.target.wants/clothcast-probe.service"
+}
+# report FILE...: what the probe wrote
+report() {
+  for f in "$@"; do
+    echo "== $f"; cat "$OUT/$f" 2>/dev/null || echo "(missing)"
+  done
+}
+AFTER_SERVER='[Unit]\nAfter=clothcast.service\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/clothcast-probe\n[Install]\nWantedBy=multi-user.target\n'
 cargo build --release --bin clothcast
 if [ ! -x "$ROOT/lib/systemd/systemd" ]; then
   debootstrap --variant=minbase --include=systemd,systemd-sysv,dbus bookworm "$ROOT" http://deb.debian.org/debian
@@ -75,15 +92,9 @@ journalctl -u clothcast.service -u clothcast.socket -b --no-pager -o short-monot
 systemctl stop clothcast.socket clothcast.service
 systemctl poweroff
 PROBE
-  chmod 0755 "$ROOT/usr/local/bin/clothcast-probe"
-  printf '[Unit]\nAfter=clothcast.service\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/clothcast-probe\n[Install]\nWantedBy=multi-user.target\n' > "$ROOT/etc/systemd/system/clothcast-probe.service"
-  ln -sf /etc/systemd/system/clothcast-probe.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
-  timeout 180 systemd-nspawn -q -b -D "$ROOT" --register=no --keep-unit --bind="$OUT":/probe --console=pipe >"$OUT/nspawn.log" 2>&1 || true
-  rm -f "$ROOT/etc/systemd/system/multi-user.target.wants/clothcast-probe.service" "$ROOT/etc/systemd/system/sockets.target.wants/clothcast.socket"
-  for f in states.txt watch.txt woken.txt journal.txt; do
-    echo "== $f"; cat "$OUT/$f" 2>/dev/null || echo "(missing)"
-  done
-  fail() { echo "FAILED: $*"; exit 1; }
+  boot 180 "$AFTER_SERVER"
+  rm -f "$ROOT/etc/systemd/system/sockets.target.wants/clothcast.socket"
+  report states.txt watch.txt woken.txt journal.txt
   grep -q 'listening on the socket systemd passed' "$OUT/journal.txt" || fail "the server did not take the passed socket"
   grep -q 'serving on ws://127.0.0.1:80/ws' "$OUT/journal.txt" || fail "not serving on port 80"
   grep -q 'missed 0' "$OUT/watch.txt" || fail "the viewer saw no frames"
@@ -112,16 +123,9 @@ journalctl -u clothcast -b --no-pager -o short-monotonic | grep -v 'clothcast::n
 systemctl stop clothcast
 systemctl poweroff
 PROBE
-  chmod 0755 "$ROOT/usr/local/bin/clothcast-probe"
   # not ordered after the server: it would wait for READY, after the bake
-  printf '[Service]\nType=oneshot\nExecStart=/usr/local/bin/clothcast-probe\nTimeoutStartSec=30min\n[Install]\nWantedBy=multi-user.target\n' > "$ROOT/etc/systemd/system/clothcast-probe.service"
-  ln -sf /etc/systemd/system/clothcast-probe.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
-  timeout 1800 systemd-nspawn -q -b -D "$ROOT" --register=no --keep-unit --bind="$OUT":/probe --console=pipe >"$OUT/nspawn.log" 2>&1 || true
-  rm -f "$ROOT/etc/systemd/system/multi-user.target.wants/clothcast-probe.service"
-  for f in during.txt after.txt journal.txt; do
-    echo "== $f"; cat "$OUT/$f" 2>/dev/null || echo "(missing)"
-  done
-  fail() { echo "FAILED: $*"; exit 1; }
+  boot 1800 '[Service]\nType=oneshot\nExecStart=/usr/local/bin/clothcast-probe\nTimeoutStartSec=30min\n[Install]\nWantedBy=multi-user.target\n'
+  report during.txt after.txt journal.txt
   grep -q 'StatusText=baking the default database: [0-9]*/48 examples' "$OUT/during.txt" || fail "no bake progress in the status line"
   grep -q 'ActiveState=active' "$OUT/after.txt" && grep -q 'NRestarts=0' "$OUT/after.txt" || fail "not started on the first try"
   grep -q 'default-tshirt-.*\.ccdb' "$OUT/after.txt" || fail "no cached database"
@@ -158,9 +162,6 @@ show > /probe/stopped.txt
 journalctl -u clothcast -b --no-pager -o short-monotonic | grep -v 'clothcast::net::conn' > /probe/journal.txt
 systemctl poweroff
 PROBE
-chmod 0755 "$ROOT/usr/local/bin/clothcast-probe"
-printf '[Unit]\nAfter=clothcast.service\n[Service]\nType=oneshot\nExecStart=/usr/local/bin/clothcast-probe\n[Install]\nWantedBy=multi-user.target\n' > "$ROOT/etc/systemd/system/clothcast-probe.service"
-ln -sf /etc/systemd/system/clothcast-probe.service "$ROOT/etc/systemd/system/multi-user.target.wants/"
 # outside: when told, freeze the server's tick thread only (PTRACE_SEIZE + INTERRUPT)
 python3 - "$OUT" <<'FREEZE' &
 import ctypes, os, sys, time
@@ -187,13 +188,9 @@ open(f"{out}/frozen.txt", "w").write(f"froze thread {tid} (clothcast-tick) of pr
 # thread would not make it do
 time.sleep(14)
 FREEZE
-timeout 180 systemd-nspawn -q -b -D "$ROOT" --register=no --keep-unit --bind="$OUT":/probe --console=pipe >"$OUT/nspawn.log" 2>&1 || true
+boot 180 "$AFTER_SERVER"
 wait
-rm -f "$ROOT/etc/systemd/system/multi-user.target.wants/clothcast-probe.service"
-for f in refused.txt unreadable.txt watch.txt streaming.txt frozen.txt during.txt after.txt stopped.txt journal.txt; do
-  echo "== $f"; cat "$OUT/$f" 2>/dev/null || echo "(missing)"
-done
-fail() { echo "FAILED: $*"; exit 1; }
+report refused.txt unreadable.txt watch.txt streaming.txt frozen.txt during.txt after.txt stopped.txt journal.txt
 grep -q 'publisher token from the systemd credential' "$OUT/journal.txt" && grep -q 'viewer token from the systemd credential' "$OUT/journal.txt" || fail "tokens not from the credentials"
 grep -q '4001' "$OUT/refused.txt" && grep -q 'exit 1' "$OUT/refused.txt" || fail "a wrong token was not refused"
 grep -q 'Permission denied' "$OUT/unreadable.txt" || fail "the service user can read the token file"

@@ -148,7 +148,7 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
             .ok_or_else(|| anyhow::anyhow!("empty garment"))?;
         let top = body_mesh.bounds().map_or(hi.y, |(_, b)| b.y);
         let pad = Vec3::splat(0.1);
-        let (lo, hi) = (lo - pad, (hi + pad).with_y(hi.y.max(top) + 0.02));
+        let (lo, hi) = (lo - pad, (hi + pad).with_y((hi.y + pad.y).max(top + 0.02)));
         let items = [
             DrawItem {
                 mesh: &body_mesh,

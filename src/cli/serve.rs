@@ -128,11 +128,8 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     // a socket passed by systemd's socket activation takes the place of `bind`
     let activated = super::systemd::activation_listener()?;
     if let Some(l) = &activated {
-        let addr = l.local_addr()?;
-        if a.bind.is_some() || addr != config.bind {
-            tracing::info!(%addr, "listening on the socket systemd passed; `bind` is not used");
-        }
-        config.bind = addr;
+        config.bind = l.local_addr()?;
+        tracing::info!(addr = %config.bind, "listening on the socket systemd passed; `bind` is not used");
     }
     if a.check {
         return check_serve(&config, &paths, &sources);

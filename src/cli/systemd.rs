@@ -28,9 +28,8 @@ fn notify(states: &[NotifyState<'_>]) {
 /// `.socket` unit with several `ListenStream=`; `serve` has one port), or one that is
 /// not a listening TCP socket (a datagram or Unix socket, `Accept=yes`).
 pub(super) fn activation_listener() -> anyhow::Result<Option<std::net::TcpListener>> {
-    let fds = sd_notify::listen_fds().map_err(|e| anyhow::anyhow!("socket activation: {e}"))?;
+    let mut fds = sd_notify::listen_fds().map_err(|e| anyhow::anyhow!("socket activation: {e}"))?;
     let n = fds.len();
-    let mut fds = fds;
     let Some(fd) = fds.next() else {
         return Ok(None);
     };

@@ -50,27 +50,23 @@ impl Owners {
     /// Records a pose of `avatar` from `driver` at server time `now` (seconds), unless
     /// another driver has sent one within `handover_after`.
     pub(super) fn claim(&mut self, avatar: &str, driver: Driver, now: f64) -> Result<(), Taken> {
-        if let Some(&(by, last)) = self.held.get(avatar)
-            && by != driver
-            && now - last < self.handover_after
-        {
-            return Err(Taken {
-                by,
-                free_in: self.handover_after - (now - last),
-            });
-        }
-        match self.held.get_mut(avatar) {
-            Some(e) => *e = (driver, now),
-            None => {
-                // bounded by the avatars sent for recently (each passed the server's
-                // room check): forget the long-silent before growing
-                if self.held.len() >= 1024 {
-                    let forget_after = self.forget_after;
-                    self.held.retain(|_, (_, last)| now - *last <= forget_after);
-                }
-                self.held.insert(avatar.to_string(), (driver, now));
+        if let Some((by, last)) = self.held.get_mut(avatar) {
+            if *by != driver && now - *last < self.handover_after {
+                return Err(Taken {
+                    by: *by,
+                    free_in: self.handover_after - (now - *last),
+                });
             }
+            (*by, *last) = (driver, now);
+            return Ok(());
         }
+        // bounded by the avatars sent for recently (each passed the server's room
+        // check): forget the long-silent before growing
+        if self.held.len() >= 1024 {
+            let forget_after = self.forget_after;
+            self.held.retain(|_, (_, last)| now - *last <= forget_after);
+        }
+        self.held.insert(avatar.to_string(), (driver, now));
         Ok(())
     }
 

@@ -158,10 +158,12 @@ pub(super) fn check_resolved(config: &ServerConfig) -> Result<(), TokenError> {
                 reason: "was not read (resolve_tokens reads token files)".into(),
             });
         }
-        if let Some(t) = token
-            && usable(t) != Ok(t.as_str())
-        {
-            let reason = usable(t).err().unwrap_or("has surrounding whitespace");
+        let fault = token.as_deref().and_then(|t| match usable(t) {
+            Err(reason) => Some(reason),
+            Ok(u) if u.len() != t.len() => Some("has surrounding whitespace"),
+            Ok(_) => None,
+        });
+        if let Some(reason) = fault {
             return Err(TokenError::Unusable {
                 role,
                 source_name: TokenSource::Config.to_string(),
