@@ -21,6 +21,7 @@ pub use outfit::Wardrobe;
 pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};
 pub(crate) use settings::{Range, first_bad, range};
 
+use crate::body::SelfContactGuard;
 use crate::codec::{BoneTransform, CodecConfig, CodecError, Effort, GarmentSetup};
 use crate::mocap::FilterConfig;
 use crate::protocol::{AssetMessage, ServerMessage};
@@ -69,6 +70,15 @@ pub struct EngineConfig {
     pub outfit: Vec<String>,
     /// How the garments of an outfit are kept outside one another.
     pub layers: LayerParams,
+    /// Keep each avatar's upper arms out of its torso: a pose that puts an arm inside
+    /// the body's chest (a slimmer performer's relaxed arms hang against their sides) has
+    /// that arm turned sideways at the shoulder just enough to clear the torso by the
+    /// bake's [`crate::bake::GUARD_CLEARANCE`] ([`crate::body::SelfContactGuard`]), as
+    /// every example pose of a database was. The streamed body pose and the garment
+    /// both use the corrected pose. Without it SOR extrapolates from the examples with
+    /// the arms nearest the sides, and the sleeves stand off arms that go through the
+    /// shirt.
+    pub keep_arms_out: bool,
 }
 
 impl Default for EngineConfig {
@@ -85,6 +95,7 @@ impl Default for EngineConfig {
             keyframe_interval: 0.1,
             outfit: Vec::new(),
             layers: LayerParams::default(),
+            keep_arms_out: true,
         }
     }
 }
@@ -292,6 +303,8 @@ struct Garment {
     name: String,
     db: Arc<Database>,
     skeleton: Skeleton,
+    /// Keeps the arms of the database's body out of its torso.
+    guard: SelfContactGuard,
     setup: Arc<GarmentSetup>,
     asset_hash: String,
     asset: Bytes,
@@ -343,6 +356,7 @@ impl Garment {
         });
         Ok(Self {
             name: db.garment.name.clone(),
+            guard: SelfContactGuard::new(&body, crate::bake::GUARD_CLEARANCE),
             db,
             skeleton,
             setup,
@@ -509,7 +523,8 @@ impl Engine {
     /// Refuses (and changes nothing on) a pose with a non-finite value or a rotation
     /// that is not unit length within 1 %: every input path validates its poses, and
     /// this is the last gate before synthesis, so that no input bug can put a NaN into
-    /// a garment.
+    /// a garment. With [`EngineConfig::keep_arms_out`] the arms are then kept out of
+    /// the torso of the body the avatar's (innermost) garment was baked for.
     pub fn set_pose(
         &mut self,
         avatar: &str,
@@ -519,6 +534,15 @@ impl Engine {
     ) -> Result<(), EngineError> {
         pose.validate()
             .map_err(|e| EngineError::BadValue(e.to_string()))?;
+        if self.config.keep_arms_out {
+            let garment = match self.avatars.get(avatar) {
+                Some(a) => a.layers.first().map_or(0, |l| l.garment),
+                None => self.default_outfit.first().copied().unwrap_or(0),
+            };
+            if let Some(g) = self.garments.get(garment) {
+                pose = g.guard.apply(&pose);
+            }
+        }
         if let Some(a) = self.avatars.get_mut(avatar) {
             a.pose = pose;
             a.pose_timestamp = pose_timestamp;
