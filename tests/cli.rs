@@ -551,3 +551,91 @@ fn token_variables_are_named_in_help_but_their_values_never_shown() {
         assert!(!help.contains("sekrit-4j8w"), "{command}: {help}");
     }
 }
+
+/// Pixels of an RGB(A) PNG: (width, height, channels, bytes).
+fn png_pixels(path: &std::path::Path) -> (usize, usize, usize, Vec<u8>) {
+    let file = std::fs::File::open(path).expect("the picture");
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file))
+        .read_info()
+        .expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size().expect("size")];
+    let info = reader.next_frame(&mut buf).expect("its pixels");
+    let channels = info.color_type.samples();
+    buf.truncate(info.buffer_size());
+    (info.width as usize, info.height as usize, channels, buf)
+}
+
+/// `render --db` draws the garment SOR synthesises from a database on the database's
+/// own body: where the performer has walked to (far from the clip's origin, turned),
+/// the shirt is drawn on the torso, and it differs from frame to frame. Body flags are
+/// refused beside `--db` (the database fixes the body).
+#[test]
+fn render_with_a_database_draws_the_synthesised_garment_on_the_performer() {
+    let dir = tmp("render-db");
+    let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let mut blue_sets = Vec::new();
+    for frame in ["0", "700"] {
+        let out = dir.join(format!("f{frame}.png"));
+        let o = bin()
+            .arg("render")
+            .arg("--db")
+            .arg(&db)
+            .arg("--bvh")
+            .arg(fixture("cmu_131_01.bvh"))
+            .args(["--frame", frame, "--views", "front", "--size", "160"])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (w, h, c, px) = png_pixels(&out);
+        assert_eq!((w, h), (160, 160));
+        // the shirt is blue; the body skin-coloured (red well above blue)
+        let (mut blue, mut skin) = (Vec::new(), Vec::new());
+        for i in 0..w * h {
+            let (r, b) = (i32::from(px[i * c]), i32::from(px[i * c + 2]));
+            if b > r + 40 {
+                blue.push(i);
+            } else if r > b + 25 {
+                skin.push(i);
+            }
+        }
+        assert!(
+            blue.len() > 400,
+            "frame {frame}: {} shirt pixels",
+            blue.len()
+        );
+        assert!(
+            skin.len() > 400,
+            "frame {frame}: {} body pixels",
+            skin.len()
+        );
+        let mean_x =
+            |set: &[usize]| set.iter().map(|i| (i % w) as f64).sum::<f64>() / set.len() as f64;
+        let mean_y =
+            |set: &[usize]| set.iter().map(|i| (i / w) as f64).sum::<f64>() / set.len() as f64;
+        // on the torso: level with the body, in its upper half
+        assert!(
+            (mean_x(&blue) - mean_x(&skin)).abs() < 12.0,
+            "frame {frame}: shirt at x {:.0}, body at {:.0}",
+            mean_x(&blue),
+            mean_x(&skin)
+        );
+        assert!(
+            mean_y(&blue) < mean_y(&skin),
+            "frame {frame}: shirt below the body's middle"
+        );
+        blue_sets.push(blue);
+    }
+    assert_ne!(blue_sets[0], blue_sets[1], "the shirt did not move");
+    let o = bin()
+        .arg("render")
+        .arg("--db")
+        .arg(&db)
+        .args(["--height", "1.9", "--out"])
+        .arg(dir.join("x.png"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--height"), "{err}");
+}

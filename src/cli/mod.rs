@@ -48,7 +48,7 @@ pub(crate) enum Command {
     Assets(assets::AssetsArgs),
     /// Retarget a BVH clip onto the canonical skeleton and write the animated body (.glb).
     Retarget(retarget::RetargetArgs),
-    /// Render the body and garments at a pose to a PNG (software rasteriser; garments skinned, not simulated).
+    /// Render the body and garments at a pose to a PNG (software rasteriser; garments skinned, or with --db as SOR synthesises them).
     ///
     /// The garments are their rest shapes carried by linear blend skinning: `drape`
     /// shows the cloth simulated to rest on the body, the server's stream SOR's synthesis.

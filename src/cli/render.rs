@@ -9,9 +9,10 @@ use glam::Vec3;
 use super::common::{
     BodyArgs, FrameRange, GarmentArgs, parse_frames, read_clip, read_clip_at, write_png,
 };
-use crate::body::SkinningMethod;
+use crate::body::{SelfContactGuard, SkinningMethod};
 use crate::mesh::{Camera, DrawItem, Image, TriMesh, render};
-use crate::skeleton::Pose;
+use crate::skeleton::{Pose, canonicalize};
+use crate::sor::{AvatarState, Scratch, SynthParams, Synthesizer};
 
 /// Arguments of `clothcast render`.
 #[derive(Args, Debug)]
@@ -45,6 +46,15 @@ pub(crate) struct RenderArgs {
     /// their rest shape (linear blend skinning, no cloth simulation).
     #[arg(long, default_value = "tshirt,pants")]
     garments: String,
+    /// Show instead the garment that SOR synthesises from this database at the pose,
+    /// on the database's own body: what the server streams for it (`--db default`: the
+    /// default database, baked if missing). With `--frames` the frames are synthesised
+    /// in order, damped as a live avatar's are.
+    #[arg(long, conflicts_with_all = [
+        "garments", "height", "weight", "shoulder_width", "hip_width", "body_vertices",
+        "garment_vertices", "sleeves", "legs",
+    ])]
+    db: Option<PathBuf>,
     /// Image height in pixels (square views side by side).
     #[arg(long, default_value_t = 600)]
     size: u32,
@@ -92,20 +102,41 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
         Views::All => &[front, Vec3::new(1.0, 0.3, 0.8), Vec3::new(-0.4, 0.4, -1.0)],
         Views::Front => &[front],
     };
-    let body = a.body.build()?;
-    let garments = a
-        .garments
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(|name| Ok((name == "pants", a.garment.build(&body, name)?)))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let db = match &a.db {
+        None => None,
+        Some(p) if p.as_os_str() == "default" => Some(super::serve::load_db(None)?),
+        Some(p) => Some(super::serve::load_db(Some(p))?),
+    };
+    let body = match &db {
+        Some(db) => db.body.to_body(),
+        None => a.body.build()?,
+    };
+    let mut dress = match &db {
+        Some(db) => Dress::Synthesised(Box::new(Synthesis {
+            synth: Synthesizer::new(db, SynthParams::default()),
+            guard: SelfContactGuard::new(&body, crate::bake::GUARD_CLEARANCE),
+            triangles: db.garment.triangles.clone(),
+            state: AvatarState::new(),
+            scratch: Scratch::default(),
+            out: vec![Vec3::ZERO; db.vertex_count()],
+        })),
+        None => Dress::Skinned(
+            a.garments
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|name| Ok((name == "pants", a.garment.build(&body, name)?)))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        ),
+    };
     let face = face(&body);
     let (Some(frames), Some(file)) = (frames, &file) else {
         let pose = match &file {
             Some(f) => f.pose_at(a.frame, &body.skeleton)?,
             None => Pose::rest(),
         };
+        let pose = dress.pose(&pose);
+        let garments = dress.at(&body, &pose, 0.0);
         write_png(
             &a.out,
             &picture(&body, &face, &garments, &pose, views, a.size)?,
@@ -116,11 +147,17 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
     let clip = file.onto(&body.skeleton)?;
     std::fs::create_dir_all(&a.out)
         .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.out.display()))?;
+    let mut last = None;
     for f in frames {
         let pose = clip
             .poses
             .get(f)
             .ok_or_else(|| anyhow::anyhow!("the clip has {} poses", clip.poses.len()))?;
+        // seconds since the previous picture's frame, for SOR's damping
+        let dt = last.map_or(0.0, |l: usize| f.abs_diff(l) as f32 * clip.frame_time);
+        last = Some(f);
+        let pose = &dress.pose(pose);
+        let garments = dress.at(&body, pose, dt);
         let out = a.out.join(format!("frame-{f:05}.png"));
         write_png(
             &out,
@@ -129,6 +166,75 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
     }
     outln!("{}", a.out.display());
     Ok(())
+}
+
+/// What the body wears in the pictures.
+enum Dress<'db> {
+    /// Garments (`(is pants, garment)`) skinned from their rest shape.
+    Skinned(Vec<(bool, crate::garment::Garment)>),
+    /// A database's garment as SOR synthesises it.
+    Synthesised(Box<Synthesis<'db>>),
+}
+
+/// One avatar's synthesis, its state kept from picture to picture.
+struct Synthesis<'db> {
+    synth: Synthesizer<'db>,
+    /// Keeps the arms out of the torso, as the server does by default.
+    guard: SelfContactGuard,
+    triangles: Vec<[u32; 3]>,
+    state: AvatarState,
+    scratch: Scratch,
+    out: Vec<Vec3>,
+}
+
+impl Dress<'_> {
+    /// The pose the body is drawn at: with a database, the arms kept out of the torso
+    /// as the server keeps them (`[engine] keep_arms_out`, on by default).
+    fn pose(&self, pose: &Pose) -> Pose {
+        match self {
+            Dress::Skinned(_) => *pose,
+            Dress::Synthesised(s) => s.guard.apply(pose),
+        }
+    }
+
+    /// The garments at `pose` (world frame) with their colours; `dt` is the seconds
+    /// since the previous call's pose (SOR's damping; 0 for a first frame).
+    fn at(&mut self, body: &crate::body::Body, pose: &Pose, dt: f32) -> Vec<(TriMesh, [f32; 3])> {
+        match self {
+            Dress::Skinned(garments) => {
+                let t = body.skeleton.skinning_transforms(pose);
+                garments
+                    .iter()
+                    .map(|(pants, g)| {
+                        let mut posed = vec![Vec3::ZERO; g.vertex_count()];
+                        crate::body::skin_into(
+                            SkinningMethod::Lbs,
+                            &g.mesh.positions,
+                            &g.skin,
+                            &t,
+                            &mut posed,
+                        );
+                        let color = if *pants {
+                            [0.2, 0.2, 0.25]
+                        } else {
+                            [0.2, 0.4, 0.8]
+                        };
+                        (TriMesh::new(posed, g.mesh.triangles.clone()), color)
+                    })
+                    .collect()
+            }
+            Dress::Synthesised(s) => {
+                // as the engine does: synthesised in the canonical frame, then put back
+                // where the performer stands
+                let (canonical, root) = canonicalize(pose, &body.skeleton);
+                s.synth
+                    .synthesize(&mut s.state, &mut s.scratch, &canonical, dt, &mut s.out);
+                let w = root.to_world();
+                let posed = s.out.iter().map(|&p| w.apply(p)).collect();
+                vec![(TriMesh::new(posed, s.triangles.clone()), [0.2, 0.4, 0.8])]
+            }
+        }
+    }
 }
 
 /// Eyes and a mouth for the body's head, at rest (metres): small dark ellipsoids set
@@ -191,46 +297,29 @@ fn face(body: &crate::body::Body) -> TriMesh {
     out
 }
 
-/// The body at `pose` with its `face` ([`face`], at rest) and the garments (`(is
-/// pants, garment)`) skinned onto it, seen from each of `views` (directions from the body towards the eye), each a
-/// `size`-pixel square framing the body.
+/// The body at `pose` with its `face` ([`face`], at rest) and `garments` (posed, with
+/// their colours), seen from each of `views` (directions from the body towards the
+/// eye), each a `size`-pixel square framing the body.
 fn picture(
     body: &crate::body::Body,
     face: &TriMesh,
-    garments: &[(bool, crate::garment::Garment)],
+    garments: &[(TriMesh, [f32; 3])],
     pose: &Pose,
     views: &[Vec3],
     size: u32,
 ) -> anyhow::Result<Image> {
-    let mut meshes: Vec<(TriMesh, [f32; 3])> = vec![(
-        body.posed_mesh(pose, SkinningMethod::Lbs),
-        [0.8, 0.62, 0.52],
-    )];
+    let mut meshes: Vec<(&TriMesh, [f32; 3])> = Vec::with_capacity(2 + garments.len());
+    let posed_body = body.posed_mesh(pose, SkinningMethod::Lbs);
     let t = body.skeleton.skinning_transforms(pose);
     let head = t[crate::skeleton::JointId::HEAD.index()];
-    let posed_face = face.positions.iter().map(|&p| head.apply(p)).collect();
-    meshes.push((
-        TriMesh::new(posed_face, face.triangles.clone()),
-        [0.12, 0.09, 0.08],
-    ));
-    for (pants, g) in garments {
-        let mut posed = vec![Vec3::ZERO; g.vertex_count()];
-        crate::body::skin_into(
-            SkinningMethod::Lbs,
-            &g.mesh.positions,
-            &g.skin,
-            &t,
-            &mut posed,
-        );
-        let color = if *pants {
-            [0.2, 0.2, 0.25]
-        } else {
-            [0.2, 0.4, 0.8]
-        };
-        meshes.push((TriMesh::new(posed, g.mesh.triangles.clone()), color));
-    }
-    let (lo, hi) = meshes[0]
-        .0
+    let posed_face = TriMesh::new(
+        face.positions.iter().map(|&p| head.apply(p)).collect(),
+        face.triangles.clone(),
+    );
+    meshes.push((&posed_body, [0.8, 0.62, 0.52]));
+    meshes.push((&posed_face, [0.12, 0.09, 0.08]));
+    meshes.extend(garments.iter().map(|(m, c)| (m, *c)));
+    let (lo, hi) = posed_body
         .bounds()
         .ok_or_else(|| anyhow::anyhow!("empty body"))?;
     let items: Vec<DrawItem<'_>> = meshes
