@@ -19,6 +19,8 @@ use crate::codec::{BoneTransform, Decoder, Effort, Encoder, GarmentSetup, format
 use crate::garment::{Garment, GarmentConfig};
 use crate::mesh::TriMesh;
 use crate::mocap::Clip;
+use crate::bake::GUARD_CLEARANCE;
+use crate::body::SelfContactGuard;
 use crate::skeleton::{Pose, Skeleton, canonicalize};
 use crate::sor::{AvatarState, Scratch, SynthParams, Synthesizer};
 
@@ -182,12 +184,15 @@ fn record(
         bones: Vec::new(),
     };
     let frames = (count / per_frame).max(2);
+    // the arms kept out of the torso, as the server keeps them
+    let guard = SelfContactGuard::new(&synth.database().body.to_body(), GUARD_CLEARANCE);
     for k in 0..frames {
         let f = (first + k * step) % clip.poses.len();
         let mut pose = clip.poses[f];
         if speed == 0 {
             breathe(&mut pose, k as f32 * dt);
         }
+        let pose = guard.apply(&pose);
         let canonical = canonicalize(&pose, synth.skeleton()).0;
         synth.synthesize(&mut state, &mut scratch, &canonical, dt, &mut out);
         let mut p = Vec::with_capacity(3 * n);

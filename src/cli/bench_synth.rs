@@ -103,11 +103,13 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
     let db = super::serve::load_db(b.db.as_ref())?;
     let body = db.body.to_body();
     let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)?;
+    // the arms kept out of the torso, as the server keeps them
+    let guard = crate::body::SelfContactGuard::new(&body, crate::bake::GUARD_CLEARANCE);
     let poses: Vec<Pose> = clip
         .poses
         .iter()
         .step_by(4)
-        .map(|p| canonicalize(p, &body.skeleton).0)
+        .map(|p| canonicalize(&guard.apply(p), &body.skeleton).0)
         .collect();
     let mut cfg = GarmentConfig::builtin("tshirt")?;
     cfg.target_vertices = b.large;
