@@ -568,7 +568,8 @@ fn png_pixels(path: &std::path::Path) -> (usize, usize, usize, Vec<u8>) {
 /// `render --db` draws the garment SOR synthesises from a database on the database's
 /// own body: where the performer has walked to (far from the clip's origin, turned),
 /// the shirt is drawn on the torso, and it differs from frame to frame. Body flags are
-/// refused beside `--db` (the database fixes the body).
+/// refused beside `--db` (the database fixes the body). Two databases are an outfit:
+/// pants under the shirt; one garment twice is refused.
 #[test]
 fn render_with_a_database_draws_the_synthesised_garment_on_the_performer() {
     let dir = tmp("render-db");
@@ -638,4 +639,55 @@ fn render_with_a_database_draws_the_synthesised_garment_on_the_performer() {
         .expect("run");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("--height"), "{err}");
+    // an outfit, inner to outer: the pants (dark) below the shirt (blue), both drawn
+    let pants = db.with_file_name("small-pants.ccdb");
+    let out = dir.join("outfit.png");
+    let o = bin()
+        .arg("render")
+        .arg("--db")
+        .arg(&pants)
+        .arg("--db")
+        .arg(&db)
+        .args(["--views", "front", "--size", "160", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (w, h, c, px) = png_pixels(&out);
+    let (mut blue, mut dark) = (Vec::new(), Vec::new());
+    for i in 0..w * h {
+        let (r, g, b) = (
+            i32::from(px[i * c]),
+            i32::from(px[i * c + 1]),
+            i32::from(px[i * c + 2]),
+        );
+        if b > r + 40 {
+            blue.push((i / w) as f64);
+        } else if r.max(g).max(b) < 140 && (r - b).abs() < 25 {
+            dark.push((i / w) as f64);
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    assert!(
+        blue.len() > 300 && dark.len() > 300,
+        "{} shirt and {} pants pixels",
+        blue.len(),
+        dark.len()
+    );
+    assert!(
+        mean(&blue) < mean(&dark),
+        "the shirt is not above the pants"
+    );
+    let o = bin()
+        .arg("render")
+        .arg("--db")
+        .arg(&db)
+        .arg("--db")
+        .arg(&db)
+        .arg("--out")
+        .arg(dir.join("twice.png"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("twice"), "{err}");
 }

@@ -14,13 +14,13 @@ use glam::Vec3;
 use super::binding::Binding;
 use super::common::write_file;
 use crate::bake::DEFAULT_CLIP;
+use crate::bake::GUARD_CLEARANCE;
 use crate::body::Body;
+use crate::body::SelfContactGuard;
 use crate::codec::{BoneTransform, Decoder, Effort, Encoder, GarmentSetup, format::word_hash};
 use crate::garment::{Garment, GarmentConfig};
 use crate::mesh::TriMesh;
 use crate::mocap::Clip;
-use crate::bake::GUARD_CLEARANCE;
-use crate::body::SelfContactGuard;
 use crate::skeleton::{Pose, Skeleton, canonicalize};
 use crate::sor::{AvatarState, Scratch, SynthParams, Synthesizer};
 

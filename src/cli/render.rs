@@ -12,7 +12,12 @@ use super::common::{
 use crate::body::{SelfContactGuard, SkinningMethod};
 use crate::mesh::{Camera, DrawItem, Image, TriMesh, render};
 use crate::skeleton::{Pose, canonicalize};
-use crate::sor::{AvatarState, Scratch, SynthParams, Synthesizer};
+use std::sync::Arc;
+
+use crate::sor::{
+    AvatarState, Database, LayerParams, LayerScratch, LayerState, Layering, Scratch, SynthParams,
+    Synthesizer,
+};
 
 /// Arguments of `clothcast render`.
 #[derive(Args, Debug)]
@@ -48,13 +53,15 @@ pub(crate) struct RenderArgs {
     garments: String,
     /// Show instead the garment that SOR synthesises from this database at the pose,
     /// on the database's own body: what the server streams for it (`--db default`: the
-    /// default database, baked if missing). With `--frames` the frames are synthesised
-    /// in order, damped as a live avatar's are.
+    /// default database, baked if missing). Repeated, an outfit, inner to outer (`--db
+    /// pants.ccdb --db tshirt.ccdb`): each garment synthesised, then kept outside the
+    /// ones under it as the server layers them. With `--frames` the frames are
+    /// synthesised in order, damped as a live avatar's are.
     #[arg(long, conflicts_with_all = [
         "garments", "height", "weight", "shoulder_width", "hip_width", "body_vertices",
         "garment_vertices", "sleeves", "legs",
     ])]
-    db: Option<PathBuf>,
+    db: Vec<PathBuf>,
     /// Image height in pixels (square views side by side).
     #[arg(long, default_value_t = 600)]
     size: u32,
@@ -102,24 +109,16 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
         Views::All => &[front, Vec3::new(1.0, 0.3, 0.8), Vec3::new(-0.4, 0.4, -1.0)],
         Views::Front => &[front],
     };
-    let db = match &a.db {
-        None => None,
-        Some(p) if p.as_os_str() == "default" => Some(super::serve::load_db(None)?),
-        Some(p) => Some(super::serve::load_db(Some(p))?),
-    };
-    let body = match &db {
+    let dbs =
+        a.db.iter()
+            .map(|p| super::serve::load_db((p.as_os_str() != "default").then_some(p)))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+    let body = match dbs.first() {
         Some(db) => db.body.to_body(),
         None => a.body.build()?,
     };
-    let mut dress = match &db {
-        Some(db) => Dress::Synthesised(Box::new(Synthesis {
-            synth: Synthesizer::new(db, SynthParams::default()),
-            guard: SelfContactGuard::new(&body, crate::bake::GUARD_CLEARANCE),
-            triangles: db.garment.triangles.clone(),
-            state: AvatarState::new(),
-            scratch: Scratch::default(),
-            out: vec![Vec3::ZERO; db.vertex_count()],
-        })),
+    let mut dress = match dbs.first() {
+        Some(_) => Dress::Synthesised(Box::new(Outfit::new(&dbs, &body)?)),
         None => Dress::Skinned(
             a.garments
                 .split(',')
@@ -172,28 +171,84 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
 enum Dress<'db> {
     /// Garments (`(is pants, garment)`) skinned from their rest shape.
     Skinned(Vec<(bool, crate::garment::Garment)>),
-    /// A database's garment as SOR synthesises it.
-    Synthesised(Box<Synthesis<'db>>),
+    /// Databases' garments as SOR synthesises and the server layers them.
+    Synthesised(Box<Outfit<'db>>),
 }
 
-/// One avatar's synthesis, its state kept from picture to picture.
-struct Synthesis<'db> {
-    synth: Synthesizer<'db>,
+/// One avatar's outfit (inner to outer), its synthesis and layering state kept from
+/// picture to picture.
+struct Outfit<'db> {
+    layers: Vec<Synthesis<'db>>,
     /// Keeps the arms out of the torso, as the server does by default.
     guard: SelfContactGuard,
+    /// `[outer][inner]` for every inner layer under an outer one, with its state.
+    layerings: Vec<Vec<(Layering, LayerState)>>,
+    scratch: LayerScratch,
+}
+
+/// One garment of an [`Outfit`].
+struct Synthesis<'db> {
+    synth: Synthesizer<'db>,
     triangles: Vec<[u32; 3]>,
     state: AvatarState,
     scratch: Scratch,
     out: Vec<Vec3>,
 }
 
+impl<'db> Outfit<'db> {
+    /// The garments of `dbs`, inner to outer, worn by `body` (the first database's);
+    /// refused by name when two were baked for different bodies or are the same
+    /// garment.
+    fn new(dbs: &'db [Arc<Database>], body: &crate::body::Body) -> anyhow::Result<Self> {
+        let params = LayerParams::default();
+        let mut layerings = Vec::with_capacity(dbs.len());
+        for (i, outer) in dbs.iter().enumerate() {
+            let mut under = Vec::with_capacity(i);
+            for inner in &dbs[..i] {
+                anyhow::ensure!(
+                    inner.garment.name != outer.garment.name,
+                    "the outfit names {:?} twice",
+                    outer.garment.name
+                );
+                under.push((Layering::new(inner, outer, &params)?, LayerState::default()));
+            }
+            layerings.push(under);
+        }
+        Ok(Self {
+            layers: dbs
+                .iter()
+                .map(|db| Synthesis {
+                    synth: Synthesizer::new(db, SynthParams::default()),
+                    triangles: db.garment.triangles.clone(),
+                    state: AvatarState::new(),
+                    scratch: Scratch::default(),
+                    out: vec![Vec3::ZERO; db.vertex_count()],
+                })
+                .collect(),
+            guard: SelfContactGuard::new(body, crate::bake::GUARD_CLEARANCE),
+            layerings,
+            scratch: LayerScratch::default(),
+        })
+    }
+}
+
+/// Colour of layer `i` of `n` (inner to outer): the outermost blue as a lone garment
+/// is, those under it darker.
+fn layer_colour(i: usize, n: usize) -> [f32; 3] {
+    if i + 1 == n {
+        [0.2, 0.4, 0.8]
+    } else {
+        [0.2, 0.2, 0.25]
+    }
+}
+
 impl Dress<'_> {
-    /// The pose the body is drawn at: with a database, the arms kept out of the torso
+    /// The pose the body is drawn at: with databases, the arms kept out of the torso
     /// as the server keeps them (`[engine] keep_arms_out`, on by default).
     fn pose(&self, pose: &Pose) -> Pose {
         match self {
             Dress::Skinned(_) => *pose,
-            Dress::Synthesised(s) => s.guard.apply(pose),
+            Dress::Synthesised(o) => o.guard.apply(pose),
         }
     }
 
@@ -223,15 +278,33 @@ impl Dress<'_> {
                     })
                     .collect()
             }
-            Dress::Synthesised(s) => {
-                // as the engine does: synthesised in the canonical frame, then put back
-                // where the performer stands
+            Dress::Synthesised(o) => {
+                // as the engine does: each garment synthesised in the canonical frame,
+                // the outer ones kept outside the inner, then all put back where the
+                // performer stands
                 let (canonical, root) = canonicalize(pose, &body.skeleton);
-                s.synth
-                    .synthesize(&mut s.state, &mut s.scratch, &canonical, dt, &mut s.out);
+                for s in o.layers.iter_mut() {
+                    s.synth
+                        .synthesize(&mut s.state, &mut s.scratch, &canonical, dt, &mut s.out);
+                }
+                for outer in 1..o.layers.len() {
+                    let (under, over) = o.layers.split_at_mut(outer);
+                    for (inner, (layering, state)) in
+                        under.iter().zip(o.layerings[outer].iter_mut())
+                    {
+                        layering.apply(&inner.out, &mut over[0].out, state, &mut o.scratch);
+                    }
+                }
                 let w = root.to_world();
-                let posed = s.out.iter().map(|&p| w.apply(p)).collect();
-                vec![(TriMesh::new(posed, s.triangles.clone()), [0.2, 0.4, 0.8])]
+                let n = o.layers.len();
+                o.layers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        let posed = s.out.iter().map(|&p| w.apply(p)).collect();
+                        (TriMesh::new(posed, s.triangles.clone()), layer_colour(i, n))
+                    })
+                    .collect()
             }
         }
     }
