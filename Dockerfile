@@ -21,7 +21,8 @@ USER clothcast
 EXPOSE 8470
 # `docker ps` shows the container healthy while its tick loop runs (/healthz answers
 # 200; the image has no curl, so the server's own client asks). A config of your own
-# on another port or with TLS: override it (`--health-cmd`, or Compose's healthcheck)
+# on another port or with TLS: override it (`--health-cmd`, or Compose's healthcheck;
+# with tls_cert: health --url https://127.0.0.1:8470/healthz --insecure)
 HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=3 \
   CMD ["/usr/local/bin/clothcast", "health", "--url", "http://127.0.0.1:8470/healthz"]
 # SIGTERM (docker stop, Kubernetes) closes every connection with 1001 and a reason

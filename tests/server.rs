@@ -2109,6 +2109,64 @@ async fn the_server_speaks_wss_with_a_certificate() {
     server.shutdown().await;
 }
 
+/// `clothcast health` probes a TLS server over https: trusted through `--ca` or
+/// `SSL_CERT_FILE` it answers healthy (exit 0); with neither, the unknown issuer fails
+/// the probe (exit 1, saying so) unless `--insecure`; plain http to the TLS port fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_probes_a_tls_server_over_https() {
+    let server = start(db(), tls_config())
+        .await
+        .expect("server starts with TLS");
+    let port = server.addr.port();
+    let health = |url: String, more: &[&str], trust_env: bool| {
+        let mut c = if trust_env {
+            trusting_the_test_ca()
+        } else {
+            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"));
+            c.env_remove("SSL_CERT_FILE").env_remove("SSL_CERT_DIR");
+            c
+        };
+        let o = c
+            .args(["health", "--url", &url])
+            .args(more)
+            .output()
+            .expect("health runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code(), text)
+    };
+    let https = format!("https://127.0.0.1:{port}/healthz");
+    let ca = tls_fixtures().join("ca.pem");
+    let ca = ca.to_str().expect("a UTF-8 path");
+    for (url, more, env, code, says) in [
+        (https.clone(), vec!["--ca", ca], false, 0, "healthy"),
+        (
+            format!("https://localhost:{port}/healthz"),
+            vec![],
+            true,
+            0,
+            "healthy",
+        ),
+        (https.clone(), vec![], false, 1, "UnknownIssuer"),
+        (https.clone(), vec!["--insecure"], false, 0, "healthy"),
+        (
+            format!("http://127.0.0.1:{port}/healthz"),
+            vec![],
+            false,
+            1,
+            "error",
+        ),
+    ] {
+        let (got, text) = health(url.clone(), &more, env);
+        assert_eq!(got, Some(code), "{url} {more:?}: {text}");
+        assert!(text.contains(says), "{url} {more:?}: {text}");
+    }
+    server.shutdown().await;
+}
+
 /// `clothcast` trusting the test CA (through `SSL_CERT_FILE`) and nothing else.
 fn trusting_the_test_ca() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_clothcast"));
