@@ -19,8 +19,9 @@ use super::pipeline::{BakeConfig, BakeError, Baker, Progress, Shard};
 /// for evaluation.)
 pub const DEFAULT_CLIP: &str = include_str!("../../tests/fixtures/mocap/cmu_131_01.bvh");
 
-/// Bumped whenever the default recipe changes in a way the key does not see.
-const RECIPE: u32 = 1;
+/// Bumped whenever the default recipe changes in a way the key does not see (2: the
+/// arm guard's torso became continuous, so the example poses moved).
+const RECIPE: u32 = 2;
 
 /// Number of examples of the default database: bakes in about five minutes on two
 /// cores (each example is a continuation, 66 sensitivities and a rig fit).

@@ -15,6 +15,10 @@ use super::body::Body;
 /// Heights at which the torso half-width is tabulated.
 const BANDS: usize = 24;
 
+/// Distance (metres) beyond the hips and the shoulders over which the torso's width
+/// fades to nothing (so that no lift starts or stops at once).
+const FADE: f32 = 0.04;
+
 /// Precomputed body measurements for [`SelfContactGuard::apply`].
 #[derive(Clone, Debug)]
 pub struct SelfContactGuard {
@@ -96,12 +100,33 @@ impl SelfContactGuard {
         }
     }
 
-    fn width_at(&self, y: f32) -> Option<f32> {
-        if y < self.y0 || y > self.y1 {
-            return None;
+    /// The torso's half-width at height `y` (rest pose, chest frame), interpolated
+    /// between the bands' centres and fading to 0 over [`FADE`] beyond the hips and the
+    /// shoulders, so that the lift it asks for changes continuously as an arm moves.
+    fn width_at(&self, y: f32) -> f32 {
+        let span = self.y1 - self.y0;
+        let fade = ((FADE - (self.y0 - y).max(y - self.y1).max(0.0)) / FADE).clamp(0.0, 1.0);
+        let t = ((y - self.y0) / span * (BANDS - 1) as f32).clamp(0.0, (BANDS - 1) as f32);
+        let b = (t.floor() as usize).min(BANDS - 2);
+        let f = t - b as f32;
+        fade * (self.half_width[b] * (1.0 - f) + self.half_width[b + 1] * f)
+    }
+
+    /// How far from the chest's mid-plane (|x|, metres) a point of the upper arm's axis
+    /// at (`y`, `z`) must lie to clear the torso by the clearance: the torso's
+    /// cross-section taken as a superellipse (|x/a|⁴ + |z/d|⁴ = 1: a box with rounded
+    /// corners) of half-axes [`Self::width_at`] and the half-depth, both grown by the
+    /// arm's radius and the clearance; 0 in front of and behind it. Continuous in `z`,
+    /// so the lift does not jump as an arm swings past the chest's front or back (a box
+    /// did: a lift of up to 9° dropped to nothing between two frames at 120 Hz).
+    fn needed_x(&self, y: f32, z: f32) -> f32 {
+        let w = self.width_at(y);
+        if w <= 0.0 {
+            return 0.0;
         }
-        let b = (((y - self.y0) / (self.y1 - self.y0)) * (BANDS - 1) as f32).round() as usize;
-        Some(self.half_width[b.min(BANDS - 1)])
+        let grow = self.arm_radius + self.clearance;
+        let (a, d) = (w + grow, self.half_depth + grow);
+        a * (1.0 - (z / d).powi(4)).max(0.0).sqrt().sqrt()
     }
 
     /// The pose with each upper arm lifted out of the torso where needed.
@@ -122,16 +147,11 @@ impl SelfContactGuard {
                 let mut lift = 0.0f32;
                 for t in [0.5f32, 1.0] {
                     let q = s.lerp(e, t);
-                    if q.z.abs() > self.half_depth + self.arm_radius {
-                        continue;
-                    }
-                    if let Some(w) = self.width_at(q.y) {
-                        let need = w + self.arm_radius + self.clearance;
-                        let have = q.x * side;
-                        if have < need {
-                            let len = (q - s).length().max(1e-3);
-                            lift = lift.max(((need - have) / len).clamp(0.0, 1.0).asin());
-                        }
+                    let need = self.needed_x(q.y, q.z);
+                    let have = q.x * side;
+                    if have < need {
+                        let len = (q - s).length().max(1e-3);
+                        lift = lift.max(((need - have) / len).clamp(0.0, 1.0).asin());
                     }
                 }
                 if lift < 1e-3 {
@@ -146,5 +166,68 @@ impl SelfContactGuard {
             }
         }
         p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::body::{BodyOptions, BodyShape};
+    use crate::skeleton::quat_exp;
+
+    fn body() -> Body {
+        Body::generate(
+            &BodyShape::default(),
+            &BodyOptions {
+                target_vertices: 2000,
+            },
+        )
+        .expect("body")
+    }
+
+    /// The left arm hanging at `down` rad below the T-pose, swung forward by `forward`
+    /// rad (flexion about the body's left–right axis).
+    fn arm(down: f32, forward: f32) -> Pose {
+        let mut p = Pose::rest();
+        let r = quat_exp(Vec3::new(-forward, 0.0, 0.0)) * quat_exp(Vec3::new(0.0, 0.0, -down));
+        p.set_rotation(JointId::LEFT_SHOULDER, r.normalize());
+        p
+    }
+
+    /// An arm hanging straight down goes inside the torso and is lifted clear; one held
+    /// out level is left alone; and as the hanging arm swings forward past the chest in
+    /// ½° steps the lift never changes by more than a few times the step (a box-shaped
+    /// torso dropped its whole lift in one step at the chest's front).
+    #[test]
+    fn arms_are_lifted_out_of_the_torso_continuously() {
+        let body = body();
+        let g = SelfContactGuard::new(&body, 0.015);
+        let lift = |p: &Pose| {
+            let j = JointId::LEFT_SHOULDER.index();
+            p.rotations[j].angle_between(g.apply(p).rotations[j])
+        };
+        assert!(lift(&arm(std::f32::consts::FRAC_PI_2, 0.0)) > 0.1);
+        assert!(lift(&arm(0.2, 0.0)) < 1e-6);
+        let mut last = lift(&arm(std::f32::consts::FRAC_PI_2, 0.0));
+        let step = 0.5f32.to_radians();
+        let mut fell_to = last;
+        for i in 1..=180 {
+            let l = lift(&arm(std::f32::consts::FRAC_PI_2, i as f32 * step));
+            assert!(
+                (l - last).abs() < 4.0 * step,
+                "at {:.1}° forward the lift jumped {:.2}° → {:.2}°",
+                i as f32 * 0.5,
+                last.to_degrees(),
+                l.to_degrees()
+            );
+            last = l;
+            fell_to = fell_to.min(l);
+        }
+        // swung 90° forward the arm is in front of the chest: nothing to lift
+        assert!(
+            fell_to < 1e-3,
+            "still lifted {:.2}° in front of the chest",
+            fell_to.to_degrees()
+        );
     }
 }
