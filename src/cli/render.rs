@@ -2,6 +2,7 @@
 //! front one), or one per frame of a range of a clip (a flipbook).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
 use glam::Vec3;
@@ -12,8 +13,6 @@ use super::common::{
 use crate::body::{SelfContactGuard, SkinningMethod};
 use crate::mesh::{Camera, DrawItem, Image, TriMesh, render};
 use crate::skeleton::{Pose, canonicalize};
-use std::sync::Arc;
-
 use crate::sor::{
     AvatarState, Database, LayerParams, LayerScratch, LayerState, Layering, Scratch, SynthParams,
     Synthesizer,
