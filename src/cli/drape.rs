@@ -67,6 +67,10 @@ pub(crate) struct DrapeArgs {
     /// Also render a PNG (three views).
     #[arg(long)]
     png: Option<PathBuf>,
+    /// The membrane's stiffness in compression as a share of its stiffness in tension,
+    /// in (0, 1] (1: StVK; default: the simulator's default).
+    #[arg(long)]
+    compression_ratio: Option<f64>,
     #[command(flatten)]
     body: BodyArgs,
     #[command(flatten)]
@@ -82,10 +86,14 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
         None => a.pose.pose(),
     };
     // arms out of the torso (cloth has no rest state inside the body)
-    let target = crate::body::SelfContactGuard::new(&body, 0.015).apply(&target);
+    let target =
+        crate::body::SelfContactGuard::new(&body, crate::bake::GUARD_CLEARANCE).apply(&target);
     // statics do not depend on heading or position: simulate in the canonical frame
     let (canonical, frame) = canonicalize(&target, &body.skeleton);
-    let params = SimParams::default();
+    let mut params = SimParams::default();
+    if let Some(c) = a.compression_ratio {
+        params.compression_ratio = c;
+    }
     let mut sim = Simulator::new(&body, &garment, &params)?;
     eprintln!(
         "draping {} ({} vertices) at rest …",

@@ -32,8 +32,8 @@ pub struct Cloth {
     /// Vertices held in place (tests and pinned demos).
     pub(crate) pinned: Vec<bool>,
     pub(crate) params: SimParams,
-    pub(crate) mu: f64,
-    pub(crate) lambda: f64,
+    /// The membrane's material (from `params`).
+    pub(crate) material: membrane::Material,
     pub(crate) matrix: BlockSparse,
     /// The bending Hessian (constant) in the matrix's value layout.
     bending_values: Vec<f64>,
@@ -57,6 +57,14 @@ impl Cloth {
         params: &SimParams,
     ) -> Result<Cloth, SolveError> {
         mesh.validate(1e-12)?;
+        let c = params.compression_ratio;
+        if !(c > 0.0 && c <= 1.0) {
+            return Err(SolveError::Param {
+                name: "compression_ratio",
+                value: c,
+                expected: "in (0, 1]",
+            });
+        }
         if metric.len() != mesh.positions.len() {
             return Err(SolveError::Mesh(crate::mesh::MeshError::TooLarge(format!(
                 "metric has {} positions for {} vertices",
@@ -104,8 +112,11 @@ impl Cloth {
             area,
             pinned: vec![false; n],
             params: params.clone(),
-            mu,
-            lambda,
+            material: membrane::Material {
+                mu,
+                lambda,
+                compression: params.compression_ratio,
+            },
             matrix,
             bending_values: Vec::new(),
             pinned_dof: vec![false; 3 * n],
@@ -178,7 +189,7 @@ impl Cloth {
         self.membrane
             .iter()
             .zip(&self.triangles)
-            .map(|(m, t)| membrane::energy(m, &t.map(|v| y[v as usize]), self.mu, self.lambda))
+            .map(|(m, t)| membrane::energy(m, &t.map(|v| y[v as usize]), &self.material))
             .sum()
     }
 
@@ -298,7 +309,7 @@ impl Cloth {
     pub fn gradient(&self, y: &[DVec3], body: Option<&Collider>, g: &mut [DVec3]) {
         g.fill(DVec3::ZERO);
         for (m, t) in self.membrane.iter().zip(&self.triangles) {
-            let gr = membrane::gradient(m, &t.map(|v| y[v as usize]), self.mu, self.lambda);
+            let gr = membrane::gradient(m, &t.map(|v| y[v as usize]), &self.material);
             for k in 0..3 {
                 g[t[k] as usize] += gr[k];
             }
@@ -344,7 +355,7 @@ impl Cloth {
     ) {
         self.matrix.values.copy_from_slice(&self.bending_values);
         for (m, t) in self.membrane.iter().zip(&self.triangles) {
-            let h = membrane::hessian(m, &t.map(|v| y[v as usize]), self.mu, self.lambda, project);
+            let h = membrane::hessian(m, &t.map(|v| y[v as usize]), &self.material, project);
             for i in 0..3 {
                 for j in 0..=i {
                     let mut b = [[0.0; 3]; 3];

@@ -136,15 +136,16 @@ fn tshirt_is_carried_to_a_raised_arm_and_twisted_torso() {
         "carried: {} iterations, deepest vertex {deepest} m",
         carried.report.iterations
     );
-    // the right sleeve went up with the arm (it also slides down the raised arm: the
-    // contact is frictionless)
+    // the right sleeve went up with the arm (it also slides down the raised arm, the
+    // contact being frictionless, and bunches at the shoulder: softened in compression
+    // (SimParams::compression_ratio 0.1) its mean rises 2.7 cm, over 3 cm as StVK)
     let shoulder_x = body.skeleton.rest_position(JointId::RIGHT_SHOULDER).x;
     let sleeve: Vec<usize> = (0..shirt.vertex_count())
         .filter(|&v| shirt.mesh.positions[v].x < shoulder_x - 0.05)
         .collect();
     let mean_y = |p: &[DVec3]| sleeve.iter().map(|&v| p[v].y).sum::<f64>() / sleeve.len() as f64;
     assert!(
-        mean_y(&carried.positions) > mean_y(&eq.positions) + 0.03,
+        mean_y(&carried.positions) > mean_y(&eq.positions) + 0.02,
         "{} vs {}",
         mean_y(&carried.positions),
         mean_y(&eq.positions)

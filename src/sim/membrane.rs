@@ -1,8 +1,23 @@
-//! StVK membrane energy per triangle against the rest shape (SOR §7; Volino et al. 2009):
-//! W = A·(μ‖E‖² + λ/2·tr(E)²), E = ½(FᵀF − I), F = Ds·Dm⁻¹ (3×2), with value,
-//! gradient and exact Hessian, and a PSD projection of the stress derivative for Newton.
+//! Membrane energy per triangle against the rest shape (SOR §7; Volino et al. 2009):
+//! StVK, W = A·(μ‖E‖² + λ/2·tr(E)²), E = ½(FᵀF − I), F = Ds·Dm⁻¹ (3×2), optionally
+//! softened in compression: written in E's principal strains e₁, e₂ as
+//! W = A·(μ(g(e₁) + g(e₂)) + λ/2·g(tr E)) with g(e) = e² for e ≥ 0 and c·e² for e < 0
+//! (c = [`Material::compression`]; c = 1 is StVK exactly). Value, gradient and exact
+//! Hessian, and a PSD projection of the stress derivative for Newton.
 
 use glam::{DVec2, DVec3};
+
+/// The membrane's material: 2D Lamé pair and the compression ratio.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct Material {
+    /// Shear modulus μ, N/m.
+    pub mu: f64,
+    /// Lamé λ (plane stress), N/m.
+    pub lambda: f64,
+    /// Stiffness in compression as a share of the stiffness in tension, in (0, 1]; 1 is
+    /// StVK.
+    pub compression: f64,
+}
 
 /// Rest data of one triangle: inverse of the rest edge matrix in a local 2D frame, and
 /// the rest area (m²).
@@ -42,6 +57,9 @@ impl MembraneRest {
 /// F (3×2) as two columns.
 type Def = [DVec3; 2];
 
+/// A symmetric 2×2 matrix.
+type Sym2 = [[f64; 2]; 2];
+
 fn deformation(r: &MembraneRest, x: &[DVec3; 3]) -> Def {
     let d1 = x[1] - x[0];
     let d2 = x[2] - x[0];
@@ -50,7 +68,7 @@ fn deformation(r: &MembraneRest, x: &[DVec3; 3]) -> Def {
 }
 
 /// Green strain E (2×2 symmetric) from F.
-fn green(f: &Def) -> [[f64; 2]; 2] {
+fn green(f: &Def) -> Sym2 {
     let e01 = 0.5 * f[0].dot(f[1]);
     [
         [0.5 * (f[0].dot(f[0]) - 1.0), e01],
@@ -58,32 +76,151 @@ fn green(f: &Def) -> [[f64; 2]; 2] {
     ]
 }
 
-/// First Piola–Kirchhoff stress P = F·S for a strain, S = 2μE + λ tr(E) I.
-fn pk1(f: &Def, e: &[[f64; 2]; 2], mu: f64, lambda: f64) -> Def {
+/// Eigenvalues (l₁ ≥ l₂) and the unit eigenvector of l₁ of a symmetric 2×2 matrix (the
+/// other is its perpendicular).
+fn eigen2(s: &Sym2) -> (f64, f64, DVec2) {
+    let (a, b, d) = (s[0][0], s[0][1], s[1][1]);
+    let mean = 0.5 * (a + d);
+    let rad = (0.25 * (a - d) * (a - d) + b * b).sqrt();
+    let (l1, l2) = (mean + rad, mean - rad);
+    let v = if b.abs() > 1e-300 {
+        // of the two equivalent forms take the better conditioned one
+        let p = DVec2::new(l1 - d, b);
+        let q = DVec2::new(b, l1 - a);
+        if p.length_squared() >= q.length_squared() {
+            p
+        } else {
+            q
+        }
+        .normalize()
+    } else if a >= d {
+        DVec2::X
+    } else {
+        DVec2::Y
+    };
+    (l1, l2, v)
+}
+
+/// The stiffness factor of a strain: 1 in tension, `c` in compression.
+fn k(e: f64, c: f64) -> f64 {
+    if e < 0.0 { c } else { 1.0 }
+}
+
+/// g(e) = k(e)·e², the softened square.
+fn g(e: f64, c: f64) -> f64 {
+    k(e, c) * e * e
+}
+
+/// True when the material is StVK at this strain (no principal strain and no trace
+/// negative, or c = 1), so the plain formulas apply.
+fn plain(e: &Sym2, mat: &Material) -> bool {
+    if mat.compression == 1.0 {
+        return true;
+    }
+    let (_, l2, _) = eigen2(e);
+    l2 >= 0.0
+}
+
+/// Second Piola–Kirchhoff stress S = ∂ψ/∂E for a strain.
+fn stress(e: &Sym2, mat: &Material) -> Sym2 {
+    let (mu, lambda, c) = (mat.mu, mat.lambda, mat.compression);
     let tr = e[0][0] + e[1][1];
-    let s = [
-        [2.0 * mu * e[0][0] + lambda * tr, 2.0 * mu * e[0][1]],
-        [2.0 * mu * e[1][0], 2.0 * mu * e[1][1] + lambda * tr],
-    ];
+    if plain(e, mat) {
+        return [
+            [2.0 * mu * e[0][0] + lambda * tr, 2.0 * mu * e[0][1]],
+            [2.0 * mu * e[1][0], 2.0 * mu * e[1][1] + lambda * tr],
+        ];
+    }
+    // S = Σ 2μ k(eᵢ) eᵢ vᵢvᵢᵀ + λ k(tr) tr I
+    let (e1, e2, v) = eigen2(e);
+    let w = DVec2::new(-v.y, v.x);
+    let (s1, s2) = (2.0 * mu * k(e1, c) * e1, 2.0 * mu * k(e2, c) * e2);
+    let iso = lambda * k(tr, c) * tr;
+    [
+        [
+            s1 * v.x * v.x + s2 * w.x * w.x + iso,
+            s1 * v.x * v.y + s2 * w.x * w.y,
+        ],
+        [
+            s1 * v.x * v.y + s2 * w.x * w.y,
+            s1 * v.y * v.y + s2 * w.y * w.y + iso,
+        ],
+    ]
+}
+
+/// The stress's derivative dS = (∂²ψ/∂E²)[dE] at strain `e`.
+fn stress_differential(e: &Sym2, de: &Sym2, mat: &Material) -> Sym2 {
+    let (mu, lambda, c) = (mat.mu, mat.lambda, mat.compression);
+    let tr = e[0][0] + e[1][1];
+    let dtr = de[0][0] + de[1][1];
+    if plain(e, mat) {
+        return [
+            [2.0 * mu * de[0][0] + lambda * dtr, 2.0 * mu * de[0][1]],
+            [2.0 * mu * de[1][0], 2.0 * mu * de[1][1] + lambda * dtr],
+        ];
+    }
+    // spectral function f(e) = 2μ k(e) e: dS = Σ f'(eᵢ)(vᵢᵀdE vᵢ) vᵢvᵢᵀ
+    //   + (f(e₁) − f(e₂))/(e₁ − e₂) · (v₁ᵀdE v₂)(v₁v₂ᵀ + v₂v₁ᵀ), plus λ k(tr) tr(dE) I
+    let (e1, e2, v) = eigen2(e);
+    let w = DVec2::new(-v.y, v.x);
+    let f = |x: f64| 2.0 * mu * k(x, c) * x;
+    let (d1, d2) = (2.0 * mu * k(e1, c), 2.0 * mu * k(e2, c));
+    let divided = if e1 - e2 > 1e-12 * (e1.abs() + e2.abs()).max(1e-300) {
+        (f(e1) - f(e2)) / (e1 - e2)
+    } else {
+        0.5 * (d1 + d2)
+    };
+    let quad = |a: DVec2, b: DVec2| {
+        a.x * (de[0][0] * b.x + de[0][1] * b.y) + a.y * (de[1][0] * b.x + de[1][1] * b.y)
+    };
+    let (p1, p2, p12) = (d1 * quad(v, v), d2 * quad(w, w), divided * quad(v, w));
+    let iso = lambda * k(tr, c) * dtr;
+    [
+        [
+            p1 * v.x * v.x + p2 * w.x * w.x + 2.0 * p12 * v.x * w.x + iso,
+            p1 * v.x * v.y + p2 * w.x * w.y + p12 * (v.x * w.y + w.x * v.y),
+        ],
+        [
+            p1 * v.x * v.y + p2 * w.x * w.y + p12 * (v.x * w.y + w.x * v.y),
+            p1 * v.y * v.y + p2 * w.y * w.y + 2.0 * p12 * v.y * w.y + iso,
+        ],
+    ]
+}
+
+/// F·S (first Piola–Kirchhoff stress from the second).
+fn times(f: &Def, s: &Sym2) -> Def {
     [
         f[0] * s[0][0] + f[1] * s[1][0],
         f[0] * s[0][1] + f[1] * s[1][1],
     ]
 }
 
+/// The principal Green strains (e₁ ≥ e₂) of a triangle at `x`.
+#[cfg(test)]
+pub(crate) fn principal_strains(r: &MembraneRest, x: &[DVec3; 3]) -> (f64, f64) {
+    let (e1, e2, _) = eigen2(&green(&deformation(r, x)));
+    (e1, e2)
+}
+
 /// Energy of one triangle, J.
-pub(crate) fn energy(r: &MembraneRest, x: &[DVec3; 3], mu: f64, lambda: f64) -> f64 {
+pub(crate) fn energy(r: &MembraneRest, x: &[DVec3; 3], mat: &Material) -> f64 {
     let f = deformation(r, x);
     let e = green(&f);
     let tr = e[0][0] + e[1][1];
-    let ee = e[0][0] * e[0][0] + 2.0 * e[0][1] * e[0][1] + e[1][1] * e[1][1];
-    r.area * (mu * ee + 0.5 * lambda * tr * tr)
+    let (mu, lambda) = (mat.mu, mat.lambda);
+    if plain(&e, mat) {
+        let ee = e[0][0] * e[0][0] + 2.0 * e[0][1] * e[0][1] + e[1][1] * e[1][1];
+        return r.area * (mu * ee + 0.5 * lambda * tr * tr);
+    }
+    let (e1, e2, _) = eigen2(&e);
+    let c = mat.compression;
+    r.area * (mu * (g(e1, c) + g(e2, c)) + 0.5 * lambda * g(tr, c))
 }
 
 /// Gradient with respect to the three corners, J/m.
-pub(crate) fn gradient(r: &MembraneRest, x: &[DVec3; 3], mu: f64, lambda: f64) -> [DVec3; 3] {
+pub(crate) fn gradient(r: &MembraneRest, x: &[DVec3; 3], mat: &Material) -> [DVec3; 3] {
     let f = deformation(r, x);
-    let p = pk1(&f, &green(&f), mu, lambda);
+    let p = times(&f, &stress(&green(&f), mat));
     let m = r.dm_inv;
     // G = A·P·Dm⁻ᵀ; columns are the forces' negatives on corners 1 and 2
     let g1 = (p[0] * m[0][0] + p[1] * m[0][1]) * r.area;
@@ -92,27 +229,23 @@ pub(crate) fn gradient(r: &MembraneRest, x: &[DVec3; 3], mu: f64, lambda: f64) -
 }
 
 /// Hessian (9×9, corner-major: row 3i+a is corner i, axis a). With `project`, the
-/// stress derivative ∂P/∂F = F·∂S/∂F (material part, always PSD for StVK since
-/// dE:dS = 2μ|dE|² + λ tr(dE)² ≥ 0) + dF·S (geometric part, with the eigenvalues of the
-/// second Piola–Kirchhoff stress S) is made PSD by clamping S's negative principal
-/// stresses (compression) to zero: a closed-form 2×2 projection, so the element
-/// Hessian is PSD without an eigen-decomposition of the 9×9 (projected Newton).
+/// stress derivative ∂P/∂F = F·∂S/∂F (material part, always PSD: for StVK
+/// dE:dS = 2μ|dE|² + λ tr(dE)² ≥ 0, and softened the spectral function's slopes and
+/// divided difference stay non-negative) + dF·S (geometric part, with the eigenvalues
+/// of the second Piola–Kirchhoff stress S) is made PSD by clamping S's negative
+/// principal stresses (compression) to zero: a closed-form 2×2 projection, so the
+/// element Hessian is PSD without an eigen-decomposition of the 9×9 (projected Newton).
 pub(crate) fn hessian(
     r: &MembraneRest,
     x: &[DVec3; 3],
-    mu: f64,
-    lambda: f64,
+    mat: &Material,
     project: bool,
 ) -> [[f64; 9]; 9] {
     let f = deformation(r, x);
     let e = green(&f);
     let m = r.dm_inv;
     // second Piola–Kirchhoff stress, clamped to tension when projecting
-    let tr = e[0][0] + e[1][1];
-    let mut s2 = [
-        [2.0 * mu * e[0][0] + lambda * tr, 2.0 * mu * e[0][1]],
-        [2.0 * mu * e[1][0], 2.0 * mu * e[1][1] + lambda * tr],
-    ];
+    let mut s2 = stress(&e, mat);
     if project {
         s2 = clamp_psd2(s2);
     }
@@ -126,21 +259,9 @@ pub(crate) fn hessian(
         // dE = ½(dFᵀF + FᵀdF)
         let de01 = 0.5 * (df[0].dot(f[1]) + f[0].dot(df[1]));
         let de = [[df[0].dot(f[0]), de01], [de01, df[1].dot(f[1])]];
-        // geometric part dF·S
-        let a = [
-            df[0] * s2[0][0] + df[1] * s2[1][0],
-            df[0] * s2[0][1] + df[1] * s2[1][1],
-        ];
-        // F·dS with dS = 2μ dE + λ tr(dE) I
-        let tr = de[0][0] + de[1][1];
-        let ds = [
-            [2.0 * mu * de[0][0] + lambda * tr, 2.0 * mu * de[0][1]],
-            [2.0 * mu * de[1][0], 2.0 * mu * de[1][1] + lambda * tr],
-        ];
-        let b = [
-            f[0] * ds[0][0] + f[1] * ds[1][0],
-            f[0] * ds[0][1] + f[1] * ds[1][1],
-        ];
+        // geometric part dF·S, material part F·dS
+        let a = times(df, &s2);
+        let b = times(&f, &stress_differential(&e, &de, mat));
         [a[0] + b[0], a[1] + b[1]]
     };
     let mut c = [[0.0; 6]; 6];
@@ -186,25 +307,14 @@ pub(crate) fn hessian(
 }
 
 /// The PSD part of a symmetric 2×2 matrix (negative eigenvalues set to zero).
-fn clamp_psd2(s: [[f64; 2]; 2]) -> [[f64; 2]; 2] {
-    let (a, b, d) = (s[0][0], s[0][1], s[1][1]);
-    let mean = 0.5 * (a + d);
-    let rad = (0.25 * (a - d) * (a - d) + b * b).sqrt();
-    let (l1, l2) = (mean + rad, mean - rad);
+fn clamp_psd2(s: Sym2) -> Sym2 {
+    let (l1, l2, v) = eigen2(&s);
     if l2 >= 0.0 {
         return s;
     }
     if l1 <= 0.0 {
         return [[0.0; 2]; 2];
     }
-    // eigenvector of l1
-    let v = if b.abs() > 1e-300 {
-        DVec2::new(l1 - d, b).normalize()
-    } else if a >= d {
-        DVec2::X
-    } else {
-        DVec2::Y
-    };
     [
         [l1 * v.x * v.x, l1 * v.x * v.y],
         [l1 * v.x * v.y, l1 * v.y * v.y],

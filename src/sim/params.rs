@@ -14,6 +14,13 @@ pub struct SimParams {
     /// Poisson ratio of the membrane, dimensionless (0.3, woven cotton-like; SOR does not
     /// state one). With the stiffness it gives the 2D Lamé pair (plane stress).
     pub poisson: f64,
+    /// The membrane's stiffness in compression as a share of its stiffness in tension,
+    /// dimensionless, in (0, 1]: principal strains (and the strain's trace) below zero
+    /// are penalised this much less. 1 is SOR §7's StVK membrane; woven cloth resists
+    /// compression far less than stretch (it buckles at scales finer than the mesh), and
+    /// a softer response lets a coarse mesh take up surplus cloth in its plane instead
+    /// of in a few mesh-sized puffs.
+    pub compression_ratio: f64,
     /// Bending stiffness, N·m (SOR §7: 1e-5 N·m).
     pub bend_stiffness: f64,
     /// Area density, kg/m² (SOR §7: 0.1 kg/m²).
@@ -74,6 +81,7 @@ impl Default for SimParams {
         Self {
             stretch_stiffness: 30.0,
             poisson: 0.3,
+            compression_ratio: 0.1,
             bend_stiffness: 1e-5,
             density: 0.1,
             gravity: 9.81,

@@ -54,6 +54,16 @@ pub enum SolveError {
         /// Its depth, metres.
         depth: f64,
     },
+    /// A simulator parameter is outside its range.
+    #[error("simulator parameter {name} = {value} is out of range: {expected}")]
+    Param {
+        /// The parameter's name in [`crate::sim::SimParams`].
+        name: &'static str,
+        /// Its value.
+        value: f64,
+        /// What it must be.
+        expected: &'static str,
+    },
     /// The garment is too far from the body to rest on it.
     #[error("garment is {distance:.3} m from the body (vertex {vertex}); it cannot rest on it")]
     FarFromBody {

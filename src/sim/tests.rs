@@ -26,60 +26,113 @@ fn rel(a: f64, b: f64, scale: f64) -> f64 {
     (a - b).abs() / scale.max(1e-300)
 }
 
+fn material(compression: f64) -> membrane::Material {
+    let (mu, lambda) = SimParams::default().lame();
+    membrane::Material {
+        mu,
+        lambda,
+        compression,
+    }
+}
+
+/// StVK (c = 1) and the membrane softened in compression (c = 0.3, 0.05), on random
+/// stretches, shears and compressions (both principal strains negative, one, or none).
 #[test]
 fn membrane_gradient_and_hessian_match_finite_differences() {
     let mut r = Lcg(1);
-    let (mu, lambda) = SimParams::default().lame();
-    for _ in 0..20 {
-        let rest = [
-            DVec3::ZERO,
-            DVec3::new(0.02, 0.0, 0.001),
-            DVec3::new(0.007, 0.018, -0.002),
-        ];
-        let m = MembraneRest::new(rest[0], rest[1], rest[2]).expect("rest");
-        // random deformation: stretch, shear, compression
-        let x: [DVec3; 3] =
-            std::array::from_fn(|i| rest[i] * (1.0 + 0.2 * r.next()) + r.vec() * 0.004);
-        let g = membrane::gradient(&m, &x, mu, lambda);
-        let h = membrane::hessian(&m, &x, mu, lambda, false);
-        let eps = 1e-7;
-        let gscale = g.iter().map(|v| v.length()).fold(0.0, f64::max);
-        let hscale = h.iter().flatten().map(|v| v.abs()).fold(0.0, f64::max);
-        for i in 0..3 {
-            for a in 0..3 {
-                let (mut xp, mut xm) = (x, x);
-                xp[i][a] += eps;
-                xm[i][a] -= eps;
-                let fd = (membrane::energy(&m, &xp, mu, lambda)
-                    - membrane::energy(&m, &xm, mu, lambda))
-                    / (2.0 * eps);
-                assert!(
-                    rel(fd, g[i][a], gscale) < 1e-5,
-                    "grad ({i},{a}): fd {fd} vs {}",
-                    g[i][a]
-                );
-                let (gp, gm) = (
-                    membrane::gradient(&m, &xp, mu, lambda),
-                    membrane::gradient(&m, &xm, mu, lambda),
-                );
-                for j in 0..3 {
-                    for b in 0..3 {
-                        let fdh = (gp[j][b] - gm[j][b]) / (2.0 * eps);
-                        assert!(rel(fdh, h[3 * j + b][3 * i + a], hscale) < 1e-5, "hess");
+    let mut compressed = [0usize; 3];
+    for c in [1.0, 0.3, 0.05] {
+        let mat = material(c);
+        for _ in 0..30 {
+            let rest = [
+                DVec3::ZERO,
+                DVec3::new(0.02, 0.0, 0.001),
+                DVec3::new(0.007, 0.018, -0.002),
+            ];
+            let m = MembraneRest::new(rest[0], rest[1], rest[2]).expect("rest");
+            // random deformation: stretch, shear, compression
+            let x: [DVec3; 3] =
+                std::array::from_fn(|i| rest[i] * (1.0 + 0.25 * r.next()) + r.vec() * 0.004);
+            let (e1, e2) = membrane::principal_strains(&m, &x);
+            compressed[usize::from(e1 < 0.0) + usize::from(e2 < 0.0)] += 1;
+            // softening lowers the energy by at most the factor c, and only in compression
+            let stiff = membrane::energy(&m, &x, &material(1.0));
+            let e = membrane::energy(&m, &x, &mat);
+            assert!(e <= stiff * (1.0 + 1e-12) && e >= c * stiff * (1.0 - 1e-12));
+            if e2 >= 0.0 {
+                assert_eq!(e, stiff);
+            }
+            let g = membrane::gradient(&m, &x, &mat);
+            let h = membrane::hessian(&m, &x, &mat, false);
+            let eps = 1e-7;
+            let gscale = g.iter().map(|v| v.length()).fold(0.0, f64::max);
+            let hscale = h.iter().flatten().map(|v| v.abs()).fold(0.0, f64::max);
+            for i in 0..3 {
+                for a in 0..3 {
+                    let (mut xp, mut xm) = (x, x);
+                    xp[i][a] += eps;
+                    xm[i][a] -= eps;
+                    let fd = (membrane::energy(&m, &xp, &mat) - membrane::energy(&m, &xm, &mat))
+                        / (2.0 * eps);
+                    assert!(
+                        rel(fd, g[i][a], gscale) < 1e-5,
+                        "c {c} grad ({i},{a}): fd {fd} vs {}",
+                        g[i][a]
+                    );
+                    let (gp, gm) = (
+                        membrane::gradient(&m, &xp, &mat),
+                        membrane::gradient(&m, &xm, &mat),
+                    );
+                    for j in 0..3 {
+                        for b in 0..3 {
+                            let fdh = (gp[j][b] - gm[j][b]) / (2.0 * eps);
+                            assert!(
+                                rel(fdh, h[3 * j + b][3 * i + a], hscale) < 1e-5,
+                                "c {c} hess ({j},{b}),({i},{a}): fd {fdh} vs {}",
+                                h[3 * j + b][3 * i + a]
+                            );
+                        }
                     }
                 }
             }
+            // the projected Hessian is PSD
+            let hp = membrane::hessian(&m, &x, &mat, true);
+            let (w, _) = super::dense::sym_eigen(&hp);
+            assert!(w.iter().all(|&e| e > -1e-9 * hscale), "{w:?}");
         }
-        // the projected Hessian is PSD
-        let hp = membrane::hessian(&m, &x, mu, lambda, true);
-        let (w, _) = super::dense::sym_eigen(&hp);
-        assert!(w.iter().all(|&e| e > -1e-9 * hscale), "{w:?}");
+    }
+    // the draws covered pure tension, and compression along one and along both axes
+    assert!(compressed.iter().all(|&n| n >= 5), "{compressed:?}");
+}
+
+/// Softened, a triangle shrunk uniformly by 10 % costs `c` times StVK's energy, and one
+/// stretched by 10 % costs exactly StVK's.
+#[test]
+fn membrane_softening_scales_compression_only() {
+    let rest = [
+        DVec3::ZERO,
+        DVec3::new(0.02, 0.0, 0.0),
+        DVec3::new(0.0, 0.02, 0.0),
+    ];
+    let m = MembraneRest::new(rest[0], rest[1], rest[2]).expect("rest");
+    for c in [0.5, 0.1] {
+        for (scale, ratio) in [(0.9, c), (1.1, 1.0)] {
+            let x = rest.map(|p| p * scale);
+            let soft = membrane::energy(&m, &x, &material(c));
+            let stvk = membrane::energy(&m, &x, &material(1.0));
+            assert!(stvk > 0.0);
+            assert!(
+                (soft / stvk - ratio).abs() < 1e-12,
+                "c {c} scale {scale}: {}",
+                soft / stvk
+            );
+        }
     }
 }
 
 #[test]
 fn membrane_patch_tests() {
-    let (mu, lambda) = SimParams::default().lame();
+    let mat = material(0.2);
     let mut r = Lcg(7);
     let rest = [
         DVec3::new(0.1, 0.2, 0.3),
@@ -87,9 +140,9 @@ fn membrane_patch_tests() {
         DVec3::new(0.1, 0.23, 0.31),
     ];
     let m = MembraneRest::new(rest[0], rest[1], rest[2]).expect("rest");
-    assert!(membrane::energy(&m, &rest, mu, lambda).abs() < 1e-18);
+    assert!(membrane::energy(&m, &rest, &mat).abs() < 1e-18);
     assert!(
-        membrane::gradient(&m, &rest, mu, lambda)
+        membrane::gradient(&m, &rest, &mat)
             .iter()
             .all(|g| g.length() < 1e-15)
     );
@@ -97,7 +150,7 @@ fn membrane_patch_tests() {
         let q = glam::DQuat::from_scaled_axis(r.vec() * 2.0);
         let t = r.vec();
         let moved = rest.map(|p| q * p + t);
-        assert!(membrane::energy(&m, &moved, mu, lambda).abs() < 1e-15);
+        assert!(membrane::energy(&m, &moved, &mat).abs() < 1e-15);
     }
 }
 
@@ -397,6 +450,22 @@ fn bad_inputs_give_named_errors() {
         Cloth::new(&m, &SimParams::default()),
         Err(SolveError::Mesh(MeshError::NonManifoldEdge(..)))
     ));
+    // a compression ratio outside (0, 1] is named
+    for c in [0.0, -0.5, 1.5, f64::NAN] {
+        let params = SimParams {
+            compression_ratio: c,
+            ..SimParams::default()
+        };
+        let err = Cloth::new(&square(4, 0.1), &params).err().expect("refused");
+        assert!(matches!(
+            err,
+            SolveError::Param {
+                name: "compression_ratio",
+                ..
+            }
+        ));
+        assert!(err.to_string().contains("compression_ratio"), "{err}");
+    }
     // NaN state
     let mut cloth = Cloth::new(&square(4, 0.1), &SimParams::default()).expect("cloth");
     let mut y = cloth.rest_positions().to_vec();
