@@ -556,6 +556,17 @@ pub fn merge(dbs: Vec<Database>) -> Result<Database, DbError> {
         .ok_or_else(|| DbError::Corrupt("nothing to merge".into()))?;
     for db in it {
         db.check_built_for(&out.garment, &out.body)?;
+        for (what, a, b) in [
+            ("simulator parameters", &out.bake.sim, &db.bake.sim),
+            ("rigging parameters", &out.bake.rig, &db.bake.rig),
+        ] {
+            if a != b {
+                return Err(DbError::SettingsDiffer {
+                    what,
+                    differences: json_differences(a, b),
+                });
+            }
+        }
         for e in db.examples {
             if !out.examples.iter().any(|x| x.pose == e.pose) {
                 out.examples.push(e);
@@ -569,6 +580,23 @@ pub fn merge(dbs: Vec<Database>) -> Result<Database, DbError> {
         }
     }
     Ok(out)
+}
+
+/// The top-level entries in which two JSON values differ, as `name: a vs b` (a key
+/// one lacks shows as `absent`); the whole values where either is not an object.
+fn json_differences(a: &serde_json::Value, b: &serde_json::Value) -> String {
+    let (Some(ma), Some(mb)) = (a.as_object(), b.as_object()) else {
+        return format!("{a} vs {b}");
+    };
+    let show = |v: Option<&serde_json::Value>| v.map_or("absent".to_string(), |v| v.to_string());
+    let mut keys: Vec<&String> = ma.keys().chain(mb.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| ma.get(*k) != mb.get(*k))
+        .map(|k| format!("{k}: {} vs {}", show(ma.get(k)), show(mb.get(k))))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[cfg(test)]

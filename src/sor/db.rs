@@ -125,6 +125,16 @@ pub enum DbError {
     /// The content is inconsistent (wrong lengths, indices out of range, NaN, …).
     #[error("database corrupt: {0}")]
     Corrupt(String),
+    /// Databases to be merged were baked with different settings.
+    #[error(
+        "the databases were baked with different {what}: {differences}; bake every shard with the same build and settings"
+    )]
+    SettingsDiffer {
+        /// Which settings (`simulator parameters`, `rigging parameters`).
+        what: &'static str,
+        /// The entries that differ, `name: first vs other`.
+        differences: String,
+    },
     /// The database was built for another garment, body or skeleton.
     #[error(
         "database was built for a different {what} (file {found:016x}, expected {expected:016x})"

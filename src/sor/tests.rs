@@ -483,3 +483,38 @@ fn concurrent_writers_of_one_database_leave_a_whole_file() {
     assert_eq!(names, vec![std::ffi::OsString::from("cache.ccdb")]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Shards of one bake merge back into the whole; shards baked with other simulator
+/// settings (another build's defaults, say) are refused, naming the setting.
+#[test]
+fn shards_merge_and_differing_settings_are_refused() {
+    let f = fixture();
+    let mut first = f.db.clone();
+    let mut second = f.db.clone();
+    first.examples.truncate(2);
+    second.examples.drain(..2);
+    let merged = crate::bake::merge(vec![first.clone(), second.clone()]).expect("merge");
+    assert_eq!(merged.examples, f.db.examples);
+    // a repeated shard adds nothing
+    let again = crate::bake::merge(vec![merged, second.clone()]).expect("merge again");
+    assert_eq!(again.examples.len(), f.db.examples.len());
+    // an older build's simulator, without the compression ratio
+    if let Some(m) = second.bake.sim.as_object_mut() {
+        m.remove("compression_ratio");
+    }
+    let err = crate::bake::merge(vec![first, second]).expect_err("settings differ");
+    assert!(matches!(
+        err,
+        DbError::SettingsDiffer {
+            what: "simulator parameters",
+            ..
+        }
+    ));
+    let text = err.to_string();
+    let expected = format!(
+        "compression_ratio: {} vs absent",
+        SimParams::default().compression_ratio
+    );
+    assert!(text.contains(&expected), "{text}");
+    assert!(crate::bake::merge(Vec::new()).is_err());
+}
