@@ -329,12 +329,16 @@ impl<'a> Baker<'a> {
                 message: e.to_string(),
             })?;
         }
-        // parts finished by an interrupted run, read once
+        if let Some(dir) = parts {
+            self.claim_parts(dir)?;
+        }
+        // parts finished by an interrupted run of the same settings, read once; a part
+        // of another pose (another sampler, seed or example count) is rebuilt
         let cached = |i: usize| {
             parts
                 .and_then(|d| std::fs::read(part_path(d, i)).ok())
                 .and_then(|b| decode_example(&b).ok())
-                .filter(|e| e.positions.len() == self.garment.vertex_count())
+                .filter(|e| e.positions.len() == self.garment.vertex_count() && e.pose == poses[i])
         };
         let build = |(i, prior): (usize, Option<Example>),
                      from: &Equilibrium|
@@ -536,6 +540,78 @@ fn nearest_start(starts: &[Pose], pose: &Pose, step_deg: f64) -> usize {
     (0..starts.len())
         .min_by_key(|&i| continuation_steps(&starts[i], pose, step_deg))
         .unwrap_or(0)
+}
+
+/// Name of the file in a parts folder that records which settings its parts were
+/// built with.
+const PARTS_KEY_FILE: &str = "settings.key";
+
+impl Baker<'_> {
+    /// A hash of everything an example's cloth depends on besides its pose: the body,
+    /// the garment (shape, unstressed metric, skin, regions), the simulator and rigging
+    /// parameters and the arms-down start.
+    fn parts_key(&self) -> String {
+        let mut h = Vec::new();
+        let mut floats = |v: &[Vec3]| {
+            for p in v {
+                for c in p.to_array() {
+                    h.extend_from_slice(&c.to_le_bytes());
+                }
+            }
+        };
+        floats(&self.garment.mesh.positions);
+        floats(&self.garment.metric);
+        floats(&self.body.mesh.positions);
+        for t in &self.garment.mesh.triangles {
+            for v in t {
+                h.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        for w in &self.garment.region_weights {
+            h.extend_from_slice(&w.to_le_bytes());
+        }
+        let settings = serde_json::json!({
+            "garment_skin": format!("{:?}", self.garment.skin),
+            "sim": self.cfg.sim,
+            "rig": self.cfg.rig,
+            "start_arm_angle": self.cfg.start_arm_angle,
+        });
+        h.extend_from_slice(settings.to_string().as_bytes());
+        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&h))
+    }
+
+    /// Makes `dir` hold parts of this bake's settings: parts left by a bake of other
+    /// settings (another garment, body or simulator; an older build) are deleted, with
+    /// a warning, instead of being mixed into this database.
+    fn claim_parts(&self, dir: &Path) -> Result<(), BakeError> {
+        let key = self.parts_key();
+        let key_path = dir.join(PARTS_KEY_FILE);
+        let io = |e: std::io::Error| {
+            BakeError::Db(DbError::Io {
+                path: dir.display().to_string(),
+                message: e.to_string(),
+            })
+        };
+        if std::fs::read_to_string(&key_path).ok().as_deref() == Some(key.as_str()) {
+            return Ok(());
+        }
+        let mut stale = 0;
+        for entry in std::fs::read_dir(dir).map_err(io)?.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|x| x == "ccex") {
+                std::fs::remove_file(&path).map_err(io)?;
+                stale += 1;
+            }
+        }
+        if stale > 0 {
+            tracing::warn!(
+                parts = stale,
+                dir = %dir.display(),
+                "finished examples of a bake with other settings discarded"
+            );
+        }
+        std::fs::write(&key_path, &key).map_err(io)
+    }
 }
 
 /// Part file of example `i`.

@@ -518,3 +518,48 @@ fn shards_merge_and_differing_settings_are_refused() {
     assert!(text.contains(&expected), "{text}");
     assert!(crate::bake::merge(Vec::new()).is_err());
 }
+
+/// An interrupted bake resumes from its finished examples (a part file is used as it
+/// is), and a bake with other settings never takes up parts it did not build.
+#[test]
+fn resumed_bakes_reuse_their_own_parts_only() {
+    let f = fixture();
+    let dir = std::env::temp_dir().join(format!("clothcast-parts-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let clip = crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &f.body.skeleton)
+        .expect("clip");
+    let clips = [clip.every(40)];
+    let cfg = BakeConfig {
+        examples: 2,
+        limit_samples: 20,
+        ..BakeConfig::default()
+    };
+    let bake = |cfg: &BakeConfig| {
+        Baker::new(&f.body, &f.garment, cfg.clone())
+            .expect("baker")
+            .bake_kmeans(&clips, Some(&dir), Shard::ALL, &|_, _| {})
+            .expect("bake")
+    };
+    let first = bake(&cfg);
+    // mark example 1's part, as an interrupted run would have left it
+    let part = crate::bake::part_path(&dir, 1);
+    let mut marked = decode_example(&std::fs::read(&part).expect("part")).expect("decode");
+    marked.positions[0].x += 0.25;
+    std::fs::write(&part, encode_example(&marked)).expect("write part");
+    let resumed = bake(&cfg);
+    assert_eq!(resumed.examples[1].positions[0], marked.positions[0]);
+    assert_eq!(resumed.examples[0], first.examples[0]);
+    // another material: the part is rebuilt, not mixed in
+    let other = BakeConfig {
+        sim: SimParams {
+            compression_ratio: 0.5,
+            ..SimParams::default()
+        },
+        ..cfg
+    };
+    let rebuilt = bake(&other);
+    assert_eq!(rebuilt.examples[1].pose, marked.pose);
+    let moved = (rebuilt.examples[1].positions[0] - marked.positions[0]).length();
+    assert!(moved > 0.2, "the marked part was reused ({moved} m)");
+    let _ = std::fs::remove_dir_all(&dir);
+}
