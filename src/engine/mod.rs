@@ -176,7 +176,12 @@ pub fn codec_setup(
 struct Avatar {
     /// Its outfit, inner to outer (one layer for one garment).
     layers: Vec<outfit::Layer>,
+    /// The pose synthesised: `received`, with the arms kept out of the torso of its
+    /// innermost garment's body when [`EngineConfig::keep_arms_out`].
     pose: Pose,
+    /// The pose as it was set (a change of outfit guards it afresh; [`Avatar::new`]
+    /// takes `pose` for it, which its callers overwrite when they guarded `pose`).
+    received: Pose,
     pose_timestamp: f64,
     received_at: f64,
     bones: Vec<BoneTransform>,
@@ -220,6 +225,7 @@ impl Avatar {
                 .map(|(i, &g)| outfit::Layer::new(id, i, g, &garments[g], effort))
                 .collect(),
             pose,
+            received: pose,
             pose_timestamp: ts,
             received_at: now,
             bones: vec![BoneTransform::IDENTITY; JOINT_COUNT],
@@ -476,10 +482,19 @@ impl Engine {
     /// garment, or an outfit that cannot be worn ([`EngineError::BadOutfit`]).
     pub fn wear(&mut self, avatar: &str, outfit: &[impl AsRef<str>]) -> Result<(), EngineError> {
         let outfit = self.wardrobe.resolve(outfit)?;
-        if let Some(a) = self.avatars.get_mut(avatar)
-            && a.outfit() != outfit
-        {
-            let (pose, ts, at) = (a.pose, a.pose_timestamp, a.received_at);
+        let Some(received) = self
+            .avatars
+            .get(avatar)
+            .filter(|a| a.outfit() != outfit)
+            .map(|a| a.received)
+        else {
+            return Ok(());
+        };
+        // the arms kept out of the new innermost garment's body, from the pose as
+        // received (the old body's lift may be too much or too little for it)
+        let pose = self.guarded(outfit.first().copied(), &received);
+        if let Some(a) = self.avatars.get_mut(avatar) {
+            let (ts, at) = (a.pose_timestamp, a.received_at);
             *a = Avatar::new(
                 avatar,
                 &outfit,
@@ -489,8 +504,18 @@ impl Engine {
                 at,
                 self.config.codec_effort,
             );
+            a.received = received;
         }
         Ok(())
+    }
+
+    /// `pose` with the arms kept out of the torso of `garment`'s body, when
+    /// [`EngineConfig::keep_arms_out`] (else, or without a garment, as it is).
+    fn guarded(&self, garment: Option<usize>, pose: &Pose) -> Pose {
+        match garment.and_then(|g| self.garments.get(g)) {
+            Some(g) if self.config.keep_arms_out => g.guard.apply(pose),
+            _ => *pose,
+        }
     }
 
     /// What `avatar` wears, inner to outer (`None`: no such avatar).
@@ -534,17 +559,15 @@ impl Engine {
     ) -> Result<(), EngineError> {
         pose.validate()
             .map_err(|e| EngineError::BadValue(e.to_string()))?;
-        if self.config.keep_arms_out {
-            let garment = match self.avatars.get(avatar) {
-                Some(a) => a.layers.first().map_or(0, |l| l.garment),
-                None => self.default_outfit.first().copied().unwrap_or(0),
-            };
-            if let Some(g) = self.garments.get(garment) {
-                pose = g.guard.apply(&pose);
-            }
-        }
+        let innermost = match self.avatars.get(avatar) {
+            Some(a) => a.layers.first().map(|l| l.garment),
+            None => self.default_outfit.first().copied(),
+        };
+        let received = pose;
+        pose = self.guarded(innermost, &pose);
         if let Some(a) = self.avatars.get_mut(avatar) {
             a.pose = pose;
+            a.received = received;
             a.pose_timestamp = pose_timestamp;
             a.received_at = now;
             a.arrived = true;
@@ -556,7 +579,7 @@ impl Engine {
         if self.avatars.len() >= self.config.max_avatars {
             return Err(EngineError::TooManyAvatars(self.config.max_avatars));
         }
-        let a = Avatar::new(
+        let mut a = Avatar::new(
             avatar,
             &self.default_outfit,
             &self.garments,
@@ -565,6 +588,7 @@ impl Engine {
             now,
             self.config.codec_effort,
         );
+        a.received = received;
         self.avatars.insert(avatar.to_string(), a);
         // back before its removal was reported: viewers never learn it went
         self.gone.retain(|g| g != avatar);

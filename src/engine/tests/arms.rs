@@ -74,3 +74,58 @@ fn arms_inside_the_torso_are_lifted_clear_for_body_and_garment() {
         );
     }
 }
+
+/// A change of outfit guards the pose as received for the new garment's body: a shirt
+/// baked on a narrower body needs a smaller lift, which the old body's lift (already
+/// clear of it) would have hidden until the performer's next pose.
+#[test]
+fn wearing_a_garment_of_another_body_guards_the_received_pose_afresh() {
+    let wide = db();
+    let mut narrow = (*second_garment(&wide)).clone();
+    let centre = narrow.body.skeleton[JointId::SPINE2.index()].x;
+    for p in &mut narrow.body.positions {
+        p.x = centre + 0.6 * (p.x - centre);
+    }
+    let narrow = Arc::new(narrow);
+    let lift = |db: &Database, pose: &Pose| {
+        crate::body::SelfContactGuard::new(&db.body.to_body(), crate::bake::GUARD_CLEARANCE)
+            .apply(pose)
+            .rotations[JointId::LEFT_SHOULDER.index()]
+    };
+    let down = arm(std::f32::consts::FRAC_PI_2);
+    let (on_wide, on_narrow) = (lift(&wide, &down), lift(&narrow, &down));
+    assert!(
+        on_wide.angle_between(on_narrow) > 0.05,
+        "the narrow body needs as much lift: the test needs another body"
+    );
+    let config = EngineConfig::default();
+    let mut engine =
+        Engine::with_garments(vec![Arc::clone(&wide), Arc::clone(&narrow)], config.clone())
+            .expect("engine");
+    let synths = [
+        Engine::synthesizer(&wide, &config),
+        Engine::synthesizer(&narrow, &config),
+    ];
+    let mut t = 1.0 / 30.0;
+    let mut streamed = |engine: &mut Engine, t: f64| {
+        let tick = engine.tick(&synths, t).expect("tick");
+        let f = &tick.frames[0];
+        streamed_left_shoulder(f.delta.as_ref().or(f.key.as_ref()).expect("a frame"))
+    };
+    engine.set_pose("a", down, t, t).expect("pose");
+    assert!(streamed(&mut engine, t).angle_between(on_wide) < 1e-3);
+    // no new pose between the change of garment and the next tick
+    for (garment, expected) in [("shirt-b", on_narrow), (&*wide.garment.name, on_wide)] {
+        engine.wear("a", &[garment]).expect("wear");
+        t += 1.0 / 30.0;
+        let shoulder = streamed(&mut engine, t);
+        assert!(
+            shoulder.angle_between(expected) < 1e-3,
+            "wearing {garment}: the shoulder is {} rad off ({} from down, {} from wide, {} from narrow)",
+            shoulder.angle_between(expected),
+            shoulder.angle_between(down.rotations[JointId::LEFT_SHOULDER.index()]),
+            shoulder.angle_between(on_wide),
+            shoulder.angle_between(on_narrow)
+        );
+    }
+}
