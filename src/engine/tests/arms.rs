@@ -107,7 +107,7 @@ fn wearing_a_garment_of_another_body_guards_the_received_pose_afresh() {
         Engine::synthesizer(&narrow, &config),
     ];
     let mut t = 1.0 / 30.0;
-    let mut streamed = |engine: &mut Engine, t: f64| {
+    let streamed = |engine: &mut Engine, t: f64| {
         let tick = engine.tick(&synths, t).expect("tick");
         let f = &tick.frames[0];
         streamed_left_shoulder(f.delta.as_ref().or(f.key.as_ref()).expect("a frame"))
