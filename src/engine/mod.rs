@@ -72,7 +72,7 @@ pub struct EngineConfig {
     pub layers: LayerParams,
     /// Keep each avatar's upper arms out of its torso: a pose that puts an arm inside
     /// the body's chest (a slimmer performer's relaxed arms hang against their sides) has
-    /// that arm turned sideways at the shoulder just enough to clear the torso by the
+    /// that arm turned out at the shoulder just enough to clear the torso by the
     /// bake's [`crate::bake::GUARD_CLEARANCE`] ([`crate::body::SelfContactGuard`]), as
     /// every example pose of a database was. The streamed body pose and the garment
     /// both use the corrected pose. Without it SOR extrapolates from the examples with
