@@ -555,7 +555,6 @@ fn resumed_bakes_reuse_their_own_parts_only() {
     let other = BakeConfig {
         rig: RigParams {
             translation_ridge: 2.0 * cfg.rig.translation_ridge,
-            ..cfg.rig.clone()
         },
         ..cfg
     };
