@@ -121,15 +121,23 @@ fn plain(e: &Sym2, mat: &Material) -> bool {
     l2 >= 0.0
 }
 
+/// StVK's linear stress–strain map, 2μE + λ tr(E) I: the stress of a strain, and
+/// the stress increment of a strain increment.
+fn stvk(e: &Sym2, mat: &Material) -> Sym2 {
+    let (mu, lambda) = (mat.mu, mat.lambda);
+    let tr = e[0][0] + e[1][1];
+    [
+        [2.0 * mu * e[0][0] + lambda * tr, 2.0 * mu * e[0][1]],
+        [2.0 * mu * e[1][0], 2.0 * mu * e[1][1] + lambda * tr],
+    ]
+}
+
 /// Second Piola–Kirchhoff stress S = ∂ψ/∂E for a strain.
 fn stress(e: &Sym2, mat: &Material) -> Sym2 {
     let (mu, lambda, c) = (mat.mu, mat.lambda, mat.compression);
     let tr = e[0][0] + e[1][1];
     if plain(e, mat) {
-        return [
-            [2.0 * mu * e[0][0] + lambda * tr, 2.0 * mu * e[0][1]],
-            [2.0 * mu * e[1][0], 2.0 * mu * e[1][1] + lambda * tr],
-        ];
+        return stvk(e, mat);
     }
     // S = Σ 2μ k(eᵢ) eᵢ vᵢvᵢᵀ + λ k(tr) tr I
     let (e1, e2, v) = eigen2(e);
@@ -154,10 +162,7 @@ fn stress_differential(e: &Sym2, de: &Sym2, mat: &Material) -> Sym2 {
     let tr = e[0][0] + e[1][1];
     let dtr = de[0][0] + de[1][1];
     if plain(e, mat) {
-        return [
-            [2.0 * mu * de[0][0] + lambda * dtr, 2.0 * mu * de[0][1]],
-            [2.0 * mu * de[1][0], 2.0 * mu * de[1][1] + lambda * dtr],
-        ];
+        return stvk(de, mat);
     }
     // spectral function f(e) = 2μ k(e) e: dS = Σ f'(eᵢ)(vᵢᵀdE vᵢ) vᵢvᵢᵀ
     //   + (f(e₁) − f(e₂))/(e₁ − e₂) · (v₁ᵀdE v₂)(v₁v₂ᵀ + v₂v₁ᵀ), plus λ k(tr) tr(dE) I
