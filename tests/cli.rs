@@ -184,6 +184,16 @@ fn bad_inputs_fail_with_a_readable_error() {
         ),
         (
             vec![
+                os("drape"),
+                os("--compression-ratio"),
+                os("0"),
+                os("--out"),
+                x.clone(),
+            ],
+            "the compression ratio must be in (0, 1]",
+        ),
+        (
+            vec![
                 os("render"),
                 os("--bvh"),
                 bad.into(),

@@ -69,12 +69,21 @@ pub(crate) struct DrapeArgs {
     png: Option<PathBuf>,
     /// The membrane's stiffness in compression as a share of its stiffness in tension,
     /// in (0, 1] (1: StVK; default: the simulator's default).
-    #[arg(long)]
+    #[arg(long, value_parser = compression_ratio)]
     compression_ratio: Option<f64>,
     #[command(flatten)]
     body: BodyArgs,
     #[command(flatten)]
     garment_args: GarmentArgs,
+}
+
+/// `--compression-ratio`: a number in (0, 1], refused when the command line is read.
+fn compression_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(c) if c > 0.0 && c <= 1.0 => Ok(c),
+        Ok(_) => Err("the compression ratio must be in (0, 1] (1: StVK)".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
