@@ -244,6 +244,17 @@ fn a_report_to_a_closed_or_full_stdout_ends_cleanly() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{}: {err}", o.status);
     assert!(!err.contains("panicked"), "{err}");
+    // the whole report names the material (the frozen database predates the
+    // compression ratio: it was StVK)
+    let o = bin().arg("inspect").arg(&db).output().expect("run");
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(
+        report.contains(
+            "material     stretch 30 N/m, Poisson 0.3, compression ratio 1 (StVK: baked before"
+        ),
+        "{report}"
+    );
     if std::path::Path::new("/dev/full").exists() {
         let full = std::fs::OpenOptions::new()
             .write(true)

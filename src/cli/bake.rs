@@ -277,5 +277,31 @@ pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
     for s in &db.bake.sources {
         outln!("  source     {s}");
     }
+    outln!("material     {}", material_line(&db.bake.sim));
     Ok(())
+}
+
+/// The cloth material a database was baked with, from its recorded simulator
+/// parameters: stretch and bend stiffness, Poisson ratio, density and the membrane's
+/// compression ratio (absent in databases baked before it existed, which were StVK).
+fn material_line(sim: &serde_json::Value) -> String {
+    let num = |k: &str| sim.get(k).and_then(serde_json::Value::as_f64);
+    let show = |k: &str, unit: &str| match num(k) {
+        None => "?".to_string(),
+        // 1e-5 rather than 0.00001
+        Some(v) if v != 0.0 && v.abs() < 1e-3 => format!("{v:e}{unit}"),
+        Some(v) => format!("{v}{unit}"),
+    };
+    let compression = match num("compression_ratio") {
+        Some(1.0) => "1 (StVK)".to_string(),
+        Some(c) => format!("{c}"),
+        None => "1 (StVK: baked before the ratio was recorded)".to_string(),
+    };
+    format!(
+        "stretch {}, Poisson {}, compression ratio {compression}, bend {}, density {}",
+        show("stretch_stiffness", " N/m"),
+        show("poisson", ""),
+        show("bend_stiffness", " N·m"),
+        show("density", " kg/m²"),
+    )
 }
