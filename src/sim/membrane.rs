@@ -111,14 +111,33 @@ fn g(e: f64, c: f64) -> f64 {
     k(e, c) * e * e
 }
 
-/// True when the material is StVK at this strain (no principal strain and no trace
-/// negative, or c = 1), so the plain formulas apply.
-fn plain(e: &Sym2, mat: &Material) -> bool {
+/// A strain's principal decomposition, where the softened energy differs from StVK.
+struct Principal {
+    /// Principal strains, e₁ ≥ e₂ (e₂ < 0).
+    e1: f64,
+    e2: f64,
+    /// Unit principal directions of e₁ and e₂.
+    v: DVec2,
+    w: DVec2,
+    /// tr E = e₁ + e₂.
+    tr: f64,
+}
+
+/// `None` where the plain StVK formulas apply (no principal strain negative, so the
+/// trace is not either, or c = 1); else the decomposition the softened formulas use,
+/// computed once per strain.
+fn softened(e: &Sym2, mat: &Material) -> Option<Principal> {
     if mat.compression == 1.0 {
-        return true;
+        return None;
     }
-    let (_, l2, _) = eigen2(e);
-    l2 >= 0.0
+    let (e1, e2, v) = eigen2(e);
+    (e2 < 0.0).then(|| Principal {
+        e1,
+        e2,
+        v,
+        w: DVec2::new(-v.y, v.x),
+        tr: e1 + e2,
+    })
 }
 
 /// StVK's linear stress–strain map, 2μE + λ tr(E) I: the stress of a strain, and
@@ -132,18 +151,17 @@ fn stvk(e: &Sym2, mat: &Material) -> Sym2 {
     ]
 }
 
-/// Second Piola–Kirchhoff stress S = ∂ψ/∂E for a strain.
-fn stress(e: &Sym2, mat: &Material) -> Sym2 {
-    let (mu, lambda, c) = (mat.mu, mat.lambda, mat.compression);
-    let tr = e[0][0] + e[1][1];
-    if plain(e, mat) {
+/// Second Piola–Kirchhoff stress S = ∂ψ/∂E for the strain `e` (`soft`: its
+/// [`softened`] decomposition).
+fn stress(e: &Sym2, soft: Option<&Principal>, mat: &Material) -> Sym2 {
+    let Some(p) = soft else {
         return stvk(e, mat);
-    }
+    };
+    let (mu, lambda, c) = (mat.mu, mat.lambda, mat.compression);
+    let (v, w) = (p.v, p.w);
     // S = Σ 2μ k(eᵢ) eᵢ vᵢvᵢᵀ + λ k(tr) tr I
-    let (e1, e2, v) = eigen2(e);
-    let w = DVec2::new(-v.y, v.x);
-    let (s1, s2) = (2.0 * mu * k(e1, c) * e1, 2.0 * mu * k(e2, c) * e2);
-    let iso = lambda * k(tr, c) * tr;
+    let (s1, s2) = (2.0 * mu * k(p.e1, c) * p.e1, 2.0 * mu * k(p.e2, c) * p.e2);
+    let iso = lambda * k(p.tr, c) * p.tr;
     [
         [
             s1 * v.x * v.x + s2 * w.x * w.x + iso,
@@ -156,18 +174,17 @@ fn stress(e: &Sym2, mat: &Material) -> Sym2 {
     ]
 }
 
-/// The stress's derivative dS = (∂²ψ/∂E²)[dE] at strain `e`.
-fn stress_differential(e: &Sym2, de: &Sym2, mat: &Material) -> Sym2 {
-    let (mu, lambda, c) = (mat.mu, mat.lambda, mat.compression);
-    let tr = e[0][0] + e[1][1];
-    let dtr = de[0][0] + de[1][1];
-    if plain(e, mat) {
+/// The stress's derivative dS = (∂²ψ/∂E²)[dE] at a strain whose [`softened`]
+/// decomposition is `soft`.
+fn stress_differential(de: &Sym2, soft: Option<&Principal>, mat: &Material) -> Sym2 {
+    let Some(p) = soft else {
         return stvk(de, mat);
-    }
+    };
+    let (mu, lambda, c) = (mat.mu, mat.lambda, mat.compression);
+    let (e1, e2, v, w) = (p.e1, p.e2, p.v, p.w);
+    let dtr = de[0][0] + de[1][1];
     // spectral function f(e) = 2μ k(e) e: dS = Σ f'(eᵢ)(vᵢᵀdE vᵢ) vᵢvᵢᵀ
     //   + (f(e₁) − f(e₂))/(e₁ − e₂) · (v₁ᵀdE v₂)(v₁v₂ᵀ + v₂v₁ᵀ), plus λ k(tr) tr(dE) I
-    let (e1, e2, v) = eigen2(e);
-    let w = DVec2::new(-v.y, v.x);
     let f = |x: f64| 2.0 * mu * k(x, c) * x;
     let (d1, d2) = (2.0 * mu * k(e1, c), 2.0 * mu * k(e2, c));
     let divided = if e1 - e2 > 1e-12 * (e1.abs() + e2.abs()).max(1e-300) {
@@ -179,7 +196,7 @@ fn stress_differential(e: &Sym2, de: &Sym2, mat: &Material) -> Sym2 {
         a.x * (de[0][0] * b.x + de[0][1] * b.y) + a.y * (de[1][0] * b.x + de[1][1] * b.y)
     };
     let (p1, p2, p12) = (d1 * quad(v, v), d2 * quad(w, w), divided * quad(v, w));
-    let iso = lambda * k(tr, c) * dtr;
+    let iso = lambda * k(p.tr, c) * dtr;
     [
         [
             p1 * v.x * v.x + p2 * w.x * w.x + 2.0 * p12 * v.x * w.x + iso,
@@ -211,21 +228,22 @@ pub(crate) fn principal_strains(r: &MembraneRest, x: &[DVec3; 3]) -> (f64, f64) 
 pub(crate) fn energy(r: &MembraneRest, x: &[DVec3; 3], mat: &Material) -> f64 {
     let f = deformation(r, x);
     let e = green(&f);
-    let tr = e[0][0] + e[1][1];
-    let (mu, lambda) = (mat.mu, mat.lambda);
-    if plain(&e, mat) {
-        let ee = e[0][0] * e[0][0] + 2.0 * e[0][1] * e[0][1] + e[1][1] * e[1][1];
-        return r.area * (mu * ee + 0.5 * lambda * tr * tr);
+    let (mu, lambda, c) = (mat.mu, mat.lambda, mat.compression);
+    match softened(&e, mat) {
+        None => {
+            let tr = e[0][0] + e[1][1];
+            let ee = e[0][0] * e[0][0] + 2.0 * e[0][1] * e[0][1] + e[1][1] * e[1][1];
+            r.area * (mu * ee + 0.5 * lambda * tr * tr)
+        }
+        Some(p) => r.area * (mu * (g(p.e1, c) + g(p.e2, c)) + 0.5 * lambda * g(p.tr, c)),
     }
-    let (e1, e2, _) = eigen2(&e);
-    let c = mat.compression;
-    r.area * (mu * (g(e1, c) + g(e2, c)) + 0.5 * lambda * g(tr, c))
 }
 
 /// Gradient with respect to the three corners, J/m.
 pub(crate) fn gradient(r: &MembraneRest, x: &[DVec3; 3], mat: &Material) -> [DVec3; 3] {
     let f = deformation(r, x);
-    let p = times(&f, &stress(&green(&f), mat));
+    let e = green(&f);
+    let p = times(&f, &stress(&e, softened(&e, mat).as_ref(), mat));
     let m = r.dm_inv;
     // G = A·P·Dm⁻ᵀ; columns are the forces' negatives on corners 1 and 2
     let g1 = (p[0] * m[0][0] + p[1] * m[0][1]) * r.area;
@@ -250,7 +268,8 @@ pub(crate) fn hessian(
     let e = green(&f);
     let m = r.dm_inv;
     // second Piola–Kirchhoff stress, clamped to tension when projecting
-    let mut s2 = stress(&e, mat);
+    let soft = softened(&e, mat);
+    let mut s2 = stress(&e, soft.as_ref(), mat);
     if project {
         s2 = clamp_psd2(s2);
     }
@@ -266,7 +285,7 @@ pub(crate) fn hessian(
         let de = [[df[0].dot(f[0]), de01], [de01, df[1].dot(f[1])]];
         // geometric part dF·S, material part F·dS
         let a = times(df, &s2);
-        let b = times(&f, &stress_differential(&e, &de, mat));
+        let b = times(&f, &stress_differential(&de, soft.as_ref(), mat));
         [a[0] + b[0], a[1] + b[1]]
     };
     let mut c = [[0.0; 6]; 6];
