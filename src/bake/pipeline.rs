@@ -551,33 +551,17 @@ impl Baker<'_> {
     /// the garment (shape, unstressed metric, skin, regions), the simulator and rigging
     /// parameters and the arms-down start.
     fn parts_key(&self) -> String {
-        let mut h = Vec::new();
-        let mut floats = |v: &[Vec3]| {
-            for p in v {
-                for c in p.to_array() {
-                    h.extend_from_slice(&c.to_le_bytes());
-                }
-            }
-        };
-        floats(&self.garment.mesh.positions);
-        floats(&self.garment.metric);
-        floats(&self.body.mesh.positions);
-        for t in &self.garment.mesh.triangles {
-            for v in t {
-                h.extend_from_slice(&v.to_le_bytes());
-            }
-        }
-        for w in &self.garment.region_weights {
-            h.extend_from_slice(&w.to_le_bytes());
-        }
         let settings = serde_json::json!({
-            "garment_skin": format!("{:?}", self.garment.skin),
+            "garment": crate::sor::garment_hash(&GarmentData::from_garment(self.garment)),
+            "body": crate::sor::body_hash(&BodyData::from_body(self.body)),
             "sim": self.cfg.sim,
             "rig": self.cfg.rig,
             "start_arm_angle": self.cfg.start_arm_angle,
         });
-        h.extend_from_slice(settings.to_string().as_bytes());
-        format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&h))
+        format!(
+            "{:016x}",
+            xxhash_rust::xxh3::xxh3_64(settings.to_string().as_bytes())
+        )
     }
 
     /// Makes `dir` hold parts of this bake's settings: parts left by a bake of other
