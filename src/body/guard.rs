@@ -160,7 +160,7 @@ impl SelfContactGuard {
                 let s = to_chest(frames[shj.index()].trans);
                 let e = to_chest(frames[elj.index()].trans);
                 // the largest turn needed, at the elbow or half way down the upper arm
-                let mut turn = Quat::IDENTITY;
+                let (mut turn, mut angle) = (Quat::IDENTITY, 0.0f32);
                 for t in [0.5f32, 1.0] {
                     let q = s.lerp(e, t);
                     if let Some(target) = self.push_out(q) {
@@ -168,14 +168,13 @@ impl SelfContactGuard {
                             (q - s).normalize_or_zero(),
                             (target - s).normalize_or_zero(),
                         );
-                        if r.is_finite()
-                            && r.angle_between(Quat::IDENTITY) > turn.angle_between(Quat::IDENTITY)
-                        {
-                            turn = r;
+                        let a = r.angle_between(Quat::IDENTITY);
+                        if r.is_finite() && a > angle {
+                            (turn, angle) = (r, a);
                         }
                     }
                 }
-                if turn.angle_between(Quat::IDENTITY) < 1e-3 {
+                if angle < 1e-3 {
                     break;
                 }
                 // the turn in the world frame, applied at the shoulder
