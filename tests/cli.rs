@@ -56,6 +56,90 @@ fn assets_writes_readable_skinned_gltf_and_obj() {
     )
     .expect("obj");
     assert!(shirt.vertex_count() > 900);
+    let avatar = clothcast::mesh::read_obj(
+        std::io::BufReader::new(std::fs::File::open(out.join("body.obj")).expect("body obj")),
+        "body.obj",
+    )
+    .expect("body obj");
+    assert_eq!(avatar.vertex_count(), mesh.vertex_count());
+}
+
+/// A garment of one's own: the T-shirt `assets` writes, saved in centimetres as a
+/// modelling tool might, named by a garment TOML with its scale and regions, bakes into
+/// a database of that garment. A mesh named directly, or in the wrong units, is refused
+/// with what to do.
+#[test]
+fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
+    let dir = tmp("own-garment");
+    let small = ["--body-vertices", "2000"];
+    let st = bin()
+        .args(["assets", "--out"])
+        .arg(&dir)
+        .args(small)
+        .args(["--garment-vertices", "900"])
+        .output()
+        .expect("run");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let obj = std::fs::read_to_string(dir.join("tshirt.obj")).expect("obj");
+    let cm: String = obj
+        .lines()
+        .map(|l| match l.strip_prefix("v ") {
+            Some(xyz) => {
+                let v: Vec<f32> = xyz
+                    .split_whitespace()
+                    .map(|c| c.parse::<f32>().expect("number") * 100.0)
+                    .collect();
+                format!("v {} {} {}\n", v[0], v[1], v[2])
+            }
+            None => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::create_dir_all(dir.join("meshes")).expect("dir");
+    std::fs::write(dir.join("meshes/shirt_cm.obj"), cm).expect("write");
+    let toml = |scale: &str| {
+        format!(
+            "name = \"my_shirt\"\nmesh = \"meshes/shirt_cm.obj\"\n{scale}regions_like = \"tshirt\"\npattern_arm_angle = 55\n"
+        )
+    };
+    std::fs::write(dir.join("my_shirt.toml"), toml("scale = 0.01\n")).expect("toml");
+    std::fs::write(dir.join("metres.toml"), toml("")).expect("toml");
+    let db = dir.join("my_shirt.ccdb");
+    let bake = |garment: PathBuf| {
+        bin()
+            .args(["bake", "--garment"])
+            .arg(garment)
+            .args(["--examples", "2", "--limit-samples", "20"])
+            .args(small)
+            .arg("--out")
+            .arg(&db)
+            .output()
+            .expect("run")
+    };
+    let o = bake(dir.join("my_shirt.toml"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = bin().arg("inspect").arg(&db).output().expect("run");
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        report.contains("garment      my_shirt — 900 vertices"),
+        "{report}"
+    );
+    assert!(report.contains("examples     2"), "{report}");
+    for (garment, says) in [
+        (dir.join("meshes/shirt_cm.obj"), "regions_like = \"tshirt\""),
+        (dir.join("metres.toml"), "the body's rest pose and units"),
+    ] {
+        let o = bake(garment.clone());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(says),
+            "{garment:?}: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn gltf_import(path: &std::path::Path) -> (gltf::Document, usize, ()) {

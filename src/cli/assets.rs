@@ -1,4 +1,5 @@
-//! `clothcast assets`: the default body and garments as files.
+//! `clothcast assets`: the default body and garments as files (glTF and OBJ), also the
+//! avatar to model one's own garments on.
 
 use std::path::PathBuf;
 
@@ -38,10 +39,21 @@ pub(crate) fn run(a: AssetsArgs) -> anyhow::Result<()> {
             animation: None,
         },
     )?;
+    // the body as an avatar for garment tools that import OBJ (a garment modelled on it
+    // is imported with a garment TOML naming its mesh: see the README)
+    let body_obj = a.out.join("body.obj");
+    write_file(&body_obj, |w| {
+        write_obj(
+            w,
+            &body.mesh,
+            "clothcast body, rest pose (T-pose), metres, +Y up, facing +Z",
+        )
+    })?;
     outln!(
-        "{}  body, {} vertices, 22-joint skin",
+        "{}  body, {} vertices, 22-joint skin (also {})",
         body_path.display(),
-        body.mesh.vertex_count()
+        body.mesh.vertex_count(),
+        body_obj.display()
     );
     let mut garments = Vec::new();
     for (name, color) in [

@@ -28,7 +28,8 @@ pub(crate) struct BakeArgs {
     /// provisioning step, so that the first start does not bake. Takes no other option.
     #[arg(long = "default", exclusive = true)]
     default_db: bool,
-    /// Garment: built-in name (tshirt, pants) or a garment TOML file.
+    /// Garment: built-in name (tshirt, pants) or a garment TOML file (procedural, or with
+    /// `mesh = "FILE.obj|gltf|glb"` a mesh of one's own: see the README).
     #[arg(long, default_value = "tshirt")]
     garment: String,
     /// Number of examples (the rest pose included).

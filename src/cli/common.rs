@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use crate::body::{Body, BodyOptions, BodyShape};
-use crate::garment::{Garment, GarmentConfig, Legs, Sleeves};
+use crate::garment::{Garment, GarmentConfig, GarmentSpec, Legs, Sleeves};
 use crate::mesh::{GlbScene, Image, write_glb};
 use crate::mocap::{Bvh, Clip, Profile};
 use crate::skeleton::{Pose, Skeleton};
@@ -128,9 +128,42 @@ impl GarmentArgs {
         Ok(cfg)
     }
 
-    pub(crate) fn build(&self, body: &Body, name: &str) -> anyhow::Result<Garment> {
-        let cfg = self.config(name)?;
-        Garment::generate(body, &cfg).with_context(|| format!("generating the {name}"))
+    /// The garment `name_or_path` names: a built-in procedural garment, or a garment
+    /// TOML file (procedural, or with `mesh = …` a mesh file imported and bound to
+    /// `body`; the resolution, sleeve and leg flags apply to procedural ones only).
+    pub(crate) fn build(&self, body: &Body, name_or_path: &str) -> anyhow::Result<Garment> {
+        let path = Path::new(name_or_path);
+        let ext = path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase);
+        if matches!(ext.as_deref(), Some("obj" | "gltf" | "glb")) {
+            anyhow::bail!(
+                "{name_or_path}: a garment mesh is imported through a garment TOML file that names it and its regions, e.g.\n  name = \"my_shirt\"\n  mesh = \"{}\"\n  regions_like = \"tshirt\"\n(see the README, \"Your own garment\")",
+                path.file_name()
+                    .map(|f| f.to_string_lossy())
+                    .unwrap_or_default()
+            );
+        }
+        if ext.as_deref() == Some("toml") {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading {name_or_path}"))?;
+            if let GarmentSpec::Mesh(cfg) =
+                GarmentSpec::from_toml(&text).with_context(|| format!("reading {name_or_path}"))?
+            {
+                if self.garment_vertices.is_some() {
+                    tracing::warn!(
+                        garment = name_or_path,
+                        "--garment-vertices does not apply to an imported mesh: it is used as it is"
+                    );
+                }
+                let dir = path.parent().unwrap_or(Path::new(""));
+                return Garment::import(&cfg, dir, body)
+                    .with_context(|| format!("importing the garment of {name_or_path}"));
+            }
+        }
+        let cfg = self.config(name_or_path)?;
+        Garment::generate(body, &cfg).with_context(|| format!("generating the {name_or_path}"))
     }
 }
 

@@ -46,7 +46,8 @@ impl NamedPose {
 /// Arguments of `clothcast drape`.
 #[derive(Args, Debug)]
 pub(crate) struct DrapeArgs {
-    /// Garment: built-in name (tshirt, pants) or a garment TOML file.
+    /// Garment: built-in name (tshirt, pants) or a garment TOML file (procedural, or with
+    /// `mesh = "FILE.obj|gltf|glb"` a mesh of one's own: see the README).
     #[arg(long, default_value = "tshirt")]
     garment: String,
     /// Pose from this BVH clip (with --frame); otherwise --pose.

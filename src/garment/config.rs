@@ -119,6 +119,34 @@ pub enum GarmentError {
     /// The generated or imported mesh is unusable.
     #[error("garment mesh: {0}")]
     Mesh(#[from] crate::mesh::MeshError),
+    /// A garment mesh file could not be read (the reader's error, as text).
+    #[error("garment mesh file: {0}")]
+    MeshFile(String),
+    /// A garment mesh file of a format that is not read.
+    #[error("{0}: garment meshes are read from OBJ (.obj), glTF (.gltf) or GLB (.glb) files")]
+    Format(String),
+    /// An imported garment mesh has more vertices than a garment may.
+    #[error(
+        "garment mesh has {count} vertices (limit {limit}): decimate it first (runtime cost grows with the vertex count)"
+    )]
+    TooManyVertices {
+        /// Vertices used by its triangles.
+        count: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// An imported garment mesh lies deep inside the body somewhere.
+    #[error(
+        "garment vertex {vertex} is {depth:.3} m inside the body (at most {limit} m is pushed out): fit the garment to the body's rest pose first"
+    )]
+    InsideBody {
+        /// Vertex index (of the mesh as imported, unused vertices dropped).
+        vertex: usize,
+        /// Its depth, metres.
+        depth: f32,
+        /// The deepest a vertex may lie and be pushed out, metres.
+        limit: f32,
+    },
     /// The garment does not cover the body it should (imported mesh far from the body).
     #[error(
         "garment vertex {vertex} is {distance:.3} m from the body (limit {limit} m): is the garment in the body's rest pose and units?"
@@ -133,46 +161,43 @@ pub enum GarmentError {
     },
 }
 
+impl From<crate::mesh::MeshIoError> for GarmentError {
+    fn from(e: crate::mesh::MeshIoError) -> Self {
+        GarmentError::MeshFile(e.to_string())
+    }
+}
+
+/// `Ok` when `lo ≤ value ≤ hi` (not NaN), else the parameter error naming `range`.
+fn in_range(
+    name: &'static str,
+    value: f32,
+    lo: f32,
+    hi: f32,
+    range: &'static str,
+) -> Result<(), GarmentError> {
+    if (lo..=hi).contains(&value) {
+        Ok(())
+    } else {
+        Err(GarmentError::Parameter { name, value, range })
+    }
+}
+
 impl GarmentConfig {
     /// Parses a configuration and checks its parameters and regions.
     pub fn from_toml(text: &str) -> Result<GarmentConfig, GarmentError> {
         let c: GarmentConfig =
             toml::from_str(text).map_err(|e| GarmentError::Toml(e.to_string()))?;
-        if !(0.005..=0.08).contains(&c.ease) {
-            return Err(GarmentError::Parameter {
-                name: "ease",
-                value: c.ease,
-                range: "0.005–0.08 m",
-            });
-        }
-        if !(0.0..=80.0).contains(&c.pattern_arm_angle) {
-            return Err(GarmentError::Parameter {
-                name: "pattern_arm_angle",
-                value: c.pattern_arm_angle,
-                range: "0–80°",
-            });
-        }
-        if !(0.0..=0.6).contains(&c.waistband) {
-            return Err(GarmentError::Parameter {
-                name: "waistband",
-                value: c.waistband,
-                range: "0–0.6",
-            });
-        }
-        if !(0.0..=0.3).contains(&c.waistband_height) {
-            return Err(GarmentError::Parameter {
-                name: "waistband_height",
-                value: c.waistband_height,
-                range: "0–0.3 m",
-            });
-        }
-        if !(500..=100_000).contains(&c.target_vertices) {
-            return Err(GarmentError::Parameter {
-                name: "target_vertices",
-                value: c.target_vertices as f32,
-                range: "500–100000",
-            });
-        }
+        in_range("ease", c.ease, 0.005, 0.08, "0.005–0.08 m")?;
+        in_range("pattern_arm_angle", c.pattern_arm_angle, 0.0, 80.0, "0–80°")?;
+        in_range("waistband", c.waistband, 0.0, 0.6, "0–0.6")?;
+        in_range("waistband_height", c.waistband_height, 0.0, 0.3, "0–0.3 m")?;
+        in_range(
+            "target_vertices",
+            c.target_vertices as f32,
+            500.0,
+            100_000.0,
+            "500–100000",
+        )?;
         RegionTable::from_config(&c.regions)?;
         Ok(c)
     }
@@ -184,6 +209,88 @@ impl GarmentConfig {
             .find(|(n, _)| *n == name)
             .ok_or_else(|| GarmentError::NotFound(name.to_string()))?;
         Self::from_toml(text)
+    }
+}
+
+/// A garment imported from a mesh file, as read from TOML: a file with a `mesh` entry
+/// (see [`GarmentSpec`]). The mesh is the garment on the body in its rest pose
+/// (T-pose, +Y up, facing +Z), in file units that `scale` turns into metres.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeshGarmentConfig {
+    /// Garment name.
+    pub name: String,
+    /// The mesh file (OBJ, glTF or GLB), relative to the TOML file's folder.
+    pub mesh: std::path::PathBuf,
+    /// File units to metres (0.01 for centimetres); 1e-4–100.
+    #[serde(default = "unit_scale")]
+    pub scale: f32,
+    /// Arm angle below the T-pose the garment's sleeves were cut for, degrees (0–80;
+    /// 0: the mesh as modelled is unstressed), as for procedural garments.
+    #[serde(default)]
+    pub pattern_arm_angle: f32,
+    /// Take the regions of this built-in garment (`tshirt`, `pants`) …
+    #[serde(default)]
+    pub regions_like: Option<String>,
+    /// … or these bone groups (SOR §5); exactly one of the two.
+    #[serde(default)]
+    pub regions: Vec<RegionConfig>,
+}
+
+fn unit_scale() -> f32 {
+    1.0
+}
+
+impl MeshGarmentConfig {
+    /// Parses a configuration and checks its parameters and regions.
+    pub fn from_toml(text: &str) -> Result<MeshGarmentConfig, GarmentError> {
+        let c: MeshGarmentConfig =
+            toml::from_str(text).map_err(|e| GarmentError::Toml(e.to_string()))?;
+        in_range("scale", c.scale, 1e-4, 100.0, "1e-4–100")?;
+        in_range("pattern_arm_angle", c.pattern_arm_angle, 0.0, 80.0, "0–80°")?;
+        if c.mesh.as_os_str().is_empty() {
+            return Err(GarmentError::Toml("`mesh` is empty".into()));
+        }
+        c.region_table()?;
+        Ok(c)
+    }
+
+    /// The region table: the named built-in garment's or the listed one.
+    pub fn region_table(&self) -> Result<RegionTable, GarmentError> {
+        match (&self.regions_like, self.regions.is_empty()) {
+            (Some(name), true) => RegionTable::from_config(&GarmentConfig::builtin(name)?.regions),
+            (None, false) => RegionTable::from_config(&self.regions),
+            (Some(_), false) => Err(GarmentError::Regions(
+                "give either `regions_like` or `[[regions]]`, not both".into(),
+            )),
+            (None, true) => Err(GarmentError::Regions(
+                "no regions: give `regions_like = \"tshirt\"` (or \"pants\") or `[[regions]]` tables".into(),
+            )),
+        }
+    }
+}
+
+/// What a garment TOML file describes: a procedural garment ([`GarmentConfig`]), or,
+/// when it has a `mesh` entry, a garment imported from a mesh file
+/// ([`MeshGarmentConfig`]).
+#[derive(Clone, Debug)]
+pub enum GarmentSpec {
+    /// Cut from a pattern around the procedural body.
+    Pattern(GarmentConfig),
+    /// Read from a mesh file.
+    Mesh(MeshGarmentConfig),
+}
+
+impl GarmentSpec {
+    /// Parses either kind of garment TOML (see [`GarmentSpec`]).
+    pub fn from_toml(text: &str) -> Result<GarmentSpec, GarmentError> {
+        let table: toml::Table =
+            toml::from_str(text).map_err(|e| GarmentError::Toml(e.to_string()))?;
+        if table.contains_key("mesh") {
+            MeshGarmentConfig::from_toml(text).map(GarmentSpec::Mesh)
+        } else {
+            GarmentConfig::from_toml(text).map(GarmentSpec::Pattern)
+        }
     }
 }
 

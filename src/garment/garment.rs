@@ -98,7 +98,7 @@ impl Garment {
 
     /// The garment skinned to the pattern pose (arms lowered by `arm_angle_deg`
     /// degrees from the T-pose): its unstressed geometry.
-    fn pattern_metric(&self, body: &Body, arm_angle_deg: f32) -> Vec<Vec3> {
+    pub(super) fn pattern_metric(&self, body: &Body, arm_angle_deg: f32) -> Vec<Vec3> {
         if arm_angle_deg == 0.0 {
             return self.mesh.positions.clone();
         }
@@ -177,7 +177,11 @@ impl Garment {
 
 /// Moves any vertex closer to the body than `clearance` out along the body's normal
 /// (happens only near openings, where body parts outside the pattern's bones pass).
-fn push_out_of_body(mesh: &mut TriMesh, body: &Body, clearance: f32) -> Result<(), GarmentError> {
+pub(super) fn push_out_of_body(
+    mesh: &mut TriMesh,
+    body: &Body,
+    clearance: f32,
+) -> Result<(), GarmentError> {
     let q = MeshQuery::build(&body.mesh)?;
     for p in &mut mesh.positions {
         let hit = q.closest(*p);

@@ -1,0 +1,247 @@
+use std::sync::OnceLock;
+
+use glam::Vec3;
+
+use super::*;
+use crate::garment::{GarmentConfig, GarmentSpec};
+use crate::mesh::{Topology, write_obj};
+
+fn body() -> &'static Body {
+    static B: OnceLock<Body> = OnceLock::new();
+    B.get_or_init(|| Body::default_body().expect("body"))
+}
+
+/// The procedural T-shirt, as an artist would start from (`clothcast assets`).
+fn tshirt() -> &'static Garment {
+    static G: OnceLock<Garment> = OnceLock::new();
+    G.get_or_init(|| {
+        let cfg = GarmentConfig::builtin("tshirt").expect("cfg");
+        Garment::generate(body(), &cfg).expect("tshirt")
+    })
+}
+
+fn regions() -> RegionTable {
+    tshirt().regions.clone()
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("clothcast-import-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    dir
+}
+
+/// An OBJ in centimetres, its vertices split along a seam as exporters split them at
+/// texture seams, with a stray vertex no face uses: imported with `scale = 0.01` it is
+/// the same garment, bound the same way.
+#[test]
+fn a_garment_in_centimetres_with_split_seams_imports_as_the_same_garment() {
+    let g = tshirt();
+    let mut mesh = g.mesh.clone();
+    // split: triangles touching vertex 0 except the first get a copy of it
+    let copy = mesh.positions.len() as u32;
+    mesh.positions.push(mesh.positions[0]);
+    let mut seen = false;
+    for t in &mut mesh.triangles {
+        if let Some(c) = t.iter_mut().find(|v| **v == 0) {
+            if seen {
+                *c = copy;
+            }
+            seen = true;
+        }
+    }
+    mesh.positions.push(Vec3::new(9.0, 9.0, 9.0));
+    for p in &mut mesh.positions {
+        *p *= 100.0;
+    }
+    let dir = temp_dir("cm");
+    let mut obj = Vec::new();
+    write_obj(&mut obj, &mesh, "a shirt in cm").expect("write");
+    std::fs::write(dir.join("shirt.obj"), obj).expect("obj");
+    let toml =
+        "name = \"my_shirt\"\nmesh = \"shirt.obj\"\nscale = 0.01\nregions_like = \"tshirt\"\n";
+    let GarmentSpec::Mesh(cfg) = GarmentSpec::from_toml(toml).expect("parses") else {
+        panic!("a file with `mesh` is a mesh garment");
+    };
+    let imported = Garment::import(&cfg, &dir, body()).expect("imports");
+    assert_eq!(imported.name, "my_shirt");
+    assert_eq!(imported.vertex_count(), g.vertex_count());
+    Topology::build(&imported.mesh).expect("manifold again");
+    let moved = imported
+        .mesh
+        .positions
+        .iter()
+        .zip(&g.mesh.positions)
+        .map(|(a, b)| (*a - *b).length())
+        .fold(0.0f32, f32::max);
+    assert!(moved < 1e-5, "moved {moved} m");
+    assert_eq!(imported.binding, g.binding);
+    assert_eq!(imported.region_weights, g.region_weights);
+    assert_eq!(
+        imported.metric, imported.mesh.positions,
+        "unstressed as modelled"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A few vertices slightly inside the body (a garment modelled loosely) are moved out
+/// to the rest clearance; a garment that sinks deep into the body is refused, naming
+/// the vertex and how deep it lies.
+#[test]
+fn shallow_penetrations_are_pushed_out_and_deep_ones_refused() {
+    let g = tshirt();
+    let query = MeshQuery::build(&body().mesh).expect("query");
+    let depth_of = |p: Vec3| -query.closest(p).signed_distance(p);
+    // 5 mm inside at every 50th vertex
+    let mut mesh = g.mesh.clone();
+    let sunk: Vec<usize> = (0..mesh.vertex_count()).step_by(50).collect();
+    for &v in &sunk {
+        let hit = query.closest(mesh.positions[v]);
+        mesh.positions[v] = hit.point - hit.normal * 0.005;
+    }
+    assert!(sunk.iter().all(|&v| depth_of(mesh.positions[v]) > 0.004));
+    let imported = Garment::from_mesh("loose", mesh.clone(), body(), regions(), 0.0)
+        .expect("shallow penetrations are fixed");
+    let worst = sunk
+        .iter()
+        .map(|&v| depth_of(imported.mesh.positions[v]))
+        .fold(f32::MIN, f32::max);
+    assert!(
+        worst <= -0.9 * REST_CLEARANCE,
+        "a sunk vertex is {worst} m deep after the import"
+    );
+    // 5 cm inside at one vertex
+    let v = sunk[3];
+    let hit = query.closest(mesh.positions[v]);
+    mesh.positions[v] = hit.point - hit.normal * 0.05;
+    match Garment::from_mesh("sunk", mesh, body(), regions(), 0.0) {
+        Err(GarmentError::InsideBody {
+            vertex,
+            depth,
+            limit,
+        }) => {
+            assert_eq!(vertex, v);
+            assert!((depth - 0.05).abs() < 0.01, "{depth}");
+            assert_eq!(limit, MAX_IMPORT_DEPTH);
+        }
+        other => panic!("expected InsideBody, got {other:?}"),
+    }
+}
+
+/// What a user's file can get wrong is refused by name: the format, a missing file,
+/// non-finite or degenerate geometry, a non-manifold mesh, too many vertices, far from
+/// the body (wrong units), and the configuration itself.
+#[test]
+fn bad_garment_meshes_and_configs_are_refused_by_name() {
+    let dir = temp_dir("bad");
+    std::fs::write(dir.join("shirt.stl"), "solid x\nendsolid x\n").expect("stl");
+    assert!(matches!(
+        read_garment_mesh(&dir.join("shirt.stl")),
+        Err(GarmentError::Format(p)) if p.ends_with("shirt.stl")
+    ));
+    let missing = read_garment_mesh(&dir.join("nowhere.obj")).expect_err("missing");
+    assert!(missing.to_string().contains("nowhere.obj"), "{missing}");
+    std::fs::write(dir.join("garbage.glb"), b"not a glb").expect("glb");
+    assert!(matches!(
+        read_garment_mesh(&dir.join("garbage.glb")),
+        Err(GarmentError::MeshFile(_))
+    ));
+    let tri = |positions: Vec<Vec3>, triangles: Vec<[u32; 3]>| {
+        Garment::from_mesh(
+            "x",
+            TriMesh::new(positions, triangles),
+            body(),
+            regions(),
+            0.0,
+        )
+    };
+    let chest = body()
+        .skeleton
+        .rest_position(crate::skeleton::JointId::SPINE3)
+        + Vec3::new(0.0, 0.0, 0.2);
+    let quad = vec![
+        chest,
+        chest + Vec3::X * 0.05,
+        chest + Vec3::Y * 0.05,
+        chest + Vec3::new(0.05, 0.05, 0.0),
+    ];
+    let mut nan = quad.clone();
+    nan[1].x = f32::NAN;
+    assert!(matches!(
+        tri(nan, vec![[0, 1, 2]]),
+        Err(GarmentError::Mesh(crate::mesh::MeshError::NonFinite(1)))
+    ));
+    // three corners on a line
+    let line = vec![chest, chest + Vec3::X * 0.05, chest + Vec3::X * 0.1];
+    assert!(matches!(
+        tri(line, vec![[0, 1, 2]]),
+        Err(GarmentError::Mesh(crate::mesh::MeshError::Degenerate(0)))
+    ));
+    // one edge shared by three triangles
+    let mut fan = quad.clone();
+    fan.push(chest + Vec3::new(0.02, 0.02, 0.05));
+    assert!(matches!(
+        tri(fan, vec![[0, 1, 2], [1, 3, 2], [1, 2, 4]]),
+        Err(GarmentError::Mesh(_))
+    ));
+    // a sheet in metres, read as if it were centimetres: 100 times too large
+    let far: Vec<Vec3> = quad.iter().map(|p| *p * 100.0).collect();
+    assert!(matches!(
+        tri(far, vec![[0, 1, 2], [1, 3, 2]]),
+        Err(GarmentError::FarFromBody { .. })
+    ));
+    // a grid of 317 × 317 vertices (100 489), no matter where
+    let n = 317u32;
+    let grid: Vec<Vec3> = (0..n * n)
+        .map(|i| chest + Vec3::new((i % n) as f32, (i / n) as f32, 0.0) * 1e-3)
+        .collect();
+    let cells: Vec<[u32; 3]> = (0..n - 1)
+        .flat_map(|y| (0..n - 1).map(move |x| (x, y)))
+        .flat_map(|(x, y)| {
+            let a = y * n + x;
+            [[a, a + 1, a + n], [a + 1, a + n + 1, a + n]]
+        })
+        .collect();
+    assert!(matches!(
+        tri(grid, cells),
+        Err(GarmentError::TooManyVertices {
+            count: 100_489,
+            limit: MAX_IMPORT_VERTICES
+        })
+    ));
+    // configurations
+    let parse = |t: &str| GarmentSpec::from_toml(t).map(|_| ());
+    for (text, says) in [
+        ("name = \"x\"\nmesh = \"a.obj\"\n", "no regions"),
+        (
+            "name = \"x\"\nmesh = \"a.obj\"\nregions_like = \"tshirt\"\n[[regions]]\nname = \"all\"\nbones = []\n",
+            "not both",
+        ),
+        (
+            "name = \"x\"\nmesh = \"a.obj\"\nregions_like = \"cape\"\n",
+            "no built-in garment \"cape\"",
+        ),
+        (
+            "name = \"x\"\nmesh = \"a.obj\"\nscale = 0\nregions_like = \"tshirt\"\n",
+            "scale = 0",
+        ),
+        (
+            "name = \"x\"\nmesh = \"a.obj\"\nease = 0.02\nregions_like = \"tshirt\"\n",
+            "unknown field `ease`",
+        ),
+        (
+            "name = \"x\"\nmesh = \"\"\nregions_like = \"tshirt\"\n",
+            "`mesh` is empty",
+        ),
+        ("name = \"x\"\nmesh = 3\n", "invalid type"),
+    ] {
+        let err = parse(text).expect_err(text).to_string();
+        assert!(err.contains(says), "{text}: {err}");
+    }
+    // a procedural garment's file is still one
+    assert!(matches!(
+        GarmentSpec::from_toml(crate::garment::BUILTIN_GARMENTS[0].1),
+        Ok(GarmentSpec::Pattern(_))
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+}
