@@ -64,18 +64,18 @@ fn assets_writes_readable_skinned_gltf_and_obj() {
     assert_eq!(avatar.vertex_count(), mesh.vertex_count());
 }
 
-/// A garment of one's own: the T-shirt `assets` writes, saved in centimetres as a
-/// modelling tool might, named by a garment TOML with its scale and regions, bakes into
-/// a database of that garment. A mesh named directly, or in the wrong units, is refused
-/// with what to do.
+/// A body and a garment of one's own: the body and T-shirt `assets` writes for a
+/// shorter person (a skinned glTF, and the shirt saved in centimetres as a modelling
+/// tool might, named by a garment TOML with its scale and regions) bake into a database
+/// of that garment on that body. A mesh named directly, or in the wrong units, is
+/// refused with what to do, as is a procedural garment on an imported body.
 #[test]
 fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
     let dir = tmp("own-garment");
-    let small = ["--body-vertices", "2000"];
     let st = bin()
         .args(["assets", "--out"])
         .arg(&dir)
-        .args(small)
+        .args(["--height", "1.6", "--body-vertices", "2000"])
         .args(["--garment-vertices", "900"])
         .output()
         .expect("run");
@@ -108,12 +108,14 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
     std::fs::write(dir.join("my_shirt.toml"), toml("scale = 0.01\n")).expect("toml");
     std::fs::write(dir.join("metres.toml"), toml("")).expect("toml");
     let db = dir.join("my_shirt.ccdb");
+    let avatar = dir.join("body.glb");
     let bake = |garment: PathBuf| {
         bin()
             .args(["bake", "--garment"])
             .arg(garment)
             .args(["--examples", "2", "--limit-samples", "20"])
-            .args(small)
+            .arg("--body")
+            .arg(&avatar)
             .arg("--out")
             .arg(&db)
             .output()
@@ -128,9 +130,17 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
         "{report}"
     );
     assert!(report.contains("examples     2"), "{report}");
+    assert!(
+        report.contains("body         2000 vertices") && report.contains("height 1.600 m"),
+        "{report}"
+    );
     for (garment, says) in [
         (dir.join("meshes/shirt_cm.obj"), "regions_like = \"tshirt\""),
         (dir.join("metres.toml"), "the body's rest pose and units"),
+        (
+            "tshirt".into(),
+            "procedural garments need the procedural body",
+        ),
     ] {
         let o = bake(garment.clone());
         let err = String::from_utf8_lossy(&o.stderr);

@@ -23,10 +23,7 @@ pub(crate) struct AssetsArgs {
 }
 
 pub(crate) fn run(a: AssetsArgs) -> anyhow::Result<()> {
-    eprintln!(
-        "generating body (height {} m, weight {} kg) …",
-        a.body.height, a.body.weight
-    );
+    eprintln!("{} …", a.body.describe());
     let body = a.body.build()?;
     let skel = glb_skeleton(&body.skeleton);
     let body_data = body.export_mesh();
@@ -55,6 +52,14 @@ pub(crate) fn run(a: AssetsArgs) -> anyhow::Result<()> {
         body.mesh.vertex_count(),
         body_obj.display()
     );
+    if body.field().is_none() {
+        // procedural garments are cut around the generated body's implicit surface
+        eprintln!(
+            "no garments: the built-in ones are cut around the generated body; model yours on {} and import it (see the README, \"Your own garment\")",
+            body_obj.display()
+        );
+        return Ok(());
+    }
     let mut garments = Vec::new();
     for (name, color) in [
         ("tshirt", [0.15, 0.35, 0.75, 1.0]),

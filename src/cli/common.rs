@@ -49,10 +49,40 @@ pub(crate) struct BodyArgs {
     /// Body mesh resolution, vertices.
     #[arg(long, default_value_t = 6000)]
     pub(crate) body_vertices: usize,
+    /// A skinned humanoid of one's own (glTF or GLB, bound in a T- or A-pose; one
+    /// closed mesh) instead of the generated body: its joints are mapped onto the
+    /// canonical skeleton and its mesh brought into the canonical T-pose. The shape
+    /// and resolution flags do not apply; garments on it are imported meshes (a
+    /// garment TOML with `mesh = …`), since procedural ones are cut around the
+    /// generated body.
+    #[arg(long = "body", value_name = "FILE.glb")]
+    pub(crate) file: Option<PathBuf>,
+    /// Skeleton profile of `--body`'s joints (built-in name or TOML file; detected
+    /// from the joint names when omitted).
+    #[arg(long, requires = "file", value_name = "PROFILE")]
+    pub(crate) body_profile: Option<String>,
 }
 
 impl BodyArgs {
+    /// What the body is, for a status line.
+    pub(crate) fn describe(&self) -> String {
+        match &self.file {
+            Some(f) => format!("importing the body {}", f.display()),
+            None => format!(
+                "generating the body (height {} m, weight {} kg)",
+                self.height, self.weight
+            ),
+        }
+    }
+
     pub(crate) fn build(&self) -> anyhow::Result<Body> {
+        if let Some(path) = &self.file {
+            let profile = self.body_profile.as_deref().map(load_profile).transpose()?;
+            let loaded = crate::mesh::read_gltf_skinned(path)
+                .with_context(|| format!("reading the body {}", path.display()))?;
+            return Body::import_humanoid(&loaded, profile.as_ref())
+                .with_context(|| format!("importing the body {}", path.display()));
+        }
         let shape = BodyShape {
             height: self.height,
             weight: self.weight,
