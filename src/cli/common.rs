@@ -136,7 +136,7 @@ impl GarmentArgs {
     pub(crate) fn config(&self, name_or_path: &str) -> anyhow::Result<GarmentConfig> {
         let mut cfg = if Path::new(name_or_path)
             .extension()
-            .is_some_and(|e| e == "toml")
+            .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
         {
             let text = std::fs::read_to_string(name_or_path)
                 .with_context(|| format!("reading {name_or_path}"))?;

@@ -135,6 +135,17 @@ pub enum GarmentError {
         /// The limit.
         limit: usize,
     },
+    /// A part of an imported garment mesh is a closed surface: nothing can be worn
+    /// through it (typically the avatar exported along with the garment).
+    #[error(
+        "part of the garment mesh ({vertices} vertices, from vertex {vertex}) is a closed surface, without openings: was the avatar exported with the garment? Export the garment alone"
+    )]
+    ClosedPart {
+        /// The part's lowest vertex index (of the mesh as imported, unused vertices dropped).
+        vertex: usize,
+        /// Its vertex count.
+        vertices: usize,
+    },
     /// An imported garment mesh lies deep inside the body somewhere.
     #[error(
         "garment vertex {vertex} is {depth:.3} m inside the body (at most {limit} m is pushed out): fit the garment to the body's rest pose first"

@@ -64,7 +64,7 @@ impl Garment {
             Some(&pat.clip),
             RemeshOptions::with_target(cfg.target_vertices),
         )?;
-        push_out_of_body(&mut mesh, body, REST_CLEARANCE)?;
+        push_out_of_body(&mut mesh, &MeshQuery::build(&body.mesh)?, REST_CLEARANCE)?;
         let mut g = Self::bind(&cfg.name, mesh, body, regions)?;
         g.metric = g.pattern_metric(body, cfg.pattern_arm_angle);
         g.gather_waistband(body, cfg.waistband, cfg.waistband_height);
@@ -175,14 +175,14 @@ impl Garment {
     }
 }
 
-/// Moves any vertex closer to the body than `clearance` out along the body's normal
-/// (happens only near openings, where body parts outside the pattern's bones pass).
+/// Moves any vertex closer to the body (`q`, its query) than `clearance` out along the
+/// body's normal (for generated garments this happens only near openings, where body
+/// parts outside the pattern's bones pass).
 pub(super) fn push_out_of_body(
     mesh: &mut TriMesh,
-    body: &Body,
+    q: &MeshQuery,
     clearance: f32,
 ) -> Result<(), GarmentError> {
-    let q = MeshQuery::build(&body.mesh)?;
     for p in &mut mesh.positions {
         let hit = q.closest(*p);
         let d = hit.signed_distance(*p);

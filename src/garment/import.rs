@@ -10,7 +10,7 @@ use glam::Vec3;
 use super::config::{GarmentError, MeshGarmentConfig, RegionTable};
 use super::garment::{Garment, REST_CLEARANCE, push_out_of_body};
 use crate::body::Body;
-use crate::mesh::{MeshIoError, MeshQuery, TriMesh, read_gltf_mesh, read_obj, weld};
+use crate::mesh::{MeshIoError, MeshQuery, Topology, TriMesh, read_gltf_mesh, read_obj, weld};
 
 /// Most vertices an imported garment may have (a procedural one has ~3 000; synthesis,
 /// coding and baking cost grow with the count).
@@ -68,8 +68,9 @@ impl Garment {
     /// A garment from any mesh on `body` in its rest pose (metres): coincident vertices
     /// welded, triangles that collapse dropped and vertices no triangle uses dropped;
     /// refused when it has more than [`MAX_IMPORT_VERTICES`] vertices, is not an
-    /// oriented 2-manifold (with boundary), has a degenerate triangle or a vertex more
-    /// than [`MAX_IMPORT_DEPTH`] inside the body. Vertices inside or closer than
+    /// oriented 2-manifold (with boundary), has a closed part (no opening to wear it
+    /// through), a degenerate triangle or a vertex more than [`MAX_IMPORT_DEPTH`]
+    /// inside the body. Vertices inside or closer than
     /// [`REST_CLEARANCE`] to the body are moved out to it, then the mesh is bound
     /// ([`Garment::bind`]). Its unstressed shape is the mesh as placed, or skinned to
     /// arms `arm_angle_deg` degrees below the T-pose when that is not 0.
@@ -91,6 +92,7 @@ impl Garment {
             });
         }
         mesh.validate(0.0)?;
+        closed_part(&mesh)?;
         let query = MeshQuery::build(&body.mesh)?;
         let deepest = mesh
             .positions
@@ -105,10 +107,35 @@ impl Garment {
                 limit: MAX_IMPORT_DEPTH,
             });
         }
-        push_out_of_body(&mut mesh, body, REST_CLEARANCE)?;
+        push_out_of_body(&mut mesh, &query, REST_CLEARANCE)?;
         let mut g = Self::bind(name, mesh, body, regions)?;
         g.metric = g.pattern_metric(body, arm_angle_deg);
         Ok(g)
+    }
+}
+
+/// Refuses a mesh with a connected part that has no boundary (see
+/// [`GarmentError::ClosedPart`]); also refuses a mesh that is not an oriented manifold.
+fn closed_part(mesh: &TriMesh) -> Result<(), GarmentError> {
+    let topo = Topology::build(mesh)?;
+    let (label, parts) = topo.components(mesh);
+    let mut open = vec![false; parts];
+    let mut size = vec![0usize; parts];
+    let mut first = vec![usize::MAX; parts];
+    let boundary = topo.boundary_vertices(mesh.vertex_count());
+    for (v, &c) in label.iter().enumerate() {
+        if let Some(c) = (c != u32::MAX).then_some(c as usize) {
+            open[c] |= boundary[v];
+            size[c] += 1;
+            first[c] = first[c].min(v);
+        }
+    }
+    match (0..parts).find(|&c| !open[c]) {
+        Some(c) => Err(GarmentError::ClosedPart {
+            vertex: first[c],
+            vertices: size[c],
+        }),
+        None => Ok(()),
     }
 }
 

@@ -235,6 +235,12 @@ impl Topology {
 
     /// Number of connected components (vertices without triangles are not counted).
     pub fn component_count(&self, mesh: &TriMesh) -> usize {
+        self.components(mesh).1
+    }
+
+    /// The connected component of every vertex (`u32::MAX` for vertices without
+    /// triangles), numbered from 0 in the order of their lowest vertex, and their count.
+    pub fn components(&self, mesh: &TriMesh) -> (Vec<u32>, usize) {
         let nv = mesh.positions.len();
         let mut label = vec![u32::MAX; nv];
         let mut used = vec![false; nv];
@@ -261,7 +267,7 @@ impl Topology {
             }
             count += 1;
         }
-        count as usize
+        (label, count as usize)
     }
 
     /// For each interior edge, the four vertices of its two triangles:

@@ -184,6 +184,30 @@ fn bad_garment_meshes_and_configs_are_refused_by_name() {
         tri(fan, vec![[0, 1, 2], [1, 3, 2], [1, 2, 4]]),
         Err(GarmentError::Mesh(_))
     ));
+    // the avatar exported along with the shirt: its closed surface is refused
+    let shirt = &tshirt().mesh;
+    let avatar = &body().mesh;
+    let off = shirt.vertex_count() as u32;
+    let both = TriMesh::new(
+        shirt
+            .positions
+            .iter()
+            .chain(&avatar.positions)
+            .copied()
+            .collect(),
+        shirt
+            .triangles
+            .iter()
+            .copied()
+            .chain(avatar.triangles.iter().map(|t| t.map(|v| v + off)))
+            .collect(),
+    );
+    match Garment::from_mesh("both", both, body(), regions(), 0.0) {
+        Err(GarmentError::ClosedPart { vertex, vertices }) => {
+            assert_eq!((vertex, vertices), (off as usize, avatar.vertex_count()));
+        }
+        other => panic!("expected ClosedPart, got {other:?}"),
+    }
     // a sheet in metres, read as if it were centimetres: 100 times too large
     let far: Vec<Vec3> = quad.iter().map(|p| *p * 100.0).collect();
     assert!(matches!(
