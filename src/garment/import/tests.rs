@@ -81,6 +81,43 @@ fn a_garment_in_centimetres_with_split_seams_imports_as_the_same_garment() {
         imported.metric, imported.mesh.positions,
         "unstressed as modelled"
     );
+    // the same shirt as a skinned GLB (as `clothcast assets` writes it), its sleeves
+    // cut for arms 55° down, with one region of every bone
+    let normals = g.mesh.vertex_normals();
+    let scene = crate::mesh::GlbScene {
+        skeleton: Some(crate::body::glb_skeleton(&body().skeleton)),
+        meshes: vec![g.glb_mesh(&normals, [1.0; 4])],
+        animation: None,
+    };
+    let file = std::fs::File::create(dir.join("shirt.glb")).expect("create");
+    crate::mesh::write_glb(file, &scene).expect("glb");
+    let bones: Vec<String> = crate::skeleton::JointId::all()
+        .map(|j| format!("\"{}\"", j.name()))
+        .collect();
+    let toml = format!(
+        "name = \"glb_shirt\"\nmesh = \"shirt.glb\"\npattern_arm_angle = 55\n[[regions]]\nname = \"all\"\nbones = [{}]\n",
+        bones.join(", ")
+    );
+    let GarmentSpec::Mesh(cfg) = GarmentSpec::from_toml(&toml).expect("parses") else {
+        panic!("a mesh garment");
+    };
+    let from_glb = Garment::import(&cfg, &dir, body()).expect("imports the glb");
+    assert_eq!(from_glb.vertex_count(), g.vertex_count());
+    assert_eq!(from_glb.regions.len(), 1);
+    assert!(
+        from_glb
+            .region_weights
+            .iter()
+            .all(|w| (*w - 1.0).abs() < 1e-5)
+    );
+    // the pattern's arm angle gives the procedural shirt's unstressed shape
+    let metric_gap = from_glb
+        .metric
+        .iter()
+        .zip(&g.metric)
+        .map(|(a, b)| (*a - *b).length())
+        .fold(0.0f32, f32::max);
+    assert!(metric_gap < 1e-4, "metric differs by {metric_gap} m");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
