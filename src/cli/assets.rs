@@ -55,7 +55,7 @@ pub(crate) fn run(a: AssetsArgs) -> anyhow::Result<()> {
     if body.field().is_none() {
         // procedural garments are cut around the generated body's implicit surface
         eprintln!(
-            "no garments: the built-in ones are cut around the generated body; model yours on {} and import it (see the README, \"Your own garment\")",
+            "no garments: the built-in ones are cut around the generated body; model yours on {} and import it (see the README, \"Your own garment (and body)\")",
             body_obj.display()
         );
         return Ok(());

@@ -169,7 +169,7 @@ impl GarmentArgs {
             .map(str::to_ascii_lowercase);
         if matches!(ext.as_deref(), Some("obj" | "gltf" | "glb")) {
             anyhow::bail!(
-                "{name_or_path}: a garment mesh is imported through a garment TOML file that names it and its regions, e.g.\n  name = \"my_shirt\"\n  mesh = \"{}\"\n  regions_like = \"tshirt\"\n(see the README, \"Your own garment\")",
+                "{name_or_path}: a garment mesh is imported through a garment TOML file that names it and its regions, e.g.\n  name = \"my_shirt\"\n  mesh = \"{}\"\n  regions_like = \"tshirt\"\n(see the README, \"Your own garment (and body)\")",
                 path.file_name()
                     .map(|f| f.to_string_lossy())
                     .unwrap_or_default()
