@@ -94,11 +94,16 @@ impl Garment {
         mesh.validate(0.0)?;
         closed_part(&mesh)?;
         let query = MeshQuery::build(&body.mesh)?;
-        let deepest = mesh
+        // depth inside the body (negative: outside) per vertex
+        let depth: Vec<f32> = mesh
             .positions
             .iter()
+            .map(|p| -query.closest(*p).signed_distance(*p))
+            .collect();
+        let deepest = depth
+            .iter()
+            .copied()
             .enumerate()
-            .map(|(v, p)| (v, -query.closest(*p).signed_distance(*p)))
             .max_by(|a, b| a.1.total_cmp(&b.1));
         if let Some((vertex, depth)) = deepest.filter(|d| d.1 > MAX_IMPORT_DEPTH) {
             return Err(GarmentError::InsideBody {
@@ -106,6 +111,17 @@ impl Garment {
                 depth,
                 limit: MAX_IMPORT_DEPTH,
             });
+        }
+        let moved = depth.iter().filter(|d| **d > -REST_CLEARANCE).count();
+        if moved > 0 {
+            // what an artist fitting the garment wants to know
+            tracing::info!(
+                garment = name,
+                moved,
+                inside = depth.iter().filter(|d| **d > 0.0).count(),
+                deepest_mm = 1e3 * deepest.map_or(0.0, |d| d.1.max(0.0)),
+                "vertices inside the body or closer than the rest clearance moved out to it"
+            );
         }
         push_out_of_body(&mut mesh, &query, REST_CLEARANCE)?;
         let mut g = Self::bind(name, mesh, body, regions)?;
