@@ -1,12 +1,14 @@
 //! Evaluation of synthesis against simulated ground truth (DESIGN §6): for poses of a
 //! clip the bake did not use, the garment is carried quasi-statically along the clip by
-//! the simulator, and compared per frame with SOR synthesis, plain LBS of the draped
+//! the simulator (or, with [`Truth::Fresh`], to each pose afresh, as the bake builds
+//! its examples), and compared per frame with SOR synthesis, plain LBS of the draped
 //! rest garment, and skinning of the nearest example. Reported: mean and max vertex
 //! error (cm), penetrating vertices (> 2 mm inside the body), and jitter (mean vertex
 //! acceleration, m/s², SOR Fig. 14).
 
 use glam::Vec3;
 
+use crate::bake::nearest_start;
 use crate::body::{LbsMatrices, SelfContactGuard, lbs_into};
 use crate::mesh::MeshQuery;
 use crate::sim::{Equilibrium, SimParams, Simulator};
@@ -73,6 +75,24 @@ pub struct Evaluation {
     pub skipped: usize,
 }
 
+/// How each frame's ground truth is reached.
+#[derive(Copy, Clone, Debug, PartialEq, Default)]
+pub enum Truth {
+    /// Carried from the previous frame's equilibrium along the clip: what cloth worn
+    /// through the motion does (the cloth's equilibrium depends on the path to it).
+    #[default]
+    Carried,
+    /// Carried afresh for every frame from the rest drape or the drape with the arms
+    /// `start_arm_angle` degrees below the T-pose, whichever is fewer continuation
+    /// steps away, as the bake builds its examples
+    /// ([`crate::bake::BakeConfig::start_arm_angle`]): SOR's interpolation error
+    /// without the cloth's path dependence.
+    Fresh {
+        /// Degrees below the T-pose at the shoulders.
+        start_arm_angle: f32,
+    },
+}
+
 /// Why an evaluation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -126,6 +146,7 @@ pub fn evaluate(
     poses: &[Pose],
     frames: &[usize],
     dt: f32,
+    truth_from: Truth,
     progress: &dyn Fn(usize, usize),
 ) -> Result<Evaluation, EvalError> {
     if poses.is_empty() {
@@ -148,6 +169,20 @@ pub fn evaluate(
     let mut near_out = vec![Vec3::ZERO; n];
     let mut body_pos = vec![Vec3::ZERO; body.mesh.vertex_count()];
     let mut query = MeshQuery::build(&body.mesh)?;
+    // fresh ground truth: the arms-down start the bake carries its examples from
+    let arms_down = match truth_from {
+        Truth::Fresh { start_arm_angle } if start_arm_angle > 0.0 => {
+            let pose = canonicalize(&Pose::arms_lowered(start_arm_angle), &body.skeleton).0;
+            match sim.carry(&rest_eq, &pose) {
+                Ok(eq) => Some(eq),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no equilibrium with the arms lowered; every frame starts from the rest drape");
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
     let mut current: Equilibrium = rest;
     let mut results = Vec::new();
     let mut jitter: [Jitter; 4] = Default::default();
@@ -159,10 +194,21 @@ pub fn evaluate(
         // carried from the previous frame; where that fails (cloth pinched between
         // moving limbs), carried afresh from the rest drape so one failure does not
         // strand every later frame
-        let truth = match sim.carry(&current, &canonical).or_else(|e| {
-            tracing::debug!(frame, error = %e, "carry from the previous frame failed; carrying from rest");
-            sim.carry(&rest_eq, &canonical)
-        }) {
+        let carried = match truth_from {
+            Truth::Carried => sim.carry(&current, &canonical).or_else(|e| {
+                tracing::debug!(frame, error = %e, "carry from the previous frame failed; carrying from rest");
+                sim.carry(&rest_eq, &canonical)
+            }),
+            Truth::Fresh { .. } => {
+                let step = params.continuation_step_deg;
+                let from = match &arms_down {
+                    Some(a) if nearest_start(&[rest_eq.pose, a.pose], &canonical, step) == 1 => a,
+                    _ => &rest_eq,
+                };
+                sim.carry(from, &canonical)
+            }
+        };
+        let truth = match carried {
             Ok(eq) => eq,
             Err(e) => {
                 tracing::warn!(frame, error = %e, "no equilibrium; frame skipped");

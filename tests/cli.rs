@@ -806,3 +806,65 @@ fn render_with_a_database_draws_the_synthesised_garment_on_the_performer() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("twice"), "{err}");
 }
+
+/// `eval` on a few frames of a held-out clip with the small frozen database: the
+/// summary table has a row per method whose second cell is the mean error in cm, SOR
+/// below plain LBS, for either ground truth; the CSV has a row per frame and the plot
+/// is a PNG. A database that is not one is refused by name.
+#[test]
+fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
+    let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let dir = tmp("eval");
+    for truth in ["carried", "fresh"] {
+        let out = dir.join(truth);
+        let o = bin()
+            .arg("eval")
+            .arg("--db")
+            .arg(&db)
+            .arg("--bvh")
+            .arg(fixture("cmu_131_03.bvh"))
+            .args(["--frames", "0..30:10", "--truth", truth, "--out"])
+            .arg(&out)
+            .output()
+            .expect("run");
+        let table = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{truth}: {table}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let mean_of = |method: &str| -> f32 {
+            let row = table
+                .lines()
+                .find(|l| l.starts_with(&format!("| {method} |")))
+                .unwrap_or_else(|| panic!("{truth}: no {method} row in {table}"));
+            row.split('|')
+                .nth(2)
+                .and_then(|c| c.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{truth}: no mean error in {row}"))
+        };
+        let (sor, lbs, nearest) = (mean_of("SOR"), mean_of("LBS"), mean_of("nearest"));
+        assert!(
+            sor > 0.0 && sor < lbs && nearest > 0.0,
+            "{truth}: SOR {sor} LBS {lbs} nearest {nearest}"
+        );
+        assert!(table.contains("3 frames;"), "{truth}: {table}");
+        let csv = std::fs::read_to_string(out.join("eval.csv")).expect("csv");
+        assert_eq!(csv.lines().count(), 4, "{csv}");
+        let png = std::fs::read(out.join("eval.png")).expect("png");
+        assert!(png.starts_with(b"\x89PNG"));
+    }
+    let not_a_db = dir.join("x.ccdb");
+    std::fs::write(&not_a_db, b"not a database").expect("write");
+    let o = bin()
+        .arg("eval")
+        .arg("--db")
+        .arg(&not_a_db)
+        .arg("--bvh")
+        .arg(fixture("cmu_131_03.bvh"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("x.ccdb"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -11,6 +11,7 @@ mod poses;
 pub use default_db::{DEFAULT_CLIP, DEFAULT_EXAMPLES, default_database, default_database_path};
 pub use kmeans::{joint_weights, representatives};
 pub use pipeline::{
-    BakeConfig, BakeError, Baker, GUARD_CLEARANCE, Progress, Sampler, Shard, merge, part_path,
+    BakeConfig, BakeError, Baker, GUARD_CLEARANCE, Progress, Sampler, Shard, merge, nearest_start,
+    part_path,
 };
 pub use poses::{Rng, clip_poses, limit_samples, pose_coordinates};

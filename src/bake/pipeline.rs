@@ -536,7 +536,7 @@ impl<'a> Baker<'a> {
 
 /// Index of the start pose fewest continuation steps of `step_deg` from `pose` (the
 /// first of equals; 0 when there is none).
-fn nearest_start(starts: &[Pose], pose: &Pose, step_deg: f64) -> usize {
+pub fn nearest_start(starts: &[Pose], pose: &Pose, step_deg: f64) -> usize {
     (0..starts.len())
         .min_by_key(|&i| continuation_steps(&starts[i], pose, step_deg))
         .unwrap_or(0)

@@ -11,7 +11,7 @@ use clap::Args;
 use super::bake::progress_bar;
 use super::common::{FrameRange, load_clip, parse_frames, write_file};
 use crate::bake::default_database;
-use crate::eval::{Evaluation, METHODS, evaluate};
+use crate::eval::{Evaluation, METHODS, Truth, evaluate};
 use crate::sor::Database;
 
 /// Arguments of `clothcast eval`.
@@ -33,6 +33,21 @@ pub(crate) struct EvalArgs {
     /// Output folder for eval.csv, eval.png and summary.md.
     #[arg(long, default_value = "eval-out")]
     out: PathBuf,
+    /// How each frame's ground truth is reached.
+    #[arg(long, value_enum, default_value_t = TruthArg::Carried)]
+    truth: TruthArg,
+}
+
+/// `--truth`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub(crate) enum TruthArg {
+    /// Carried from the previous frame along the clip, as cloth worn through the
+    /// motion (the error SOR makes in use).
+    Carried,
+    /// Carried afresh to every frame from the rest or the arms-down drape, as the
+    /// bake builds its examples (SOR's interpolation error alone, without the cloth's
+    /// dependence on the path to a pose).
+    Fresh,
 }
 
 pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
@@ -63,7 +78,13 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
-    let eval = evaluate(&db, &poses, &frames, dt, &|done, _| {
+    let truth = match args.truth {
+        TruthArg::Carried => Truth::Carried,
+        TruthArg::Fresh => Truth::Fresh {
+            start_arm_angle: crate::bake::BakeConfig::default().start_arm_angle,
+        },
+    };
+    let eval = evaluate(&db, &poses, &frames, dt, truth, &|done, _| {
         bar.set_position(done as u64)
     })
     .context("evaluating")?;
