@@ -93,6 +93,15 @@ pub enum Truth {
     },
 }
 
+/// What an evaluation compares against, and with which runtime settings.
+#[derive(Clone, Debug, Default)]
+pub struct EvalOptions {
+    /// How each frame's ground truth is reached.
+    pub truth: Truth,
+    /// SOR's runtime parameters (the papers' defaults).
+    pub synth: SynthParams,
+}
+
 /// Why an evaluation failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -146,9 +155,10 @@ pub fn evaluate(
     poses: &[Pose],
     frames: &[usize],
     dt: f32,
-    truth_from: Truth,
+    options: &EvalOptions,
     progress: &dyn Fn(usize, usize),
 ) -> Result<Evaluation, EvalError> {
+    let truth_from = options.truth;
     if poses.is_empty() {
         return Err(EvalError::NoFrames);
     }
@@ -157,7 +167,7 @@ pub fn evaluate(
     let guard = SelfContactGuard::new(&body, crate::bake::GUARD_CLEARANCE);
     let params = SimParams::default();
     let mut sim = Simulator::new(&body, &garment, &params)?;
-    let synth = Synthesizer::new(db, SynthParams::default());
+    let synth = Synthesizer::new(db, options.synth.clone());
     let n = garment.vertex_count();
     let rest = sim.drape_rest()?;
     let rest_shape: Vec<Vec3> = rest.positions_f32();

@@ -809,13 +809,15 @@ fn render_with_a_database_draws_the_synthesised_garment_on_the_performer() {
 
 /// `eval` on a few frames of a held-out clip with the small frozen database: the
 /// summary table has a row per method whose second cell is the mean error in cm, SOR
-/// below plain LBS, for either ground truth; the CSV has a row per frame and the plot
-/// is a PNG. A database that is not one is refused by name.
+/// below plain LBS, for either ground truth (and without damping); the CSV has a row
+/// per frame and the plot is a PNG. A database that is not one, or a NaN t_mix, is
+/// refused by name.
 #[test]
 fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
     let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
     let dir = tmp("eval");
-    for truth in ["carried", "fresh"] {
+    // the fresh truth with SOR's damping off
+    for (truth, t_mix) in [("carried", "0.05"), ("fresh", "0")] {
         let out = dir.join(truth);
         let o = bin()
             .arg("eval")
@@ -823,7 +825,8 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
             .arg(&db)
             .arg("--bvh")
             .arg(fixture("cmu_131_03.bvh"))
-            .args(["--frames", "0..30:10", "--truth", truth, "--out"])
+            .args(["--frames", "0..30:10", "--truth", truth, "--t-mix", t_mix])
+            .arg("--out")
             .arg(&out)
             .output()
             .expect("run");
@@ -854,6 +857,16 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
         let png = std::fs::read(out.join("eval.png")).expect("png");
         assert!(png.starts_with(b"\x89PNG"));
     }
+    let o = bin()
+        .args(["eval", "--t-mix", "NaN", "--bvh"])
+        .arg(fixture("cmu_131_03.bvh"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("t_mix must be 0–10 seconds"),
+        "{err}"
+    );
     let not_a_db = dir.join("x.ccdb");
     std::fs::write(&not_a_db, b"not a database").expect("write");
     let o = bin()

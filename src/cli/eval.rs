@@ -11,7 +11,7 @@ use clap::Args;
 use super::bake::progress_bar;
 use super::common::{FrameRange, load_clip, parse_frames, write_file};
 use crate::bake::default_database;
-use crate::eval::{Evaluation, METHODS, Truth, evaluate};
+use crate::eval::{EvalOptions, Evaluation, METHODS, Truth, evaluate};
 use crate::sor::Database;
 
 /// Arguments of `clothcast eval`.
@@ -36,6 +36,17 @@ pub(crate) struct EvalArgs {
     /// How each frame's ground truth is reached.
     #[arg(long, value_enum, default_value_t = TruthArg::Carried)]
     truth: TruthArg,
+    /// SOR's distance damping time constant t_mix, seconds (default: SOR §5's 0.05;
+    /// 0 turns damping off).
+    #[arg(long, value_parser = parse_t_mix)]
+    t_mix: Option<f32>,
+}
+
+fn parse_t_mix(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(t) if t.is_finite() && (0.0..=10.0).contains(&t) => Ok(t),
+        _ => Err(format!("t_mix must be 0–10 seconds, not {s:?}")),
+    }
 }
 
 /// `--truth`.
@@ -78,13 +89,19 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
-    let truth = match args.truth {
-        TruthArg::Carried => Truth::Carried,
-        TruthArg::Fresh => Truth::Fresh {
-            start_arm_angle: crate::bake::BakeConfig::default().start_arm_angle,
+    let mut options = EvalOptions {
+        truth: match args.truth {
+            TruthArg::Carried => Truth::Carried,
+            TruthArg::Fresh => Truth::Fresh {
+                start_arm_angle: crate::bake::BakeConfig::default().start_arm_angle,
+            },
         },
+        ..EvalOptions::default()
     };
-    let eval = evaluate(&db, &poses, &frames, dt, truth, &|done, _| {
+    if let Some(t) = args.t_mix {
+        options.synth.t_mix = t;
+    }
+    let eval = evaluate(&db, &poses, &frames, dt, &options, &|done, _| {
         bar.set_position(done as u64)
     })
     .context("evaluating")?;
