@@ -132,18 +132,9 @@ pub(crate) struct GarmentArgs {
 }
 
 impl GarmentArgs {
-    /// Loads a garment config (built-in name or a TOML path) with the flags applied.
-    pub(crate) fn config(&self, name_or_path: &str) -> anyhow::Result<GarmentConfig> {
-        let mut cfg = if Path::new(name_or_path)
-            .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
-        {
-            let text = std::fs::read_to_string(name_or_path)
-                .with_context(|| format!("reading {name_or_path}"))?;
-            GarmentConfig::from_toml(&text)?
-        } else {
-            GarmentConfig::builtin(name_or_path)?
-        };
+    /// A procedural garment's configuration with the resolution, sleeve and leg flags
+    /// applied.
+    fn with_flags(&self, mut cfg: GarmentConfig) -> GarmentConfig {
         if let Some(n) = self.garment_vertices {
             cfg.target_vertices = n;
         }
@@ -155,7 +146,7 @@ impl GarmentArgs {
             LegArg::Long => Legs::Long,
             LegArg::Shorts => Legs::Shorts,
         };
-        Ok(cfg)
+        cfg
     }
 
     /// The garment `name_or_path` names: a built-in procedural garment, or a garment
@@ -175,12 +166,17 @@ impl GarmentArgs {
                     .unwrap_or_default()
             );
         }
-        if ext.as_deref() == Some("toml") {
+        let spec = if ext.as_deref() == Some("toml") {
             let text =
                 std::fs::read_to_string(path).with_context(|| format!("reading {name_or_path}"))?;
-            if let GarmentSpec::Mesh(cfg) =
-                GarmentSpec::from_toml(&text).with_context(|| format!("reading {name_or_path}"))?
-            {
+            GarmentSpec::from_toml(&text).with_context(|| format!("reading {name_or_path}"))?
+        } else {
+            GarmentSpec::Pattern(GarmentConfig::builtin(name_or_path)?)
+        };
+        match spec {
+            GarmentSpec::Pattern(cfg) => Garment::generate(body, &self.with_flags(cfg))
+                .with_context(|| format!("generating the {name_or_path}")),
+            GarmentSpec::Mesh(cfg) => {
                 if self.garment_vertices.is_some() {
                     tracing::warn!(
                         garment = name_or_path,
@@ -188,12 +184,10 @@ impl GarmentArgs {
                     );
                 }
                 let dir = path.parent().unwrap_or(Path::new(""));
-                return Garment::import(&cfg, dir, body)
-                    .with_context(|| format!("importing the garment of {name_or_path}"));
+                Garment::import(&cfg, dir, body)
+                    .with_context(|| format!("importing the garment of {name_or_path}"))
             }
         }
-        let cfg = self.config(name_or_path)?;
-        Garment::generate(body, &cfg).with_context(|| format!("generating the {name_or_path}"))
     }
 }
 

@@ -4,8 +4,8 @@ use glam::Vec3;
 
 use crate::body::{Body, SkinWeights};
 use crate::mesh::{
-    MeshQuery, NearestVertex, RemeshOptions, Topology, TriMesh, VertexId, clip_mesh, polygonize,
-    remesh,
+    Hit, MeshQuery, NearestVertex, RemeshOptions, Topology, TriMesh, VertexId, clip_mesh,
+    polygonize, remesh,
 };
 
 use super::config::{GarmentConfig, GarmentError, RegionTable};
@@ -64,7 +64,7 @@ impl Garment {
             Some(&pat.clip),
             RemeshOptions::with_target(cfg.target_vertices),
         )?;
-        push_out_of_body(&mut mesh, &MeshQuery::build(&body.mesh)?, REST_CLEARANCE)?;
+        push_out_of_body(&mut mesh, body, REST_CLEARANCE)?;
         let mut g = Self::bind(&cfg.name, mesh, body, regions)?;
         g.metric = g.pattern_metric(body, cfg.pattern_arm_angle);
         g.gather_waistband(body, cfg.waistband, cfg.waistband_height);
@@ -175,22 +175,28 @@ impl Garment {
     }
 }
 
-/// Moves any vertex closer to the body (`q`, its query) than `clearance` out along the
-/// body's normal (for generated garments this happens only near openings, where body
-/// parts outside the pattern's bones pass).
-pub(super) fn push_out_of_body(
-    mesh: &mut TriMesh,
-    q: &MeshQuery,
+/// Moves any vertex closer to the body than `clearance` out along the body's normal
+/// (for generated garments this happens only near openings, where body parts outside
+/// the pattern's bones pass).
+fn push_out_of_body(mesh: &mut TriMesh, body: &Body, clearance: f32) -> Result<(), GarmentError> {
+    let q = MeshQuery::build(&body.mesh)?;
+    let hits: Vec<Hit> = mesh.positions.iter().map(|p| q.closest(*p)).collect();
+    push_out(&mut mesh.positions, &hits, clearance)
+}
+
+/// Moves each position closer than `clearance` to the body out along the body's normal
+/// at its closest point `hits[i]` (found for the position as it is).
+pub(super) fn push_out(
+    positions: &mut [Vec3],
+    hits: &[Hit],
     clearance: f32,
 ) -> Result<(), GarmentError> {
-    for p in &mut mesh.positions {
-        let hit = q.closest(*p);
-        let d = hit.signed_distance(*p);
-        if d < clearance {
+    for (p, hit) in positions.iter_mut().zip(hits) {
+        if hit.signed_distance(*p) < clearance {
             *p = hit.point + hit.normal * clearance;
         }
     }
-    if mesh.positions.iter().any(|p: &Vec3| !p.is_finite()) {
+    if positions.iter().any(|p| !p.is_finite()) {
         return Err(GarmentError::Mesh(crate::mesh::MeshError::NonFinite(0)));
     }
     Ok(())

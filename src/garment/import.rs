@@ -8,9 +8,9 @@ use std::path::Path;
 use glam::Vec3;
 
 use super::config::{GarmentError, MeshGarmentConfig, RegionTable};
-use super::garment::{Garment, REST_CLEARANCE, push_out_of_body};
+use super::garment::{Garment, REST_CLEARANCE, push_out};
 use crate::body::Body;
-use crate::mesh::{MeshIoError, MeshQuery, Topology, TriMesh, read_gltf_mesh, read_obj, weld};
+use crate::mesh::{Hit, MeshIoError, MeshQuery, Topology, TriMesh, read_gltf_mesh, read_obj, weld};
 
 /// Most vertices an imported garment may have (a procedural one has ~3 000; synthesis,
 /// coding and baking cost grow with the count).
@@ -94,11 +94,12 @@ impl Garment {
         mesh.validate(0.0)?;
         closed_part(&mesh)?;
         let query = MeshQuery::build(&body.mesh)?;
+        let hits: Vec<Hit> = mesh.positions.iter().map(|p| query.closest(*p)).collect();
         // depth inside the body (negative: outside) per vertex
-        let depth: Vec<f32> = mesh
-            .positions
+        let depth: Vec<f32> = hits
             .iter()
-            .map(|p| -query.closest(*p).signed_distance(*p))
+            .zip(&mesh.positions)
+            .map(|(h, p)| -h.signed_distance(*p))
             .collect();
         let deepest = depth
             .iter()
@@ -123,7 +124,7 @@ impl Garment {
                 "vertices inside the body or closer than the rest clearance moved out to it"
             );
         }
-        push_out_of_body(&mut mesh, &query, REST_CLEARANCE)?;
+        push_out(&mut mesh.positions, &hits, REST_CLEARANCE)?;
         let mut g = Self::bind(name, mesh, body, regions)?;
         g.metric = g.pattern_metric(body, arm_angle_deg);
         Ok(g)
