@@ -15,6 +15,12 @@ use crate::sim::{Equilibrium, SimParams, Simulator};
 use crate::skeleton::{Pose, Rigid, canonicalize, theta};
 use crate::sor::{AvatarState, Database, Scratch, SynthParams, Synthesizer};
 
+mod oracle;
+mod truth;
+use oracle::Oracle;
+pub use oracle::OracleSummary;
+pub use truth::{GroundTruth, TRUTH_MAGIC, TRUTH_VERSION, TruthFileError, TruthFrame, truth_key};
+
 /// The methods compared.
 pub const METHODS: [&str; 3] = ["SOR", "LBS", "nearest"];
 
@@ -73,6 +79,8 @@ pub struct Evaluation {
     pub truth_jitter: f32,
     /// Frames skipped because the simulator found no equilibrium there.
     pub skipped: usize,
+    /// The oracles, when asked for ([`EvalOptions::oracle`]).
+    pub oracle: Option<OracleSummary>,
 }
 
 /// How each frame's ground truth is reached.
@@ -100,6 +108,9 @@ pub struct EvalOptions {
     pub truth: Truth,
     /// SOR's runtime parameters (the papers' defaults).
     pub synth: SynthParams,
+    /// Also measure the oracles ([`OracleSummary`]): slower (every example is skinned
+    /// at every frame).
+    pub oracle: bool,
 }
 
 /// Why an evaluation failed.
@@ -115,6 +126,20 @@ pub enum EvalError {
     /// Bad mesh data in the database.
     #[error(transparent)]
     Mesh(#[from] crate::mesh::MeshError),
+    /// A ground truth of another size than the evaluation's.
+    #[error(
+        "ground truth has {frames} frames of {vertices} vertices; this evaluation needs {expected_frames} of {expected_vertices}"
+    )]
+    TruthMismatch {
+        /// Frames in the ground truth.
+        frames: usize,
+        /// Vertices per frame in the ground truth.
+        vertices: usize,
+        /// Frames evaluated.
+        expected_frames: usize,
+        /// The database's garment vertex count.
+        expected_vertices: usize,
+    },
 }
 
 /// Mean vertex acceleration of a sequence, accumulated frame by frame (keeps only the
@@ -148,37 +173,35 @@ impl Jitter {
     }
 }
 
-/// Evaluates `db` on `poses` (world-frame clip poses, `dt` seconds apart; `frames`
-/// their indices in the clip). `progress(done, total)` is called per frame.
-pub fn evaluate(
+/// The poses an evaluation measures: `poses` with the bake's arm guard applied, in the
+/// canonical frame (what the ground truth is simulated at and SOR is given).
+pub fn canonical_poses(db: &Database, poses: &[Pose]) -> Vec<Pose> {
+    let body = db.body.to_body();
+    let guard = SelfContactGuard::new(&body, crate::bake::GUARD_CLEARANCE);
+    poses
+        .iter()
+        .map(|p| canonicalize(&guard.apply(p), &body.skeleton).0)
+        .collect()
+}
+
+/// Simulates the ground truth at `canonical` (see [`canonical_poses`]), reached as
+/// `truth_from` says. `progress(done, total)` is called per frame.
+pub fn simulate_truth(
     db: &Database,
-    poses: &[Pose],
-    frames: &[usize],
-    dt: f32,
-    options: &EvalOptions,
+    canonical: &[Pose],
+    truth_from: Truth,
     progress: &dyn Fn(usize, usize),
-) -> Result<Evaluation, EvalError> {
-    let truth_from = options.truth;
-    if poses.is_empty() {
+) -> Result<GroundTruth, EvalError> {
+    if canonical.is_empty() {
         return Err(EvalError::NoFrames);
     }
     let body = db.body.to_body();
     let garment = db.garment.to_garment();
-    let guard = SelfContactGuard::new(&body, crate::bake::GUARD_CLEARANCE);
     let params = SimParams::default();
     let mut sim = Simulator::new(&body, &garment, &params)?;
-    let synth = Synthesizer::new(db, options.synth.clone());
-    let n = garment.vertex_count();
     let rest = sim.drape_rest()?;
-    let rest_shape: Vec<Vec3> = rest.positions_f32();
     let rest_eq = rest.clone();
-    let mut state = AvatarState::new();
-    let mut scratch = Scratch::default();
-    let mut sor_out = vec![Vec3::ZERO; n];
-    let mut lbs_out = vec![Vec3::ZERO; n];
-    let mut near_out = vec![Vec3::ZERO; n];
-    let mut body_pos = vec![Vec3::ZERO; body.mesh.vertex_count()];
-    let mut query = MeshQuery::build(&body.mesh)?;
+    let rest_shape = rest.positions_f32();
     // fresh ground truth: the arms-down start the bake carries its examples from
     let arms_down = match truth_from {
         Truth::Fresh { start_arm_angle } if start_arm_angle > 0.0 => {
@@ -194,46 +217,131 @@ pub fn evaluate(
         _ => None,
     };
     let mut current: Equilibrium = rest;
-    let mut results = Vec::new();
-    let mut jitter: [Jitter; 4] = Default::default();
-    let mut skipped = 0;
-    for (k, (pose, &frame)) in poses.iter().zip(frames).enumerate() {
-        progress(k, poses.len());
-        let canonical = canonicalize(&guard.apply(pose), &body.skeleton).0;
-        // ground truth: carried from the previous frame
+    let mut frames = Vec::with_capacity(canonical.len());
+    for (k, canonical) in canonical.iter().enumerate() {
+        progress(k, frames.capacity());
         // carried from the previous frame; where that fails (cloth pinched between
         // moving limbs), carried afresh from the rest drape so one failure does not
         // strand every later frame
         let carried = match truth_from {
-            Truth::Carried => sim.carry(&current, &canonical).or_else(|e| {
-                tracing::debug!(frame, error = %e, "carry from the previous frame failed; carrying from rest");
-                sim.carry(&rest_eq, &canonical)
+            Truth::Carried => sim.carry(&current, canonical).or_else(|e| {
+                tracing::debug!(k, error = %e, "carry from the previous frame failed; carrying from rest");
+                sim.carry(&rest_eq, canonical)
             }),
             Truth::Fresh { .. } => {
                 let step = params.continuation_step_deg;
                 let from = match &arms_down {
-                    Some(a) if nearest_start(&[rest_eq.pose, a.pose], &canonical, step) == 1 => a,
+                    Some(a) if nearest_start(&[rest_eq.pose, a.pose], canonical, step) == 1 => a,
                     _ => &rest_eq,
                 };
-                sim.carry(from, &canonical)
+                sim.carry(from, canonical)
             }
         };
-        let truth = match carried {
-            Ok(eq) => eq,
+        frames.push(match carried {
+            Ok(eq) => {
+                let frame = TruthFrame {
+                    converged: eq.report.converged() && eq.report.unconverged_steps == 0,
+                    positions: eq.positions_f32(),
+                };
+                current = eq;
+                Some(frame)
+            }
             Err(e) => {
-                tracing::warn!(frame, error = %e, "no equilibrium; frame skipped");
-                skipped += 1;
-                continue;
+                tracing::warn!(k, error = %e, "no equilibrium; frame skipped");
+                None
             }
+        });
+    }
+    progress(canonical.len(), canonical.len());
+    Ok(GroundTruth {
+        key: truth_key(db, canonical, truth_from, &params),
+        vertices: garment.vertex_count(),
+        rest: rest_shape,
+        frames,
+    })
+}
+
+/// Evaluates `db` on `poses` (world-frame clip poses, `dt` seconds apart; `frames`
+/// their indices in the clip): simulates the ground truth, then [`compare`]s.
+/// `progress(done, total)` is called per frame of the simulation.
+pub fn evaluate(
+    db: &Database,
+    poses: &[Pose],
+    frames: &[usize],
+    dt: f32,
+    options: &EvalOptions,
+    progress: &dyn Fn(usize, usize),
+) -> Result<Evaluation, EvalError> {
+    let canonical = canonical_poses(db, poses);
+    let truth = simulate_truth(db, &canonical, options.truth, progress)?;
+    compare(db, &canonical, frames, dt, &truth, options)
+}
+
+/// Compares SOR (runtime parameters `options.synth`), LBS of the draped rest garment and
+/// skinning of the nearest example with `truth` at `canonical` (see
+/// [`canonical_poses`]; `frames` their indices in the clip, `dt` seconds apart).
+/// Frames without a ground truth are skipped (SOR's damping sees the gap).
+pub fn compare(
+    db: &Database,
+    canonical: &[Pose],
+    frames: &[usize],
+    dt: f32,
+    truth: &GroundTruth,
+    options: &EvalOptions,
+) -> Result<Evaluation, EvalError> {
+    if canonical.is_empty() {
+        return Err(EvalError::NoFrames);
+    }
+    let n = db.vertex_count();
+    if truth.frames.len() != canonical.len() || truth.vertices != n || truth.rest.len() != n {
+        return Err(EvalError::TruthMismatch {
+            frames: truth.frames.len(),
+            vertices: truth.vertices,
+            expected_frames: canonical.len(),
+            expected_vertices: n,
+        });
+    }
+    let body = db.body.to_body();
+    let garment = db.garment.to_garment();
+    let params = SimParams::default();
+    let synth = Synthesizer::new(db, options.synth.clone());
+    // the oracles, and SOR before penetration handling to compare them with
+    let unprojected = Synthesizer::new(
+        db,
+        SynthParams {
+            resolve_penetration: false,
+            ..options.synth.clone()
+        },
+    );
+    let mut oracle = options
+        .oracle
+        .then(|| (Oracle::new(db, &unprojected), AvatarState::new(), 0.0f64));
+    // LBS skins the rest drape the truth started from
+    let rest_shape = &truth.rest;
+    let mut state = AvatarState::new();
+    let mut scratch = Scratch::default();
+    let mut sor_out = vec![Vec3::ZERO; n];
+    let mut lbs_out = vec![Vec3::ZERO; n];
+    let mut near_out = vec![Vec3::ZERO; n];
+    let mut unprojected_out = vec![Vec3::ZERO; n];
+    let mut body_pos = vec![Vec3::ZERO; body.mesh.vertex_count()];
+    let mut query = MeshQuery::build(&body.mesh)?;
+    let mut results = Vec::new();
+    let mut jitter: [Jitter; 4] = Default::default();
+    let mut skipped = 0;
+    for (k, ((canonical, &frame), truth)) in
+        canonical.iter().zip(frames).zip(&truth.frames).enumerate()
+    {
+        let Some(truth) = truth else {
+            skipped += 1;
+            continue;
         };
-        let converged = truth.report.converged() && truth.report.unconverged_steps == 0;
-        current = truth.clone();
-        let truth32 = truth.positions_f32();
+        let truth32 = &truth.positions;
         // SOR (damped across frames), LBS of the draped rest shape, nearest example
-        synth.synthesize(&mut state, &mut scratch, &canonical, dt, &mut sor_out);
-        let t = body.skeleton.skinning_transforms(&canonical);
+        synth.synthesize(&mut state, &mut scratch, canonical, dt, &mut sor_out);
+        let t = body.skeleton.skinning_transforms(canonical);
         lbs_into(
-            &rest_shape,
+            rest_shape,
             &garment.skin,
             &LbsMatrices::new(&t),
             &mut lbs_out,
@@ -244,7 +352,7 @@ pub fn evaluate(
             .enumerate()
             .min_by(|a, b| {
                 let d = |e: &crate::sor::Example| -> f32 {
-                    let th = theta(&e.pose, &canonical);
+                    let th = theta(&e.pose, canonical);
                     (0..db.region_count())
                         .map(|g| {
                             e.distance_weights[g * 66..(g + 1) * 66]
@@ -269,7 +377,7 @@ pub fn evaluate(
             &mut near_out,
         );
         // penetration against the body posed at this frame
-        body.pose_into(&canonical, params.body_skinning, &mut body_pos);
+        body.pose_into(canonical, params.body_skinning, &mut body_pos);
         query.update(&body_pos);
         let count_inside = |ys: &[Vec3]| {
             ys.iter()
@@ -279,7 +387,7 @@ pub fn evaluate(
         let error_of = |ys: &[Vec3]| {
             let d: Vec<f32> = ys
                 .iter()
-                .zip(&truth32)
+                .zip(truth32)
                 .map(|(a, b)| (*a - *b).length())
                 .collect();
             FrameError {
@@ -289,21 +397,25 @@ pub fn evaluate(
             }
         };
         let errors = [error_of(&sor_out), error_of(&lbs_out), error_of(&near_out)];
+        if let Some((o, state, sum)) = &mut oracle {
+            o.push(canonical, truth32);
+            unprojected.synthesize(state, &mut scratch, canonical, dt, &mut unprojected_out);
+            *sum += f64::from(error_of(&unprojected_out).mean);
+        }
         results.push(FrameResult {
             frame,
             time: k as f32 * dt,
-            converged,
-            truth_penetrating: count_inside(&truth32),
+            converged: truth.converged,
+            truth_penetrating: count_inside(truth32),
             errors,
         });
         for (j, ys) in jitter
             .iter_mut()
-            .zip([&sor_out, &lbs_out, &near_out, &truth32])
+            .zip([&sor_out, &lbs_out, &near_out, truth32])
         {
             j.push(ys, dt);
         }
     }
-    progress(poses.len(), poses.len());
     if results.is_empty() {
         return Err(EvalError::NoFrames);
     }
@@ -322,11 +434,13 @@ pub fn evaluate(
             jitter: jitter[m].mean(),
         })
         .collect();
+    let oracle = oracle.map(|(o, _, sum)| o.summary((sum / results.len() as f64) as f32));
     Ok(Evaluation {
         frames: results,
         summary,
         truth_jitter: jitter[3].mean(),
         skipped,
+        oracle,
     })
 }
 

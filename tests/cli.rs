@@ -810,8 +810,9 @@ fn render_with_a_database_draws_the_synthesised_garment_on_the_performer() {
 /// `eval` on a few frames of a held-out clip with the small frozen database: the
 /// summary table has a row per method whose second cell is the mean error in cm, SOR
 /// below plain LBS, for either ground truth (and without damping); the CSV has a row
-/// per frame and the plot is a PNG. A database that is not one, or a NaN t_mix, is
-/// refused by name.
+/// per frame and the plot is a PNG. `--truth-file` keeps the ground truth and reuses
+/// it; `--oracle` adds where SOR's error lies. A database that is not one, or a NaN
+/// t_mix, is refused by name.
 #[test]
 fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
     let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
@@ -857,6 +858,69 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
         let png = std::fs::read(out.join("eval.png")).expect("png");
         assert!(png.starts_with(b"\x89PNG"));
     }
+    // a kept ground truth: written once, then read back instead of simulated (the same
+    // table), the oracles' table ordered as floors are; a stale one is simulated
+    // afresh, a file that is not a ground truth is refused and left alone
+    let kept = dir.join("truth.cct");
+    let run_kept = |frames: &str| {
+        let o = bin()
+            .arg("eval")
+            .arg("--db")
+            .arg(&db)
+            .arg("--bvh")
+            .arg(fixture("cmu_131_03.bvh"))
+            .args(["--frames", frames, "--oracle", "--truth-file"])
+            .arg(&kept)
+            .arg("--out")
+            .arg(dir.join("kept"))
+            .output()
+            .expect("run");
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (ok, first, err) = run_kept("0..30:10");
+    assert!(ok && err.contains("ground truth kept in"), "{first}{err}");
+    let (ok, again, err) = run_kept("0..30:10");
+    assert!(ok && err.contains("ground truth read from"), "{again}{err}");
+    assert_eq!(first, again);
+    let cell = |table: &str, row: &str| -> f32 {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {row} |")))
+            .and_then(|l| l.split('|').nth(2))
+            .and_then(|c| c.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {row} row in {table}"))
+    };
+    let (sor, blend, one, vertex) = (
+        cell(&first, "SOR's weights"),
+        cell(&first, "best blend per region"),
+        cell(&first, "best example per region"),
+        cell(&first, "best example per vertex"),
+    );
+    assert!(
+        vertex <= one && blend <= one + 0.005 && blend <= sor + 0.005 && vertex > 0.0,
+        "{first}"
+    );
+    // another frame list makes the kept truth stale
+    let (ok, other, err) = run_kept("0..20:10");
+    assert!(
+        ok && err.contains("simulating the ground truth afresh"),
+        "{other}{err}"
+    );
+    assert!(other.contains("2 frames;"), "{other}");
+    std::fs::write(&kept, b"my notes, not a ground truth").expect("write");
+    let (ok, _, err) = run_kept("0..30:10");
+    assert!(
+        !ok && err.contains("not a clothcast ground-truth file"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(&kept).expect("read"),
+        b"my notes, not a ground truth"
+    );
     let o = bin()
         .args(["eval", "--t-mix", "NaN", "--bvh"])
         .arg(fixture("cmu_131_03.bvh"))

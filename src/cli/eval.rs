@@ -11,8 +11,11 @@ use clap::Args;
 use super::bake::progress_bar;
 use super::common::{FrameRange, load_clip, parse_frames, write_file};
 use crate::bake::default_database;
-use crate::eval::{EvalOptions, Evaluation, METHODS, Truth, evaluate};
-use crate::sor::Database;
+use crate::eval::{
+    EvalOptions, Evaluation, GroundTruth, METHODS, Truth, TruthFileError, canonical_poses, compare,
+    simulate_truth, truth_key,
+};
+use crate::sor::{Database, Distance};
 
 /// Arguments of `clothcast eval`.
 #[derive(Args, Debug)]
@@ -40,6 +43,36 @@ pub(crate) struct EvalArgs {
     /// 0 turns damping off).
     #[arg(long, value_parser = parse_t_mix)]
     t_mix: Option<f32>,
+    /// SOR's examples blended per region, K (default: Wu's 5).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    top_k: Option<u32>,
+    /// Exponent k of SOR's distance weights W = (D + ε)^−k (default: SOR §5's 6).
+    #[arg(long, value_parser = parse_exponent)]
+    k: Option<f64>,
+    /// SOR's distance weights: each example's own (SOR Eq. 9 as written) or their
+    /// mean per region, shared by all examples (Wu Eq. 7's form).
+    #[arg(long, value_enum)]
+    distance: Option<DistanceArg>,
+    /// Keeps the simulated ground truth in this file, and reuses it when it was
+    /// simulated for the same database, clip, frames and truth (simulating is nearly
+    /// all of an evaluation's time; comparing with a kept truth takes seconds, so a
+    /// sweep of `--top-k`, `--k` or `--t-mix` simulates once). A stale or damaged file
+    /// is simulated afresh and replaced; a file that is not a ground truth is refused.
+    #[arg(long)]
+    truth_file: Option<PathBuf>,
+    /// Also report where SOR's error lies: against the same truth, the best any
+    /// per-region blend of the examples' SOR skinning could do, the best single example
+    /// per region and per vertex, and SOR before penetration handling (every example is
+    /// skinned at every frame: slower).
+    #[arg(long)]
+    oracle: bool,
+}
+
+fn parse_exponent(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(k) if k.is_finite() && (0.0..=64.0).contains(&k) => Ok(k),
+        _ => Err(format!("k must be 0–64, not {s:?}")),
+    }
 }
 
 fn parse_t_mix(s: &str) -> Result<f32, String> {
@@ -47,6 +80,15 @@ fn parse_t_mix(s: &str) -> Result<f32, String> {
         Ok(t) if t.is_finite() && (0.0..=10.0).contains(&t) => Ok(t),
         _ => Err(format!("t_mix must be 0–10 seconds, not {s:?}")),
     }
+}
+
+/// `--distance`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub(crate) enum DistanceArg {
+    /// Each example's own U (SOR Eq. 9 as written).
+    PerExample,
+    /// The examples' mean U per region, shared by all (Wu Eq. 7's form).
+    Pooled,
 }
 
 /// `--truth`.
@@ -101,10 +143,60 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     if let Some(t) = args.t_mix {
         options.synth.t_mix = t;
     }
-    let eval = evaluate(&db, &poses, &frames, dt, &options, &|done, _| {
-        bar.set_position(done as u64)
-    })
-    .context("evaluating")?;
+    if let Some(k) = args.top_k {
+        options.synth.top_k = k as usize;
+    }
+    if let Some(k) = args.k {
+        options.synth.k = k;
+    }
+    if let Some(d) = args.distance {
+        options.synth.distance = match d {
+            DistanceArg::PerExample => Distance::PerExample,
+            DistanceArg::Pooled => Distance::Pooled,
+        };
+    }
+    options.oracle = args.oracle;
+    let canonical = canonical_poses(&db, &poses);
+    let key = truth_key(
+        &db,
+        &canonical,
+        options.truth,
+        &crate::sim::SimParams::default(),
+    );
+    let kept = match &args.truth_file {
+        Some(p) if p.exists() => match GroundTruth::read(p, Some(key)) {
+            Ok(t) => {
+                eprintln!("ground truth read from {}", p.display());
+                Some(t)
+            }
+            Err(e @ (TruthFileError::NotTruthFile(_) | TruthFileError::Io { .. })) => {
+                return Err(anyhow::Error::new(e)).context(
+                    "--truth-file names a file that is not a ground truth; not replacing it",
+                );
+            }
+            Err(e) => {
+                eprintln!("{}: {e}; simulating the ground truth afresh", p.display());
+                None
+            }
+        },
+        _ => None,
+    };
+    let truth = match kept {
+        Some(t) => t,
+        None => {
+            let t = simulate_truth(&db, &canonical, options.truth, &|done, _| {
+                bar.set_position(done as u64)
+            })
+            .context("simulating the ground truth")?;
+            if let Some(p) = &args.truth_file {
+                t.write(p)
+                    .with_context(|| format!("keeping the ground truth in {}", p.display()))?;
+                eprintln!("ground truth kept in {}", p.display());
+            }
+            t
+        }
+    };
+    let eval = compare(&db, &canonical, &frames, dt, &truth, &options).context("evaluating")?;
     bar.finish_and_clear();
     let table = summary_table(&eval);
     outln!("{table}");
@@ -150,6 +242,15 @@ pub(crate) fn summary_table(eval: &Evaluation) -> String {
             .sum::<f32>()
             / eval.frames.len().max(1) as f32,
     );
+    if let Some(o) = &eval.oracle {
+        s += &format!(
+            "\nWhere SOR's error lies (before penetration handling, mean error in cm):\n\n| blend | mean error (cm) |\n|---|---|\n| SOR's weights | {:.2} |\n| best blend per region | {:.2} |\n| best example per region | {:.2} |\n| best example per vertex | {:.2} |\n",
+            o.sor_unprojected * 100.0,
+            o.best_blend * 100.0,
+            o.best_example * 100.0,
+            o.best_per_vertex * 100.0,
+        );
+    }
     s
 }
 

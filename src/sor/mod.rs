@@ -20,8 +20,8 @@ pub use layer::{LayerError, LayerParams, LayerScratch, LayerState, Layering};
 pub use motion::{BoneMotion, PoseDerivatives};
 pub use rig::{Example, GarmentRigInput, PosedBody, RigParams, RigReport, fit_example, tau_matrix};
 pub use synth::{
-    AvatarJob, AvatarState, Scratch, SynthFrame, SynthParams, Synthesizer, synthesize_all,
-    synthesize_job,
+    AvatarJob, AvatarState, Distance, Scratch, SynthFrame, SynthParams, Synthesizer,
+    synthesize_all, synthesize_job,
 };
 
 #[cfg(test)]

@@ -111,6 +111,37 @@ fn bone_local_blend_equals_per_example_skinning() {
     assert!(folded > 0 && apart > 0, "folded {folded}, apart {apart}");
 }
 
+/// `skin_example` is SOR Eq. 1 of one example: the per-example skinning above at
+/// another pose, and the example itself at its own pose (in any world placement).
+#[test]
+fn skinning_one_example_moves_it_by_its_own_rig() {
+    let db = small_db();
+    let synth = Synthesizer::new(&db, SynthParams::default());
+    let n = db.vertex_count();
+    let mut out = vec![Vec3::ZERO; n];
+    let mut pose = db.examples[2].pose;
+    pose.set_rotation(JointId::RIGHT_ELBOW, quat_exp(Vec3::new(0.0, 0.6, 0.2)));
+    let input = synth.skeleton().world_frames(&pose);
+    for j in [0, 3] {
+        synth.skin_example(j, &pose, &mut out);
+        let worst = (0..n)
+            .map(|v| (Vec3A::from(out[v]) - per_example(&synth, v, &[(j, 1.0)], &input)).length())
+            .fold(0.0, f32::max);
+        assert!(worst < 1e-5, "example {j}: {worst} m from Eq. 1");
+    }
+    for (j, ex) in db.examples.iter().enumerate() {
+        let mut placed = ex.pose;
+        placed.translation += Vec3::new(0.4, 0.0, -1.2);
+        synth.skin_example(j, &placed, &mut out);
+        let worst = out
+            .iter()
+            .zip(&ex.positions)
+            .map(|(a, b)| (*a - *b).length())
+            .fold(0.0, f32::max);
+        assert!(worst < 1e-4, "example {j} at its own pose moved {worst} m");
+    }
+}
+
 /// The AVX2 + FMA vertex loop and the SSE2 one synthesise the same garment (up to
 /// rounding) for poses between the examples.
 #[test]
@@ -214,7 +245,7 @@ fn wide_distances_are_the_scalar_ones() {
             e
         })
         .collect();
-    let ex8 = super::wide::Examples8::new(&db);
+    let ex8 = super::wide::Examples8::new(&db, &distance_weights(&db, Distance::PerExample));
     let g = db.region_count();
     let mut pose = base[1].pose;
     pose.set_rotation(JointId::SPINE2, quat_exp(Vec3::new(0.1, 0.25, 0.05)));
@@ -233,6 +264,63 @@ fn wide_distances_are_the_scalar_ones() {
                 (w - d).abs() <= 1e-5 * d,
                 "example {j} region {r}: {w} vs {d}"
             );
+        }
+    }
+}
+
+/// Pooled distance weights are the examples' mean U, the same for every example;
+/// per-example ones are each example's own, and both synthesise each example at its
+/// own pose (the distance is zero there whichever U).
+#[test]
+fn pooled_distance_weights_are_the_examples_mean() {
+    let db = small_db();
+    let (ne, len) = (db.examples.len(), db.region_count() * DOF_COUNT);
+    let own = distance_weights(&db, Distance::PerExample);
+    let pooled = distance_weights(&db, Distance::Pooled);
+    assert_eq!((own.len(), pooled.len()), (ne * len, ne * len));
+    for (j, e) in db.examples.iter().enumerate() {
+        assert_eq!(&own[j * len..(j + 1) * len], &e.distance_weights[..]);
+    }
+    let mut differ = 0;
+    for i in 0..len {
+        let mean = db
+            .examples
+            .iter()
+            .map(|e| f64::from(e.distance_weights[i]))
+            .sum::<f64>()
+            / ne as f64;
+        for j in 0..ne {
+            let p = f64::from(pooled[j * len + i]);
+            assert!(
+                (p - mean).abs() <= 1e-6 * mean.abs().max(1e-12),
+                "{p} vs {mean}"
+            );
+            differ += usize::from(own[j * len + i] != pooled[j * len + i]);
+        }
+    }
+    assert!(differ > 0, "the fixture's examples should have different U");
+    for distance in [Distance::PerExample, Distance::Pooled] {
+        let params = SynthParams {
+            distance,
+            resolve_penetration: false,
+            ..SynthParams::default()
+        };
+        let synth = Synthesizer::new(&db, params);
+        let mut out = vec![Vec3::ZERO; db.vertex_count()];
+        for e in &db.examples {
+            synth.synthesize(
+                &mut AvatarState::new(),
+                &mut Scratch::default(),
+                &e.pose,
+                0.0,
+                &mut out,
+            );
+            let worst = out
+                .iter()
+                .zip(&e.positions)
+                .map(|(a, b)| (*a - *b).length())
+                .fold(0.0, f32::max);
+            assert!(worst < 1e-4, "{distance:?}: {worst} m from the example");
         }
     }
 }

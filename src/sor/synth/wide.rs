@@ -49,7 +49,9 @@ pub(super) struct Examples8 {
 }
 
 impl Examples8 {
-    pub(super) fn new(db: &Database) -> Self {
+    /// `distance_weights`: per example, `regions × 66` (the synthesizer's, see
+    /// [`super::Distance`]).
+    pub(super) fn new(db: &Database, distance_weights: &[f32]) -> Self {
         let (examples, regions) = (db.examples.len(), db.region_count());
         let groups = examples.div_ceil(8);
         let mut rotations = vec![Lanes::default(); groups * JOINT_COUNT * 4];
@@ -65,8 +67,9 @@ impl Examples8 {
                 }
                 for r in 0..regions {
                     for m in 0..DOF_COUNT {
-                        weights[(g * regions + r) * DOF_COUNT + m].0[lane] =
-                            ex.map_or(0.0, |e| e.distance_weights[r * DOF_COUNT + m]);
+                        weights[(g * regions + r) * DOF_COUNT + m].0[lane] = ex.map_or(0.0, |_| {
+                            distance_weights[((8 * g + lane) * regions + r) * DOF_COUNT + m]
+                        });
                     }
                 }
             }
