@@ -49,6 +49,8 @@ pub(crate) struct SynthBench {
     /// body): also time an outfit's frame, both syntheses and their layering.
     #[arg(long)]
     under: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    synth: super::common::SynthArgs,
 }
 
 /// Runs `step` (which returns the avatar-frames it did) for `seconds`, split into
@@ -114,7 +116,7 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
     let mut cfg = GarmentConfig::builtin("tshirt")?;
     cfg.target_vertices = b.large;
     let large = refine(&db, &Garment::generate(&Body::default_body()?, &cfg)?)?;
-    accuracy_of_min_share(&db, &poses, b.top_k);
+    accuracy_of_min_share(&db, &poses, &b.synth, b.top_k);
     outln!(
         "SOR synthesis: {} avatars sharing one database, {} examples, K = {}, walking poses (CMU 131_01)",
         b.avatars,
@@ -123,11 +125,12 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
     );
     // both tables use the same two synthesizers (preparing one re-expresses every
     // example at every vertex: seconds at 12 500 vertices)
-    let params = SynthParams {
+    let mut params = SynthParams {
         top_k: b.top_k,
         wide: !b.sse2,
         ..SynthParams::default()
     };
+    b.synth.apply(&mut params);
     let synths = [&db, &large].map(|d| Synthesizer::new(d, params.clone()));
     outln!("SOR's vertex loop: {}", synths[0].vertex_loop());
     outln!(
@@ -289,22 +292,26 @@ fn frame_times(synth: &Synthesizer<'_>, body: &Body, poses: &[Pose]) -> (f64, f6
 }
 
 /// Prints what skipping examples below `min_share` costs in accuracy, on the same poses.
-fn accuracy_of_min_share(db: &Database, poses: &[Pose], top_k: usize) {
+fn accuracy_of_min_share(
+    db: &Database,
+    poses: &[Pose],
+    settings: &super::common::SynthArgs,
+    top_k: usize,
+) {
+    let mut params = SynthParams {
+        top_k,
+        ..SynthParams::default()
+    };
+    settings.apply(&mut params);
+    let min_share = params.min_share;
     let exact = Synthesizer::new(
         db,
         SynthParams {
-            top_k,
             min_share: 0.0,
-            ..SynthParams::default()
+            ..params.clone()
         },
     );
-    let fast = Synthesizer::new(
-        db,
-        SynthParams {
-            top_k,
-            ..SynthParams::default()
-        },
-    );
+    let fast = Synthesizer::new(db, params);
     let n = db.vertex_count();
     let (mut a, mut c) = (vec![Vec3::ZERO; n], vec![Vec3::ZERO; n]);
     let (mut sa, mut sc) = (AvatarState::new(), AvatarState::new());
@@ -325,7 +332,7 @@ fn accuracy_of_min_share(db: &Database, poses: &[Pose], top_k: usize) {
     }
     outln!(
         "min_share = {}: vertices move by {:.3} mm on average, {:.2} mm at most, against keeping every example (200 walking poses)",
-        SynthParams::default().min_share,
+        min_share,
         sum / count.max(1) as f64 * 1000.0,
         worst * 1000.0
     );

@@ -455,3 +455,61 @@ mod tests {
         assert!(parse_frames("12").unwrap_err().contains("A..B"));
     }
 }
+
+/// SOR runtime settings a command may override (`eval`, `bench synth`); the defaults
+/// are [`crate::sor::SynthParams`]'s.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct SynthArgs {
+    /// Exponent k of SOR's distance weights W = (D + ε)^−k (default: Wu's 3).
+    #[arg(long, value_parser = parse_exponent)]
+    pub(crate) k: Option<f64>,
+    /// The share of a region's weight below which SOR drops an example there (a
+    /// speed/accuracy knob; default 0.01, 0 keeps all).
+    #[arg(long, value_parser = parse_share)]
+    pub(crate) min_share: Option<f32>,
+    /// SOR's distance weights: each example's own (SOR Eq. 9 as written) or their
+    /// mean per region, shared by all examples (Wu Eq. 7's form; the default).
+    #[arg(long, value_enum)]
+    pub(crate) distance: Option<DistanceArg>,
+}
+
+impl SynthArgs {
+    /// Overrides the settings given.
+    pub(crate) fn apply(&self, p: &mut crate::sor::SynthParams) {
+        if let Some(k) = self.k {
+            p.k = k;
+        }
+        if let Some(m) = self.min_share {
+            p.min_share = m;
+        }
+        if let Some(d) = self.distance {
+            p.distance = match d {
+                DistanceArg::PerExample => crate::sor::Distance::PerExample,
+                DistanceArg::Pooled => crate::sor::Distance::Pooled,
+            };
+        }
+    }
+}
+
+/// `--distance`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy)]
+pub(crate) enum DistanceArg {
+    /// Each example's own U (SOR Eq. 9 as written).
+    PerExample,
+    /// The examples' mean U per region, shared by all (Wu Eq. 7's form).
+    Pooled,
+}
+
+fn parse_share(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(v) if v.is_finite() && (0.0..=0.5).contains(&v) => Ok(v),
+        _ => Err(format!("min_share must be 0–0.5, not {s:?}")),
+    }
+}
+
+fn parse_exponent(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(k) if k.is_finite() && (0.0..=64.0).contains(&k) => Ok(k),
+        _ => Err(format!("k must be 0–64, not {s:?}")),
+    }
+}

@@ -9,13 +9,13 @@ use anyhow::Context;
 use clap::Args;
 
 use super::bake::progress_bar;
-use super::common::{FrameRange, load_clip, parse_frames, write_file};
+use super::common::{FrameRange, SynthArgs, load_clip, parse_frames, write_file};
 use crate::bake::default_database;
 use crate::eval::{
     EvalOptions, Evaluation, GroundTruth, METHODS, Truth, TruthFileError, canonical_poses, compare,
     simulate_truth, truth_key,
 };
-use crate::sor::{Database, Distance};
+use crate::sor::Database;
 
 /// Arguments of `clothcast eval`.
 #[derive(Args, Debug)]
@@ -46,13 +46,8 @@ pub(crate) struct EvalArgs {
     /// SOR's examples blended per region, K (default: Wu's 5).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     top_k: Option<u32>,
-    /// Exponent k of SOR's distance weights W = (D + ε)^−k (default: SOR §5's 6).
-    #[arg(long, value_parser = parse_exponent)]
-    k: Option<f64>,
-    /// SOR's distance weights: each example's own (SOR Eq. 9 as written) or their
-    /// mean per region, shared by all examples (Wu Eq. 7's form).
-    #[arg(long, value_enum)]
-    distance: Option<DistanceArg>,
+    #[command(flatten)]
+    synth: SynthArgs,
     /// Keeps the simulated ground truth in this file, and reuses it when it was
     /// simulated for the same database, clip, frames and truth (simulating is nearly
     /// all of an evaluation's time; comparing with a kept truth takes seconds, so a
@@ -68,27 +63,11 @@ pub(crate) struct EvalArgs {
     oracle: bool,
 }
 
-fn parse_exponent(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(k) if k.is_finite() && (0.0..=64.0).contains(&k) => Ok(k),
-        _ => Err(format!("k must be 0–64, not {s:?}")),
-    }
-}
-
 fn parse_t_mix(s: &str) -> Result<f32, String> {
     match s.trim().parse::<f32>() {
         Ok(t) if t.is_finite() && (0.0..=10.0).contains(&t) => Ok(t),
         _ => Err(format!("t_mix must be 0–10 seconds, not {s:?}")),
     }
-}
-
-/// `--distance`.
-#[derive(clap::ValueEnum, Debug, Clone, Copy)]
-pub(crate) enum DistanceArg {
-    /// Each example's own U (SOR Eq. 9 as written).
-    PerExample,
-    /// The examples' mean U per region, shared by all (Wu Eq. 7's form).
-    Pooled,
 }
 
 /// `--truth`.
@@ -146,15 +125,7 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     if let Some(k) = args.top_k {
         options.synth.top_k = k as usize;
     }
-    if let Some(k) = args.k {
-        options.synth.k = k;
-    }
-    if let Some(d) = args.distance {
-        options.synth.distance = match d {
-            DistanceArg::PerExample => Distance::PerExample,
-            DistanceArg::Pooled => Distance::Pooled,
-        };
-    }
+    args.synth.apply(&mut options.synth);
     options.oracle = args.oracle;
     let canonical = canonical_poses(&db, &poses);
     let key = truth_key(

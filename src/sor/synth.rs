@@ -32,7 +32,6 @@ type InputFrames<'a> = (&'a [Mat3A; JOINT_COUNT + 1], &'a [Vec3A; JOINT_COUNT + 
 pub enum Distance {
     /// Each example's own U^J_{g,m}, SOR Eq. 9 as written: the error of that example's
     /// rig along each degree of freedom.
-    #[default]
     PerExample,
     /// One U_{g,m} per region shared by every example, the mean of the examples'
     /// U^J_{g,m}: SOR Eq. 9's content in the form of Wu Eq. 7 (a per-region metric of
@@ -40,6 +39,7 @@ pub enum Distance {
     /// (they follow where its cloth happened to fold); pooled, they rank the examples
     /// by pose alone. On CMU 131_03 held out: 1.94 cm mean error against 2.14 with
     /// `k` = 3 (README, SOR).
+    #[default]
     Pooled,
 }
 
@@ -76,7 +76,7 @@ pub struct SynthParams {
 impl Default for SynthParams {
     fn default() -> Self {
         Self {
-            k: 6.0,
+            k: 3.0,
             top_k: 5,
             t_mix: 0.05,
             penetration_margin: 0.005,
