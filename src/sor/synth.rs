@@ -453,17 +453,7 @@ impl<'db> Synthesizer<'db> {
             }
         }
         // the input pose's bone frames, and the body posed this frame
-        let input_frames = self.skeleton.world_frames(&canon);
-        let rot: [Mat3A; JOINT_COUNT + 1] = std::array::from_fn(|b| {
-            input_frames
-                .get(b)
-                .map_or(Mat3A::ZERO, |f| Mat3A::from_quat(f.rot))
-        });
-        let pos: [Vec3A; JOINT_COUNT + 1] = std::array::from_fn(|b| {
-            input_frames
-                .get(b)
-                .map_or(Vec3A::ZERO, |f| Vec3A::from(f.trans))
-        });
+        let (rot, pos) = self.input_frames(&canon);
         let t = self.skeleton.skinning_transforms(&canon);
         scratch
             .body
@@ -501,6 +491,20 @@ impl<'db> Synthesizer<'db> {
 }
 
 impl Synthesizer<'_> {
+    /// The canonical input pose's bone rotations and joint positions (world frame),
+    /// with the zero entry at `JOINT_COUNT` (see [`InputFrames`]).
+    fn input_frames(&self, canon: &Pose) -> ([Mat3A; JOINT_COUNT + 1], [Vec3A; JOINT_COUNT + 1]) {
+        let frames = self.skeleton.world_frames(canon);
+        let rot = std::array::from_fn(|b| {
+            frames
+                .get(b)
+                .map_or(Mat3A::ZERO, |f| Mat3A::from_quat(f.rot))
+        });
+        let pos =
+            std::array::from_fn(|b| frames.get(b).map_or(Vec3A::ZERO, |f| Vec3A::from(f.trans)));
+        (rot, pos)
+    }
+
     /// SOR Eq. 1 for example `j` alone at `pose` (any frame; the garment comes out in
     /// the canonical frame, metres, into `out`): the example's garment moved by its own
     /// rig, before any blending and penetration handling. A diagnostic (what the best
@@ -518,17 +522,7 @@ impl Synthesizer<'_> {
             "output buffer has the wrong vertex count"
         );
         let (canon, _) = canonicalize(pose, &self.skeleton);
-        let input_frames = self.skeleton.world_frames(&canon);
-        let rot: [Mat3A; JOINT_COUNT + 1] = std::array::from_fn(|b| {
-            input_frames
-                .get(b)
-                .map_or(Mat3A::ZERO, |f| Mat3A::from_quat(f.rot))
-        });
-        let pos: [Vec3A; JOINT_COUNT + 1] = std::array::from_fn(|b| {
-            input_frames
-                .get(b)
-                .map_or(Vec3A::ZERO, |f| Vec3A::from(f.trans))
-        });
+        let (rot, pos) = self.input_frames(&canon);
         let skin = &self.db.garment.skin;
         let one = [(j as u32, 1.0f32)];
         for (i, &v) in self.order.iter().enumerate() {
