@@ -193,7 +193,11 @@ impl GroundTruth {
             return Err(TruthFileError::Version { found: version });
         }
         let (n, frames) = (u32_at(12) as usize, u32_at(16) as usize);
-        let expected = HEADER as u64 + 12 * n as u64 + frames as u64 * (4 + 12 * n as u64);
+        // counts of up to 2^32 each: the product can pass u64, which saturates (and then
+        // cannot match any real length) instead of wrapping onto a short one
+        let expected = (frames as u64)
+            .saturating_mul(4 + 12 * n as u64)
+            .saturating_add(HEADER as u64 + 12 * n as u64);
         if expected != bytes.len() as u64 || u32_at(20) != 0 {
             return Err(TruthFileError::Length {
                 expected,
