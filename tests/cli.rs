@@ -921,6 +921,22 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
         std::fs::read(&kept).expect("read"),
         b"my notes, not a ground truth"
     );
+    for (flag, value, says) in [
+        ("--k", "NaN", "k must be 0–64"),
+        ("--min-share", "0.9", "min_share must be 0–0.5"),
+        ("--distance", "closest", "invalid value 'closest'"),
+    ] {
+        let o = bin()
+            .args(["eval", flag, value, "--bvh"])
+            .arg(fixture("cmu_131_03.bvh"))
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(says),
+            "{flag} {value}: {err}"
+        );
+    }
     let o = bin()
         .args(["eval", "--t-mix", "NaN", "--bvh"])
         .arg(fixture("cmu_131_03.bvh"))

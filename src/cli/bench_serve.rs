@@ -55,6 +55,9 @@ pub(crate) struct ServeBench {
     /// start of each tick).
     #[arg(long)]
     tick_slots: Option<u32>,
+    /// SOR settings other than the server's defaults (to compare their cost).
+    #[command(flatten)]
+    synth: super::common::SynthArgs,
 }
 
 fn parse_effort(s: &str) -> Result<Effort, String> {
@@ -163,6 +166,8 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
     );
     runtime()?.block_on(async move {
         for &n in &b.avatars {
+            let mut synth = EngineConfig::default().synth;
+            b.synth.apply(&mut synth);
             let config = ServerConfig {
                 bind: "127.0.0.1:0".parse()?,
                 open: true,
@@ -174,6 +179,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                     codec_effort: b
                         .codec_effort
                         .unwrap_or(EngineConfig::default().codec_effort),
+                    synth,
                     ..EngineConfig::default()
                 },
                 ..ServerConfig::default()
