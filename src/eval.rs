@@ -306,16 +306,20 @@ pub fn compare(
     let params = SimParams::default();
     let synth = Synthesizer::new(db, options.synth.clone());
     // the oracles, and SOR before penetration handling to compare them with
-    let unprojected = Synthesizer::new(
-        db,
-        SynthParams {
-            resolve_penetration: false,
-            ..options.synth.clone()
-        },
-    );
-    let mut oracle = options
-        .oracle
-        .then(|| (Oracle::new(db, &unprojected), AvatarState::new(), 0.0f64));
+    // the oracles, and SOR before penetration handling to compare them with (only when
+    // asked for: preparing a synthesizer re-expresses every example at every vertex)
+    let unprojected = options.oracle.then(|| {
+        Synthesizer::new(
+            db,
+            SynthParams {
+                resolve_penetration: false,
+                ..options.synth.clone()
+            },
+        )
+    });
+    let mut oracle = unprojected
+        .as_ref()
+        .map(|u| (Oracle::new(db, u), u, AvatarState::new(), 0.0f64));
     // LBS skins the rest drape the truth started from
     let rest_shape = &truth.rest;
     let mut state = AvatarState::new();
@@ -397,7 +401,7 @@ pub fn compare(
             }
         };
         let errors = [error_of(&sor_out), error_of(&lbs_out), error_of(&near_out)];
-        if let Some((o, state, sum)) = &mut oracle {
+        if let Some((o, unprojected, state, sum)) = &mut oracle {
             o.push(canonical, truth32);
             unprojected.synthesize(state, &mut scratch, canonical, dt, &mut unprojected_out);
             *sum += f64::from(error_of(&unprojected_out).mean);
@@ -434,7 +438,7 @@ pub fn compare(
             jitter: jitter[m].mean(),
         })
         .collect();
-    let oracle = oracle.map(|(o, _, sum)| o.summary((sum / results.len() as f64) as f32));
+    let oracle = oracle.map(|(o, _, _, sum)| o.summary((sum / results.len() as f64) as f32));
     Ok(Evaluation {
         frames: results,
         summary,

@@ -148,17 +148,18 @@ fn best_blend(skinned: &[Vec<Vec3>], vs: &[usize], truth: &[Vec3]) -> Vec<f64> {
     let mut w = vec![1.0 / m as f64; m];
     let mut z = w.clone();
     let mut t = 1.0f64;
+    let mut next = vec![0.0f64; m];
     for _ in 0..2000 {
-        let grad: Vec<f64> = (0..m)
-            .map(|a| (0..m).map(|b| gram[a * m + b] * z[b]).sum::<f64>() - c[a])
-            .collect();
-        let mut next: Vec<f64> = (0..m).map(|a| z[a] - grad[a] / lip).collect();
+        for (a, x) in next.iter_mut().enumerate() {
+            let grad = (0..m).map(|b| gram[a * m + b] * z[b]).sum::<f64>() - c[a];
+            *x = z[a] - grad / lip;
+        }
         project_to_simplex(&mut next);
         let t_next = (1.0 + (1.0 + 4.0 * t * t).sqrt()) / 2.0;
         for a in 0..m {
             z[a] = next[a] + (t - 1.0) / t_next * (next[a] - w[a]);
         }
-        w = next;
+        std::mem::swap(&mut w, &mut next);
         t = t_next;
     }
     w
