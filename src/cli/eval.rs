@@ -49,9 +49,10 @@ pub(crate) struct EvalArgs {
     #[command(flatten)]
     synth: SynthArgs,
     /// Keeps the simulated ground truth in this file, and reuses it when it was
-    /// simulated for the same database, clip, frames and truth (simulating is nearly
-    /// all of an evaluation's time; comparing with a kept truth takes seconds, so a
-    /// sweep of `--top-k`, `--k` or `--t-mix` simulates once). A stale or damaged file
+    /// simulated for the same garment and body, clip, frames and truth (simulating is
+    /// nearly all of an evaluation's time; comparing with a kept truth takes seconds, so
+    /// a sweep of `--top-k`, `--k` or `--t-mix` simulates once, and so do databases
+    /// of the same garment baked with other examples or regions). A stale or damaged file
     /// is simulated afresh and replaced; a file that is not a ground truth is refused.
     #[arg(long)]
     truth_file: Option<PathBuf>,

@@ -23,7 +23,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::sim::SimParams;
 use crate::skeleton::Pose;
-use crate::sor::{Database, body_hash, garment_hash};
+use crate::sor::{Database, body_hash};
 
 use super::Truth;
 
@@ -113,13 +113,23 @@ pub enum TruthFileError {
     Stale,
 }
 
-/// What a ground truth depends on: the database's body and garment, the evaluated
-/// poses (after the arm guard, in the canonical frame), how each frame is reached, the
-/// simulator's parameters and [`TRUTH_VERSION`].
+/// What a ground truth depends on: the database's body and the garment as the
+/// simulator reads it (its triangles, rest shape, rest metric and skin; not its regions
+/// nor the examples, so a database re-baked with other regions or examples for the same
+/// garment reuses the truth), the evaluated poses (after the arm guard, in the
+/// canonical frame), how each frame is reached, the simulator's parameters and
+/// [`TRUTH_VERSION`].
 pub fn truth_key(db: &Database, canonical: &[Pose], truth: Truth, params: &SimParams) -> u64 {
     let mut h: Vec<u8> = Vec::with_capacity(64 + canonical.len() * 360);
     h.extend_from_slice(&TRUTH_VERSION.to_le_bytes());
-    h.extend_from_slice(&garment_hash(&db.garment).to_le_bytes());
+    let g = &db.garment;
+    let mut cloth: Vec<u8> = Vec::new();
+    cloth.extend_from_slice(bytemuck::cast_slice(&g.triangles));
+    cloth.extend_from_slice(bytemuck::cast_slice(&g.rest));
+    cloth.extend_from_slice(bytemuck::cast_slice(&g.metric));
+    cloth.extend_from_slice(bytemuck::cast_slice(&g.skin.joints));
+    cloth.extend_from_slice(bytemuck::cast_slice(&g.skin.weights));
+    h.extend_from_slice(&xxh3_64(&cloth).to_le_bytes());
     h.extend_from_slice(&body_hash(&db.body).to_le_bytes());
     match truth {
         Truth::Carried => h.push(0),
@@ -337,6 +347,45 @@ mod tests {
             GroundTruth::from_bytes(&bytes, "t", Some(t.key ^ 1)),
             Err(TruthFileError::Stale)
         ));
+    }
+
+    /// The key follows what the simulator reads (the garment's rest shape, the body,
+    /// the poses), not the regions or examples a database was baked with.
+    #[test]
+    fn the_key_follows_the_simulated_cloth_not_the_bake() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/db/v1/small.ccdb");
+        let db = Database::read(&path).expect("fixture database");
+        let poses = [Pose::rest()];
+        let params = SimParams::default();
+        let key = |d: &Database| truth_key(d, &poses, Truth::Carried, &params);
+        let k0 = key(&db);
+        let mut rebaked = db.clone();
+        rebaked
+            .garment
+            .region_weights
+            .iter_mut()
+            .for_each(|w| *w = 0.5);
+        rebaked.examples.truncate(1);
+        assert_eq!(key(&rebaked), k0);
+        let mut moved = db.clone();
+        moved.garment.rest[0].x += 1e-3;
+        assert_ne!(key(&moved), k0);
+        let mut body = db.clone();
+        body.body.positions[0].y += 1e-3;
+        assert_ne!(key(&body), k0);
+        assert_ne!(truth_key(&db, &[], Truth::Carried, &params), k0);
+        assert_ne!(
+            truth_key(
+                &db,
+                &poses,
+                Truth::Fresh {
+                    start_arm_angle: 0.5
+                },
+                &params
+            ),
+            k0
+        );
     }
 
     #[test]
