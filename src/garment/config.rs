@@ -240,6 +240,12 @@ pub struct MeshGarmentConfig {
     /// 0: the mesh as modelled is unstressed), as for procedural garments.
     #[serde(default)]
     pub pattern_arm_angle: f32,
+    /// Remesh to about this many vertices (500–100000) when the mesh has more:
+    /// near-equilateral triangles on the modelled surface, hems and openings kept
+    /// where they were. Absent: the mesh as modelled (its vertex count is then the
+    /// runtime's).
+    #[serde(default)]
+    pub target_vertices: Option<usize>,
     /// Take the regions of this built-in garment (`tshirt`, `pants`) …
     #[serde(default)]
     pub regions_like: Option<String>,
@@ -259,6 +265,15 @@ impl MeshGarmentConfig {
             toml::from_str(text).map_err(|e| GarmentError::Toml(e.to_string()))?;
         in_range("scale", c.scale, 1e-4, 100.0, "1e-4–100")?;
         in_range("pattern_arm_angle", c.pattern_arm_angle, 0.0, 80.0, "0–80°")?;
+        if let Some(t) = c.target_vertices {
+            in_range(
+                "target_vertices",
+                t.min(1 << 24) as f32,
+                500.0,
+                100_000.0,
+                "500–100000",
+            )?;
+        }
         if c.mesh.as_os_str().is_empty() {
             return Err(GarmentError::Toml("`mesh` is empty".into()));
         }

@@ -1,7 +1,8 @@
 //! Garments imported from mesh files (OBJ, glTF, GLB): a garment modelled in another
 //! tool on the body in its rest pose, bound to the body as the procedural ones are
-//! (SOR §4–5). The mesh is taken as it is (no remeshing): its vertex count is the
-//! runtime's, and is capped.
+//! (SOR §4–5). The mesh is taken as it is, or remeshed to the configuration's
+//! `target_vertices` (projected onto the modelled surface, its boundary kept); the
+//! vertex count is the runtime's, and is capped.
 
 use std::path::Path;
 
@@ -10,7 +11,10 @@ use glam::Vec3;
 use super::config::{GarmentError, MeshGarmentConfig, RegionTable};
 use super::garment::{Garment, REST_CLEARANCE, push_out};
 use crate::body::Body;
-use crate::mesh::{Hit, MeshIoError, MeshQuery, Topology, TriMesh, read_gltf_mesh, read_obj, weld};
+use crate::mesh::{
+    Hit, MeshBoundary, MeshIoError, MeshQuery, MeshSurface, RemeshOptions, Topology, TriMesh,
+    read_gltf_mesh, read_obj, remesh, weld,
+};
 
 /// Most vertices an imported garment may have (a procedural one has ~3 000; synthesis,
 /// coding and baking cost grow with the count).
@@ -61,6 +65,9 @@ impl Garment {
         let mut mesh = read_garment_mesh(&dir.join(&cfg.mesh))?;
         for p in &mut mesh.positions {
             *p *= cfg.scale;
+        }
+        if let Some(target) = cfg.target_vertices {
+            mesh = remeshed(&mesh, target)?;
         }
         Self::from_mesh(&cfg.name, mesh, body, regions, cfg.pattern_arm_angle)
     }
@@ -129,6 +136,47 @@ impl Garment {
         g.metric = g.pattern_metric(body, arm_angle_deg);
         Ok(g)
     }
+}
+
+/// Edges shorter than this share of the target edge are collapsed when an imported
+/// garment is remeshed, however thin the triangles around them (see
+/// [`RemeshOptions::sliver_edge`]): exporters and dense polygonisations leave slivers
+/// at hems.
+const SLIVER_EDGE: f32 = 0.25;
+
+/// `mesh` (metres) tidied as [`Garment::from_mesh`] tidies it and, when it has more
+/// than `target` vertices, remeshed to about `target`: shortest edges collapsed, edges
+/// flipped and vertices relaxed ([`remesh()`]) with every vertex projected back onto
+/// the mesh as modelled and its boundary vertices onto its boundary (hems, neck and
+/// sleeve openings stay where they were). Refused as `from_mesh` refuses (non-finite
+/// positions, not an oriented manifold, a closed part), before any remeshing.
+pub(super) fn remeshed(mesh: &TriMesh, target: usize) -> Result<TriMesh, GarmentError> {
+    if let Some(i) = mesh.positions.iter().position(|p| !p.is_finite()) {
+        return Err(crate::mesh::MeshError::NonFinite(i).into());
+    }
+    let mesh = tidy(mesh);
+    if mesh.vertex_count() <= target {
+        return Ok(mesh);
+    }
+    if mesh.vertex_count() > MAX_IMPORT_VERTICES * 4 {
+        return Err(GarmentError::TooManyVertices {
+            count: mesh.vertex_count(),
+            limit: MAX_IMPORT_VERTICES * 4,
+        });
+    }
+    mesh.validate(0.0)?;
+    closed_part(&mesh)?;
+    let surface = MeshSurface::new(&mesh)?;
+    let boundary = MeshBoundary::new(&mesh)?;
+    Ok(remesh(
+        &mesh,
+        &surface,
+        Some(&boundary),
+        RemeshOptions {
+            sliver_edge: SLIVER_EDGE,
+            ..RemeshOptions::with_target(target)
+        },
+    )?)
 }
 
 /// Refuses a mesh with a connected part that has no boundary (see

@@ -12,6 +12,7 @@ mod isosurface;
 mod nearest;
 mod raster;
 mod remesh;
+mod surface;
 mod topology;
 mod trimesh;
 
@@ -26,5 +27,6 @@ pub use isosurface::{Field, polygonize, sd_ellipsoid, sd_round_box, sd_round_con
 pub use nearest::NearestVertex;
 pub use raster::{Camera, DrawItem, Image, render};
 pub use remesh::{RemeshOptions, remesh};
+pub use surface::{MeshBoundary, MeshSurface};
 pub use topology::{NO_FACE, Topology};
 pub use trimesh::{MeshError, TriMesh, VertexId, weld};

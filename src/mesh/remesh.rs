@@ -24,6 +24,12 @@ pub struct RemeshOptions {
     pub rounds: usize,
     /// Relaxation sweeps per round.
     pub relax_iterations: usize,
+    /// Edges shorter than this share of the target edge length are collapsed even
+    /// where every triangle around them is a sliver: the shape floor (no surviving
+    /// triangle worse than the worst it replaces) is waived for them, so that a mesh
+    /// that comes with near-degenerate triangles (an artist's, or a polygonisation's
+    /// boundary) loses them. 0 waives nothing.
+    pub sliver_edge: f32,
 }
 
 impl RemeshOptions {
@@ -33,6 +39,7 @@ impl RemeshOptions {
             target_vertices,
             rounds: 3,
             relax_iterations: 3,
+            sliver_edge: 0.0,
         }
     }
 }
@@ -48,6 +55,12 @@ struct Work<'a> {
     surface: &'a dyn Field,
     clip: Option<&'a dyn Field>,
     alive_count: usize,
+    /// Edges shorter than this (metres) are collapsed without the shape floor (see
+    /// [`RemeshOptions::sliver_edge`]); set once the target edge is known.
+    sliver_len: f32,
+    sliver_edge: f32,
+    /// The target edge length, metres (set by `collapse_to`).
+    edge_len: f32,
 }
 
 /// Remeshes `mesh` (an oriented manifold lying on the zero set of `surface`) down to
@@ -86,6 +99,9 @@ pub fn remesh(
         surface,
         clip,
         alive_count,
+        sliver_len: 0.0,
+        sliver_edge: opts.sliver_edge,
+        edge_len: 0.0,
     };
     w.collapse_to(opts.target_vertices);
     for _ in 0..opts.rounds {
@@ -95,6 +111,12 @@ pub fn remesh(
         }
     }
     w.flip_pass();
+    if w.sliver_len > 0.0 {
+        // relaxation along a boundary can crowd its vertices (projection snaps points
+        // near a corner of the boundary onto it): collapse what is still too short
+        w.collapse_short();
+        w.flip_pass();
+    }
     let out = w.compact();
     Topology::build(&out)?;
     Ok(out)
@@ -165,7 +187,10 @@ impl Work<'_> {
     }
 
     fn collapse_to(&mut self, target: usize) {
-        let mut max_len = 1.5 * self.target_edge(target);
+        let edge = self.target_edge(target);
+        self.edge_len = edge;
+        self.sliver_len = self.sliver_edge * edge;
+        let mut max_len = 1.5 * edge;
         // a pass ends when no edge can be collapsed under the current length cap; later
         // passes relax the cap a little (and quality floors are relative anyway)
         for _ in 0..6 {
@@ -174,6 +199,49 @@ impl Work<'_> {
             }
             self.collapse_pass(target, max_len);
             max_len *= 1.2;
+        }
+    }
+
+    /// Collapses every edge shorter than `sliver_len` that can be (shortest first),
+    /// whatever the vertex count.
+    fn collapse_short(&mut self) {
+        let mut scratch = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let mut short: Vec<(f32, u32, u32)> = Vec::new();
+            for (t, tri) in self.tris.iter().enumerate() {
+                if !self.tri_alive[t] {
+                    continue;
+                }
+                for k in 0..3 {
+                    let (a, b) = (tri[k], tri[(k + 1) % 3]);
+                    let l = (self.pos[a as usize] - self.pos[b as usize]).length();
+                    if l < self.sliver_len {
+                        short.push((l, a.min(b), a.max(b)));
+                    }
+                }
+            }
+            short.sort_by(|x, y| x.0.total_cmp(&y.0));
+            short.dedup_by(|x, y| (x.1, x.2) == (y.1, y.2));
+            let mut done = 0;
+            for (_, a, b) in short {
+                if !self.v_alive[a as usize] || !self.v_alive[b as usize] {
+                    continue;
+                }
+                if (self.pos[a as usize] - self.pos[b as usize]).length() >= self.sliver_len {
+                    continue;
+                }
+                // neighbours may lie as far from the merged vertex as the last
+                // collapse pass allowed
+                if self
+                    .try_collapse(a, b, 2.0 * self.edge_len, &mut scratch)
+                    .is_some()
+                {
+                    done += 1;
+                }
+            }
+            if done == 0 {
+                break;
+            }
         }
     }
 
@@ -290,7 +358,8 @@ impl Work<'_> {
             let c = self.tris[t as usize].map(|v| self.pos[v as usize]);
             worst_before = worst_before.min(quality(c));
         }
-        let floor = worst_before.min(0.15);
+        let short = (self.pos[a as usize] - self.pos[b as usize]).length() < self.sliver_len;
+        let floor = if short { 0.0 } else { worst_before.min(0.15) };
         for &t in self.vt[keep as usize]
             .iter()
             .chain(self.vt[gone as usize].iter())
