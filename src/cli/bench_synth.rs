@@ -235,17 +235,28 @@ fn outfit_times(
     );
     let mut layered = vec![Vec3::ZERO; no];
     let (mut bare, mut after) = (Overlap::default(), Overlap::default());
+    // closest-point trees built once and refitted to each frame's positions
+    let query = |db: &Database| {
+        crate::mesh::MeshQuery::build(&crate::mesh::TriMesh::new(
+            db.garment.rest.clone(),
+            db.garment.triangles.clone(),
+        ))
+    };
+    let (mut q_inner, mut q_bare, mut q_layered) = (
+        query(under)?,
+        query(outer.database())?,
+        query(outer.database())?,
+    );
     for p in poses {
         outer.synthesize(&mut so, &mut scratch, p, 1.0 / 30.0, &mut out_o);
         inner.synthesize(&mut si, &mut scratch, p, 1.0 / 30.0, &mut out_i);
         layered.copy_from_slice(&out_o);
         layering.apply(&out_i, &mut layered, &mut sl, &mut layer_scratch);
-        let (tri_o, tri_i) = (
-            &outer.database().garment.triangles,
-            &under.garment.triangles,
-        );
-        bare.add(tri_i, &out_i, tri_o, &out_o)?;
-        after.add(tri_i, &out_i, tri_o, &layered)?;
+        q_inner.update(&out_i);
+        q_bare.update(&out_o);
+        q_layered.update(&layered);
+        bare.add((&q_inner, &out_i), (&q_bare, &out_o));
+        after.add((&q_inner, &out_i), (&q_layered, &layered));
     }
     let mean = |k: usize| best.iter().map(|b| b[k]).sum::<f64>() / best.len().max(1) as f64;
     outln!(
@@ -316,41 +327,37 @@ struct Overlap {
 }
 
 impl Overlap {
+    /// Adds one frame: each garment's positions with its closest-point tree (already
+    /// refitted to them).
     fn add(
         &mut self,
-        inner_triangles: &[[u32; 3]],
-        inner: &[Vec3],
-        outer_triangles: &[[u32; 3]],
-        outer: &[Vec3],
-    ) -> anyhow::Result<()> {
-        use crate::mesh::{Feature, MeshQuery, TriMesh};
+        (inner_query, inner): (&crate::mesh::MeshQuery, &[Vec3]),
+        (outer_query, outer): (&crate::mesh::MeshQuery, &[Vec3]),
+    ) {
+        use crate::mesh::{Feature, MeshQuery};
         // signed distances of `points` from the surface, where over one of its faces
-        let over = |triangles: &[[u32; 3]], surface: &[Vec3], points: &[Vec3]| {
-            let mesh = TriMesh::new(surface.to_vec(), triangles.to_vec());
-            MeshQuery::build(&mesh).map(|q| {
-                points
-                    .iter()
-                    .filter_map(|&p| {
-                        q.closest_within(p, 0.03)
-                            .filter(|h| h.feature == Feature::Face)
-                            .map(|h| h.signed_distance(p))
-                    })
-                    .collect::<Vec<f32>>()
-            })
+        let over = |q: &MeshQuery, points: &[Vec3]| -> Vec<f32> {
+            points
+                .iter()
+                .filter_map(|&p| {
+                    q.closest_within(p, 0.03)
+                        .filter(|h| h.feature == Feature::Face)
+                        .map(|h| h.signed_distance(p))
+                })
+                .collect()
         };
-        for d in over(inner_triangles, inner, outer)? {
+        for d in over(inner_query, outer) {
             if d < 0.0 {
                 self.inside += 1;
                 self.deepest = self.deepest.max(-d);
             }
         }
-        for d in over(outer_triangles, outer, inner)? {
+        for d in over(outer_query, inner) {
             if d > 0.0 {
                 self.poking += 1;
                 self.farthest = self.farthest.max(d);
             }
         }
-        Ok(())
     }
 }
 
@@ -538,8 +545,12 @@ mod tests {
         outer[0] = Vec3::new(0.02, 0.03, -0.005);
         outer[1] = Vec3::new(-0.05, 0.01, -0.02);
         outer[2] = Vec3::new(0.3, 0.0, -0.005);
+        let q = |p: &[Vec3]| {
+            crate::mesh::MeshQuery::build(&crate::mesh::TriMesh::new(p.to_vec(), tri.clone()))
+                .expect("mesh")
+        };
         let mut o = Overlap::default();
-        o.add(&tri, &inner, &tri, &outer).expect("meshes");
+        o.add((&q(&inner), &inner), (&q(&outer), &outer));
         assert_eq!(o.inside, 2);
         assert!((o.deepest - 0.02).abs() < 1e-5, "{}", o.deepest);
         // inner corners over a wider outer square: one 5 mm above it, the others under
@@ -547,7 +558,7 @@ mod tests {
         let mut inner_up = inner.clone();
         inner_up[2] = Vec3::new(0.1, 0.05, 0.015); // off the outer square's diagonal
         let mut o = Overlap::default();
-        o.add(&tri, &inner_up, &tri, &high).expect("meshes");
+        o.add((&q(&inner_up), &inner_up), (&q(&high), &high));
         assert_eq!((o.inside, o.poking), (0, 1));
         assert!((o.farthest - 0.005).abs() < 1e-5, "{}", o.farthest);
     }

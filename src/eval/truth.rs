@@ -23,7 +23,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::sim::SimParams;
 use crate::skeleton::Pose;
-use crate::sor::{Database, body_hash};
+use crate::sor::{Database, body_hash, cloth_hash};
 
 use super::Truth;
 
@@ -122,14 +122,7 @@ pub enum TruthFileError {
 pub fn truth_key(db: &Database, canonical: &[Pose], truth: Truth, params: &SimParams) -> u64 {
     let mut h: Vec<u8> = Vec::with_capacity(64 + canonical.len() * 360);
     h.extend_from_slice(&TRUTH_VERSION.to_le_bytes());
-    let g = &db.garment;
-    let mut cloth: Vec<u8> = Vec::new();
-    cloth.extend_from_slice(bytemuck::cast_slice(&g.triangles));
-    cloth.extend_from_slice(bytemuck::cast_slice(&g.rest));
-    cloth.extend_from_slice(bytemuck::cast_slice(&g.metric));
-    cloth.extend_from_slice(bytemuck::cast_slice(&g.skin.joints));
-    cloth.extend_from_slice(bytemuck::cast_slice(&g.skin.weights));
-    h.extend_from_slice(&xxh3_64(&cloth).to_le_bytes());
+    h.extend_from_slice(&cloth_hash(&db.garment).to_le_bytes());
     h.extend_from_slice(&body_hash(&db.body).to_le_bytes());
     match truth {
         Truth::Carried => h.push(0),

@@ -88,18 +88,7 @@ impl Garment {
         regions: RegionTable,
         arm_angle_deg: f32,
     ) -> Result<Garment, GarmentError> {
-        if let Some(i) = mesh.positions.iter().position(|p| !p.is_finite()) {
-            return Err(crate::mesh::MeshError::NonFinite(i).into());
-        }
-        let mut mesh = tidy(&mesh);
-        if mesh.vertex_count() > MAX_IMPORT_VERTICES {
-            return Err(GarmentError::TooManyVertices {
-                count: mesh.vertex_count(),
-                limit: MAX_IMPORT_VERTICES,
-            });
-        }
-        mesh.validate(0.0)?;
-        closed_part(&mesh)?;
+        let mut mesh = checked(&mesh, MAX_IMPORT_VERTICES)?;
         let query = MeshQuery::build(&body.mesh)?;
         let hits: Vec<Hit> = mesh.positions.iter().map(|p| query.closest(*p)).collect();
         // depth inside the body (negative: outside) per vertex
@@ -151,21 +140,11 @@ const SLIVER_EDGE: f32 = 0.25;
 /// sleeve openings stay where they were). Refused as `from_mesh` refuses (non-finite
 /// positions, not an oriented manifold, a closed part), before any remeshing.
 pub(super) fn remeshed(mesh: &TriMesh, target: usize) -> Result<TriMesh, GarmentError> {
-    if let Some(i) = mesh.positions.iter().position(|p| !p.is_finite()) {
-        return Err(crate::mesh::MeshError::NonFinite(i).into());
-    }
-    let mesh = tidy(mesh);
+    // a mesh to be remeshed may be denser than the runtime's limit
+    let mesh = checked(mesh, 4 * MAX_IMPORT_VERTICES)?;
     if mesh.vertex_count() <= target {
         return Ok(mesh);
     }
-    if mesh.vertex_count() > MAX_IMPORT_VERTICES * 4 {
-        return Err(GarmentError::TooManyVertices {
-            count: mesh.vertex_count(),
-            limit: MAX_IMPORT_VERTICES * 4,
-        });
-    }
-    mesh.validate(0.0)?;
-    closed_part(&mesh)?;
     let surface = MeshSurface::new(&mesh)?;
     let boundary = MeshBoundary::new(&mesh)?;
     Ok(remesh(
@@ -177,6 +156,25 @@ pub(super) fn remeshed(mesh: &TriMesh, target: usize) -> Result<TriMesh, Garment
             ..RemeshOptions::with_target(target)
         },
     )?)
+}
+
+/// `mesh` tidied ([`tidy`]) and checked: refused for a non-finite coordinate, more
+/// than `limit` vertices, a degenerate triangle, not being an oriented 2-manifold (with
+/// boundary) or a closed part ([`closed_part`]).
+fn checked(mesh: &TriMesh, limit: usize) -> Result<TriMesh, GarmentError> {
+    if let Some(i) = mesh.positions.iter().position(|p| !p.is_finite()) {
+        return Err(crate::mesh::MeshError::NonFinite(i).into());
+    }
+    let mesh = tidy(mesh);
+    if mesh.vertex_count() > limit {
+        return Err(GarmentError::TooManyVertices {
+            count: mesh.vertex_count(),
+            limit,
+        });
+    }
+    mesh.validate(0.0)?;
+    closed_part(&mesh)?;
+    Ok(mesh)
 }
 
 /// Refuses a mesh with a connected part that has no boundary (see

@@ -238,14 +238,27 @@ fn bytes_of<T: bytemuck::Pod>(v: &[T]) -> &[u8] {
 
 /// Content hash of a garment's topology, shapes, skin and regions.
 pub fn garment_hash(g: &GarmentData) -> u64 {
+    let mut h = cloth_bytes(g);
+    h.extend_from_slice(bytes_of(&g.region_weights));
+    xxh3_64(&h)
+}
+
+/// Content hash of the garment as the cloth simulator reads it: topology, rest shape,
+/// rest metric and skin, without the regions (which only the runtime's weights use).
+pub fn cloth_hash(g: &GarmentData) -> u64 {
+    xxh3_64(&cloth_bytes(g))
+}
+
+/// The bytes [`cloth_hash`] hashes, which [`garment_hash`] hashes followed by the
+/// region weights.
+fn cloth_bytes(g: &GarmentData) -> Vec<u8> {
     let mut h = Vec::new();
     h.extend_from_slice(bytes_of(&g.triangles));
     h.extend_from_slice(bytes_of(&g.rest));
     h.extend_from_slice(bytes_of(&g.metric));
     h.extend_from_slice(bytes_of(&g.skin.joints));
     h.extend_from_slice(bytes_of(&g.skin.weights));
-    h.extend_from_slice(bytes_of(&g.region_weights));
-    xxh3_64(&h)
+    h
 }
 
 /// Content hash of a body's skeleton, mesh and skin.

@@ -13,7 +13,7 @@ mod synth;
 
 pub use db::{
     BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, body_hash,
-    decode_example, encode_example, garment_hash,
+    cloth_hash, decode_example, encode_example, garment_hash,
 };
 pub(crate) use file::write_whole;
 pub use layer::{LayerError, LayerParams, LayerScratch, LayerState, Layering};
