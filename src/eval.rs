@@ -305,7 +305,6 @@ pub fn compare(
     let garment = db.garment.to_garment();
     let params = SimParams::default();
     let synth = Synthesizer::new(db, options.synth.clone());
-    // the oracles, and SOR before penetration handling to compare them with
     // the oracles, and SOR before penetration handling to compare them with (only when
     // asked for: preparing a synthesizer re-expresses every example at every vertex)
     let unprojected = options.oracle.then(|| {
