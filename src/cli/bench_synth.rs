@@ -49,8 +49,27 @@ pub(crate) struct SynthBench {
     /// body): also time an outfit's frame, both syntheses and their layering.
     #[arg(long)]
     under: Option<std::path::PathBuf>,
+    /// A database of a garment worn over the first (`pants.ccdb`: the shirt tucked into
+    /// the pants): times and counts that outfit as `--under` does.
+    #[arg(long)]
+    over: Option<std::path::PathBuf>,
+    /// Which garment of the outfit gives way where the two overlap: `looser` (the
+    /// server's default), `outer` or `inner` (`[engine.layers] gives_way`).
+    #[arg(long, default_value = "looser", value_parser = parse_gives_way)]
+    gives_way: crate::sor::GivesWay,
     #[command(flatten)]
     synth: super::common::SynthArgs,
+}
+
+/// `looser`, `outer` or `inner`, as the config spells them.
+fn parse_gives_way(s: &str) -> Result<crate::sor::GivesWay, String> {
+    #[derive(serde::Deserialize)]
+    struct W {
+        w: crate::sor::GivesWay,
+    }
+    toml::from_str::<W>(&format!("w = {s:?}"))
+        .map(|w| w.w)
+        .map_err(|_| format!("{s:?}: expected looser, outer or inner"))
 }
 
 /// Runs `step` (which returns the avatar-frames it did) for `seconds`, split into
@@ -184,26 +203,38 @@ pub(crate) fn run(b: SynthBench) -> anyhow::Result<()> {
     }
     if let Some(path) = &b.under {
         let under = super::serve::load_db(Some(path))?;
-        outfit_times(&synths[0], &under, &poses, &params)?;
+        let inner = Synthesizer::new(&under, params.clone());
+        outfit_times(&inner, &synths[0], &body, &poses, b.gives_way)?;
+    }
+    if let Some(path) = &b.over {
+        let over = super::serve::load_db(Some(path))?;
+        let outer = Synthesizer::new(&over, params.clone());
+        outfit_times(&synths[0], &outer, &body, &poses, b.gives_way)?;
     }
     Ok(())
 }
 
-/// Prints what one frame of an outfit costs, `under` worn under the database of
-/// `outer`, one avatar on this thread: each garment's synthesis and their layering
+/// Prints what one frame of an outfit costs, `inner` worn under `outer` (both baked
+/// for `body`), one avatar on this thread: each garment's synthesis and their layering
 /// (`sor::Layering`), per frame of the walk in order (the layering's walks start where
 /// the last frame's ended, as an avatar's do), the fastest of 5 passes per frame,
-/// averaged.
+/// averaged; then how far the two overlap, and how many of each garment's vertices are
+/// inside the body, before and after layering.
 fn outfit_times(
+    inner: &Synthesizer<'_>,
     outer: &Synthesizer<'_>,
-    under: &Database,
+    body: &Body,
     poses: &[Pose],
-    params: &SynthParams,
+    gives_way: crate::sor::GivesWay,
 ) -> anyhow::Result<()> {
     use crate::sor::{LayerParams, LayerScratch, LayerState, Layering, Scratch};
-    let inner = Synthesizer::new(under, params.clone());
-    let layering = Layering::new(under, outer.database(), &LayerParams::default())?;
-    let (no, ni) = (outer.database().vertex_count(), under.vertex_count());
+    let (inner_db, outer_db) = (inner.database(), outer.database());
+    let params = LayerParams {
+        gives_way,
+        ..LayerParams::default()
+    };
+    let layering = Layering::new(inner_db, outer_db, &params)?;
+    let (no, ni) = (outer_db.vertex_count(), inner_db.vertex_count());
     let (mut out_o, mut out_i) = (vec![Vec3::ZERO; no], vec![Vec3::ZERO; ni]);
     let (mut scratch, mut layer_scratch) = (Scratch::default(), LayerScratch::default());
     let mut best = vec![[f64::INFINITY; 3]; poses.len()];
@@ -219,9 +250,9 @@ fn outfit_times(
             let t1 = t.elapsed().as_secs_f64();
             inner.synthesize(&mut si, &mut scratch, p, 1.0 / 30.0, &mut out_i);
             let t2 = t.elapsed().as_secs_f64();
-            layering.apply(&out_i, &mut out_o, &mut sl, &mut layer_scratch);
+            layering.apply(&mut out_i, &mut out_o, &mut sl, &mut layer_scratch);
             let t3 = t.elapsed().as_secs_f64();
-            std::hint::black_box(&out_o);
+            std::hint::black_box((&out_o, &out_i));
             for (b, v) in best.iter_mut().zip([t1, t2 - t1, t3 - t2]) {
                 *b = b.min(v);
             }
@@ -233,42 +264,61 @@ fn outfit_times(
         AvatarState::new(),
         AvatarState::new(),
     );
-    let mut layered = vec![Vec3::ZERO; no];
+    let (mut layered_o, mut layered_i) = (vec![Vec3::ZERO; no], vec![Vec3::ZERO; ni]);
     let (mut bare, mut after) = (Overlap::default(), Overlap::default());
     // closest-point trees built once and refitted to each frame's positions
-    let query = |db: &Database| {
-        crate::mesh::MeshQuery::build(&crate::mesh::TriMesh::new(
-            db.garment.rest.clone(),
-            db.garment.triangles.clone(),
-        ))
+    let query = |positions: &[Vec3], triangles: &[[u32; 3]]| {
+        crate::mesh::MeshQuery::build(&TriMesh::new(positions.to_vec(), triangles.to_vec()))
     };
-    let (mut q_inner, mut q_bare, mut q_layered) = (
-        query(under)?,
-        query(outer.database())?,
-        query(outer.database())?,
+    let (ti, to) = (&inner_db.garment.triangles, &outer_db.garment.triangles);
+    let (mut q_inner, mut q_outer) = (
+        query(&inner_db.garment.rest, ti)?,
+        query(&outer_db.garment.rest, to)?,
     );
+    let mut q_body = query(&body.mesh.positions, &body.mesh.triangles)?;
+    let mut body_at = body.mesh.positions.clone();
+    // vertices more than eval's depth inside the body: [inner, outer] × [unlayered, layered]
+    let mut in_body = [[0usize; 2]; 2];
     for p in poses {
         outer.synthesize(&mut so, &mut scratch, p, 1.0 / 30.0, &mut out_o);
         inner.synthesize(&mut si, &mut scratch, p, 1.0 / 30.0, &mut out_i);
-        layered.copy_from_slice(&out_o);
-        layering.apply(&out_i, &mut layered, &mut sl, &mut layer_scratch);
-        q_inner.update(&out_i);
-        q_bare.update(&out_o);
-        q_layered.update(&layered);
-        bare.add((&q_inner, &out_i), (&q_bare, &out_o));
-        after.add((&q_inner, &out_i), (&q_layered, &layered));
+        layered_o.copy_from_slice(&out_o);
+        layered_i.copy_from_slice(&out_i);
+        layering.apply(&mut layered_i, &mut layered_o, &mut sl, &mut layer_scratch);
+        for (o, (i_at, o_at)) in [
+            (&mut bare, (&out_i, &out_o)),
+            (&mut after, (&layered_i, &layered_o)),
+        ] {
+            q_inner.update(i_at);
+            q_outer.update(o_at);
+            o.add((&q_inner, i_at), (&q_outer, o_at));
+        }
+        body.pose_into(p, crate::body::SkinningMethod::Lbs, &mut body_at);
+        q_body.update(&body_at);
+        let inside = |ys: &[Vec3]| {
+            ys.iter()
+                .filter(|y| q_body.signed_distance(**y) < -crate::eval::PENETRATION_DEPTH)
+                .count()
+        };
+        for (k, (a, b)) in [(&out_i, &layered_i), (&out_o, &layered_o)]
+            .into_iter()
+            .enumerate()
+        {
+            in_body[k][0] += inside(a);
+            in_body[k][1] += inside(b);
+        }
     }
     let mean = |k: usize| best.iter().map(|b| b[k]).sum::<f64>() / best.len().max(1) as f64;
+    let (iname, oname) = (&inner_db.garment.name, &outer_db.garment.name);
     outln!(
-        "an outfit, {} under {}: one avatar, one thread, {} walking frames in order, the fastest of 5 passes each",
-        under.garment.name,
-        outer.database().garment.name,
+        "an outfit, {iname} under {oname} ({} gives way): one avatar, one thread, {} walking frames in order, the fastest of 5 passes each",
+        if layering.tucks() { iname } else { oname },
         poses.len()
     );
     outln!(
         "{:>14} {:>14} {:>14} | {:>15}",
-        format!("{} µs", outer.database().garment.name),
-        format!("{} µs", under.garment.name),
+        format!("{oname} µs"),
+        format!("{iname} µs"),
         "layering µs",
         "layering / outer"
     );
@@ -280,35 +330,35 @@ fn outfit_times(
         mean(2) / mean(0)
     );
     outln!(
-        "{:>10} | {:>27} | {:>27}",
+        "{:>10} | {:>27} | {:>27} | {:>12} {:>12}",
         "",
-        format!(
-            "{} inside {}",
-            outer.database().garment.name,
-            under.garment.name
-        ),
-        format!(
-            "{} out through {}",
-            under.garment.name,
-            outer.database().garment.name
-        ),
+        format!("{oname} inside {iname}"),
+        format!("{iname} out through {oname}"),
+        format!("{iname} in body"),
+        format!("{oname} in body"),
     );
     outln!(
-        "{:>10} | {:>14} {:>12} | {:>14} {:>12}",
+        "{:>10} | {:>14} {:>12} | {:>14} {:>12} | {:>25}",
         "",
         "vertex-frames",
         "deepest mm",
         "vertex-frames",
-        "farthest mm"
+        "farthest mm",
+        "vertex-frames (> 2 mm)"
     );
-    for (name, o) in [("unlayered", &bare), ("layered", &after)] {
+    for (k, (name, o)) in [("unlayered", &bare), ("layered", &after)]
+        .into_iter()
+        .enumerate()
+    {
         outln!(
-            "{:>10} | {:>14} {:>12.1} | {:>14} {:>12.1}",
+            "{:>10} | {:>14} {:>12.1} | {:>14} {:>12.1} | {:>12} {:>12}",
             name,
             o.inside,
             o.deepest * 1e3,
             o.poking,
-            o.farthest * 1e3
+            o.farthest * 1e3,
+            in_body[0][k],
+            in_body[1][k]
         );
     }
     Ok(())

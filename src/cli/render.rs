@@ -53,8 +53,9 @@ pub(crate) struct RenderArgs {
     /// Show instead the garment that SOR synthesises from this database at the pose,
     /// on the database's own body: what the server streams for it (`--db default`: the
     /// default database, baked if missing). Repeated, an outfit, inner to outer (`--db
-    /// pants.ccdb --db tshirt.ccdb`): each garment synthesised, then kept outside the
-    /// ones under it as the server layers them. With `--frames` the frames are
+    /// pants.ccdb --db tshirt.ccdb`; the other way round, the shirt tucked into the
+    /// pants): each garment synthesised, then layered over the ones under it as the
+    /// server layers them. With `--frames` the frames are
     /// synthesised in order, damped as a live avatar's are.
     #[arg(long, conflicts_with_all = [
         "garments", "height", "weight", "shoulder_width", "hip_width", "body_vertices",
@@ -279,7 +280,7 @@ impl Dress<'_> {
             }
             Dress::Synthesised(o) => {
                 // as the engine does: each garment synthesised in the canonical frame,
-                // the outer ones kept outside the inner, then all put back where the
+                // the outer ones layered over the inner, then all put back where the
                 // performer stands
                 let (canonical, root) = canonicalize(pose, &body.skeleton);
                 for s in o.layers.iter_mut() {
@@ -289,9 +290,9 @@ impl Dress<'_> {
                 for outer in 1..o.layers.len() {
                     let (under, over) = o.layers.split_at_mut(outer);
                     for (inner, (layering, state)) in
-                        under.iter().zip(o.layerings[outer].iter_mut())
+                        under.iter_mut().zip(o.layerings[outer].iter_mut())
                     {
-                        layering.apply(&inner.out, &mut over[0].out, state, &mut o.scratch);
+                        layering.apply(&mut inner.out, &mut over[0].out, state, &mut o.scratch);
                     }
                 }
                 let w = root.to_world();

@@ -1,8 +1,9 @@
 //! Outfits: an avatar wears one garment or several at once (pants, and a T-shirt over
 //! them). Each garment of an outfit is a layer with its own SOR synthesis and codec
-//! stream; after synthesis every layer is pushed outside the layers under it
-//! ([`Layering`], built once per pair of garments the engine streams), and all layers
-//! go out in one `frame` message per tick with one frame number.
+//! stream; after synthesis every layer is kept outside the layers under it, the outer
+//! pushed out or the inner tucked in ([`Layering`], built once per pair of garments the
+//! engine streams), and all layers go out in one `frame` message per tick with one
+//! frame number.
 
 use std::sync::Arc;
 
@@ -89,15 +90,18 @@ impl Layerings {
         (Self { count, table }, Wardrobe { names, refusals })
     }
 
-    /// Pushes every layer of `layers` (inner to outer, each synthesised this tick)
-    /// outside each layer under it.
+    /// Layers every garment of `layers` (inner to outer, each synthesised this tick)
+    /// over each one under it: for each layer from the second out, against each layer
+    /// under it from the innermost, the one of the pair that gives way moves
+    /// ([`crate::sor::GivesWay`]: the outer pushed out, or the inner tucked in). A
+    /// layer tucked in under a later one may then come nearer a layer under it.
     pub(super) fn apply(&self, layers: &mut [Layer], scratch: &mut LayerScratch) {
         for outer in 1..layers.len() {
             let (under, over) = layers.split_at_mut(outer);
             let top = &mut over[0];
-            for (inner, state) in under.iter().zip(top.over.iter_mut()) {
+            for (inner, state) in under.iter_mut().zip(top.over.iter_mut()) {
                 if let Some(l) = &self.table[inner.garment * self.count + top.garment] {
-                    l.apply(&inner.out, &mut top.out, state, scratch);
+                    l.apply(&mut inner.out, &mut top.out, state, scratch);
                 }
             }
         }

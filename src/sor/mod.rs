@@ -16,7 +16,7 @@ pub use db::{
     cloth_hash, decode_example, encode_example, garment_hash,
 };
 pub(crate) use file::write_whole;
-pub use layer::{LayerError, LayerParams, LayerScratch, LayerState, Layering};
+pub use layer::{GivesWay, LayerError, LayerParams, LayerScratch, LayerState, Layering};
 pub use motion::{BoneMotion, PoseDerivatives};
 pub use rig::{Example, GarmentRigInput, PosedBody, RigParams, RigReport, fit_example, tau_matrix};
 pub use synth::{
