@@ -571,6 +571,10 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
             "open = true\n[engine.layers]\nclearance = -1.0\n",
             "engine.layers.clearance",
         ),
+        (
+            "open = true\n[engine.layers]\ngives_way = \"sideways\"\n",
+            "unknown variant `sideways`, expected one of `looser`, `outer`, `inner`",
+        ),
         // a certificate file that holds a key, and a missing key
         (&wrong_cert, "no PEM certificate"),
         (&missing_key, "missing.pem"),
