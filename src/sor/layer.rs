@@ -42,8 +42,11 @@
 //! garment, and each frame is put at the clearance under it (less where the outer
 //! garment fits closer to the body than twice the clearance: half its room), as a
 //! waistband holds a tucked shirt to the pants. Inner vertices beyond the outer
-//! garment's edge (a shirt above the waist) blend from there back to their own
-//! synthesis over the reach, so the shirt bellies over the waistband into the pants.
+//! garment's edge (a shirt above the waist) are bound to the edge's nearest point too
+//! and blend from there back to their own synthesis over the reach: near the edge
+//! towards where they were at rest relative to that point, carried by the outer
+//! surface's frame, so the shirt bellies over the waistband into the pants as it did
+//! at rest rather than cutting across the body when it rides up.
 //! What is tucked in is hidden under the outer garment, and follows it without a
 //! search: the tuck costs a weighted sum per bound vertex.
 
@@ -438,6 +441,28 @@ struct Bound {
     gap: f32,
     /// 1 over the outer garment's faces, falling to 0 over the reach beyond its edge.
     weight: f32,
+    /// Where the vertex was at rest from the point, metres, in the outer surface's
+    /// frame there ([`surface_frame`]: along its two tangents and its normal).
+    offset: Vec3,
+}
+
+/// The point of a garment (at `at`, with unit vertex `normals`) at `bary` in the
+/// triangle `corners`, and the surface's frame there: a tangent along the triangle's
+/// first side, the tangent across it, and the (interpolated) normal.
+#[inline]
+fn surface_frame(
+    at: &[Vec3],
+    normals: &[Vec3],
+    corners: [u32; 3],
+    bary: [f32; 3],
+) -> (Vec3, [Vec3; 3]) {
+    let [c0, c1, c2] = corners.map(|c| c as usize);
+    let [w0, w1, w2] = bary;
+    let point = at[c0] * w0 + at[c1] * w1 + at[c2] * w2;
+    let n = (normals[c0] * w0 + normals[c1] * w1 + normals[c2] * w2).normalize_or_zero();
+    let side = at[c1] - at[c0];
+    let along = (side - n * side.dot(n)).normalize_or_zero();
+    (point, [along, n.cross(along), n])
 }
 
 /// The inner garment tucked in under the outer one (see the module docs).
@@ -469,6 +494,17 @@ impl Tuck {
             inner.body.positions.clone(),
             inner.body.triangles.clone(),
         ))?;
+        let mut rest_normals = vec![Vec3::ZERO; outer_rest.len()];
+        for t in triangles {
+            let [a, b, c] = t.map(|i| i as usize);
+            let face = (outer_rest[b] - outer_rest[a]).cross(outer_rest[c] - outer_rest[a]);
+            rest_normals[a] += face;
+            rest_normals[b] += face;
+            rest_normals[c] += face;
+        }
+        rest_normals
+            .iter_mut()
+            .for_each(|n| *n = n.normalize_or_zero());
         let mut bound = Vec::new();
         for (v, &p) in inner_rest.iter().enumerate() {
             let Some(hit) = query.closest_within(p, 4.0 * params.reach) else {
@@ -500,12 +536,16 @@ impl Tuck {
                 continue;
             }
             let room = body.signed_distance(hit.point).max(0.0);
+            let bary = hit.bary.to_array();
+            let (point, axes) = surface_frame(outer_rest, &rest_normals, corners, bary);
+            let d = p - point;
             bound.push(Bound {
                 vertex: v as u32,
                 corners,
-                bary: hit.bary.to_array(),
+                bary,
                 gap: params.clearance.min(0.5 * room),
                 weight,
+                offset: Vec3::from(axes.map(|a| a.dot(d))),
             });
         }
         let mut corners: Vec<u32> = bound.iter().flat_map(|b| b.corners).collect();
@@ -545,12 +585,18 @@ impl Tuck {
             normals[v as usize] = normals[v as usize].normalize_or_zero();
         }
         for b in &self.bound {
-            let [c0, c1, c2] = b.corners.map(|c| c as usize);
-            let [w0, w1, w2] = b.bary;
-            let n = (normals[c0] * w0 + normals[c1] * w1 + normals[c2] * w2).normalize_or_zero();
-            let under = outer[c0] * w0 + outer[c1] * w1 + outer[c2] * w2 - n * b.gap;
+            let (point, [t1, t2, n]) = surface_frame(outer, normals, b.corners, b.bary);
+            let under = point - n * b.gap;
+            // past the outer garment's edge, towards where the vertex was at rest
+            // relative to the point, carried by the outer surface, then under it
+            let held = if b.weight < 1.0 {
+                let carried = point + t1 * b.offset.x + t2 * b.offset.y + n * b.offset.z;
+                carried + (under - carried) * b.weight
+            } else {
+                under
+            };
             let o = &mut inner[b.vertex as usize];
-            *o += (under - *o) * b.weight;
+            *o += (held - *o) * b.weight;
         }
         self.bound.len()
     }
