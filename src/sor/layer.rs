@@ -46,9 +46,9 @@
 //! and blend from there back to their own synthesis over the reach: near the edge
 //! towards where they were at rest relative to that point, carried by the outer
 //! surface's frame, so the shirt bellies over the waistband into the pants as it did
-//! at rest rather than cutting across the body when it rides up.
-//! What is tucked in is hidden under the outer garment, and follows it without a
-//! search: the tuck costs a weighted sum per bound vertex.
+//! at rest rather than cutting across the body when it rides up. What is tucked in
+//! is hidden under the outer garment, and follows it without a search: the tuck costs
+//! a surface frame and a weighted sum per bound vertex.
 
 use glam::Vec3;
 
@@ -355,7 +355,7 @@ impl Layering {
             Kind::Tuck(Tuck::new(inner, inner_rest, outer, outer_rest, params)?)
         } else {
             Kind::Push(Box::new(Push::new(
-                inner_rest, inner, outer_rest, outer, params,
+                inner, inner_rest, outer, outer_rest, params,
             )?))
         };
         Ok(Self { kind })
@@ -611,10 +611,10 @@ fn smoothstep(t: f32) -> f32 {
 
 impl Push {
     fn new(
-        inner_rest: &[Vec3],
         inner: &Database,
-        outer_rest: &[Vec3],
+        inner_rest: &[Vec3],
         outer: &Database,
+        outer_rest: &[Vec3],
         params: &LayerParams,
     ) -> Result<Self, LayerError> {
         let inner = Surface::new(inner_rest, &inner.garment.triangles)?;
