@@ -39,9 +39,11 @@
 //! two overlap gives way ([`GivesWay`]); where that is the inner garment, it is tucked
 //! in: every inner vertex that lies over the outer garment at rest (its closest point
 //! on a face, not beyond the outer garment's edge) is bound to that point of the outer
-//! garment, and each frame is put at the clearance under it (less where the outer
-//! garment fits closer to the body than twice the clearance: half its room), as a
-//! waistband holds a tucked shirt to the pants. Inner vertices beyond the outer
+//! garment, and each frame is put at the clearance under it, as a waistband holds a
+//! tucked shirt to the pants. (Where the outer garment fits closer to the body than
+//! the clearance, that puts the inner one into the body, unseen under the outer; a
+//! smaller gap there left the two garments on top of each other, showing through in
+//! specks, and the garment codec moves each by up to a millimetre.) Inner vertices beyond the outer
 //! garment's edge (a shirt above the waist) are bound to the edge's nearest point too
 //! and blend from there back to their own synthesis over the reach: near the edge
 //! towards where they were at rest relative to that point, carried by the outer
@@ -352,7 +354,7 @@ impl Layering {
             }
         };
         let kind = if tuck {
-            Kind::Tuck(Tuck::new(inner, inner_rest, outer, outer_rest, params)?)
+            Kind::Tuck(Tuck::new(inner_rest, outer, outer_rest, params)?)
         } else {
             Kind::Push(Box::new(Push::new(
                 inner, inner_rest, outer, outer_rest, params,
@@ -436,9 +438,6 @@ struct Bound {
     /// The outer triangle's corners and the point's barycentric coordinates in it.
     corners: [u32; 3],
     bary: [f32; 3],
-    /// Metres under the outer surface: the clearance, or half the outer garment's
-    /// distance from the body at rest where that is less.
-    gap: f32,
     /// 1 over the outer garment's faces, falling to 0 over the reach beyond its edge.
     weight: f32,
     /// Where the vertex was at rest from the point, metres, in the outer surface's
@@ -476,11 +475,11 @@ struct Tuck {
     outer_triangles: Vec<[u32; 3]>,
     outer_vertices: usize,
     inner_vertices: usize,
+    clearance: f32,
 }
 
 impl Tuck {
     fn new(
-        inner: &Database,
         inner_rest: &[Vec3],
         outer: &Database,
         outer_rest: &[Vec3],
@@ -490,10 +489,6 @@ impl Tuck {
         let mesh = TriMesh::new(outer_rest.to_vec(), triangles.clone());
         let edge = Topology::build(&mesh)?.boundary_vertices(mesh.vertex_count());
         let query = MeshQuery::build(&mesh)?;
-        let body = MeshQuery::build(&TriMesh::new(
-            inner.body.positions.clone(),
-            inner.body.triangles.clone(),
-        ))?;
         let mut rest_normals = vec![Vec3::ZERO; outer_rest.len()];
         for t in triangles {
             let [a, b, c] = t.map(|i| i as usize);
@@ -535,7 +530,6 @@ impl Tuck {
             if weight <= 0.0 {
                 continue;
             }
-            let room = body.signed_distance(hit.point).max(0.0);
             let bary = hit.bary.to_array();
             let (point, axes) = surface_frame(outer_rest, &rest_normals, corners, bary);
             let d = p - point;
@@ -543,7 +537,6 @@ impl Tuck {
                 vertex: v as u32,
                 corners,
                 bary,
-                gap: params.clearance.min(0.5 * room),
                 weight,
                 offset: Vec3::from(axes.map(|a| a.dot(d))),
             });
@@ -563,6 +556,7 @@ impl Tuck {
             outer_triangles: triangles.clone(),
             outer_vertices: outer_rest.len(),
             inner_vertices: inner_rest.len(),
+            clearance: params.clearance,
         })
     }
 
@@ -586,7 +580,7 @@ impl Tuck {
         }
         for b in &self.bound {
             let (point, [t1, t2, n]) = surface_frame(outer, normals, b.corners, b.bary);
-            let under = point - n * b.gap;
+            let under = point - n * self.clearance;
             // past the outer garment's edge, towards where the vertex was at rest
             // relative to the point, carried by the outer surface, then under it
             let held = if b.weight < 1.0 {
@@ -1019,7 +1013,7 @@ mod tests {
             pushed += outside(&pants_db, &pushed_pants, &shirt);
         }
         // measured on this coarse fixture over these poses: 1 493 shirt vertices out
-        // through the pants, 54 after tucking in (the shirt bellying over the
+        // through the pants, 30 after tucking in (the shirt bellying over the
         // waistband, blended back to its own shape above it); 314 with the pants pushed
         // out instead
         assert!(
@@ -1027,7 +1021,7 @@ mod tests {
             "only {before} shirt vertices were out through the pants"
         );
         assert!(
-            after * 20 <= before,
+            after * 30 <= before,
             "{after} of {before} still out through the pants"
         );
         assert!(after * 4 <= pushed, "tucked {after}, pushed {pushed}");

@@ -246,13 +246,13 @@ fn pants_worn_over_a_shirt_tuck_it_in_and_keep_their_own_shape() {
         shirt_out += shirt_outside_pants(&dbs[1], &outfit[1], &shirt[0]);
         t += 1.0 / 30.0;
     }
-    // measured: 1 016 untucked, 39 tucked (the shirt bellying over the waistband)
+    // measured: 1 016 untucked, 17 tucked (the shirt bellying over the waistband)
     assert!(
         shirt_out > 200,
         "the shirt alone was out through the pants at only {shirt_out} vertices"
     );
     assert!(
-        tucked_out * 10 <= shirt_out,
+        tucked_out * 40 <= shirt_out,
         "{tucked_out} tucked shirt vertices out through the pants ({shirt_out} untucked)"
     );
 }
