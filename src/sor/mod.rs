@@ -7,17 +7,19 @@ mod file;
 mod layer;
 mod local;
 mod motion;
+mod part;
 mod rig;
 mod stored;
 mod synth;
 
 pub use db::{
     BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, body_hash,
-    cloth_hash, decode_example, encode_example, garment_hash,
+    cloth_hash, garment_hash,
 };
 pub(crate) use file::write_whole;
 pub use layer::{GivesWay, LayerError, LayerParams, LayerScratch, LayerState, Layering};
 pub use motion::{BoneMotion, PoseDerivatives};
+pub use part::{decode_example, encode_example};
 pub use rig::{Example, GarmentRigInput, PosedBody, RigParams, RigReport, fit_example, tau_matrix};
 pub use synth::{
     AvatarJob, AvatarState, Distance, Scratch, SynthFrame, SynthParams, Synthesizer,
