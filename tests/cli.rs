@@ -123,6 +123,10 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
     };
     let o = bake(dir.join("my_shirt.toml"));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // the bake ends with its leave-one-out check, as `inspect` does
+    let left_out = "left out     each example synthesised from the others at its own pose: ";
+    let baked = String::from_utf8_lossy(&o.stdout);
+    assert!(baked.contains(left_out), "{baked}");
     let o = bin().arg("inspect").arg(&db).output().expect("run");
     let report = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -130,6 +134,14 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
         "{report}"
     );
     assert!(report.contains("examples     2"), "{report}");
+    let worst = report
+        .lines()
+        .find_map(|l| l.strip_prefix("  worst      example "))
+        .unwrap_or_else(|| panic!("no worst example: {report}"));
+    assert!(
+        report.contains(left_out) && worst.contains(" cm (mean "),
+        "{report}"
+    );
     assert!(
         report.contains("body         2000 vertices") && report.contains("height 1.600 m"),
         "{report}"

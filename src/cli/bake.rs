@@ -181,7 +181,44 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
         db.vertex_count(),
         db.bake.seconds
     );
+    for line in leave_one_out_lines(&db) {
+        outln!("{line}");
+    }
     Ok(())
+}
+
+/// Examples named in [`leave_one_out_lines`]' second line.
+const WORST_SHOWN: usize = 3;
+
+/// `inspect`'s and `bake`'s summary of [`crate::sor::leave_one_out`] with the server's
+/// synthesis settings: the mean over the examples, and the examples the others
+/// predict worst (by their largest vertex distance); none for under two examples.
+fn leave_one_out_lines(db: &Database) -> Vec<String> {
+    let mut rows = crate::sor::leave_one_out(db, &crate::sor::SynthParams::default());
+    if rows.is_empty() {
+        return Vec::new();
+    }
+    let mean = rows.iter().map(|r| f64::from(r.mean)).sum::<f64>() / rows.len() as f64;
+    rows.sort_by(|a, b| b.max.total_cmp(&a.max));
+    let worst: Vec<String> = rows
+        .iter()
+        .take(WORST_SHOWN)
+        .map(|r| {
+            format!(
+                "example {} {:.1} cm (mean {:.1})",
+                r.example,
+                100.0 * r.max,
+                100.0 * r.mean
+            )
+        })
+        .collect();
+    vec![
+        format!(
+            "left out     each example synthesised from the others at its own pose: {:.2} cm mean vertex error",
+            100.0 * mean
+        ),
+        format!("  worst      {}", worst.join(", ")),
+    ]
 }
 
 /// Arguments of `clothcast merge`.
@@ -279,6 +316,9 @@ pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
         outln!("  source     {s}");
     }
     outln!("material     {}", material_line(&db.bake.sim));
+    for line in leave_one_out_lines(&db) {
+        outln!("{line}");
+    }
     Ok(())
 }
 

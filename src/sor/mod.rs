@@ -22,8 +22,8 @@ pub use motion::{BoneMotion, PoseDerivatives};
 pub use part::{decode_example, encode_example};
 pub use rig::{Example, GarmentRigInput, PosedBody, RigParams, RigReport, fit_example, tau_matrix};
 pub use synth::{
-    AvatarJob, AvatarState, Distance, Scratch, SynthFrame, SynthParams, Synthesizer,
-    synthesize_all, synthesize_job,
+    AvatarJob, AvatarState, Distance, LeftOut, Scratch, SynthFrame, SynthParams, Synthesizer,
+    leave_one_out, synthesize_all, synthesize_job,
 };
 
 #[cfg(test)]

@@ -363,6 +363,21 @@ impl<'db> Synthesizer<'db> {
         dt: f32,
         out: &mut [Vec3],
     ) -> SynthFrame {
+        self.synthesize_without(state, scratch, pose, dt, None, out)
+    }
+
+    /// [`Synthesizer::synthesize`], with example `without` (if any) given no weight in
+    /// any region, as if the database lacked it (see [`leave_one_out`]).
+    #[track_caller]
+    fn synthesize_without(
+        &self,
+        state: &mut AvatarState,
+        scratch: &mut Scratch,
+        pose: &Pose,
+        dt: f32,
+        without: Option<usize>,
+        out: &mut [Vec3],
+    ) -> SynthFrame {
         assert_eq!(
             out.len(),
             self.db.vertex_count(),
@@ -386,6 +401,12 @@ impl<'db> Synthesizer<'db> {
                     let u = &self.distance_weights[row + r * DOF_COUNT..row + (r + 1) * DOF_COUNT];
                     scratch.dist[r * nj + j] = f64::from(weighted_sum(u, &th2));
                 }
+            }
+        }
+        // an example left out is infinitely far: never in a top K, or of weight 0
+        if let Some(x) = without.filter(|&x| x < nj) {
+            for r in 0..g {
+                scratch.dist[r * nj + x] = f64::INFINITY;
             }
         }
         // distance damping D ← ξ D' + (1 − ξ) D, ξ = exp(−dt / t_mix)
@@ -789,6 +810,8 @@ fn normalise(slots: &mut [(u32, f32)]) -> usize {
     slots.len()
 }
 
+mod holdout;
+pub use holdout::{LeftOut, leave_one_out};
 mod many;
 pub use many::{AvatarJob, synthesize_all, synthesize_job};
 

@@ -567,3 +567,51 @@ fn resumed_bakes_reuse_their_own_parts_only() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Leave-one-out names the example its neighbours cannot predict: a 30 cm flap put
+/// into the garment of the example they predict best makes it the worst predicted, by
+/// about the flap; a database of one example has nothing to predict it from.
+#[test]
+fn leaving_one_out_finds_an_example_unlike_its_neighbours() {
+    let f = fixture();
+    let params = SynthParams::default();
+    let clean = leave_one_out(&f.db, &params);
+    assert_eq!(clean.len(), f.db.examples.len());
+    for (j, r) in clean.iter().enumerate() {
+        assert_eq!(r.example, j);
+        assert!(
+            r.mean > 0.0 && r.mean < 0.1 && r.max >= r.mean,
+            "example {j}: mean {} m, max {} m",
+            r.mean,
+            r.max
+        );
+    }
+    let by_max = |rows: &[LeftOut], best: bool| {
+        let pick = rows.iter().min_by(|a, b| {
+            let o = a.max.total_cmp(&b.max);
+            if best { o } else { o.reverse() }
+        });
+        pick.map(|r| r.example).expect("rows")
+    };
+    let j = by_max(&clean, true);
+    // the vertices within 12 cm of the garment's first vertex pulled 30 cm forwards
+    let mut flapped = f.db.clone();
+    let ex = &mut flapped.examples[j];
+    let centre = ex.positions[0];
+    for p in &mut ex.positions {
+        if (*p - centre).length() < 0.12 {
+            p.z += 0.3;
+        }
+    }
+    let rows = leave_one_out(&flapped, &params);
+    assert_eq!(by_max(&rows, false), j, "{rows:?} (clean {clean:?})");
+    assert!(
+        rows[j].max > clean[j].max + 0.2,
+        "flapped example predicted within {} m (clean {} m)",
+        rows[j].max,
+        clean[j].max
+    );
+    let mut one = f.db.clone();
+    one.examples.truncate(1);
+    assert!(leave_one_out(&one, &params).is_empty());
+}
