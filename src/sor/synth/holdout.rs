@@ -25,6 +25,8 @@ pub struct LeftOut {
 /// Every example of `db` synthesised at its own pose from the others (SOR §5 with
 /// `params`, the example given no weight, no damping), against its own garment. Empty
 /// when the database has fewer than two examples (nothing is left to predict from).
+/// With pooled distance weights ([`super::Distance::Pooled`]) the pool still includes
+/// the example left out: it is a mean over all of them, so one example moves it little.
 pub fn leave_one_out(db: &Database, params: &SynthParams) -> Vec<LeftOut> {
     if db.examples.len() < 2 {
         return Vec::new();
