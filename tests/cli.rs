@@ -146,6 +146,35 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
         report.contains("body         2000 vertices") && report.contains("height 1.600 m"),
         "{report}"
     );
+    // the same bake in two shards: one example each, nothing to leave out until merged
+    let shards: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("shard{i}.ccdb"))).collect();
+    for (i, shard) in shards.iter().enumerate() {
+        let o = bin()
+            .args(["bake", "--garment"])
+            .arg(dir.join("my_shirt.toml"))
+            .args(["--examples", "2", "--limit-samples", "20"])
+            .args(["--shard", &format!("{i}/2"), "--body"])
+            .arg(&avatar)
+            .arg("--out")
+            .arg(shard)
+            .output()
+            .expect("run");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(!String::from_utf8_lossy(&o.stdout).contains(left_out));
+    }
+    let o = bin()
+        .arg("merge")
+        .args(&shards)
+        .arg("--out")
+        .arg(dir.join("merged.ccdb"))
+        .output()
+        .expect("run");
+    let merged = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success() && merged.contains("2 examples") && merged.contains(left_out),
+        "{merged}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     for (garment, says) in [
         (dir.join("meshes/shirt_cm.obj"), "regions_like = \"tshirt\""),
         (dir.join("metres.toml"), "the body's rest pose and units"),

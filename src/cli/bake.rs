@@ -190,7 +190,7 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
 /// Examples named in [`leave_one_out_lines`]' second line.
 const WORST_SHOWN: usize = 3;
 
-/// `inspect`'s and `bake`'s summary of [`crate::sor::leave_one_out`] with the server's
+/// `inspect`'s, `bake`'s and `merge`'s summary of [`crate::sor::leave_one_out`] with the server's
 /// synthesis settings: the mean over the examples, and the examples the others
 /// predict worst (by their largest vertex distance); none for under two examples.
 fn leave_one_out_lines(db: &Database) -> Vec<String> {
@@ -241,6 +241,9 @@ pub(crate) fn run_merge(a: MergeArgs) -> anyhow::Result<()> {
     let db = merge(dbs)?;
     db.write(&a.out)?;
     outln!("{}  {} examples", a.out.display(), db.examples.len());
+    for line in leave_one_out_lines(&db) {
+        outln!("{line}");
+    }
     Ok(())
 }
 
