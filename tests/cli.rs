@@ -109,18 +109,21 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
     std::fs::write(dir.join("metres.toml"), toml("")).expect("toml");
     let db = dir.join("my_shirt.ccdb");
     let avatar = dir.join("body.glb");
-    let bake = |garment: PathBuf| {
+    // `extra`: more arguments (a shard), `out`: where the database goes
+    let bake_into = |garment: PathBuf, extra: &[&str], out: &PathBuf| {
         bin()
             .args(["bake", "--garment"])
             .arg(garment)
             .args(["--examples", "2", "--limit-samples", "20"])
+            .args(extra)
             .arg("--body")
             .arg(&avatar)
             .arg("--out")
-            .arg(&db)
+            .arg(out)
             .output()
             .expect("run")
     };
+    let bake = |garment: PathBuf| bake_into(garment, &[], &db);
     let o = bake(dir.join("my_shirt.toml"));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // the bake ends with its leave-one-out check, as `inspect` does
@@ -149,16 +152,11 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
     // the same bake in two shards: one example each, nothing to leave out until merged
     let shards: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("shard{i}.ccdb"))).collect();
     for (i, shard) in shards.iter().enumerate() {
-        let o = bin()
-            .args(["bake", "--garment"])
-            .arg(dir.join("my_shirt.toml"))
-            .args(["--examples", "2", "--limit-samples", "20"])
-            .args(["--shard", &format!("{i}/2"), "--body"])
-            .arg(&avatar)
-            .arg("--out")
-            .arg(shard)
-            .output()
-            .expect("run");
+        let o = bake_into(
+            dir.join("my_shirt.toml"),
+            &["--shard", &format!("{i}/2")],
+            shard,
+        );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert!(!String::from_utf8_lossy(&o.stdout).contains(left_out));
     }

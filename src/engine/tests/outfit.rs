@@ -22,6 +22,17 @@ fn shirt_and_pants(outfit: &[&str]) -> (Engine, Vec<Arc<Database>>) {
     (engine, dbs)
 }
 
+/// One synthesizer per database, as the engine makes them with `config`.
+fn synthesizers<'a>(dbs: &'a [Arc<Database>], config: &EngineConfig) -> Vec<Synthesizer<'a>> {
+    dbs.iter().map(|d| Engine::synthesizer(d, config)).collect()
+}
+
+/// The engine's (shirt, pants) garment names.
+fn garment_names(engine: &Engine) -> (String, String) {
+    let names = engine.garment_names();
+    (names[0].clone(), names[1].clone())
+}
+
 fn frame_of(bytes: &Bytes) -> FrameMessage {
     match ServerMessage::from_msgpack(bytes).expect("frame message") {
         ServerMessage::Frame(f) => f,
@@ -104,12 +115,8 @@ fn an_outfit_streams_every_garment_in_one_frame_with_the_outer_outside_the_inner
         },
         ..EngineConfig::default()
     };
-    let synths: Vec<Synthesizer<'_>> = dbs
-        .iter()
-        .map(|d| Engine::synthesizer(d, &config))
-        .collect();
-    let names = engine.garment_names();
-    let (shirt_name, pants_name) = (names[0].clone(), names[1].clone());
+    let synths = synthesizers(&dbs, &config);
+    let (shirt_name, pants_name) = garment_names(&engine);
     engine.set_pose("solo", arm(0.4), 0.0, 0.0).expect("pose");
     engine
         .set_pose("dressed", arm(0.4), 0.0, 0.0)
@@ -199,12 +206,8 @@ fn shirt_outside_pants(pants_db: &Database, pants: &[f32], shirt: &[f32]) -> usi
 fn pants_worn_over_a_shirt_tuck_it_in_and_keep_their_own_shape() {
     let (mut engine, dbs) = shirt_and_pants(&[]);
     let config = EngineConfig::default();
-    let synths: Vec<Synthesizer<'_>> = dbs
-        .iter()
-        .map(|d| Engine::synthesizer(d, &config))
-        .collect();
-    let names = engine.garment_names();
-    let (shirt_name, pants_name) = (names[0].clone(), names[1].clone());
+    let synths = synthesizers(&dbs, &config);
+    let (shirt_name, pants_name) = garment_names(&engine);
     for id in ["tucked", "shirt", "pants"] {
         engine.set_pose(id, arm(0.4), 0.0, 0.0).expect("pose");
     }

@@ -277,6 +277,29 @@ fn ease(
     })
 }
 
+/// Area-weighted unit normals of `positions` at `vertices`, from the `triangles` around
+/// them, into `out` (resized to every vertex; zero elsewhere): the push's and the
+/// tuck's normals of the part of a garment where the other one lies.
+fn zone_normals(
+    positions: &[Vec3],
+    triangles: impl Iterator<Item = [u32; 3]>,
+    vertices: &[u32],
+    out: &mut Vec<Vec3>,
+) {
+    out.clear();
+    out.resize(positions.len(), Vec3::ZERO);
+    for t in triangles {
+        let [a, b, c] = t.map(|i| i as usize);
+        let face = (positions[b] - positions[a]).cross(positions[c] - positions[a]);
+        out[a] += face;
+        out[b] += face;
+        out[c] += face;
+    }
+    for &v in vertices {
+        out[v as usize] = out[v as usize].normalize_or_zero();
+    }
+}
+
 mod push;
 #[cfg(test)]
 mod tests;

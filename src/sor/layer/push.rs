@@ -4,7 +4,7 @@
 
 use glam::Vec3;
 
-use super::{LayerError, LayerParams, LayerScratch, LayerState};
+use super::{LayerError, LayerParams, LayerScratch, LayerState, zone_normals};
 use crate::mesh::{MeshError, NearestVertex, Topology, TriMesh};
 use crate::sor::db::Database;
 
@@ -227,19 +227,10 @@ impl Push {
         }
         // area-weighted unit normals of the inner garment near the outer one; zero
         // elsewhere (a walk that strays there pushes nothing)
-        let normals = &mut scratch.normals;
-        normals.clear();
-        normals.resize(inner.len(), Vec3::ZERO);
-        for &t in &self.zone_triangles {
-            let [a, b, c] = self.inner.mesh.triangles[t as usize].map(|i| i as usize);
-            let face = (inner[b] - inner[a]).cross(inner[c] - inner[a]);
-            normals[a] += face;
-            normals[b] += face;
-            normals[c] += face;
-        }
-        for &v in &self.zone_vertices {
-            normals[v as usize] = normals[v as usize].normalize_or_zero();
-        }
+        let triangles = &self.inner.mesh.triangles;
+        let zone = self.zone_triangles.iter().map(|&t| triangles[t as usize]);
+        zone_normals(inner, zone, &self.zone_vertices, &mut scratch.normals);
+        let normals = &scratch.normals;
         let mut moved = 0;
         // outer vertices out of the inner surface
         for (c, last) in self.outer_near.iter().zip(state.outer_near.iter_mut()) {

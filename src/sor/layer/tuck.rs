@@ -3,7 +3,7 @@
 
 use glam::Vec3;
 
-use super::{LayerError, LayerParams, LayerScratch};
+use super::{LayerError, LayerParams, LayerScratch, zone_normals};
 use crate::mesh::{Feature, MeshQuery, Topology, TriMesh};
 use crate::sor::db::Database;
 
@@ -144,19 +144,13 @@ impl Tuck {
         assert_eq!(inner.len(), self.inner_vertices, "inner vertex count");
         assert_eq!(outer.len(), self.outer_vertices, "outer vertex count");
         // area-weighted unit normals of the outer garment at the bound points' corners
-        let normals = &mut scratch.normals;
-        normals.clear();
-        normals.resize(outer.len(), Vec3::ZERO);
-        for t in &self.zone {
-            let [a, b, c] = t.map(|i| i as usize);
-            let face = (outer[b] - outer[a]).cross(outer[c] - outer[a]);
-            normals[a] += face;
-            normals[b] += face;
-            normals[c] += face;
-        }
-        for &v in &self.corners {
-            normals[v as usize] = normals[v as usize].normalize_or_zero();
-        }
+        zone_normals(
+            outer,
+            self.zone.iter().copied(),
+            &self.corners,
+            &mut scratch.normals,
+        );
+        let normals = &scratch.normals;
         for b in &self.bound {
             let (point, [t1, t2, n]) = surface_frame(outer, normals, b.corners, b.bary);
             let under = point - n * self.clearance;
