@@ -3,13 +3,19 @@
 //! SMPL, or the caller's), the canonical skeleton is fitted to its proportions, its skin
 //! weights are folded onto the 22 canonical bones (finger, twist and other extra joints
 //! go to their nearest mapped ancestor), and its mesh is brought into the canonical
-//! T-pose by inverting the skinning of its own rest pose (so A-pose avatars work).
+//! T-pose by inverting the skinning of its own rest pose (so A-pose avatars work), and
+//! reduced to its closed body parts (see [`CloseReport`]).
 
 use glam::{Mat3, Vec3};
 
 use crate::mesh::{LoadedSkinnedMesh, MeshError, Topology};
 use crate::mocap::{Profile, ProfileError, RetargetError, Retargeter, SourceSkeleton};
 use crate::skeleton::JOINT_COUNT;
+
+mod close;
+
+use close::close_body;
+pub use close::{CloseReport, MIN_VOLUME_SHARE};
 
 use super::body::Body;
 use super::shape::BodyShape;
@@ -28,6 +34,12 @@ pub enum ImportError {
     /// The mesh is not an oriented manifold, or has bad values.
     #[error("imported mesh: {0}")]
     Mesh(#[from] MeshError),
+    /// No part of the mesh is a closed (or closable) oriented 2-manifold enclosing a
+    /// volume.
+    #[error(
+        "no part of the avatar's mesh is an oriented 2-manifold enclosing a volume (is it a body? its parts: {0})"
+    )]
+    NoBody(String),
     /// A vertex's skinning cannot be inverted (its bones' blend is singular).
     #[error("vertex {0}: skinning transform is not invertible")]
     Singular(usize),
@@ -36,11 +48,13 @@ pub enum ImportError {
 impl Body {
     /// Imports a skinned humanoid read by [`crate::mesh::read_gltf_skinned`]. The
     /// profile is detected from the joint names when `profile` is `None`; glTF is in
-    /// metres, so the profile's unit scale is ignored.
+    /// metres, so the profile's unit scale is ignored. The mesh is reduced to its closed
+    /// body parts (openings capped, eyes, hair cards and the like dropped: see
+    /// [`CloseReport`]), and the report says what that changed.
     pub fn import_humanoid(
         loaded: &LoadedSkinnedMesh,
         profile: Option<&Profile>,
-    ) -> Result<Body, ImportError> {
+    ) -> Result<(Body, CloseReport), ImportError> {
         let mut profile = match profile {
             Some(p) => p.clone(),
             None => Profile::detect(&loaded.skin.names)?,
@@ -120,7 +134,15 @@ impl Body {
             }
             positions.push(m.inverse() * (*p - o));
         }
-        let mut mesh = crate::mesh::TriMesh::new(positions, loaded.mesh.triangles.clone());
+        let raw = crate::mesh::TriMesh::new(positions, loaded.mesh.triangles.clone());
+        raw.validate(0.0)?;
+        let (mut mesh, skin, report) = close_body(&raw, &skin).ok_or_else(|| {
+            ImportError::NoBody(format!(
+                "{} triangles in {} connected parts",
+                raw.triangles.len(),
+                close::part_count(&raw)
+            ))
+        })?;
         mesh.validate(0.0)?;
         Topology::build(&mesh)?;
         // stand the body on y = 0 (the fitted skeleton's placement is arbitrary)
@@ -136,13 +158,16 @@ impl Body {
             height: hi.y - lo.y,
             ..BodyShape::default()
         };
-        Ok(Body {
-            shape,
-            skeleton,
-            mesh,
-            skin,
-            field: None,
-        })
+        Ok((
+            Body {
+                shape,
+                skeleton,
+                mesh,
+                skin,
+                field: None,
+            },
+            report,
+        ))
     }
 }
 

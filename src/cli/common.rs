@@ -49,9 +49,10 @@ pub(crate) struct BodyArgs {
     /// Body mesh resolution, vertices.
     #[arg(long, default_value_t = 6000)]
     pub(crate) body_vertices: usize,
-    /// A skinned humanoid of one's own (glTF or GLB, bound in a T- or A-pose; one
-    /// closed mesh) instead of the generated body: its joints are mapped onto the
-    /// canonical skeleton and its mesh brought into the canonical T-pose. The shape
+    /// A skinned humanoid of one's own (glTF or GLB, bound in a T- or A-pose) instead
+    /// of the generated body: its joints are mapped onto the canonical skeleton and its
+    /// mesh brought into the canonical T-pose, its openings capped and parts that are
+    /// no body (eyes, hair cards, non-manifold bits) dropped. The shape
     /// and resolution flags do not apply; garments on it are imported meshes (a
     /// garment TOML with `mesh = …`), since procedural ones are cut around the
     /// generated body.
@@ -61,6 +62,54 @@ pub(crate) struct BodyArgs {
     /// from the joint names when omitted).
     #[arg(long, requires = "file", value_name = "PROFILE")]
     pub(crate) body_profile: Option<String>,
+}
+
+/// What closing an imported body's mesh did, in one line (see
+/// [`crate::body::CloseReport`]).
+fn close_line(r: &crate::body::CloseReport) -> String {
+    let mut parts = vec![format!(
+        "body mesh: kept {} part{} ({} triangles)",
+        r.kept.len(),
+        if r.kept.len() == 1 { "" } else { "s" },
+        r.kept.iter().sum::<usize>()
+    )];
+    if r.capped > 0 {
+        parts.push(format!(
+            "capped {} opening{}",
+            r.capped,
+            if r.capped == 1 { "" } else { "s" }
+        ));
+    }
+    if r.flipped > 0 {
+        parts.push(format!(
+            "turned {} inside-out part{} outwards",
+            r.flipped,
+            if r.flipped == 1 { "" } else { "s" }
+        ));
+    }
+    for (why, label) in [
+        ("not an oriented 2-manifold", "not manifold"),
+        (
+            "too small to be part of the body",
+            "too small (eyes, teeth, hair cards…)",
+        ),
+    ] {
+        let dropped: Vec<usize> = r
+            .dropped
+            .iter()
+            .filter(|d| d.1 == why)
+            .map(|d| d.0)
+            .collect();
+        if !dropped.is_empty() {
+            parts.push(format!(
+                "dropped {} part{} {label}: {} triangles",
+                dropped.len(),
+                if dropped.len() == 1 { "" } else { "s" },
+                dropped.iter().sum::<usize>()
+            ));
+        }
+    }
+    parts.join(", ")
 }
 
 impl BodyArgs {
@@ -80,8 +129,12 @@ impl BodyArgs {
             let profile = self.body_profile.as_deref().map(load_profile).transpose()?;
             let loaded = crate::mesh::read_gltf_skinned(path)
                 .with_context(|| format!("reading the body {}", path.display()))?;
-            return Body::import_humanoid(&loaded, profile.as_ref())
-                .with_context(|| format!("importing the body {}", path.display()));
+            let (body, report) = Body::import_humanoid(&loaded, profile.as_ref())
+                .with_context(|| format!("importing the body {}", path.display()))?;
+            if !report.unchanged() {
+                eprintln!("{}", close_line(&report));
+            }
+            return Ok(body);
         }
         let shape = BodyShape {
             height: self.height,

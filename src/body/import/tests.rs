@@ -5,6 +5,98 @@ use crate::body::{BodyOptions, SkinningMethod, glb_skeleton};
 use crate::mesh::{GlbMaterial, GlbMesh, GlbScene, read_gltf_skinned, write_glb};
 use crate::skeleton::{JointId, Pose, quat_exp};
 
+/// A mesh written beside the body: bind-pose positions and triangles, all on one bone.
+struct Extra {
+    name: &'static str,
+    positions: Vec<Vec3>,
+    triangles: Vec<[u32; 3]>,
+    bone: JointId,
+}
+
+/// Writes `body` posed at `bind` (its bind pose) as a Mixamo-named glTF, with the
+/// body's mesh cut to `keep` triangles and `extra` meshes (bind-pose positions,
+/// triangles, one bone each) beside it, and reads it back.
+fn mixamo_gltf(
+    body: &Body,
+    bind: &Pose,
+    keep: &dyn Fn(&[u32; 3]) -> bool,
+    extra: &[Extra],
+) -> crate::mesh::LoadedSkinnedMesh {
+    let mixamo = Profile::builtin("mixamo").expect("mixamo");
+    let names: Vec<String> = JointId::all()
+        .map(|j| {
+            format!(
+                "mixamorig:{}",
+                mixamo.joints[j.index()].clone().expect("mapped")
+            )
+        })
+        .collect();
+    let frames = body.skeleton.world_frames(bind);
+    let posed = body.posed_positions(bind, SkinningMethod::Lbs);
+    let triangles: Vec<[u32; 3]> = body
+        .mesh
+        .triangles
+        .iter()
+        .copied()
+        .filter(|t| keep(t))
+        .collect();
+    let normals =
+        crate::mesh::TriMesh::new(posed.clone(), body.mesh.triangles.clone()).vertex_normals();
+    let mut sk = glb_skeleton(&body.skeleton);
+    sk.names = names.iter().map(|s| s.as_str()).collect();
+    sk.rest_rotation = JointId::all()
+        .map(|j| bind.rotation(j))
+        .collect::<Vec<Quat>>();
+    sk.inverse_bind = frames
+        .iter()
+        .map(|f| f.to_mat4().inverse())
+        .collect::<Vec<Mat4>>();
+    let material = GlbMaterial {
+        name: "m".into(),
+        base_color: [1.0; 4],
+        roughness: 1.0,
+        double_sided: false,
+    };
+    let influences: Vec<Vec<[u16; 4]>> = extra
+        .iter()
+        .map(|x| vec![[x.bone.index() as u16, 0, 0, 0]; x.positions.len()])
+        .collect();
+    let (ones, ups) = (vec![[1.0, 0.0, 0.0, 0.0]; 64], vec![Vec3::Y; 64]);
+    let mut meshes = vec![GlbMesh {
+        name: "avatar",
+        positions: &posed,
+        normals: &normals,
+        triangles: &triangles,
+        skin: Some((&body.skin.joints, &body.skin.weights)),
+        material: material.clone(),
+    }];
+    for (x, j) in extra.iter().zip(&influences) {
+        let n = x.positions.len();
+        meshes.push(GlbMesh {
+            name: x.name,
+            positions: &x.positions,
+            normals: &ups[..n],
+            triangles: &x.triangles,
+            skin: Some((j, &ones[..n])),
+            material: material.clone(),
+        });
+    }
+    let scene = GlbScene {
+        skeleton: Some(sk),
+        meshes,
+        animation: None,
+    };
+    let path = std::env::temp_dir().join(format!(
+        "clothcast-import-{}-{}.glb",
+        std::process::id(),
+        extra.len()
+    ));
+    write_glb(std::fs::File::create(&path).expect("create"), &scene).expect("write");
+    let loaded = read_gltf_skinned(&path).expect("read");
+    let _ = std::fs::remove_file(&path);
+    loaded
+}
+
 /// Writes `body` as a Mixamo-named glTF whose bind pose is an A-pose (arms 45° down),
 /// then imports it back.
 #[test]
@@ -16,15 +108,6 @@ fn a_pose_mixamo_gltf_imports_back_to_the_t_pose_body() {
         },
     )
     .expect("body");
-    let mixamo = Profile::builtin("mixamo").expect("mixamo");
-    let names: Vec<String> = JointId::all()
-        .map(|j| {
-            format!(
-                "mixamorig:{}",
-                mixamo.joints[j.index()].clone().expect("mapped")
-            )
-        })
-        .collect();
     let mut a_pose = Pose::rest();
     a_pose.set_rotation(
         JointId::LEFT_SHOULDER,
@@ -34,42 +117,10 @@ fn a_pose_mixamo_gltf_imports_back_to_the_t_pose_body() {
         JointId::RIGHT_SHOULDER,
         quat_exp(Vec3::new(0.0, 0.0, 45f32.to_radians())),
     );
-    let frames = body.skeleton.world_frames(&a_pose);
-    let posed = body.posed_positions(&a_pose, SkinningMethod::Lbs);
-    let normals =
-        crate::mesh::TriMesh::new(posed.clone(), body.mesh.triangles.clone()).vertex_normals();
-    let mut sk = glb_skeleton(&body.skeleton);
-    sk.names = names.iter().map(|s| s.as_str()).collect();
-    sk.rest_rotation = JointId::all()
-        .map(|j| a_pose.rotation(j))
-        .collect::<Vec<Quat>>();
-    sk.inverse_bind = frames
-        .iter()
-        .map(|f| f.to_mat4().inverse())
-        .collect::<Vec<Mat4>>();
-    let scene = GlbScene {
-        skeleton: Some(sk),
-        meshes: vec![GlbMesh {
-            name: "avatar",
-            positions: &posed,
-            normals: &normals,
-            triangles: &body.mesh.triangles,
-            skin: Some((&body.skin.joints, &body.skin.weights)),
-            material: GlbMaterial {
-                name: "m".into(),
-                base_color: [1.0; 4],
-                roughness: 1.0,
-                double_sided: false,
-            },
-        }],
-        animation: None,
-    };
-    let path = std::env::temp_dir().join(format!("clothcast-import-{}.glb", std::process::id()));
-    write_glb(std::fs::File::create(&path).expect("create"), &scene).expect("write");
-    let loaded = read_gltf_skinned(&path).expect("read");
-    let _ = std::fs::remove_file(&path);
+    let loaded = mixamo_gltf(&body, &a_pose, &|_| true, &[]);
     assert_eq!(loaded.skin.names.len(), 22);
-    let imported = Body::import_humanoid(&loaded, None).expect("import");
+    let (imported, report) = Body::import_humanoid(&loaded, None).expect("import");
+    assert!(report.unchanged(), "{report:?}");
     assert_eq!(imported.mesh.vertex_count(), body.mesh.vertex_count());
     // the same shape up to a placement offset (the import stands the body on y = 0)
     let offset = imported.skeleton.rest_position(JointId::PELVIS)
@@ -91,6 +142,82 @@ fn a_pose_mixamo_gltf_imports_back_to_the_t_pose_body() {
         );
     }
     assert!(imported.mesh.bounds().expect("bounds").0.y.abs() < 1e-5);
+    imported
+        .skin
+        .validate(imported.mesh.vertex_count())
+        .expect("skin");
+}
+
+/// An avatar as VR avatars come: the skin open at the top of the head (where a scalp
+/// mesh would join), a hair card and an eye as meshes of their own. The import caps
+/// the opening and drops the card and the eye, and the body is closed.
+#[test]
+fn an_open_avatar_with_hair_and_eyes_imports_as_a_closed_body() {
+    let body = Body::generate(
+        &BodyShape::default(),
+        &BodyOptions {
+            target_vertices: 2000,
+        },
+    )
+    .expect("body");
+    let top = body.mesh.bounds().expect("bounds").1.y;
+    let p = &body.mesh.positions;
+    let open = |t: &[u32; 3]| t.iter().all(|&v| p[v as usize].y < top - 0.03);
+    let head = body.skeleton.rest_position(JointId::HEAD);
+    let card = vec![
+        head + Vec3::new(-0.08, 0.05, -0.12),
+        head + Vec3::new(0.08, 0.05, -0.12),
+        head + Vec3::new(0.08, -0.15, -0.14),
+        head + Vec3::new(-0.08, -0.15, -0.14),
+    ];
+    let e = head + Vec3::new(0.03, 0.03, 0.06);
+    let s = 0.008;
+    let eye = vec![
+        e + Vec3::new(s, s, s),
+        e + Vec3::new(s, -s, -s),
+        e + Vec3::new(-s, s, -s),
+        e + Vec3::new(-s, -s, s),
+    ];
+    let loaded = mixamo_gltf(
+        &body,
+        &Pose::rest(),
+        &open,
+        &[
+            Extra {
+                name: "Hair",
+                positions: card,
+                triangles: vec![[0, 1, 2], [0, 2, 3]],
+                bone: JointId::HEAD,
+            },
+            Extra {
+                name: "Eye",
+                positions: eye,
+                triangles: vec![[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]],
+                bone: JointId::HEAD,
+            },
+        ],
+    );
+    assert!(
+        !crate::mesh::Topology::build(&loaded.mesh)
+            .expect("manifold parts")
+            .is_closed()
+    );
+    let (imported, report) = Body::import_humanoid(&loaded, None).expect("import");
+    assert_eq!(report.kept.len(), 1, "{report:?}");
+    assert_eq!(report.capped, 1, "{report:?}");
+    assert_eq!(report.dropped.len(), 2, "{report:?}");
+    assert!(
+        report
+            .dropped
+            .iter()
+            .all(|d| d.1 == "too small to be part of the body"),
+        "{report:?}"
+    );
+    let topo = crate::mesh::Topology::build(&imported.mesh).expect("manifold");
+    assert!(topo.is_closed());
+    assert_eq!(topo.component_count(&imported.mesh), 1);
+    let (v0, v1) = (body.mesh.signed_volume(), imported.mesh.signed_volume());
+    assert!(((v1 - v0) / v0).abs() < 0.01, "volume {v0} → {v1}");
     imported
         .skin
         .validate(imported.mesh.vertex_count())

@@ -1,0 +1,369 @@
+//! Making an imported avatar's mesh a body the simulator can collide with: closed,
+//! outward-oriented 2-manifolds, nothing else.
+//!
+//! Avatars made for VR and games (VRoid/VRM, Ready Player Me, Mixamo characters) are
+//! seldom one closed mesh. Their skin has openings where another part joins it (the
+//! neck under a separate face, the eyes' sockets), and they carry parts that are not a
+//! body at all: hair cards, eyelashes, eyes and teeth, accessories, some not even
+//! manifold. A garment is simulated against the body's inside and outside
+//! ([`crate::mesh::ClosestPoint`]'s sign), which an opening leaves undefined: a collar
+//! can fall into an open neck. So the import keeps each connected part that is an
+//! oriented 2-manifold with boundary and encloses at least [`MIN_VOLUME_SHARE`] of the
+//! largest part's volume, caps each of its openings with a fan of triangles around the
+//! opening's centroid (skinned as the opening's vertices on average), turns a part
+//! whose triangles face inwards outwards, and drops the rest, saying what it dropped.
+
+use glam::Vec3;
+
+use crate::mesh::{Topology, TriMesh};
+
+use super::super::skin::SkinWeights;
+
+/// Parts enclosing less than this share of the largest part's volume (once their
+/// openings are capped) are dropped: eyes, teeth, hair cards, eyelashes.
+pub const MIN_VOLUME_SHARE: f64 = 0.02;
+
+/// What closing an imported mesh did, for the user to check.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CloseReport {
+    /// Parts kept, with their triangle counts as imported (before capping).
+    pub kept: Vec<usize>,
+    /// Parts dropped, with their triangle counts and why.
+    pub dropped: Vec<(usize, &'static str)>,
+    /// Openings of the kept parts capped.
+    pub capped: usize,
+    /// Parts turned outwards (their triangles faced inwards).
+    pub flipped: usize,
+}
+
+impl CloseReport {
+    /// Whether the mesh was used as it came.
+    pub fn unchanged(&self) -> bool {
+        self.dropped.is_empty() && self.capped == 0 && self.flipped == 0
+    }
+}
+
+/// `mesh` (un-skinned to the T-pose) and its per-vertex `skin`, reduced to its closed
+/// body parts (see the module docs). `None` when no part is an oriented 2-manifold
+/// enclosing a volume.
+pub(super) fn close_body(
+    mesh: &TriMesh,
+    skin: &SkinWeights,
+) -> Option<(TriMesh, SkinWeights, CloseReport)> {
+    let parts = split_parts(mesh);
+    let mut report = CloseReport::default();
+    // each usable part, capped and turned outwards: (mesh, skin, volume, triangles as
+    // imported, openings, turned)
+    let mut closed: Vec<(TriMesh, SkinWeights, f64, usize, usize, bool)> = Vec::new();
+    for tris in parts {
+        let (mut part, mut part_skin) = extract(mesh, skin, &tris);
+        let topo = match Topology::build(&part) {
+            Ok(t) => t,
+            Err(_) => {
+                report
+                    .dropped
+                    .push((tris.len(), "not an oriented 2-manifold"));
+                continue;
+            }
+        };
+        let loops = topo.boundary_loops(&part);
+        for lp in &loops {
+            cap(&mut part, &mut part_skin, lp);
+        }
+        let mut volume = part.signed_volume();
+        let turned = volume < 0.0;
+        if turned {
+            for t in &mut part.triangles {
+                t.swap(1, 2);
+            }
+            volume = -volume;
+        }
+        closed.push((part, part_skin, volume, tris.len(), loops.len(), turned));
+    }
+    let largest = closed.iter().map(|c| c.2).fold(0.0f64, f64::max);
+    if largest <= 0.0 {
+        return None;
+    }
+    let mut out = TriMesh::default();
+    let mut out_skin = SkinWeights {
+        joints: Vec::new(),
+        weights: Vec::new(),
+    };
+    for (part, part_skin, volume, triangles, openings, turned) in closed {
+        if volume < MIN_VOLUME_SHARE * largest {
+            report
+                .dropped
+                .push((triangles, "too small to be part of the body"));
+            continue;
+        }
+        report.kept.push(triangles);
+        report.capped += openings;
+        report.flipped += usize::from(turned);
+        let base = out.positions.len() as u32;
+        out.positions.extend_from_slice(&part.positions);
+        out.triangles
+            .extend(part.triangles.iter().map(|t| t.map(|v| v + base)));
+        out_skin.joints.extend_from_slice(&part_skin.joints);
+        out_skin.weights.extend_from_slice(&part_skin.weights);
+    }
+    Some((out, out_skin, report))
+}
+
+/// The triangles of each part connected through shared vertices (whatever the
+/// manifoldness), each list ascending; parts in the order of their first triangle.
+fn split_parts(mesh: &TriMesh) -> Vec<Vec<usize>> {
+    let n = mesh.positions.len();
+    let mut parent: Vec<u32> = (0..n as u32).collect();
+    fn find(parent: &mut [u32], mut v: u32) -> u32 {
+        while parent[v as usize] != v {
+            let up = parent[parent[v as usize] as usize];
+            parent[v as usize] = up;
+            v = up;
+        }
+        v
+    }
+    for t in &mesh.triangles {
+        let a = find(&mut parent, t[0]);
+        for &v in &t[1..] {
+            let b = find(&mut parent, v);
+            if a != b {
+                parent[b as usize] = a;
+            }
+        }
+    }
+    let mut index = std::collections::HashMap::new();
+    let mut parts: Vec<Vec<usize>> = Vec::new();
+    for (i, t) in mesh.triangles.iter().enumerate() {
+        let root = find(&mut parent, t[0]);
+        let k = *index.entry(root).or_insert_with(|| {
+            parts.push(Vec::new());
+            parts.len() - 1
+        });
+        parts[k].push(i);
+    }
+    parts
+}
+
+/// The sub-mesh of triangles `tris`, its vertices in their order in `mesh` (so a mesh
+/// of one part comes out as it went in).
+fn extract(mesh: &TriMesh, skin: &SkinWeights, tris: &[usize]) -> (TriMesh, SkinWeights) {
+    let mut used: Vec<u32> = tris.iter().flat_map(|&t| mesh.triangles[t]).collect();
+    used.sort_unstable();
+    used.dedup();
+    let map: std::collections::HashMap<u32, u32> = used
+        .iter()
+        .enumerate()
+        .map(|(new, &old)| (old, new as u32))
+        .collect();
+    let part = TriMesh::new(
+        used.iter().map(|&v| mesh.positions[v as usize]).collect(),
+        tris.iter()
+            .map(|&t| mesh.triangles[t].map(|v| map[&v]))
+            .collect(),
+    );
+    let part_skin = SkinWeights {
+        joints: used.iter().map(|&v| skin.joints[v as usize]).collect(),
+        weights: used.iter().map(|&v| skin.weights[v as usize]).collect(),
+    };
+    (part, part_skin)
+}
+
+/// Caps the opening `lp` (a boundary loop in its triangles' direction) with a fan
+/// around its centroid. [`Topology::build`] has checked that the triangles around every
+/// vertex form one fan, so every loop is simple (each boundary vertex has one boundary
+/// edge out).
+fn cap(part: &mut TriMesh, skin: &mut SkinWeights, lp: &[u32]) {
+    let centroid = lp.iter().map(|&v| part.positions[v as usize]).sum::<Vec3>() / lp.len() as f32;
+    let mut acc = [0f32; crate::skeleton::JOINT_COUNT];
+    for &v in lp {
+        let v = v as usize;
+        for k in 0..skin.joints[v].len() {
+            if let Some(a) = acc.get_mut(skin.joints[v][k] as usize) {
+                *a += skin.weights[v][k];
+            }
+        }
+    }
+    let mut pairs: Vec<(u16, f32)> = acc
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| **w > 0.0)
+        .map(|(b, w)| (b as u16, *w))
+        .collect();
+    let (j, w) = SkinWeights::pack(&mut pairs);
+    let c = part.positions.len() as u32;
+    part.positions.push(centroid);
+    skin.joints.push(j);
+    skin.weights.push(w);
+    for k in 0..lp.len() {
+        let (a, b) = (lp[k], lp[(k + 1) % lp.len()]);
+        // the existing triangle runs a → b; the cap runs b → a
+        part.triangles.push([b, a, c]);
+    }
+}
+
+/// Number of parts of `mesh` connected through shared vertices.
+pub(super) fn part_count(mesh: &TriMesh) -> usize {
+    split_parts(mesh).len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::body::{Body, BodyOptions, BodyShape};
+
+    fn body() -> Body {
+        Body::generate(
+            &BodyShape::default(),
+            &BodyOptions {
+                target_vertices: 2000,
+            },
+        )
+        .expect("body")
+    }
+
+    /// The body's mesh with the triangles above `cut` (metres) removed: an opening at
+    /// the top of the head, as where a separate scalp or hair mesh joins.
+    fn opened(b: &Body, cut: f32) -> TriMesh {
+        let mut m = b.mesh.clone();
+        m.triangles.retain(|t| {
+            t.iter()
+                .map(|&v| m.positions[v as usize].y)
+                .fold(f32::MIN, f32::max)
+                < cut
+        });
+        m
+    }
+
+    fn append(m: &mut TriMesh, skin: &mut SkinWeights, pos: &[Vec3], tris: &[[u32; 3]]) {
+        let base = m.positions.len() as u32;
+        m.positions.extend_from_slice(pos);
+        m.triangles.extend(tris.iter().map(|t| t.map(|v| v + base)));
+        skin.joints.extend(pos.iter().map(|_| [15, 0, 0, 0]));
+        skin.weights
+            .extend(pos.iter().map(|_| [1.0, 0.0, 0.0, 0.0]));
+    }
+
+    #[test]
+    fn an_opened_body_with_eyes_and_a_fin_is_capped_and_the_rest_dropped() {
+        let b = body();
+        let top = b.mesh.bounds().expect("bounds").1.y;
+        let mut mesh = opened(&b, top - 0.03);
+        let removed = b.mesh.triangles.len() - mesh.triangles.len();
+        assert!(removed > 5, "{removed} triangles removed");
+        let mut skin = b.skin.clone();
+        // an eye: a closed tetrahedron of 1 cm inside the head
+        let c = Vec3::new(0.03, top - 0.1, 0.08);
+        let s = 0.01;
+        let eye = [
+            c + Vec3::new(s, s, s),
+            c + Vec3::new(s, -s, -s),
+            c + Vec3::new(-s, s, -s),
+            c + Vec3::new(-s, -s, s),
+        ];
+        append(
+            &mut mesh,
+            &mut skin,
+            &eye,
+            &[[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]],
+        );
+        // a fin: three triangles on one edge, not a manifold
+        let f = Vec3::new(0.5, 1.0, 0.0);
+        let fin = [
+            f,
+            f + Vec3::Y * 0.1,
+            f + Vec3::X * 0.1,
+            f + Vec3::Z * 0.1,
+            f - Vec3::X * 0.1,
+        ];
+        append(
+            &mut mesh,
+            &mut skin,
+            &fin,
+            &[[0, 1, 2], [0, 1, 3], [0, 1, 4]],
+        );
+        // the mesh as it comes is no closed manifold at all
+        assert!(Topology::build(&mesh).is_err());
+
+        let (closed, closed_skin, report) = close_body(&mesh, &skin).expect("a body");
+        assert_eq!(report.kept.len(), 1, "{report:?}");
+        assert_eq!(report.capped, 1, "{report:?}");
+        assert_eq!(report.flipped, 0);
+        assert_eq!(report.dropped.len(), 2, "{report:?}");
+        assert!(report.dropped.contains(&(3, "not an oriented 2-manifold")));
+        assert!(
+            report
+                .dropped
+                .contains(&(4, "too small to be part of the body"))
+        );
+        assert!(!report.unchanged());
+        let topo = Topology::build(&closed).expect("manifold");
+        assert!(topo.is_closed());
+        assert_eq!(topo.component_count(&closed), 1);
+        closed_skin.validate(closed.vertex_count()).expect("skin");
+        // the cap is the opening's centroid fan: one new vertex, nearly the same volume
+        assert_eq!(
+            closed.vertex_count(),
+            b.mesh.vertex_count() + 1 - {
+                // vertices only the removed triangles used
+                let mut used = vec![false; b.mesh.vertex_count()];
+                for t in &opened(&b, top - 0.03).triangles {
+                    for &v in t {
+                        used[v as usize] = true;
+                    }
+                }
+                used.iter().filter(|u| !**u).count()
+            }
+        );
+        let (v0, v1) = (b.mesh.signed_volume(), closed.signed_volume());
+        assert!(
+            v1 > 0.0 && ((v1 - v0) / v0).abs() < 0.01,
+            "volume {v0} → {v1}"
+        );
+        // the cap's vertex is skinned like the head around it
+        let cap = *closed_skin.joints.last().expect("cap");
+        let head = b.skin.joints[b
+            .mesh
+            .positions
+            .iter()
+            .enumerate()
+            .max_by(|a, c| a.1.y.total_cmp(&c.1.y))
+            .expect("top")
+            .0];
+        assert_eq!(cap[0], head[0]);
+    }
+
+    #[test]
+    fn an_inside_out_body_is_turned_outwards_and_a_whole_body_is_kept_as_it_is() {
+        let b = body();
+        let (same, _, report) = close_body(&b.mesh, &b.skin).expect("a body");
+        assert!(report.unchanged(), "{report:?}");
+        assert!(same.triangles == b.mesh.triangles && same.positions == b.mesh.positions);
+
+        let mut inverted = b.mesh.clone();
+        for t in &mut inverted.triangles {
+            t.swap(0, 1);
+        }
+        assert!(inverted.signed_volume() < 0.0);
+        let (fixed, _, report) = close_body(&inverted, &b.skin).expect("a body");
+        assert_eq!(report.flipped, 1);
+        assert!((fixed.signed_volume() - b.mesh.signed_volume()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_mesh_with_no_volume_is_no_body() {
+        let mut mesh = TriMesh::default();
+        let mut skin = SkinWeights {
+            joints: Vec::new(),
+            weights: Vec::new(),
+        };
+        // a flat quad: capping its one opening encloses nothing
+        append(
+            &mut mesh,
+            &mut skin,
+            &[Vec3::ZERO, Vec3::X, Vec3::X + Vec3::Y, Vec3::Y],
+            &[[0, 1, 2], [0, 2, 3]],
+        );
+        assert!(close_body(&mesh, &skin).is_none());
+        assert!(close_body(&TriMesh::default(), &skin).is_none());
+    }
+}
