@@ -43,6 +43,20 @@ impl CloseReport {
     }
 }
 
+/// A usable part, capped and turned outwards.
+struct ClosedPart {
+    mesh: TriMesh,
+    skin: SkinWeights,
+    /// Enclosed volume, m³ (positive).
+    volume: f64,
+    /// Triangles as imported.
+    triangles: usize,
+    /// Openings capped.
+    openings: usize,
+    /// Whether its triangles faced inwards.
+    turned: bool,
+}
+
 /// `mesh` (un-skinned to the T-pose) and its per-vertex `skin`, reduced to its closed
 /// body parts (see the module docs). `None` when no part is an oriented 2-manifold
 /// enclosing a volume.
@@ -52,9 +66,7 @@ pub(super) fn close_body(
 ) -> Option<(TriMesh, SkinWeights, CloseReport)> {
     let parts = split_parts(mesh);
     let mut report = CloseReport::default();
-    // each usable part, capped and turned outwards: (mesh, skin, volume, triangles as
-    // imported, openings, turned)
-    let mut closed: Vec<(TriMesh, SkinWeights, f64, usize, usize, bool)> = Vec::new();
+    let mut closed: Vec<ClosedPart> = Vec::new();
     for tris in parts {
         let (mut part, mut part_skin) = extract(mesh, skin, &tris);
         let topo = match Topology::build(&part) {
@@ -78,9 +90,16 @@ pub(super) fn close_body(
             }
             volume = -volume;
         }
-        closed.push((part, part_skin, volume, tris.len(), loops.len(), turned));
+        closed.push(ClosedPart {
+            mesh: part,
+            skin: part_skin,
+            volume,
+            triangles: tris.len(),
+            openings: loops.len(),
+            turned,
+        });
     }
-    let largest = closed.iter().map(|c| c.2).fold(0.0f64, f64::max);
+    let largest = closed.iter().map(|c| c.volume).fold(0.0f64, f64::max);
     if largest <= 0.0 {
         return None;
     }
@@ -89,22 +108,22 @@ pub(super) fn close_body(
         joints: Vec::new(),
         weights: Vec::new(),
     };
-    for (part, part_skin, volume, triangles, openings, turned) in closed {
-        if volume < MIN_VOLUME_SHARE * largest {
+    for c in closed {
+        if c.volume < MIN_VOLUME_SHARE * largest {
             report
                 .dropped
-                .push((triangles, "too small to be part of the body"));
+                .push((c.triangles, "too small to be part of the body"));
             continue;
         }
-        report.kept.push(triangles);
-        report.capped += openings;
-        report.flipped += usize::from(turned);
+        report.kept.push(c.triangles);
+        report.capped += c.openings;
+        report.flipped += usize::from(c.turned);
         let base = out.positions.len() as u32;
-        out.positions.extend_from_slice(&part.positions);
+        out.positions.extend_from_slice(&c.mesh.positions);
         out.triangles
-            .extend(part.triangles.iter().map(|t| t.map(|v| v + base)));
-        out_skin.joints.extend_from_slice(&part_skin.joints);
-        out_skin.weights.extend_from_slice(&part_skin.weights);
+            .extend(c.mesh.triangles.iter().map(|t| t.map(|v| v + base)));
+        out_skin.joints.extend_from_slice(&c.skin.joints);
+        out_skin.weights.extend_from_slice(&c.skin.weights);
     }
     Some((out, out_skin, report))
 }
