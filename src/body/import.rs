@@ -15,7 +15,7 @@ use crate::skeleton::JOINT_COUNT;
 mod close;
 
 use close::close_body;
-pub use close::{CloseReport, MIN_VOLUME_SHARE};
+pub use close::{CloseReport, MIN_VOLUME_SHARE, SEAM_TOLERANCE};
 
 use super::body::Body;
 use super::shape::BodyShape;

@@ -19,7 +19,7 @@ mod skin;
 pub use body::{Body, BodyOptions};
 pub use export::{ExportAnimation, ExportMesh, glb_skeleton, skin_material};
 pub use guard::SelfContactGuard;
-pub use import::{CloseReport, ImportError, MIN_VOLUME_SHARE};
+pub use import::{CloseReport, ImportError, MIN_VOLUME_SHARE, SEAM_TOLERANCE};
 pub(crate) use primitives::BodyField;
 pub use shape::{BodyError, BodyShape};
 pub(crate) use skin::normalize_fast;

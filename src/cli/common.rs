@@ -73,6 +73,12 @@ fn close_line(r: &crate::body::CloseReport) -> String {
         if r.kept.len() == 1 { "" } else { "s" },
         r.kept.iter().sum::<usize>()
     )];
+    if r.stitched > 0 {
+        parts.push(format!(
+            "stitched {} seam vertices to their neighbours'",
+            r.stitched
+        ));
+    }
     if r.capped > 0 {
         parts.push(format!(
             "capped {} opening{}",

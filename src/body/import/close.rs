@@ -7,7 +7,9 @@
 //! body at all: hair cards, eyelashes, eyes and teeth, accessories, some not even
 //! manifold. A garment is simulated against the body's inside and outside
 //! ([`crate::mesh::ClosestPoint`]'s sign), which an opening leaves undefined: a collar
-//! can fall into an open neck. So the import keeps each connected part that is an
+//! can fall into an open neck. So the import first stitches openings that meet (within
+//! [`SEAM_TOLERANCE`], vertex to vertex: a head modelled apart from the body), then keeps
+//! each connected part that is an
 //! oriented 2-manifold with boundary and encloses at least [`MIN_VOLUME_SHARE`] of the
 //! largest part's volume, caps each of its openings with a fan of triangles around the
 //! opening's centroid (skinned as the opening's vertices on average), turns a part
@@ -23,6 +25,16 @@ use super::super::skin::SkinWeights;
 /// openings are capped) are dropped: eyes, teeth, hair cards, eyelashes.
 pub const MIN_VOLUME_SHARE: f64 = 0.02;
 
+/// Openings of different parts (or of one part) whose vertices lie closer than this,
+/// metres, are stitched together, vertex to vertex, before anything is capped: a head
+/// modelled apart from the body meets it at the neck, and two closed parts touching
+/// there would make the skin near the seam look inside one of them (a collar vertex
+/// next to the seam, measured against the head's cap, is "inside" by its distance).
+pub const SEAM_TOLERANCE: f32 = 0.001;
+
+/// Why a part that is not an oriented 2-manifold is dropped.
+const NOT_MANIFOLD: &str = "not an oriented 2-manifold";
+
 /// What closing an imported mesh did, for the user to check.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CloseReport {
@@ -34,12 +46,14 @@ pub struct CloseReport {
     pub capped: usize,
     /// Parts turned outwards (their triangles faced inwards).
     pub flipped: usize,
+    /// Opening vertices joined to another opening's within [`SEAM_TOLERANCE`].
+    pub stitched: usize,
 }
 
 impl CloseReport {
     /// Whether the mesh was used as it came.
     pub fn unchanged(&self) -> bool {
-        self.dropped.is_empty() && self.capped == 0 && self.flipped == 0
+        self.dropped.is_empty() && self.capped == 0 && self.flipped == 0 && self.stitched == 0
     }
 }
 
@@ -64,6 +78,36 @@ pub(super) fn close_body(
     mesh: &TriMesh,
     skin: &SkinWeights,
 ) -> Option<(TriMesh, SkinWeights, CloseReport)> {
+    let (stitched, joined) = stitch(mesh, SEAM_TOLERANCE);
+    if joined == 0 {
+        return close_parts(mesh, skin);
+    }
+    let not_manifold = |r: &Option<(TriMesh, SkinWeights, CloseReport)>| -> usize {
+        r.as_ref().map_or(usize::MAX, |(_, _, report)| {
+            report
+                .dropped
+                .iter()
+                .filter(|d| d.1 == NOT_MANIFOLD)
+                .map(|d| d.0)
+                .sum()
+        })
+    };
+    let with = close_parts(&stitched, skin);
+    let without = close_parts(mesh, skin);
+    // a stitch that made a part non-manifold (two rims of one slit, seams that do not
+    // match vertex for vertex) is not taken
+    if with.is_some() && not_manifold(&with) <= not_manifold(&without) {
+        with.map(|(m, s, mut report)| {
+            report.stitched = joined;
+            (m, s, report)
+        })
+    } else {
+        without
+    }
+}
+
+/// [`close_body`] without stitching.
+fn close_parts(mesh: &TriMesh, skin: &SkinWeights) -> Option<(TriMesh, SkinWeights, CloseReport)> {
     let parts = split_parts(mesh);
     let mut report = CloseReport::default();
     let mut closed: Vec<ClosedPart> = Vec::new();
@@ -72,9 +116,7 @@ pub(super) fn close_body(
         let topo = match Topology::build(&part) {
             Ok(t) => t,
             Err(_) => {
-                report
-                    .dropped
-                    .push((tris.len(), "not an oriented 2-manifold"));
+                report.dropped.push((tris.len(), NOT_MANIFOLD));
                 continue;
             }
         };
@@ -126,6 +168,57 @@ pub(super) fn close_body(
         out_skin.weights.extend_from_slice(&c.skin.weights);
     }
     Some((out, out_skin, report))
+}
+
+/// `mesh` with the vertices on its openings (edges of one triangle) that lie within
+/// `tol` of an earlier such vertex replaced by it, and the triangles that collapse
+/// dropped; the vertices replaced are left unused. Returns how many were replaced.
+fn stitch(mesh: &TriMesh, tol: f32) -> (TriMesh, usize) {
+    let n = mesh.positions.len();
+    let mut uses: std::collections::HashMap<(u32, u32), u32> = std::collections::HashMap::new();
+    for t in &mesh.triangles {
+        for k in 0..3 {
+            let (a, b) = (t[k], t[(k + 1) % 3]);
+            *uses.entry((a.min(b), a.max(b))).or_default() += 1;
+        }
+    }
+    let mut on_rim = vec![false; n];
+    for (&(a, b), &count) in &uses {
+        if count == 1 {
+            on_rim[a as usize] = true;
+            on_rim[b as usize] = true;
+        }
+    }
+    let rim: Vec<u32> = (0..n as u32).filter(|&v| on_rim[v as usize]).collect();
+    let points = TriMesh::new(
+        rim.iter().map(|&v| mesh.positions[v as usize]).collect(),
+        Vec::new(),
+    );
+    let (_, cluster) = crate::mesh::weld(&points, tol);
+    let mut first: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+    let mut map: Vec<u32> = (0..n as u32).collect();
+    let mut joined = 0;
+    for (&v, &c) in rim.iter().zip(&cluster) {
+        match first.get(&c) {
+            Some(&r) => {
+                map[v as usize] = r;
+                joined += 1;
+            }
+            None => {
+                first.insert(c, v);
+            }
+        }
+    }
+    if joined == 0 {
+        return (mesh.clone(), 0);
+    }
+    let triangles = mesh
+        .triangles
+        .iter()
+        .map(|t| t.map(|v| map[v as usize]))
+        .filter(|t| t[0] != t[1] && t[1] != t[2] && t[0] != t[2])
+        .collect();
+    (TriMesh::new(mesh.positions.clone(), triangles), joined)
 }
 
 /// The triangles of each part connected through shared vertices (whatever the

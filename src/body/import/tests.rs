@@ -61,7 +61,8 @@ fn mixamo_gltf(
         .iter()
         .map(|x| vec![[x.bone.index() as u16, 0, 0, 0]; x.positions.len()])
         .collect();
-    let (ones, ups) = (vec![[1.0, 0.0, 0.0, 0.0]; 64], vec![Vec3::Y; 64]);
+    let most = extra.iter().map(|x| x.positions.len()).max().unwrap_or(0);
+    let (ones, ups) = (vec![[1.0, 0.0, 0.0, 0.0]; most], vec![Vec3::Y; most]);
     let mut meshes = vec![GlbMesh {
         name: "avatar",
         positions: &posed,
@@ -222,4 +223,72 @@ fn an_open_avatar_with_hair_and_eyes_imports_as_a_closed_body() {
         .skin
         .validate(imported.mesh.vertex_count())
         .expect("skin");
+}
+
+/// `body` written with its head as a mesh of its own (the triangles above mid-neck,
+/// their vertices copied and raised by `gap` metres, all on the head bone), and
+/// imported.
+fn with_a_head_of_its_own(body: &Body, gap: f32) -> (Body, CloseReport) {
+    let cut = 0.5
+        * (body.skeleton.rest_position(JointId::NECK).y
+            + body.skeleton.rest_position(JointId::HEAD).y);
+    let p = &body.mesh.positions;
+    let below = |t: &[u32; 3]| t.iter().all(|&v| p[v as usize].y < cut);
+    let mut index = std::collections::HashMap::new();
+    let mut positions = Vec::new();
+    let mut triangles = Vec::new();
+    for t in body.mesh.triangles.iter().filter(|t| !below(t)) {
+        triangles.push(t.map(|v| {
+            *index.entry(v).or_insert_with(|| {
+                positions.push(p[v as usize] + Vec3::Y * gap);
+                (positions.len() - 1) as u32
+            })
+        }));
+    }
+    let loaded = mixamo_gltf(
+        body,
+        &Pose::rest(),
+        &below,
+        &[Extra {
+            name: "Head",
+            positions,
+            triangles,
+            bone: JointId::HEAD,
+        }],
+    );
+    Body::import_humanoid(&loaded, None).expect("import")
+}
+
+/// A head modelled as a mesh of its own, open at the neck as the body is there: with
+/// the seams 0.1 mm apart (an exporter's rounding) they are stitched into one closed
+/// body; 5 mm apart, each opening is capped and both parts are kept.
+#[test]
+fn a_head_of_its_own_is_stitched_to_the_body_or_kept_beside_it() {
+    let body = Body::generate(
+        &BodyShape::default(),
+        &BodyOptions {
+            target_vertices: 2000,
+        },
+    )
+    .expect("body");
+    let v0 = body.mesh.signed_volume();
+    let (stitched, report) = with_a_head_of_its_own(&body, 1e-4);
+    assert_eq!(report.kept.len(), 1, "{report:?}");
+    assert_eq!(report.capped, 0, "{report:?}");
+    assert!(report.stitched > 10, "{report:?}");
+    assert!(report.dropped.is_empty(), "{report:?}");
+    let topo = crate::mesh::Topology::build(&stitched.mesh).expect("manifold");
+    assert!(topo.is_closed());
+    assert_eq!(topo.component_count(&stitched.mesh), 1);
+    assert_eq!(stitched.mesh.vertex_count(), body.mesh.vertex_count());
+    assert!(((stitched.mesh.signed_volume() - v0) / v0).abs() < 1e-3);
+
+    let (apart, report) = with_a_head_of_its_own(&body, 0.005);
+    assert_eq!(report.kept.len(), 2, "{report:?}");
+    assert_eq!(report.capped, 2, "{report:?}");
+    assert_eq!(report.stitched, 0, "{report:?}");
+    let topo = crate::mesh::Topology::build(&apart.mesh).expect("manifold");
+    assert!(topo.is_closed());
+    assert_eq!(topo.component_count(&apart.mesh), 2);
+    assert!(((apart.mesh.signed_volume() - v0) / v0).abs() < 0.01);
 }
