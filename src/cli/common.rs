@@ -79,6 +79,12 @@ fn close_line(r: &crate::body::CloseReport) -> String {
             r.stitched
         ));
     }
+    if r.separated > 0 {
+        parts.push(format!(
+            "separated {} vertices where two openings touched",
+            r.separated
+        ));
+    }
     if r.capped > 0 {
         parts.push(format!(
             "capped {} opening{}",
