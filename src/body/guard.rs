@@ -191,17 +191,10 @@ impl SelfContactGuard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::body::{BodyOptions, BodyShape};
     use crate::skeleton::quat_exp;
 
-    fn body() -> Body {
-        Body::generate(
-            &BodyShape::default(),
-            &BodyOptions {
-                target_vertices: 2000,
-            },
-        )
-        .expect("body")
+    fn body() -> &'static Body {
+        crate::body::small_test_body()
     }
 
     /// The left arm hanging at `down` rad below the T-pose, swung forward by `forward`
@@ -220,7 +213,7 @@ mod tests {
     #[test]
     fn arms_are_lifted_out_of_the_torso_continuously() {
         let body = body();
-        let g = SelfContactGuard::new(&body, 0.015);
+        let g = SelfContactGuard::new(body, 0.015);
         let lift = |p: &Pose| {
             let j = JointId::LEFT_SHOULDER.index();
             p.rotations[j].angle_between(g.apply(p).rotations[j])
@@ -262,7 +255,7 @@ mod tests {
     #[test]
     fn an_arm_across_the_chest_is_pushed_forwards() {
         let body = body();
-        let g = SelfContactGuard::new(&body, 0.015);
+        let g = SelfContactGuard::new(body, 0.015);
         let sk = &g.skeleton;
         let (s, e) = (
             sk.rest_position(JointId::LEFT_SHOULDER),

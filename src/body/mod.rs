@@ -27,3 +27,19 @@ pub use skin::{
     LbsMatrices, MAX_INFLUENCES, SkinError, SkinWeights, SkinningMethod, dqs_into, lbs_into,
     skin_into,
 };
+
+/// The default body at 2 000 vertices, generated once per test binary: what tests of
+/// imports and guards build on.
+#[cfg(test)]
+pub(crate) fn small_test_body() -> &'static Body {
+    static B: std::sync::OnceLock<Body> = std::sync::OnceLock::new();
+    B.get_or_init(|| {
+        Body::generate(
+            &BodyShape::default(),
+            &BodyOptions {
+                target_vertices: 2000,
+            },
+        )
+        .expect("body")
+    })
+}

@@ -400,17 +400,7 @@ pub(super) fn part_count(mesh: &TriMesh) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::body::{Body, BodyOptions, BodyShape};
-
-    fn body() -> Body {
-        Body::generate(
-            &BodyShape::default(),
-            &BodyOptions {
-                target_vertices: 2000,
-            },
-        )
-        .expect("body")
-    }
+    use crate::body::{Body, small_test_body as shared_body};
 
     /// The body's mesh with the triangles above `cut` (metres) removed: an opening at
     /// the top of the head, as where a separate scalp or hair mesh joins.
@@ -538,11 +528,6 @@ mod tests {
         let (fixed, _, report) = close_body(&inverted, &b.skin).expect("a body");
         assert_eq!(report.flipped, 1);
         assert!((fixed.signed_volume() - b.mesh.signed_volume()).abs() < 1e-9);
-    }
-
-    fn shared_body() -> &'static Body {
-        static B: std::sync::OnceLock<Body> = std::sync::OnceLock::new();
-        B.get_or_init(body)
     }
 
     proptest::proptest! {

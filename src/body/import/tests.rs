@@ -1,7 +1,7 @@
 use glam::{Mat4, Quat, Vec3};
 
 use super::*;
-use crate::body::{BodyOptions, SkinningMethod, glb_skeleton};
+use crate::body::{SkinningMethod, glb_skeleton};
 use crate::mesh::{GlbMaterial, GlbMesh, GlbScene, read_gltf_skinned, write_glb};
 use crate::skeleton::{JointId, Pose, quat_exp};
 
@@ -102,13 +102,7 @@ fn mixamo_gltf(
 /// then imports it back.
 #[test]
 fn a_pose_mixamo_gltf_imports_back_to_the_t_pose_body() {
-    let body = Body::generate(
-        &BodyShape::default(),
-        &BodyOptions {
-            target_vertices: 2000,
-        },
-    )
-    .expect("body");
+    let body = crate::body::small_test_body();
     let mut a_pose = Pose::rest();
     a_pose.set_rotation(
         JointId::LEFT_SHOULDER,
@@ -118,7 +112,7 @@ fn a_pose_mixamo_gltf_imports_back_to_the_t_pose_body() {
         JointId::RIGHT_SHOULDER,
         quat_exp(Vec3::new(0.0, 0.0, 45f32.to_radians())),
     );
-    let loaded = mixamo_gltf(&body, &a_pose, &|_| true, &[]);
+    let loaded = mixamo_gltf(body, &a_pose, &|_| true, &[]);
     assert_eq!(loaded.skin.names.len(), 22);
     let (imported, report) = Body::import_humanoid(&loaded, None).expect("import");
     assert!(report.unchanged(), "{report:?}");
@@ -154,13 +148,7 @@ fn a_pose_mixamo_gltf_imports_back_to_the_t_pose_body() {
 /// the opening and drops the card and the eye, and the body is closed.
 #[test]
 fn an_open_avatar_with_hair_and_eyes_imports_as_a_closed_body() {
-    let body = Body::generate(
-        &BodyShape::default(),
-        &BodyOptions {
-            target_vertices: 2000,
-        },
-    )
-    .expect("body");
+    let body = crate::body::small_test_body();
     let top = body.mesh.bounds().expect("bounds").1.y;
     let p = &body.mesh.positions;
     let open = |t: &[u32; 3]| t.iter().all(|&v| p[v as usize].y < top - 0.03);
@@ -180,7 +168,7 @@ fn an_open_avatar_with_hair_and_eyes_imports_as_a_closed_body() {
         e + Vec3::new(-s, -s, s),
     ];
     let loaded = mixamo_gltf(
-        &body,
+        body,
         &Pose::rest(),
         &open,
         &[
@@ -264,15 +252,9 @@ fn with_a_head_of_its_own(body: &Body, gap: f32) -> (Body, CloseReport) {
 /// body; 5 mm apart, each opening is capped and both parts are kept.
 #[test]
 fn a_head_of_its_own_is_stitched_to_the_body_or_kept_beside_it() {
-    let body = Body::generate(
-        &BodyShape::default(),
-        &BodyOptions {
-            target_vertices: 2000,
-        },
-    )
-    .expect("body");
+    let body = crate::body::small_test_body();
     let v0 = body.mesh.signed_volume();
-    let (stitched, report) = with_a_head_of_its_own(&body, 1e-4);
+    let (stitched, report) = with_a_head_of_its_own(body, 1e-4);
     assert_eq!(report.kept.len(), 1, "{report:?}");
     assert_eq!(report.capped, 0, "{report:?}");
     assert!(report.stitched > 10, "{report:?}");
@@ -283,7 +265,7 @@ fn a_head_of_its_own_is_stitched_to_the_body_or_kept_beside_it() {
     assert_eq!(stitched.mesh.vertex_count(), body.mesh.vertex_count());
     assert!(((stitched.mesh.signed_volume() - v0) / v0).abs() < 1e-3);
 
-    let (apart, report) = with_a_head_of_its_own(&body, 0.005);
+    let (apart, report) = with_a_head_of_its_own(body, 0.005);
     assert_eq!(report.kept.len(), 2, "{report:?}");
     assert_eq!(report.capped, 2, "{report:?}");
     assert_eq!(report.stitched, 0, "{report:?}");
