@@ -274,3 +274,67 @@ fn a_head_of_its_own_is_stitched_to_the_body_or_kept_beside_it() {
     assert_eq!(topo.component_count(&apart.mesh), 2);
     assert!(((apart.mesh.signed_volume() - v0) / v0).abs() < 0.01);
 }
+
+/// VRM 0.x avatars face −Z (glTF's back), in their bind pose as in every other: the
+/// import turns such an avatar round to face +Z like every canonical pose.
+#[test]
+fn an_avatar_facing_back_imports_facing_forward() {
+    let body = crate::body::small_test_body();
+    let mut back = Pose::rest();
+    back.set_rotation(JointId::PELVIS, Quat::from_rotation_y(std::f32::consts::PI));
+    let loaded = mixamo_gltf(body, &back, &|_| true, &[]);
+    // the file's avatar faces −Z: its nose (the front of the head) is at −z
+    let nose = |ps: &[Vec3]| {
+        ps.iter()
+            .copied()
+            .filter(|p| p.y > 1.55)
+            .fold(0.0f32, |m, p| if p.z.abs() > m.abs() { p.z } else { m })
+    };
+    assert!(nose(&body.mesh.positions) > 0.0);
+    assert!(nose(&loaded.mesh.positions) < 0.0);
+    let (imported, _) = Body::import_humanoid(&loaded, None).expect("import");
+    let offset = imported.skeleton.rest_position(JointId::PELVIS)
+        - body.skeleton.rest_position(JointId::PELVIS);
+    let worst = imported
+        .mesh
+        .positions
+        .iter()
+        .zip(&body.mesh.positions)
+        .map(|(a, b)| (*a - *b - offset).length())
+        .fold(0.0f32, f32::max);
+    assert!(
+        worst < 0.002,
+        "T-pose facing +Z recovered within {worst} m (offset {offset})"
+    );
+}
+
+/// The same avatar baked facing −Z: vertices and joints turned round, every joint's
+/// rotation the identity (how VRM 0.x files store it).
+#[test]
+fn an_avatar_baked_facing_back_imports_facing_forward() {
+    let body = crate::body::small_test_body();
+    let turn = Quat::from_rotation_y(std::f32::consts::PI);
+    let mut baked = body.clone();
+    baked.skeleton = crate::skeleton::Skeleton::from_rest_positions(
+        body.skeleton.rest_positions().map(|p| turn * p),
+    );
+    for p in &mut baked.mesh.positions {
+        *p = turn * *p;
+    }
+    let loaded = mixamo_gltf(&baked, &Pose::rest(), &|_| true, &[]);
+    let (imported, _) = Body::import_humanoid(&loaded, None).expect("import");
+    let offset = imported.skeleton.rest_position(JointId::PELVIS)
+        - body.skeleton.rest_position(JointId::PELVIS);
+    let worst = imported
+        .mesh
+        .positions
+        .iter()
+        .zip(&body.mesh.positions)
+        .map(|(a, b)| (*a - *b - offset).length())
+        .fold(0.0f32, f32::max);
+    let left = imported.skeleton.rest_position(JointId::LEFT_WRIST).x;
+    assert!(
+        worst < 0.002,
+        "T-pose facing +Z recovered within {worst} m (offset {offset}, left wrist x {left})"
+    );
+}
