@@ -9,7 +9,7 @@ use glam::Vec3;
 
 use super::isosurface::Field;
 use super::topology::Topology;
-use super::trimesh::TriMesh;
+use super::trimesh::{TriMesh, union_root};
 
 /// Keeps the part of `mesh` where `clip < 0`, splitting straddling triangles on the
 /// zero set, and returns its largest connected component (orientation preserved).
@@ -85,29 +85,30 @@ pub fn clip_mesh(mesh: &TriMesh, clip: &dyn Field) -> TriMesh {
     largest_component(&TriMesh::new(positions, triangles))
 }
 
-/// The largest connected component of a mesh (by triangle count), reindexed.
-pub fn largest_component(mesh: &TriMesh) -> TriMesh {
-    let nv = mesh.positions.len();
-    let mut parent: Vec<u32> = (0..nv as u32).collect();
-    fn find(p: &mut [u32], mut x: u32) -> u32 {
-        while p[x as usize] != x {
-            p[x as usize] = p[p[x as usize] as usize];
-            x = p[x as usize];
-        }
-        x
-    }
+/// The disjoint-set forest of `mesh`'s vertices joined through its triangles (see
+/// [`union_root`]): two vertices have one root when triangles connect them, whatever
+/// the mesh's manifoldness.
+pub(crate) fn vertex_forest(mesh: &TriMesh) -> Vec<u32> {
+    let mut parent: Vec<u32> = (0..mesh.positions.len() as u32).collect();
     for tri in &mesh.triangles {
-        let r0 = find(&mut parent, tri[0]);
+        let r0 = union_root(&mut parent, tri[0]);
         for &v in &tri[1..] {
-            let r = find(&mut parent, v);
+            let r = union_root(&mut parent, v);
             if r != r0 {
                 parent[r as usize] = r0;
             }
         }
     }
+    parent
+}
+
+/// The largest connected component of a mesh (by triangle count), reindexed.
+pub fn largest_component(mesh: &TriMesh) -> TriMesh {
+    let nv = mesh.positions.len();
+    let mut parent = vertex_forest(mesh);
     let mut count: HashMap<u32, usize> = HashMap::new();
     for tri in &mesh.triangles {
-        *count.entry(find(&mut parent, tri[0])).or_default() += 1;
+        *count.entry(union_root(&mut parent, tri[0])).or_default() += 1;
     }
     let Some((&best, _)) = count
         .iter()
@@ -119,7 +120,7 @@ pub fn largest_component(mesh: &TriMesh) -> TriMesh {
     let mut positions = Vec::new();
     let mut triangles = Vec::new();
     for tri in &mesh.triangles {
-        if find(&mut parent, tri[0]) != best {
+        if union_root(&mut parent, tri[0]) != best {
             continue;
         }
         triangles.push(tri.map(|v| {

@@ -16,6 +16,7 @@ mod surface;
 mod topology;
 mod trimesh;
 
+pub(crate) use clip::vertex_forest;
 pub use clip::{clip_mesh, is_single_manifold, largest_component};
 pub use closest::{Feature, Hit, MeshQuery, closest_on_triangle, closest_on_triangle_f64};
 pub use io::{
@@ -29,4 +30,5 @@ pub use raster::{Camera, DrawItem, Image, render};
 pub use remesh::{RemeshOptions, remesh};
 pub use surface::{MeshBoundary, MeshSurface};
 pub use topology::{NO_FACE, Topology};
+pub(crate) use trimesh::union_root;
 pub use trimesh::{MeshError, TriMesh, VertexId, weld};

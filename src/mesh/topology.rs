@@ -1,7 +1,7 @@
 //! Edge and vertex adjacency of a triangle mesh, with the manifold checks that every
 //! consumer relies on (closed body, garment with boundary, bending stencils).
 
-use super::trimesh::{MeshError, TriMesh};
+use super::trimesh::{MeshError, TriMesh, union_root};
 
 /// Marker for "no triangle" on the far side of a boundary edge.
 pub const NO_FACE: u32 = u32::MAX;
@@ -116,13 +116,6 @@ impl Topology {
     fn check_vertex_fans(&self, mesh: &TriMesh) -> Result<(), MeshError> {
         let nt = mesh.triangles.len();
         let mut parent: Vec<u32> = (0..3 * nt as u32).collect();
-        fn find(p: &mut [u32], mut x: u32) -> u32 {
-            while p[x as usize] != x {
-                p[x as usize] = p[p[x as usize] as usize];
-                x = p[x as usize];
-            }
-            x
-        }
         let corner = |t: u32, v: u32| -> u32 {
             let tri = mesh.triangles[t as usize];
             let k = tri.iter().position(|&x| x == v).unwrap_or(0);
@@ -135,8 +128,8 @@ impl Topology {
             }
             for v in [a, b] {
                 let (x, y) = (
-                    find(&mut parent, corner(f0, v)),
-                    find(&mut parent, corner(f1, v)),
+                    union_root(&mut parent, corner(f0, v)),
+                    union_root(&mut parent, corner(f1, v)),
                 );
                 if x != y {
                     parent[x as usize] = y;
@@ -146,7 +139,7 @@ impl Topology {
         let mut root_of_vertex = vec![u32::MAX; mesh.positions.len()];
         for (t, tri) in mesh.triangles.iter().enumerate() {
             for (k, &v) in tri.iter().enumerate() {
-                let r = find(&mut parent, (3 * t + k) as u32);
+                let r = union_root(&mut parent, (3 * t + k) as u32);
                 let slot = &mut root_of_vertex[v as usize];
                 if *slot == u32::MAX {
                     *slot = r;

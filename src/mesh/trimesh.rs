@@ -287,6 +287,16 @@ mod tests {
     }
 }
 
+/// The root of `x` in the disjoint-set forest `parent` (each entry its parent, a root
+/// its own), halving the path on the way.
+pub(crate) fn union_root(parent: &mut [u32], mut x: u32) -> u32 {
+    while parent[x as usize] != x {
+        parent[x as usize] = parent[parent[x as usize] as usize];
+        x = parent[x as usize];
+    }
+    x
+}
+
 /// Merges vertices closer than `tol` (metres) and drops triangles that become
 /// degenerate. Returns the welded mesh and, for every old vertex, its new index.
 pub fn weld(mesh: &TriMesh, tol: f32) -> (TriMesh, Vec<u32>) {

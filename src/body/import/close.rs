@@ -18,7 +18,7 @@
 
 use glam::Vec3;
 
-use crate::mesh::{Topology, TriMesh};
+use crate::mesh::{Topology, TriMesh, union_root, vertex_forest};
 
 use super::super::skin::SkinWeights;
 
@@ -101,10 +101,11 @@ pub(super) fn close_body(
         })
     };
     let with = close_parts(&stitched, skin);
-    let without = close_parts(mesh, skin);
     // a stitch that made a part non-manifold (two rims of one slit, seams that do not
-    // match vertex for vertex) is not taken
-    if with.is_some() && not_manifold(&with) <= not_manifold(&without) {
+    // match vertex for vertex) is not taken; a clean one needs no comparison
+    let clean = not_manifold(&with) == 0;
+    let without = (!clean).then(|| close_parts(mesh, skin)).flatten();
+    if with.is_some() && (clean || not_manifold(&with) <= not_manifold(&without)) {
         with.map(|(m, s, mut report)| {
             report.stitched = joined;
             (m, s, report)
@@ -255,14 +256,7 @@ fn separate_fans(mesh: &TriMesh, skin: &SkinWeights) -> (TriMesh, SkinWeights, u
             continue;
         }
         // fans: union of the triangles at v that share a second vertex
-        let mut fan: Vec<usize> = (0..tris.len()).collect();
-        fn root(fan: &mut [usize], mut i: usize) -> usize {
-            while fan[i] != i {
-                fan[i] = fan[fan[i]];
-                i = fan[i];
-            }
-            i
-        }
+        let mut fan: Vec<u32> = (0..tris.len() as u32).collect();
         for a in 0..tris.len() {
             for b in a + 1..tris.len() {
                 let (ta, tb) = (
@@ -271,15 +265,18 @@ fn separate_fans(mesh: &TriMesh, skin: &SkinWeights) -> (TriMesh, SkinWeights, u
                 );
                 let shares = ta.iter().any(|&u| u as usize != v && tb.contains(&u));
                 if shares {
-                    let (ra, rb) = (root(&mut fan, a), root(&mut fan, b));
-                    fan[rb] = ra;
+                    let (ra, rb) = (
+                        union_root(&mut fan, a as u32),
+                        union_root(&mut fan, b as u32),
+                    );
+                    fan[rb as usize] = ra;
                 }
             }
         }
-        let first = root(&mut fan, 0);
-        let mut copy_of: std::collections::HashMap<usize, u32> = std::collections::HashMap::new();
+        let first = union_root(&mut fan, 0);
+        let mut copy_of: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
         for k in 0..tris.len() {
-            let r = root(&mut fan, k);
+            let r = union_root(&mut fan, k as u32);
             if r == first {
                 continue;
             }
@@ -303,29 +300,11 @@ fn separate_fans(mesh: &TriMesh, skin: &SkinWeights) -> (TriMesh, SkinWeights, u
 /// The triangles of each part connected through shared vertices (whatever the
 /// manifoldness), each list ascending; parts in the order of their first triangle.
 fn split_parts(mesh: &TriMesh) -> Vec<Vec<usize>> {
-    let n = mesh.positions.len();
-    let mut parent: Vec<u32> = (0..n as u32).collect();
-    fn find(parent: &mut [u32], mut v: u32) -> u32 {
-        while parent[v as usize] != v {
-            let up = parent[parent[v as usize] as usize];
-            parent[v as usize] = up;
-            v = up;
-        }
-        v
-    }
-    for t in &mesh.triangles {
-        let a = find(&mut parent, t[0]);
-        for &v in &t[1..] {
-            let b = find(&mut parent, v);
-            if a != b {
-                parent[b as usize] = a;
-            }
-        }
-    }
+    let mut parent = vertex_forest(mesh);
     let mut index = std::collections::HashMap::new();
     let mut parts: Vec<Vec<usize>> = Vec::new();
     for (i, t) in mesh.triangles.iter().enumerate() {
-        let root = find(&mut parent, t[0]);
+        let root = union_root(&mut parent, t[0]);
         let k = *index.entry(root).or_insert_with(|| {
             parts.push(Vec::new());
             parts.len() - 1

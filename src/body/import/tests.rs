@@ -98,6 +98,22 @@ fn mixamo_gltf(
     loaded
 }
 
+/// How far an imported body's vertices are from `body`'s at rest, metres, once the
+/// placement offset (the import stands the body on y = 0) is taken out; and that
+/// offset (of the pelvis).
+fn t_pose_error(imported: &Body, body: &Body) -> (f32, Vec3) {
+    let offset = imported.skeleton.rest_position(JointId::PELVIS)
+        - body.skeleton.rest_position(JointId::PELVIS);
+    let worst = imported
+        .mesh
+        .positions
+        .iter()
+        .zip(&body.mesh.positions)
+        .map(|(a, b)| (*a - *b - offset).length())
+        .fold(0.0f32, f32::max);
+    (worst, offset)
+}
+
 /// Writes `body` as a Mixamo-named glTF whose bind pose is an A-pose (arms 45° down),
 /// then imports it back.
 #[test]
@@ -118,16 +134,8 @@ fn a_pose_mixamo_gltf_imports_back_to_the_t_pose_body() {
     assert!(report.unchanged(), "{report:?}");
     assert_eq!(imported.mesh.vertex_count(), body.mesh.vertex_count());
     // the same shape up to a placement offset (the import stands the body on y = 0)
-    let offset = imported.skeleton.rest_position(JointId::PELVIS)
-        - body.skeleton.rest_position(JointId::PELVIS);
+    let (worst, offset) = t_pose_error(&imported, body);
     assert!(offset.length() < 0.02, "placement offset {offset}");
-    let worst = imported
-        .mesh
-        .positions
-        .iter()
-        .zip(&body.mesh.positions)
-        .map(|(a, b)| (*a - *b - offset).length())
-        .fold(0.0f32, f32::max);
     assert!(worst < 0.002, "T-pose recovered within {worst} m");
     for j in JointId::all() {
         assert!(
@@ -293,15 +301,7 @@ fn an_avatar_facing_back_imports_facing_forward() {
     assert!(nose(&body.mesh.positions) > 0.0);
     assert!(nose(&loaded.mesh.positions) < 0.0);
     let (imported, _) = Body::import_humanoid(&loaded, None).expect("import");
-    let offset = imported.skeleton.rest_position(JointId::PELVIS)
-        - body.skeleton.rest_position(JointId::PELVIS);
-    let worst = imported
-        .mesh
-        .positions
-        .iter()
-        .zip(&body.mesh.positions)
-        .map(|(a, b)| (*a - *b - offset).length())
-        .fold(0.0f32, f32::max);
+    let (worst, offset) = t_pose_error(&imported, body);
     assert!(
         worst < 0.002,
         "T-pose facing +Z recovered within {worst} m (offset {offset})"
@@ -323,15 +323,7 @@ fn an_avatar_baked_facing_back_imports_facing_forward() {
     }
     let loaded = mixamo_gltf(&baked, &Pose::rest(), &|_| true, &[]);
     let (imported, _) = Body::import_humanoid(&loaded, None).expect("import");
-    let offset = imported.skeleton.rest_position(JointId::PELVIS)
-        - body.skeleton.rest_position(JointId::PELVIS);
-    let worst = imported
-        .mesh
-        .positions
-        .iter()
-        .zip(&body.mesh.positions)
-        .map(|(a, b)| (*a - *b - offset).length())
-        .fold(0.0f32, f32::max);
+    let (worst, offset) = t_pose_error(&imported, body);
     let left = imported.skeleton.rest_position(JointId::LEFT_WRIST).x;
     assert!(
         worst < 0.002,
