@@ -144,7 +144,7 @@ impl SelfContactGuard {
 
     /// The pose with each upper arm turned out of the torso where needed: at the
     /// shoulder, by the smallest rotation that takes the elbow and the middle of the
-    /// upper arm to where [`Self::push_out`] puts them (so an arm across the chest's
+    /// upper arm to where `push_out` puts them (so an arm across the chest's
     /// front is moved forwards rather than swung out sideways).
     pub fn apply(&self, pose: &Pose) -> Pose {
         let mut p = *pose;

@@ -3,8 +3,10 @@
 //! (32 joints, millimetres, X right, Y down, Z away). Bytes in, `Pose` out; no sockets.
 //!
 //! Both are position sources: each canonical bone is turned from its rest direction to
-//! the observed one by the smallest rotation in its parent's frame (twist held at rest),
-//! the pelvis and chest take their full orientation from the hip and shoulder lines, and
+//! the observed one by the smallest rotation in its parent's frame (twist held), except
+//! that the upper arms and thighs take their twist from the bend of the elbows and
+//! knees below them ([`hinge`]), the pelvis and chest take their full orientation from
+//! the hip and shoulder lines, and
 //! joints not tracked keep their previous rotation. Camera space is turned (a rotation,
 //! not a mirror) so the performer's left is the avatar's left; mirror displays flip the
 //! picture instead (the viewer's mirror mode). A floor the sensor reports ([`Floor`])
@@ -18,6 +20,9 @@ use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
 
 mod bridge;
 mod floor;
+mod hinge;
+
+use hinge::{HINGES, hinge_twist};
 
 pub use bridge::{
     KinectBody, KinectError, SensorView, body_frame_json, body_json, parse_body_frame,
@@ -421,6 +426,8 @@ impl PositionRetargeter {
                 None => previous.rotation(j),
             };
         }
+        // the previous pose's world rotations, for the twist a straight limb holds
+        let before = world;
         // pelvis and chest: full orientation from the hip and shoulder lines, and up
         // the spine (or, with a lumbar point, from points fixed to each)
         let rest_hips = self.rest(J::LEFT_HIP) - self.rest(J::RIGHT_HIP);
@@ -534,7 +541,11 @@ impl PositionRetargeter {
             if let (Some(pa), Some(pb)) = (obs.get(a), obs.get(b)) {
                 let wp = world[parent.index()];
                 let rest_dir = wp * (self.rest(child) - self.rest(j));
-                let w = (arc(rest_dir, pb - pa) * wp).normalize();
+                let mut w = (arc(rest_dir, pb - pa) * wp).normalize();
+                if let Some(&(_, end, flex)) = HINGES.iter().find(|h| h.0 == j) {
+                    let held = before[j.index()];
+                    w = hinge_twist(w, pb - pa, obs.get(end).map(|e| e - pb), flex, held);
+                }
                 pose.set_rotation(j, (wp.inverse() * w).normalize());
                 world[j.index()] = w;
             }

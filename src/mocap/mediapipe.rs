@@ -18,7 +18,8 @@
 //! chest (and the base of the neck) between the shoulders, the mid-spine halfway
 //! between those, the head between the ears, the feet along the soles (heel to toe
 //! tip, from the ankle); limbs are the landmarks of the same names (the face's and the fingers' landmarks are not used).
-//! The position retargeter swings each bone onto them (twist held at rest).
+//! The position retargeter swings each bone onto them (twist held, the upper arms' and
+//! thighs' read from the elbows' and knees' bend).
 
 use glam::Vec3;
 

@@ -18,8 +18,9 @@
 //! and are ignored.
 //!
 //! The segments' origins are their proximal joint centres (MVN user manual §19.7):
-//! they go to the Kinect path's position retargeter (bone directions; twist held at
-//! rest) rather than the orientations, whose per-segment axes conventions differ
+//! they go to the Kinect path's position retargeter (bone directions; the upper arms'
+//! and thighs' twist from the elbows' and knees' bend, the rest held) rather than the
+//! orientations, whose per-segment axes conventions differ
 //! between MVN's output settings. MVN's frame maps to clothcast's as x → z (the
 //! performer's forward at calibration), y → x (their left), z → y (up); MVN stands
 //! the performer on its floor, so positions are already levelled.
