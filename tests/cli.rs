@@ -656,6 +656,42 @@ fn render_draws_a_picture_per_frame_of_a_range() {
     // a PNG whose IHDR says 64 × 64
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     assert_eq!(&png[16..24], &[0, 0, 0, 64, 0, 0, 0, 64]);
+    // the same frames as a Kinect sees the performer (a flipbook, and one frame), and
+    // a Kinect without a clip is refused
+    let seen = dir.join("seen");
+    for (kind, frames, out) in [
+        ("v2", ["--frames", "0..12:4"], seen.clone()),
+        ("azure", ["--frame", "8"], dir.join("seen.png")),
+    ] {
+        let o = bin()
+            .arg("render")
+            .arg("--bvh")
+            .arg(fixture("cmu_131_01.bvh"))
+            .args(frames)
+            .args(["--kinect", kind, "--views", "front", "--size", "64"])
+            .args(["--body-vertices", "2000", "--garments", ""])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("run");
+        assert!(
+            o.status.success(),
+            "{kind}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let a = png_pixels(&out.join("frame-00008.png"));
+    let b = png_pixels(&seen.join("frame-00008.png"));
+    assert_eq!((a.0, a.1), (b.0, b.1));
+    assert_ne!(a.3, b.3, "the Kinect's view drew the clip's pose exactly");
+    assert_eq!(png_pixels(&dir.join("seen.png")).0, 64);
+    let o = bin()
+        .args(["render", "--kinect", "v2", "--out"])
+        .arg(dir.join("nothing.png"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("--bvh"), "{err}");
     let o = bin()
         .arg("render")
         .arg("--bvh")

@@ -46,6 +46,14 @@ pub(crate) struct RenderArgs {
     /// Skeleton profile of the clip (detected when omitted).
     #[arg(long)]
     profile: Option<String>,
+    /// Drive the body as a Kinect sensor (`v2` or `azure`) would see a performer who
+    /// moves as the clip: each frame's joint positions sent as a bridge's body frame
+    /// (sensor 1 m high, 2 m in front) and read back as the server reads a Kinect body
+    /// (bone directions, the upper arms' and thighs' twist from the elbows' and knees'
+    /// bend, the floor, One Euro filtering), frame by frame from the clip's start.
+    /// What a try-on kiosk shows of that performer.
+    #[arg(long, value_enum, requires = "bvh")]
+    kinect: Option<super::play::KinectArg>,
     /// Garments to show (comma separated: tshirt, pants; empty for none), skinned from
     /// their rest shape (linear blend skinning, no cloth simulation).
     #[arg(long, default_value = "tshirt,pants")]
@@ -130,9 +138,20 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
     };
     let face = face(&body);
     let (Some(frames), Some(file)) = (frames, &file) else {
-        let pose = match &file {
-            Some(f) => f.pose_at(a.frame, &body.skeleton)?,
-            None => Pose::rest(),
+        let pose = match (&file, a.kinect) {
+            (Some(f), Some(kind)) => {
+                let clip = f.onto(&body.skeleton)?;
+                let upto = clip
+                    .poses
+                    .get(..=a.frame)
+                    .ok_or_else(|| anyhow::anyhow!("the clip has {} frames", clip.poses.len()))?;
+                let seen = through_kinect(upto, clip.frame_time, kind, &body.skeleton)?;
+                *seen
+                    .last()
+                    .ok_or_else(|| anyhow::anyhow!("the clip has no frames"))?
+            }
+            (Some(f), None) => f.pose_at(a.frame, &body.skeleton)?,
+            (None, _) => Pose::rest(),
         };
         let pose = dress.pose(&pose);
         let garments = dress.at(&body, &pose, 0.0);
@@ -143,7 +162,16 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
         outln!("{}", a.out.display());
         return Ok(());
     };
-    let clip = file.onto(&body.skeleton)?;
+    let mut clip = file.onto(&body.skeleton)?;
+    if let Some(kind) = a.kinect {
+        let last = frames
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .min(clip.poses.len().saturating_sub(1));
+        clip.poses = through_kinect(&clip.poses[..=last], clip.frame_time, kind, &body.skeleton)?;
+    }
     std::fs::create_dir_all(&a.out)
         .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.out.display()))?;
     let mut last = None;
@@ -165,6 +193,29 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
     }
     outln!("{}", a.out.display());
     Ok(())
+}
+
+/// `poses` as the server makes them of a Kinect sensor of `kind` watching a performer
+/// who moves so (see `RenderArgs::kinect`), with the server's default filter.
+fn through_kinect(
+    poses: &[Pose],
+    frame_time: f32,
+    kind: super::play::KinectArg,
+    skeleton: &crate::skeleton::Skeleton,
+) -> anyhow::Result<Vec<Pose>> {
+    let kind = match kind {
+        super::play::KinectArg::V2 => crate::mocap::KinectKind::V2,
+        super::play::KinectArg::Azure => crate::mocap::KinectKind::Azure,
+    };
+    let retargeter = crate::mocap::PositionRetargeter::new(skeleton);
+    let filter = crate::engine::EngineConfig::default().filter;
+    Ok(crate::engine::through_kinect(
+        poses,
+        frame_time,
+        kind,
+        &retargeter,
+        filter.as_ref(),
+    )?)
 }
 
 /// What the body wears in the pictures.

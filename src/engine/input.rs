@@ -406,3 +406,49 @@ fn check(pose: &Pose) -> Result<(), EngineError> {
 
 #[cfg(test)]
 mod tests;
+
+/// The poses the server makes of a performer who moves as `poses` (a clip on the
+/// retargeter's skeleton, `frame_time` seconds apart) in front of a Kinect sensor of
+/// `kind`: each pose's joint positions written as a bridge's body frame from a sensor
+/// 1 m above the floor and 2 m in front (floor plane included), read back, and applied
+/// frame by frame as a connection applies a Kinect body ([`apply_joints`]: position
+/// retargeting, floor, filtered with `filter` when given). What a kiosk shows of such a
+/// performer (`clothcast render --kinect`); sensor noise is not imitated.
+pub fn through_kinect(
+    poses: &[Pose],
+    frame_time: f32,
+    kind: KinectKind,
+    retargeter: &PositionRetargeter,
+    filter: Option<&FilterConfig>,
+) -> Result<Vec<Pose>, EngineError> {
+    let view = crate::mocap::SensorView {
+        distance: 2.0,
+        height: 1.0,
+        tilt: 0.0,
+    };
+    let skeleton = retargeter.skeleton();
+    let (mut sensor, mut state) = (SensorState::default(), InputState::default());
+    poses
+        .iter()
+        .enumerate()
+        .map(|(f, pose)| {
+            let bodies = [("1".to_string(), skeleton.joint_positions(pose))];
+            let frame = crate::mocap::body_frame_json(kind, &bodies, &view, true);
+            let body = crate::mocap::parse_body_frame(&frame, Some(kind))
+                .map_err(|e| EngineError::BadValue(format!("frame {f}: {e}")))?
+                .into_iter()
+                .next()
+                .ok_or_else(|| EngineError::BadValue(format!("frame {f}: no body")))?;
+            let t = f64::from(frame_time) * f as f64;
+            apply_joints(
+                &body.joints,
+                body.floor,
+                &mut sensor,
+                &mut state,
+                retargeter,
+                filter,
+                t,
+            )
+        })
+        .collect()
+}
