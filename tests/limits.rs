@@ -68,7 +68,7 @@ async fn a_kiosk_dresses_the_nearest_body_within_reach_only() {
     let mut view = Viewer::default();
     // a body frame with each (id, distance from the sensor) standing at rest
     let frame = |bodies: &[(&str, f32)]| {
-        let joints = skeleton.joint_positions(&Pose::rest());
+        let joints = skeleton.world_frames(&Pose::rest());
         let list: Vec<serde_json::Value> = bodies
             .iter()
             .map(|&(id, distance)| {

@@ -1032,7 +1032,7 @@ pub(super) fn body_frame(
         height: 1.0,
         tilt: 0.0,
     };
-    let body = body_json(kind, id, &skeleton.joint_positions(pose), &view);
+    let body = body_json(kind, id, &skeleton.world_frames(pose), &view);
     serde_json::json!({ "bodies": [body] }).to_string()
 }
 

@@ -274,7 +274,7 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
                                 let bodies: Vec<_> = (0..a.avatars)
                                     .map(|k| {
                                         let pose = staggered(&clip, t, k, a.avatars);
-                                        (k.to_string(), skeleton.joint_positions(&pose))
+                                        (k.to_string(), skeleton.world_frames(&pose))
                                     })
                                     .collect();
                                 let frame = crate::mocap::body_frame_json(

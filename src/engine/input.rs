@@ -432,7 +432,7 @@ pub fn through_kinect(
         .iter()
         .enumerate()
         .map(|(f, pose)| {
-            let bodies = [("1".to_string(), skeleton.joint_positions(pose))];
+            let bodies = [("1".to_string(), skeleton.world_frames(pose))];
             let frame = crate::mocap::body_frame_json(kind, &bodies, &view, true);
             let body = crate::mocap::parse_body_frame(&frame, Some(kind))
                 .map_err(|e| EngineError::BadValue(format!("frame {f}: {e}")))?

@@ -22,7 +22,7 @@ mod bridge;
 mod floor;
 mod hinge;
 
-use hinge::{HINGES, hinge_twist};
+use hinge::{HINGES, hinge_twist, twist_onto};
 
 pub use bridge::{
     KinectBody, KinectError, SensorView, body_frame_json, body_json, parse_body_frame,
@@ -70,9 +70,14 @@ pub(super) enum Src {
     /// rather than taken from the whole spine's bend, and the chest's orientation from
     /// points fixed to the chest (clavicles, neck) rather than the arms.
     Lumbar,
+    /// The ears (Azure Kinect's face points, MediaPipe's landmarks; a Kinect v2 has
+    /// none): the line between them turns the head about itself (where it looks),
+    /// which the neck and head points alone leave open.
+    EarL,
+    EarR,
 }
 
-const SRC_COUNT: usize = 24;
+const SRC_COUNT: usize = 26;
 // one bit per source joint in `KinectJoints::inferred`
 const _: () = assert!(SRC_COUNT <= 32);
 
@@ -105,6 +110,8 @@ const NAMES: [(Src, Option<&str>, Option<&str>); SRC_COUNT] = {
         (FootL, Some("FootLeft"), Some("FOOT_LEFT")),
         (FootR, Some("FootRight"), Some("FOOT_RIGHT")),
         (Lumbar, None, None),
+        (EarL, None, Some("EAR_LEFT")),
+        (EarR, None, Some("EAR_RIGHT")),
     ]
 };
 
@@ -550,7 +557,15 @@ impl PositionRetargeter {
                 world[j.index()] = w;
             }
         }
-        // keep the wrists, feet and head as they were relative to their parents
+        // the head turned about itself to the ears' line; the wrists and feet, and the
+        // head without ears, kept as they were relative to their parents
+        if let (Some(l), Some(r)) = (obs.get(EarL), obs.get(EarR)) {
+            let neck = world[J::NECK.index()];
+            let head = (neck * pose.rotation(J::HEAD)).normalize();
+            if let Some(turned) = twist_onto(head, head * Vec3::Y, Vec3::X, l - r) {
+                pose.set_rotation(J::HEAD, (neck.inverse() * turned).normalize());
+            }
+        }
         pose
     }
 }
@@ -673,7 +688,7 @@ mod tests {
     /// What a Kinect v2 at `view` reports of `pose` of `skel`, read back from a bridge's
     /// body frame: the joints, levelled onto the floor it reported.
     fn sensed(skel: &Skeleton, pose: &Pose, view: &SensorView) -> KinectJoints {
-        let bodies = [("1".to_string(), skel.joint_positions(pose))];
+        let bodies = [("1".to_string(), skel.world_frames(pose))];
         let frame = body_frame_json(KinectKind::V2, &bodies, view, true);
         let body = parse_body_frame(&frame, None).expect("reads").remove(0);
         body.joints.levelled(&body.floor.expect("a floor"))
@@ -752,7 +767,7 @@ mod tests {
         );
         // the same frames without their floor: the sensor's tilt leans the avatar
         let raw = |pose: &Pose| {
-            let bodies = [("1".to_string(), skel.joint_positions(pose))];
+            let bodies = [("1".to_string(), skel.world_frames(pose))];
             let frame = body_frame_json(KinectKind::V2, &bodies, &view, false);
             parse_body_frame(&frame, None)
                 .expect("reads")

@@ -19,7 +19,7 @@
 //! between those, the head between the ears, the feet along the soles (heel to toe
 //! tip, from the ankle); limbs are the landmarks of the same names (the face's and the fingers' landmarks are not used).
 //! The position retargeter swings each bone onto them (twist held, the upper arms' and
-//! thighs' read from the elbows' and knees' bend).
+//! thighs' read from the elbows' and knees' bend), and the ears turn the head.
 
 use glam::Vec3;
 
@@ -90,7 +90,9 @@ const L_TOE: usize = 31;
 const R_TOE: usize = 32;
 
 /// Source joints that are one landmark each.
-const DIRECT: [(Src, usize); 12] = [
+const DIRECT: [(Src, usize); 14] = [
+    (Src::EarL, L_EAR),
+    (Src::EarR, R_EAR),
     (Src::ShoulderL, L_SHOULDER),
     (Src::ShoulderR, R_SHOULDER),
     (Src::ElbowL, L_ELBOW),

@@ -12,7 +12,7 @@ const TILTED: SensorView = SensorView {
 /// A Kinect v2 body frame of `pose` as seen from `TILTED`, with its floor or with
 /// the all-zero plane of a sensor that has not found the floor yet.
 fn frame(skel: &Skeleton, pose: &Pose, floor: bool) -> serde_json::Value {
-    let bodies = [("3".to_string(), skel.joint_positions(pose))];
+    let bodies = [("3".to_string(), skel.world_frames(pose))];
     let mut f = body_frame_json(KinectKind::V2, &bodies, &TILTED, true);
     if !floor {
         f["floorClipPlane"] = serde_json::json!({"x": 0, "y": 0, "z": 0, "w": 0});
@@ -413,8 +413,8 @@ fn performers_side_by_side_stay_side_by_side_and_each_on_the_floor() {
     right.translation = Vec3::new(-0.7, 0.0, 0.4);
     for floor in [true, false] {
         let bodies = [
-            ("1".to_string(), skel.joint_positions(&left)),
-            ("2".to_string(), child.joint_positions(&right)),
+            ("1".to_string(), skel.world_frames(&left)),
+            ("2".to_string(), child.world_frames(&right)),
         ];
         let json = body_frame_json(KinectKind::V2, &bodies, &TILTED, floor);
         let mut sensor = SensorState::default();
@@ -473,7 +473,7 @@ fn a_short_shinned_performers_squat_keeps_the_avatars_feet_on_the_floor() {
     let mut pose = Pose::rest();
     // standing first (the legs are measured), then the squat
     for p in [Pose::rest(), Pose::rest(), squat, squat, squat] {
-        let bodies = [("1".to_string(), performer.joint_positions(&p))];
+        let bodies = [("1".to_string(), performer.world_frames(&p))];
         let json = body_frame_json(KinectKind::V2, &bodies, &TILTED, true);
         pose = apply(&skel, &mut sensor, &mut state, &json);
     }
@@ -774,5 +774,33 @@ fn a_walk_seen_by_either_kinect_keeps_the_clips_thigh_twist() {
             lagged > e && lagged < 10.0,
             "{kind:?}: filtered {lagged}° against {e}°"
         );
+    }
+}
+
+/// A performer who turns their head: an Azure Kinect's ears turn the avatar's head with
+/// it (within a degree), where a Kinect v2, which reports no ears, leaves the head as
+/// it was; the head's tilt still comes from the neck and head points.
+#[test]
+fn an_azure_kinects_ears_turn_the_head() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let r = PositionRetargeter::new(&skel);
+    let mut turned = Pose::rest();
+    turned.set_rotation(JointId::NECK, Quat::from_rotation_x(0.25));
+    turned.set_rotation(JointId::HEAD, Quat::from_rotation_y(0.8));
+    turned.set_rotation(JointId::SPINE2, Quat::from_rotation_y(-0.2));
+    for (kind, turns) in [(KinectKind::Azure, true), (KinectKind::V2, false)] {
+        let seen =
+            through_kinect(&[Pose::rest(), turned], 1.0 / 30.0, kind, &r, None).expect("applies");
+        let (want, got) = (skel.world_frames(&turned), skel.world_frames(&seen[1]));
+        let head = JointId::HEAD.index();
+        let off = want[head].rot.angle_between(got[head].rot).to_degrees();
+        if turns {
+            assert!(off < 1.0, "{kind:?}: the head {off}° off");
+        } else {
+            assert!(
+                off > 40.0,
+                "{kind:?}: the head turned without ears ({off}° off)"
+            );
+        }
     }
 }

@@ -5,7 +5,7 @@
 use glam::Vec3;
 
 use super::{Floor, KinectJoints, KinectKind, NAMES, Src};
-use crate::skeleton::{JOINT_COUNT, JointId};
+use crate::skeleton::{JOINT_COUNT, JointId, Rigid};
 
 /// Why a body frame was refused.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +80,7 @@ impl SensorView {
 /// `floorClipPlane` as Kinect v2 bridges send it (`{"x", "y", "z", "w"}`).
 pub fn body_frame_json(
     kind: KinectKind,
-    bodies: &[(String, [Vec3; JOINT_COUNT])],
+    bodies: &[(String, [Rigid; JOINT_COUNT])],
     view: &SensorView,
     floor: bool,
 ) -> serde_json::Value {
@@ -96,27 +96,35 @@ pub fn body_frame_json(
     frame
 }
 
+/// Half the distance between the ears that [`body_json`] writes, metres (an adult's
+/// head is ~15 cm wide at the ears).
+pub(super) const EAR_SPREAD: f32 = 0.075;
+
 /// Most bodies per frame (the SDKs track 6).
 const MAX_BODIES: usize = 16;
 
 /// One body of a JSON body frame as a Kinect bridge emits it (the shapes
 /// [`parse_body_frame`] reads: `trackingId`, `jointType`, `cameraX..Z` in metres and
 /// `trackingState` for v2; `body_id`, `name`, `position` in millimetres and `confidence`
-/// for Azure), every joint tracked, from canonical joint positions (`joints`: world
-/// frame, metres, +Y up, the performer facing +Z, e.g.
-/// [`Skeleton::joint_positions`](crate::skeleton::Skeleton::joint_positions)) as the
-/// sensor at `view` sees them. Hands are
-/// put a third of the forearm beyond the wrists (the canonical skeleton has none).
-/// What `clothcast play --kinect` sends, so a kiosk's server can be tried without a
-/// sensor.
+/// for Azure), every joint tracked, from the canonical joints' world frames (`joints`:
+/// metres, +Y up, the performer facing +Z, e.g.
+/// [`Skeleton::world_frames`](crate::skeleton::Skeleton::world_frames)) as the sensor at
+/// `view` sees them. Hands are put a third of the forearm beyond the wrists and, for
+/// Azure, the ears [`EAR_SPREAD`] either side of the head joint along the head's left
+/// axis (the canonical skeleton has neither). What `clothcast play --kinect` sends, so
+/// a kiosk's server can be tried without a sensor.
 pub fn body_json(
     kind: KinectKind,
     id: &str,
-    joints: &[Vec3; JOINT_COUNT],
+    joints: &[Rigid; JOINT_COUNT],
     view: &SensorView,
 ) -> serde_json::Value {
     use Src::*;
-    let at = |j: JointId| joints[j.index()];
+    let at = |j: JointId| joints[j.index()].trans;
+    let ear = |side: f32| {
+        let head = joints[JointId::HEAD.index()];
+        head.trans + head.rot * Vec3::new(side * EAR_SPREAD, 0.0, 0.0)
+    };
     let hand = |w: JointId, e: JointId| at(w) + (at(w) - at(e)) / 3.0;
     let joint = |s: Src| match s {
         Pelvis => at(JointId::PELVIS),
@@ -144,6 +152,8 @@ pub fn body_json(
         FootR => at(JointId::RIGHT_FOOT),
         // no Kinect has one (filtered out by name below)
         Lumbar => at(JointId::SPINE1),
+        EarL => ear(1.0),
+        EarR => ear(-1.0),
     };
     let list: Vec<serde_json::Value> = NAMES
         .iter()
@@ -338,14 +348,15 @@ mod frame_tests {
         let mut pose = Pose::rest();
         pose.set_rotation(JointId::LEFT_SHOULDER, quat_exp(Vec3::new(0.0, 0.0, -0.6)));
         pose.set_rotation(JointId::RIGHT_KNEE, quat_exp(Vec3::new(0.5, 0.0, 0.0)));
-        let joints = skel.joint_positions(&pose);
-        for (kind, count) in [(KinectKind::V2, 21), (KinectKind::Azure, 23)] {
+        let frames = skel.world_frames(&pose);
+        let joints = frames.map(|f| f.trans);
+        for (kind, count) in [(KinectKind::V2, 21), (KinectKind::Azure, 25)] {
             let view = SensorView {
                 distance: 2.0,
                 height: 0.0,
                 tilt: 0.0,
             };
-            let frame = serde_json::json!({"bodies": [body_json(kind, "7", &joints, &view)]});
+            let frame = serde_json::json!({"bodies": [body_json(kind, "7", &frames, &view)]});
             let bodies = parse_body_frame(&frame, None).expect("reads back");
             let b = &bodies[0];
             assert_eq!(
@@ -426,7 +437,7 @@ mod frame_tests {
             height: 1.1,
             tilt: 0.3,
         };
-        let bodies = [("1".to_string(), skel.joint_positions(&Pose::rest()))];
+        let bodies = [("1".to_string(), skel.world_frames(&Pose::rest()))];
         let frame = body_frame_json(KinectKind::V2, &bodies, &view, true);
         let floor = |f: &serde_json::Value| parse_body_frame(f, None).map(|b| b[0].floor);
         let seen = floor(&frame).expect("reads").expect("a floor");

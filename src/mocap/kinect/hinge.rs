@@ -74,6 +74,18 @@ pub(super) fn hinge_twist(
     (Quat::from_axis_angle(axis, twist) * swing).normalize()
 }
 
+/// `rotation` (a bone's world rotation) turned about the unit `axis` (world frame) so
+/// that its local direction `local` points, across the axis, where `target` (world
+/// frame) does: the head turned to the line of its ears. `None` where `target` lies
+/// along the axis (it says nothing of the turn).
+pub(super) fn twist_onto(rotation: Quat, axis: Vec3, local: Vec3, target: Vec3) -> Option<Quat> {
+    let axis = axis.try_normalize()?;
+    let across = |v: Vec3| (v - axis * v.dot(axis)).try_normalize();
+    let (from, to) = (across(rotation * local)?, across(target)?);
+    let angle = axis.dot(from.cross(to)).atan2(from.dot(to));
+    Some((Quat::from_axis_angle(axis, angle) * rotation).normalize())
+}
+
 /// An angle brought into (−π, π], radians.
 fn wrap(a: f32) -> f32 {
     use std::f32::consts::{PI, TAU};
