@@ -111,6 +111,13 @@ pub struct EvalOptions {
     /// Also measure the oracles ([`OracleSummary`]): slower (every example is skinned
     /// at every frame).
     pub oracle: bool,
+    /// Poses that drive the methods instead of those the truth is simulated at
+    /// (canonical, one per frame; e.g. what a Kinect made of the clip,
+    /// [`crate::engine::through_kinect`]): the error of cloth made for what a sensor saw
+    /// of a performer against the cloth of the performer's own motion. The methods'
+    /// penetrations are then counted against the body at these poses (the body a viewer
+    /// sees), the truth's against the body at its own.
+    pub driven: Option<Vec<Pose>>,
 }
 
 /// Why an evaluation failed.
@@ -123,6 +130,14 @@ pub enum EvalError {
     /// No frame to evaluate.
     #[error("no frames to evaluate")]
     NoFrames,
+    /// Driving poses of another count than the evaluation's frames.
+    #[error("{driven} driving poses for {frames} frames")]
+    DrivenMismatch {
+        /// Driving poses given.
+        driven: usize,
+        /// Frames evaluated.
+        frames: usize,
+    },
     /// Bad mesh data in the database.
     #[error(transparent)]
     Mesh(#[from] crate::mesh::MeshError),
@@ -292,6 +307,13 @@ pub fn compare(
     if canonical.is_empty() {
         return Err(EvalError::NoFrames);
     }
+    let driven = options.driven.as_deref().unwrap_or(canonical);
+    if driven.len() != canonical.len() {
+        return Err(EvalError::DrivenMismatch {
+            driven: driven.len(),
+            frames: canonical.len(),
+        });
+    }
     let n = db.vertex_count();
     if truth.frames.len() != canonical.len() || truth.vertices != n || truth.rest.len() != n {
         return Err(EvalError::TruthMismatch {
@@ -332,8 +354,16 @@ pub fn compare(
     let mut results = Vec::new();
     let mut jitter: [Jitter; 4] = Default::default();
     let mut skipped = 0;
-    for (k, ((canonical, &frame), truth)) in
-        canonical.iter().zip(frames).zip(&truth.frames).enumerate()
+    let mut truth_body = options
+        .driven
+        .is_some()
+        .then(|| (body_pos.clone(), query.clone()));
+    for (k, (((at, canonical), &frame), truth)) in canonical
+        .iter()
+        .zip(driven)
+        .zip(frames)
+        .zip(&truth.frames)
+        .enumerate()
     {
         let Some(truth) = truth else {
             skipped += 1;
@@ -405,11 +435,22 @@ pub fn compare(
             unprojected.synthesize(state, &mut scratch, canonical, dt, &mut unprojected_out);
             *sum += f64::from(error_of(&unprojected_out).mean);
         }
+        let truth_penetrating = match &mut truth_body {
+            Some((positions, q)) => {
+                body.pose_into(at, params.body_skinning, positions);
+                q.update(positions);
+                truth32
+                    .iter()
+                    .filter(|p| q.signed_distance(**p) < -PENETRATION_DEPTH)
+                    .count()
+            }
+            None => count_inside(truth32),
+        };
         results.push(FrameResult {
             frame,
             time: k as f32 * dt,
             converged: truth.converged,
-            truth_penetrating: count_inside(truth32),
+            truth_penetrating,
             errors,
         });
         for (j, ys) in jitter

@@ -965,6 +965,40 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
     let (ok, again, err) = run_kept("0..30:10");
     assert!(ok && err.contains("ground truth read from"), "{again}{err}");
     assert_eq!(first, again);
+    // the same truth against what a Kinect made of the clip: reused, not simulated
+    // again, and SOR's cloth now differs from it by what the sensor lost too
+    let o = bin()
+        .arg("eval")
+        .arg("--db")
+        .arg(&db)
+        .arg("--bvh")
+        .arg(fixture("cmu_131_03.bvh"))
+        .args(["--frames", "0..30:10", "--kinect", "azure", "--truth-file"])
+        .arg(&kept)
+        .arg("--out")
+        .arg(dir.join("kinect"))
+        .output()
+        .expect("run");
+    let (seen, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(
+        o.status.success() && err.contains("ground truth read from"),
+        "{seen}{err}"
+    );
+    let sor_of = |table: &str| -> f32 {
+        table
+            .lines()
+            .find(|l| l.starts_with("| SOR |"))
+            .and_then(|l| l.split('|').nth(2))
+            .and_then(|c| c.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no SOR row in {table}"))
+    };
+    assert!(
+        sor_of(&seen) > 0.0 && sor_of(&seen) != sor_of(&first),
+        "{first}{seen}"
+    );
     let cell = |table: &str, row: &str| -> f32 {
         table
             .lines()

@@ -62,6 +62,14 @@ pub(crate) struct EvalArgs {
     /// skinned at every frame: slower).
     #[arg(long)]
     oracle: bool,
+    /// Drive SOR, LBS and the nearest example with what a Kinect sensor (`v2` or
+    /// `azure`) makes of a performer who moves as the clip (as `render --kinect`: bridge
+    /// body frames read back through the server's Kinect path, filtered), against the
+    /// ground truth of the clip's own motion (the same truth, so `--truth-file` is
+    /// reused): the error a try-on kiosk's customer sees, retargeting and filter lag
+    /// included.
+    #[arg(long, value_enum)]
+    kinect: Option<super::play::KinectArg>,
 }
 
 fn parse_t_mix(s: &str) -> Result<f32, String> {
@@ -168,6 +176,17 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
             t
         }
     };
+    if let Some(kind) = args.kinect {
+        let last = frames.iter().copied().max().unwrap_or(0);
+        let seen = super::render::through_kinect(
+            &clip.poses[..=last],
+            clip.frame_time,
+            kind,
+            &body.skeleton,
+        )?;
+        let seen: Vec<_> = frames.iter().map(|&f| seen[f]).collect();
+        options.driven = Some(canonical_poses(&db, &seen));
+    }
     let eval = compare(&db, &canonical, &frames, dt, &truth, &options).context("evaluating")?;
     bar.finish_and_clear();
     let table = summary_table(&eval);

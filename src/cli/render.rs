@@ -197,7 +197,7 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
 
 /// `poses` as the server makes them of a Kinect sensor of `kind` watching a performer
 /// who moves so (see `RenderArgs::kinect`), with the server's default filter.
-fn through_kinect(
+pub(crate) fn through_kinect(
     poses: &[Pose],
     frame_time: f32,
     kind: super::play::KinectArg,
