@@ -110,7 +110,7 @@ const MAX_BODIES: usize = 16;
 /// metres, +Y up, the performer facing +Z, e.g.
 /// [`Skeleton::world_frames`](crate::skeleton::Skeleton::world_frames)) as the sensor at
 /// `view` sees them. Hands are put a third of the forearm beyond the wrists and, for
-/// Azure, the ears [`EAR_SPREAD`] either side of the head joint along the head's left
+/// Azure, the ears 7.5 cm either side of the head joint along the head's left
 /// axis (the canonical skeleton has neither). What `clothcast play --kinect` sends, so
 /// a kiosk's server can be tried without a sensor.
 pub fn body_json(
