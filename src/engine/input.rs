@@ -89,13 +89,23 @@ pub struct InputState {
     pub rest: Option<Pose>,
     /// MediaPipe: the floor (the camera's tilt) its bridge last reported.
     pub camera: Option<Floor>,
+    /// The poses come from joint positions (Kinect, MediaPipe, MVN: [`apply_joints`]).
+    pub from_positions: bool,
 }
 
 impl InputState {
     /// Captures the current raw pose as the performer's rest pose and facing: from now
-    /// on, holding it gives the avatar's T-pose at the rest position.
+    /// on, holding it gives the avatar's T-pose at the rest position. For a position
+    /// source the upper arms' and thighs' turn about themselves is left out: held from
+    /// the last bend while the limbs are straight (as in a T-pose), it says nothing of
+    /// the performer, and the elbows' and knees' bend sets it afresh afterwards
+    /// ([`crate::mocap::without_hinge_twist`]).
     pub fn calibrate(&mut self) {
-        self.rest = Some(self.pose);
+        self.rest = Some(if self.from_positions {
+            crate::mocap::without_hinge_twist(&self.pose)
+        } else {
+            self.pose
+        });
     }
 
     /// `raw` relative to the calibration: each joint's rotation is taken relative to its
@@ -375,6 +385,7 @@ pub fn apply_joints(
     state.leg = leg;
     state.pose = raw;
     state.filter = f;
+    state.from_positions = true;
     Ok(pose)
 }
 

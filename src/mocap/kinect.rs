@@ -22,6 +22,7 @@ mod bridge;
 mod floor;
 mod hinge;
 
+pub use hinge::without_hinge_twist;
 use hinge::{HINGES, hinge_twist, twist_onto};
 
 pub use bridge::{

@@ -20,6 +20,7 @@ pub use filter::{FilterConfig, PoseFilter};
 pub use kinect::{
     Floor, KinectBody, KinectError, KinectJoints, KinectKind, LegEstimate, PLAUSIBLE_LEG,
     Placement, PositionRetargeter, SensorView, body_frame_json, body_json, parse_body_frame,
+    without_hinge_twist,
 };
 pub use mediapipe::{Landmarks, MEDIAPIPE_LANDMARKS, MEDIAPIPE_NAMES, MEDIAPIPE_PROFILE};
 pub use mvn::{

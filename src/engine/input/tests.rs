@@ -804,3 +804,45 @@ fn an_azure_kinects_ears_turn_the_head() {
         }
     }
 }
+
+/// A Kinect performer who walks up with bent, turned arms, straightens them into a
+/// T-pose and is calibrated there: the calibration keeps no turn of the upper arms
+/// about themselves (held from the last bend, it says nothing of the T-pose), so when
+/// the elbows bend again the arms turn as the performer's do, not off by the old turn.
+#[test]
+fn calibrating_a_kinect_t_pose_keeps_no_held_arm_twist() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let r = PositionRetargeter::new(&skel);
+    let arms = |turn: f32, bend: f32| {
+        let mut p = Pose::rest();
+        for (side, shoulder, elbow) in [
+            (1.0, JointId::LEFT_SHOULDER, JointId::LEFT_ELBOW),
+            (-1.0, JointId::RIGHT_SHOULDER, JointId::RIGHT_ELBOW),
+        ] {
+            let lowered = Quat::from_rotation_z(-side * 0.6);
+            p.set_rotation(shoulder, lowered * Quat::from_rotation_x(turn));
+            p.set_rotation(elbow, Quat::from_rotation_y(-side * bend));
+        }
+        p
+    };
+    let (mut sensor, mut state) = (SensorState::default(), InputState::default());
+    let mut apply = |pose: &Pose, state: &mut InputState| {
+        let body = parse_body_frame(&frame(&skel, pose, true), None)
+            .expect("reads")
+            .remove(0);
+        apply_joints(&body.joints, body.floor, &mut sensor, state, &r, None, 0.0).expect("applies")
+    };
+    apply(&arms(0.9, 1.2), &mut state);
+    apply(&Pose::rest(), &mut state);
+    state.calibrate();
+    let later = arms(-0.4, 1.0);
+    let got = apply(&later, &mut state);
+    let (want, have) = (skel.world_frames(&later), skel.world_frames(&got));
+    for j in [JointId::LEFT_SHOULDER, JointId::RIGHT_SHOULDER] {
+        let off = want[j.index()]
+            .rot
+            .angle_between(have[j.index()].rot)
+            .to_degrees();
+        assert!(off < 2.0, "{}: {off}° off after calibrating", j.name());
+    }
+}

@@ -11,7 +11,7 @@
 use glam::{Quat, Vec3};
 
 use super::Src;
-use crate::skeleton::JointId;
+use crate::skeleton::{JointId, Pose, swing_twist};
 
 /// The limbs whose middle joint is a hinge: the upper bone's joint, the source joint at
 /// the end of the lower bone, and the direction the lower bone bends towards, in the
@@ -72,6 +72,24 @@ pub(super) fn hinge_twist(
     });
     let twist = hold + seen.unwrap_or(0.0);
     (Quat::from_axis_angle(axis, twist) * swing).normalize()
+}
+
+/// `pose` with the upper arms' and thighs' local rotations turned back about their own
+/// bones (the canonical T-pose's: the arms along x, the thighs along y) so that no
+/// twist is left in them, only their swing: what a position source's calibration keeps
+/// of them (see `engine::InputState::calibrate`).
+pub fn without_hinge_twist(pose: &Pose) -> Pose {
+    let mut out = *pose;
+    for (j, axis) in [
+        (JointId::LEFT_SHOULDER, Vec3::X),
+        (JointId::RIGHT_SHOULDER, Vec3::X),
+        (JointId::LEFT_HIP, Vec3::Y),
+        (JointId::RIGHT_HIP, Vec3::Y),
+    ] {
+        let (swing, _) = swing_twist(pose.rotation(j), axis);
+        out.set_rotation(j, swing.normalize());
+    }
+    out
 }
 
 /// `rotation` (a bone's world rotation) turned about the unit `axis` (world frame) so
