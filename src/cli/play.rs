@@ -98,6 +98,15 @@ pub(crate) enum KinectArg {
     Azure,
 }
 
+impl From<KinectArg> for KinectKind {
+    fn from(k: KinectArg) -> Self {
+        match k {
+            KinectArg::V2 => KinectKind::V2,
+            KinectArg::Azure => KinectKind::Azure,
+        }
+    }
+}
+
 /// Avatars `play` (by default) and `demo` drive on one publisher connection: well
 /// within the server's default limits of 64 avatars and 2000 messages a second per
 /// connection at 30 poses a second.
@@ -183,10 +192,7 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         height: a.sensor_height,
         tilt: a.sensor_tilt.to_radians(),
     };
-    let kinect = a.kinect.map(|k| match k {
-        KinectArg::V2 => KinectKind::V2,
-        KinectArg::Azure => KinectKind::Azure,
-    });
+    let kinect = a.kinect.map(KinectKind::from);
     if a.mvn.is_some() {
         anyhow::ensure!(
             a.avatars <= 256,

@@ -203,16 +203,12 @@ pub(crate) fn through_kinect(
     kind: super::play::KinectArg,
     skeleton: &crate::skeleton::Skeleton,
 ) -> anyhow::Result<Vec<Pose>> {
-    let kind = match kind {
-        super::play::KinectArg::V2 => crate::mocap::KinectKind::V2,
-        super::play::KinectArg::Azure => crate::mocap::KinectKind::Azure,
-    };
     let retargeter = crate::mocap::PositionRetargeter::new(skeleton);
     let filter = crate::engine::EngineConfig::default().filter;
     Ok(crate::engine::through_kinect(
         poses,
         frame_time,
-        kind,
+        kind.into(),
         &retargeter,
         filter.as_ref(),
     )?)

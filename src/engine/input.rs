@@ -415,9 +415,6 @@ fn check(pose: &Pose) -> Result<(), EngineError> {
         .map_err(|e| EngineError::BadValue(e.to_string()))
 }
 
-#[cfg(test)]
-mod tests;
-
 /// The poses the server makes of a performer who moves as `poses` (a clip on the
 /// retargeter's skeleton, `frame_time` seconds apart) in front of a Kinect sensor of
 /// `kind`: each pose's joint positions written as a bridge's body frame from a sensor
@@ -463,3 +460,6 @@ pub fn through_kinect(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -14,15 +14,15 @@ use super::Src;
 use crate::skeleton::{JointId, Pose, swing_twist};
 
 /// The limbs whose middle joint is a hinge: the upper bone's joint, the source joint at
-/// the end of the lower bone, and the direction the lower bone bends towards, in the
-/// upper bone's frame at rest (the T-pose; `skeleton::limits`: elbow flexion brings the
+/// the end of the lower bone, the direction the lower bone bends towards in the upper
+/// bone's frame at rest (the T-pose; `skeleton::limits`: elbow flexion brings the
 /// forearm forward, about the upper arm's y axis; knee flexion the foot backwards,
-/// about the thigh's x axis).
-pub(super) const HINGES: [(JointId, Src, Vec3); 4] = [
-    (JointId::LEFT_SHOULDER, Src::WristL, Vec3::Z),
-    (JointId::RIGHT_SHOULDER, Src::WristR, Vec3::Z),
-    (JointId::LEFT_HIP, Src::AnkleL, Vec3::NEG_Z),
-    (JointId::RIGHT_HIP, Src::AnkleR, Vec3::NEG_Z),
+/// about the thigh's x axis), and the axis the upper bone lies along at rest.
+pub(super) const HINGES: [(JointId, Src, Vec3, Vec3); 4] = [
+    (JointId::LEFT_SHOULDER, Src::WristL, Vec3::Z, Vec3::X),
+    (JointId::RIGHT_SHOULDER, Src::WristR, Vec3::Z, Vec3::X),
+    (JointId::LEFT_HIP, Src::AnkleL, Vec3::NEG_Z, Vec3::Y),
+    (JointId::RIGHT_HIP, Src::AnkleR, Vec3::NEG_Z, Vec3::Y),
 ];
 
 /// Bend of a hinge (degrees between the two bones) from which the lower bone's
@@ -53,14 +53,12 @@ pub(super) fn hinge_twist(
     let Some(axis) = bone.try_normalize() else {
         return swing;
     };
-    let across = |v: Vec3| (v - axis * v.dot(axis)).try_normalize();
+    // angles about the bone from where the swing leaves the bend direction
     let n = swing * flex;
-    // signed angle about the bone from where the swing leaves the bend direction
-    let angle_to = |v: Vec3| axis.dot(n.cross(v)).atan2(n.dot(v));
-    let hold = across(held * flex).map_or(0.0, angle_to);
+    let hold = turn_about(axis, n, held * flex).unwrap_or(0.0);
     let seen = lower.and_then(|l| {
         let bend = l.angle_between(axis).to_degrees();
-        let to = across(l).map(angle_to)?;
+        let to = turn_about(axis, n, l)?;
         let d = wrap(to - hold);
         let (lo, hi) = if d.abs() <= std::f32::consts::FRAC_PI_2 {
             HINGE_BEND
@@ -80,12 +78,7 @@ pub(super) fn hinge_twist(
 /// of them (see `engine::InputState::calibrate`).
 pub fn without_hinge_twist(pose: &Pose) -> Pose {
     let mut out = *pose;
-    for (j, axis) in [
-        (JointId::LEFT_SHOULDER, Vec3::X),
-        (JointId::RIGHT_SHOULDER, Vec3::X),
-        (JointId::LEFT_HIP, Vec3::Y),
-        (JointId::RIGHT_HIP, Vec3::Y),
-    ] {
+    for (j, _, _, axis) in HINGES {
         let (swing, _) = swing_twist(pose.rotation(j), axis);
         out.set_rotation(j, swing.normalize());
     }
@@ -98,10 +91,16 @@ pub fn without_hinge_twist(pose: &Pose) -> Pose {
 /// along the axis (it says nothing of the turn).
 pub(super) fn twist_onto(rotation: Quat, axis: Vec3, local: Vec3, target: Vec3) -> Option<Quat> {
     let axis = axis.try_normalize()?;
-    let across = |v: Vec3| (v - axis * v.dot(axis)).try_normalize();
-    let (from, to) = (across(rotation * local)?, across(target)?);
-    let angle = axis.dot(from.cross(to)).atan2(from.dot(to));
+    let angle = turn_about(axis, rotation * local, target)?;
     Some((Quat::from_axis_angle(axis, angle) * rotation).normalize())
+}
+
+/// The signed angle (radians, right-handed about the unit `axis`) from `from` to `to`,
+/// both seen across the axis; `None` where either lies along it.
+fn turn_about(axis: Vec3, from: Vec3, to: Vec3) -> Option<f32> {
+    let across = |v: Vec3| (v - axis * v.dot(axis)).try_normalize();
+    let (from, to) = (across(from)?, across(to)?);
+    Some(axis.dot(from.cross(to)).atan2(from.dot(to)))
 }
 
 /// An angle brought into (−π, π], radians.
@@ -112,41 +111,11 @@ fn wrap(a: f32) -> f32 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{KinectJoints, Placement, PositionRetargeter};
+    use super::super::tests::observe;
+    use super::super::{Placement, PositionRetargeter};
     use super::*;
     use crate::mocap::Clip;
     use crate::skeleton::{JOINT_COUNT, JointId as J, Pose, Skeleton, quat_log};
-
-    /// Every joint position a Kinect v2 or an MVN suit reports of `pose`, as observed
-    /// joints (clavicles and the lumbar point left out, as a Kinect leaves them).
-    fn observed(skel: &Skeleton, pose: &Pose) -> KinectJoints {
-        let p = skel.joint_positions(pose);
-        let mut k = KinectJoints::default();
-        for (s, j) in [
-            (Src::Pelvis, J::PELVIS),
-            (Src::SpineMid, J::SPINE2),
-            (Src::Chest, J::SPINE3),
-            (Src::Neck, J::NECK),
-            (Src::Head, J::HEAD),
-            (Src::ShoulderL, J::LEFT_SHOULDER),
-            (Src::ShoulderR, J::RIGHT_SHOULDER),
-            (Src::ElbowL, J::LEFT_ELBOW),
-            (Src::ElbowR, J::RIGHT_ELBOW),
-            (Src::WristL, J::LEFT_WRIST),
-            (Src::WristR, J::RIGHT_WRIST),
-            (Src::HipL, J::LEFT_HIP),
-            (Src::HipR, J::RIGHT_HIP),
-            (Src::KneeL, J::LEFT_KNEE),
-            (Src::KneeR, J::RIGHT_KNEE),
-            (Src::AnkleL, J::LEFT_ANKLE),
-            (Src::AnkleR, J::RIGHT_ANKLE),
-            (Src::FootL, J::LEFT_FOOT),
-            (Src::FootR, J::RIGHT_FOOT),
-        ] {
-            assert!(k.put_source(s, p[j.index()], false));
-        }
-        k
-    }
 
     fn world(skel: &Skeleton, pose: &Pose) -> [Quat; JOINT_COUNT] {
         skel.world_frames(pose).map(|f| f.rot)
@@ -186,7 +155,7 @@ mod tests {
     fn retarget(r: &PositionRetargeter, truth: &Pose, previous: &Pose) -> Pose {
         let skel = r.skeleton();
         r.retarget(
-            &observed(skel, truth),
+            &observe(skel, truth),
             previous,
             &Placement::at(skel.rest_positions()[0]),
         )
