@@ -30,5 +30,5 @@ pub use raster::{Camera, DrawItem, Image, render};
 pub use remesh::{RemeshOptions, remesh};
 pub use surface::{MeshBoundary, MeshSurface};
 pub use topology::{NO_FACE, Topology};
-pub(crate) use trimesh::union_root;
 pub use trimesh::{MeshError, TriMesh, VertexId, weld};
+pub(crate) use trimesh::{remap_triangles, union_root};

@@ -337,11 +337,17 @@ pub fn weld(mesh: &TriMesh, tol: f32) -> (TriMesh, Vec<u32>) {
         });
         remap.push(idx);
     }
-    let triangles = mesh
-        .triangles
-        .iter()
-        .map(|t| t.map(|v| remap[v as usize]))
-        .filter(|t| t[0] != t[1] && t[1] != t[2] && t[0] != t[2])
-        .collect();
+    let triangles = remap_triangles(&mesh.triangles, &remap);
     (TriMesh::new(positions, triangles), remap)
+}
+
+/// `triangles` with every vertex index `v` replaced by `map[v]`, those whose corners
+/// came together (two or three the same vertex) dropped: what welding or stitching
+/// vertices leaves of a mesh's faces.
+pub(crate) fn remap_triangles(triangles: &[[u32; 3]], map: &[u32]) -> Vec<[u32; 3]> {
+    triangles
+        .iter()
+        .map(|t| t.map(|v| map[v as usize]))
+        .filter(|t| t[0] != t[1] && t[1] != t[2] && t[0] != t[2])
+        .collect()
 }

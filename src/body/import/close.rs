@@ -226,12 +226,7 @@ fn stitch(mesh: &TriMesh, tol: f32) -> (TriMesh, usize) {
     if joined == 0 {
         return (mesh.clone(), 0);
     }
-    let triangles = mesh
-        .triangles
-        .iter()
-        .map(|t| t.map(|v| map[v as usize]))
-        .filter(|t| t[0] != t[1] && t[1] != t[2] && t[0] != t[2])
-        .collect();
+    let triangles = crate::mesh::remap_triangles(&mesh.triangles, &map);
     (TriMesh::new(mesh.positions.clone(), triangles), joined)
 }
 
