@@ -8,7 +8,7 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::body::{Body, BodyOptions, BodyShape};
 use crate::garment::{BUILTIN_GARMENTS, Garment, GarmentConfig};
-use crate::mocap::Clip;
+use crate::mocap::{BUILTIN_PROFILES, Clip};
 use crate::sor::{DB_VERSION, Database};
 
 use super::pipeline::{BakeConfig, BakeError, Baker, Progress, Shard};
@@ -50,7 +50,8 @@ fn default_config() -> BakeConfig {
 }
 
 /// Where the default database lives (`$CLOTHCAST_CACHE`, else the XDG cache folder),
-/// named by a hash of everything that goes into it.
+/// named by a hash of everything that goes into it: the format, the recipe, the body,
+/// the garment, the clip, the skeleton profile that reads the clip and the bake settings.
 pub fn default_database_path() -> PathBuf {
     let cfg = default_config();
     let garment_text = BUILTIN_GARMENTS
@@ -58,11 +59,19 @@ pub fn default_database_path() -> PathBuf {
         .find(|(n, _)| *n == "tshirt")
         .map(|(_, t)| *t)
         .unwrap_or("");
+    // the clip is read with the profile its joint names select (CMU's), whose rest-pose
+    // corrections move every example pose taken from it
+    let clip_profile_text = BUILTIN_PROFILES
+        .iter()
+        .find(|(n, _)| *n == "cmu")
+        .map(|(_, t)| *t)
+        .unwrap_or("");
     let key = format!(
-        "{DB_VERSION}/{RECIPE}/{}/{}/{garment_text}/{:016x}/{}",
+        "{DB_VERSION}/{RECIPE}/{}/{}/{garment_text}/{:016x}/{:016x}/{}",
         serde_json::to_string(&BodyShape::default()).unwrap_or_default(),
         serde_json::to_string(&BodyOptions::default()).unwrap_or_default(),
         xxh3_64(DEFAULT_CLIP.as_bytes()),
+        xxh3_64(clip_profile_text.as_bytes()),
         serde_json::to_string(&cfg).unwrap_or_default(),
     );
     cache_dir().join(format!(
