@@ -417,11 +417,16 @@ fn check(pose: &Pose) -> Result<(), EngineError> {
 
 /// The poses the server makes of a performer who moves as `poses` (a clip on the
 /// retargeter's skeleton, `frame_time` seconds apart) in front of a Kinect sensor of
-/// `kind`: each pose's joint positions written as a bridge's body frame from a sensor
-/// 1 m above the floor and 2 m in front (floor plane included), read back, and applied
-/// frame by frame as a connection applies a Kinect body ([`apply_joints`]: position
-/// retargeting, floor, filtered with `filter` when given). What a kiosk shows of such a
-/// performer (`clothcast render --kinect`); sensor noise is not imitated.
+/// `kind`: one pose per clip frame, the latest the server holds at that frame's time.
+/// The sensor captures at its own rate ([`KinectKind::frame_rate`], 30 Hz), each capture
+/// seeing the clip's frame nearest its time; each captured pose's joint
+/// positions are written as a bridge's body frame from a sensor 1 m above the floor and
+/// 2 m in front (floor plane included), read back, and applied as a connection applies a
+/// Kinect body ([`apply_joints`]: position retargeting, floor, filtered with `filter`
+/// when given). Between captures the pose is held, as the server's latest-pose-wins
+/// input holds it. What a kiosk shows of such a performer (`clothcast render --kinect`);
+/// sensor noise is not imitated. A `frame_time` that is not a positive finite number
+/// is refused.
 pub fn through_kinect(
     poses: &[Pose],
     frame_time: f32,
@@ -429,6 +434,11 @@ pub fn through_kinect(
     retargeter: &PositionRetargeter,
     filter: Option<&FilterConfig>,
 ) -> Result<Vec<Pose>, EngineError> {
+    if !(frame_time.is_finite() && frame_time > 0.0) {
+        return Err(EngineError::BadValue(format!(
+            "frame time {frame_time} s: must be a positive number of seconds"
+        )));
+    }
     let view = crate::mocap::SensorView {
         distance: 2.0,
         height: 1.0,
@@ -436,29 +446,43 @@ pub fn through_kinect(
     };
     let skeleton = retargeter.skeleton();
     let (mut sensor, mut state) = (SensorState::default(), InputState::default());
-    poses
-        .iter()
-        .enumerate()
-        .map(|(f, pose)| {
-            let bodies = [("1".to_string(), skeleton.world_frames(pose))];
-            let frame = crate::mocap::body_frame_json(kind, &bodies, &view, true);
-            let body = crate::mocap::parse_body_frame(&frame, Some(kind))
-                .map_err(|e| EngineError::BadValue(format!("frame {f}: {e}")))?
-                .into_iter()
-                .next()
-                .ok_or_else(|| EngineError::BadValue(format!("frame {f}: no body")))?;
-            let t = f64::from(frame_time) * f as f64;
-            apply_joints(
-                &body.joints,
-                body.floor,
-                &mut sensor,
-                &mut state,
-                retargeter,
-                filter,
-                t,
-            )
-        })
-        .collect()
+    let (frame_time, period) = (f64::from(frame_time), 1.0 / f64::from(kind.frame_rate()));
+    let mut capture = |f: usize, t: f64| -> Result<Pose, EngineError> {
+        let bodies = [("1".to_string(), skeleton.world_frames(&poses[f]))];
+        let frame = crate::mocap::body_frame_json(kind, &bodies, &view, true);
+        let body = crate::mocap::parse_body_frame(&frame, Some(kind))
+            .map_err(|e| EngineError::BadValue(format!("frame {f}: {e}")))?
+            .into_iter()
+            .next()
+            .ok_or_else(|| EngineError::BadValue(format!("frame {f}: no body")))?;
+        apply_joints(
+            &body.joints,
+            body.floor,
+            &mut sensor,
+            &mut state,
+            retargeter,
+            filter,
+            t,
+        )
+    };
+    let mut seen = Vec::with_capacity(poses.len());
+    let (mut held, mut next) = (Pose::rest(), 0u64);
+    for f in 0..poses.len() {
+        // capture k, at k·period, sees the clip frame nearest its time and arrives with
+        // it (a BVH's rounded frame time, 0.008333 s for 120 Hz, does not shift every
+        // 4th frame's capture onto the next); of a gap over a second (a clip of a frame
+        // a minute) the last second's captures are enough for the filter to settle
+        let due = ((f as f64 + 0.5) * frame_time / period).ceil() as u64;
+        next = next.max(due.saturating_sub(kind.frame_rate() as u64));
+        while next < due {
+            let at = next as f64 * period;
+            let shown = ((at / frame_time).round() as usize).min(f);
+            held = capture(shown, at)?;
+            next += 1;
+        }
+        seen.push(held);
+    }
+    Ok(seen)
 }
 
 #[cfg(test)]

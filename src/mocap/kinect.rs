@@ -117,6 +117,15 @@ const NAMES: [(Src, Option<&str>, Option<&str>); SRC_COUNT] = {
 };
 
 impl KinectKind {
+    /// Body frames a second the sensor delivers: 30 for both (the Kinect v2's depth
+    /// camera runs at 30 Hz only; the Azure Kinect at its default and highest depth
+    /// rate, 5 and 15 also being possible).
+    pub fn frame_rate(self) -> f32 {
+        match self {
+            Self::V2 | Self::Azure => 30.0,
+        }
+    }
+
     /// The profile name used in pose messages.
     pub fn from_profile(name: &str) -> Option<Self> {
         match name {

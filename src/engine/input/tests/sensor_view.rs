@@ -6,8 +6,9 @@ use super::*;
 
 /// The walking clip through each Kinect's bridge frames and the server's Kinect path
 /// (`through_kinect`, as `render --kinect` draws it): a pose per frame, the thighs
-/// turned as the clip's are (their twist read from the knees' bend; 12–13° off on
-/// average with the smallest swing alone), with the filter's lag only when filtered.
+/// turned as the clip's are where the sensor captured them (their twist read from the
+/// knees' bend; 12–13° off on average with the smallest swing alone), with the filter's
+/// lag only when filtered.
 #[test]
 fn a_walk_seen_by_either_kinect_keeps_the_clips_thigh_twist() {
     let skel = Skeleton::from_proportions(&Proportions::default());
@@ -15,9 +16,12 @@ fn a_walk_seen_by_either_kinect_keeps_the_clips_thigh_twist() {
     let clip =
         crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &skel).expect("clip");
     let poses = &clip.poses[..600];
+    // the clip runs at 120 Hz, the sensor at 30: every 4th frame is a capture
+    let every = (1.0 / (clip.frame_time * 30.0)).round() as usize;
+    assert_eq!(every, 4);
     let thigh_error = |seen: &[Pose]| {
         let mut sum = 0.0f32;
-        for (truth, got) in poses.iter().zip(seen) {
+        for (truth, got) in poses.iter().zip(seen).step_by(every) {
             let (a, b) = (skel.world_frames(truth), skel.world_frames(got));
             for j in [JointId::LEFT_HIP, JointId::RIGHT_HIP] {
                 sum += a[j.index()]
@@ -26,7 +30,7 @@ fn a_walk_seen_by_either_kinect_keeps_the_clips_thigh_twist() {
                     .to_degrees();
             }
         }
-        sum / (2 * seen.len()) as f32
+        sum / (2 * seen.len().div_ceil(every)) as f32
     };
     for kind in [KinectKind::V2, KinectKind::Azure] {
         let seen = through_kinect(poses, clip.frame_time, kind, &r, None).expect("applies");
@@ -41,6 +45,42 @@ fn a_walk_seen_by_either_kinect_keeps_the_clips_thigh_twist() {
             lagged > e && lagged < 10.0,
             "{kind:?}: filtered {lagged}° against {e}°"
         );
+    }
+}
+
+/// The sensor captures at 30 Hz whatever the clip's rate: a 120 Hz clip's pose is held
+/// for four frames (the server keeps the latest), a 30 Hz clip's changes every frame; a
+/// clip of a frame a minute is captured for its last second only, and a frame time
+/// that is not a positive number is refused.
+#[test]
+fn the_sensor_captures_at_its_own_rate() {
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let r = PositionRetargeter::new(&skel);
+    let clip =
+        crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &skel).expect("clip");
+    let poses = &clip.poses[300..340];
+    let moved = |a: &Pose, b: &Pose| {
+        JointId::all().any(|j| a.rotation(j).angle_between(b.rotation(j)) > 1e-5)
+            || (a.translation - b.translation).length() > 1e-6
+    };
+    for kind in [KinectKind::V2, KinectKind::Azure] {
+        let seen = through_kinect(poses, clip.frame_time, kind, &r, None).expect("applies");
+        assert_eq!(seen.len(), poses.len());
+        for f in 1..seen.len() {
+            let changed = moved(&seen[f - 1], &seen[f]);
+            assert_eq!(changed, f % 4 == 0, "{kind:?} frame {f}: changed {changed}");
+        }
+        // the same clip at 30 Hz: a new pose every frame
+        let slow: Vec<Pose> = poses.iter().step_by(4).copied().collect();
+        let seen = through_kinect(&slow, 4.0 * clip.frame_time, kind, &r, None).expect("applies");
+        assert!(seen.windows(2).all(|w| moved(&w[0], &w[1])));
+        // a frame a minute: done at once, each frame still shown
+        let seen = through_kinect(&slow[..3], 60.0, kind, &r, None).expect("applies");
+        assert!(seen.windows(2).all(|w| moved(&w[0], &w[1])));
+        for bad in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            let e = through_kinect(poses, bad, kind, &r, None).expect_err("refused");
+            assert!(e.to_string().contains("frame time"), "{e}");
+        }
     }
 }
 
