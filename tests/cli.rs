@@ -207,9 +207,9 @@ fn retarget_writes_an_animation_with_one_key_per_output_frame() {
         .arg("--out")
         .arg(&out)
         .args(["--fps", "30", "--body-vertices", "1500"])
-        .status()
+        .output()
         .expect("run");
-    assert!(st.success());
+    assert!(st.status.success());
     let bytes = std::fs::read(&out).expect("read");
     let g = gltf::Gltf::from_slice(&bytes).expect("glTF");
     let anim = g.document.animations().next().expect("animation");
@@ -220,6 +220,47 @@ fn retarget_writes_an_animation_with_one_key_per_output_frame() {
     );
     let input = anim.samplers().next().expect("sampler").input();
     assert_eq!(input.count(), 249, "994 frames at 120 fps → 249 at 30 fps");
+    // it says how the clip's elbows and knees bend: with the CMU profile as shipped,
+    // about the canonical hinges
+    let said = String::from_utf8_lossy(&st.stderr);
+    for limb in ["left arm", "right arm", "left leg", "right leg"] {
+        let line = said.lines().find(|l| l.trim_start().starts_with(limb));
+        assert!(line.is_some_and(|l| l.ends_with("fine")), "{limb}: {said}");
+    }
+    assert!(!said.contains("[correction]"), "{said}");
+    // the profile without its correction: the arms are turned, and the lines to put in
+    // the profile are printed
+    let shipped = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/configs/skeletons/cmu.toml"
+    ))
+    .expect("profile");
+    let bare = shipped.split("\n[correction]").next().expect("text");
+    let profile = tmp("retarget").join("cmu-bare.toml");
+    std::fs::write(&profile, bare).expect("write");
+    let o = bin()
+        .arg("retarget")
+        .arg(fixture("cmu_131_01.bvh"))
+        .arg("--out")
+        .arg(&out)
+        .arg("--profile")
+        .arg(&profile)
+        .args(["--fps", "10", "--body-vertices", "1500"])
+        .output()
+        .expect("run");
+    assert!(o.status.success());
+    let said = String::from_utf8_lossy(&o.stderr);
+    assert!(said.contains("turned: a correction below"), "{said}");
+    for joint in [
+        "left_shoulder",
+        "left_elbow",
+        "left_wrist",
+        "right_shoulder",
+    ] {
+        let line = said.lines().find(|l| l.trim_start().starts_with(joint));
+        assert!(line.is_some_and(|l| l.contains("= [-3")), "{joint}: {said}");
+    }
+    assert!(!said.contains("left_hip"), "{said}");
 }
 
 #[test]

@@ -369,6 +369,18 @@ impl ClipFile {
         })
     }
 
+    /// The profile the clip is read with: the one given, else the one its joint names
+    /// select.
+    pub(crate) fn profile(&self) -> anyhow::Result<Profile> {
+        match &self.profile {
+            Some(p) => Ok(p.clone()),
+            None => {
+                let names: Vec<&str> = self.bvh.joints.iter().map(|j| j.name.as_str()).collect();
+                Profile::detect(&names).with_context(|| format!("reading {}", self.path.display()))
+            }
+        }
+    }
+
     /// The clip retargeted onto `target`.
     pub(crate) fn onto(&self, target: &Skeleton) -> anyhow::Result<Clip> {
         Clip::from_bvh(&self.bvh, self.profile.as_ref(), target)

@@ -7,6 +7,8 @@ use clap::Args;
 use super::common::{BodyArgs, GarmentArgs, read_clip, write_glb_file};
 use crate::body::{ExportAnimation, glb_skeleton};
 use crate::mesh::GlbScene;
+use crate::mocap::{HINGE_FIT_MIN_BEND, HINGE_FIT_SUGGEST, Profile, hinge_fit};
+use crate::skeleton::{Pose, Skeleton};
 
 /// Arguments of `clothcast retarget`.
 #[derive(Args, Debug)]
@@ -39,6 +41,7 @@ pub(crate) fn run(a: RetargetArgs) -> anyhow::Result<()> {
     let file = read_clip(&a.clip, a.profile.as_deref())?;
     let body = a.body.build()?;
     let clip = file.onto(&body.skeleton)?;
+    report_hinges(&clip.poses, &body.skeleton, &file.profile()?);
     let step = ((1.0 / a.fps) / clip.frame_time).round().max(1.0) as usize;
     let clip = clip.every(step);
     eprintln!(
@@ -86,4 +89,42 @@ pub(crate) fn run(a: RetargetArgs) -> anyhow::Result<()> {
         clip.duration()
     );
     Ok(())
+}
+
+/// Prints (stderr) how far the clip's elbows and knees bend from the canonical hinges
+/// (`mocap::hinge_fit`) and, where a limb is consistently turned, the profile
+/// `[correction]` lines that turn it back.
+fn report_hinges(poses: &[Pose], skeleton: &Skeleton, profile: &Profile) {
+    eprintln!(
+        "hinges: where the lower bone bends, against the canonical hinge (frames bent over {HINGE_FIT_MIN_BEND}°):"
+    );
+    let mut lines = Vec::new();
+    for fit in hinge_fit(poses, skeleton) {
+        let limb = fit
+            .upper
+            .name()
+            .replace("_shoulder", " arm")
+            .replace("_hip", " leg");
+        let verdict = if !fit.consistent() {
+            "too few bent frames, or too varied, to tell"
+        } else if fit.offset.abs() <= HINGE_FIT_SUGGEST {
+            "fine"
+        } else {
+            "turned: a correction below"
+        };
+        eprintln!(
+            "  {limb:<9} {:+6.1}° ±{:.1}° over {} frames: {verdict}",
+            fit.offset, fit.spread, fit.frames
+        );
+        lines.extend(fit.correction(profile).unwrap_or_default());
+    }
+    if !lines.is_empty() {
+        eprintln!(
+            "  profile {}: put these in its [correction] (degrees), so that the limbs bend about the canonical hinges:",
+            profile.name
+        );
+        for (j, v) in lines {
+            eprintln!("    {} = [{:.1}, {:.1}, {:.1}]", j.name(), v.x, v.y, v.z);
+        }
+    }
 }

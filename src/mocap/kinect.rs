@@ -23,7 +23,8 @@ mod floor;
 mod hinge;
 
 pub use hinge::without_hinge_twist;
-use hinge::{HINGES, hinge_twist, twist_onto};
+pub(super) use hinge::{HINGES, turn_about};
+use hinge::{hinge_twist, twist_onto};
 
 pub use bridge::{
     KinectBody, KinectError, SensorView, body_frame_json, body_json, parse_body_frame,

@@ -7,6 +7,7 @@
 mod bvh;
 mod clip;
 mod filter;
+mod hinge_fit;
 mod kinect;
 mod mediapipe;
 mod mvn;
@@ -17,6 +18,10 @@ mod vmc;
 pub use bvh::{Bvh, BvhError, BvhJoint, Channel, MAX_FRAMES, MAX_JOINTS};
 pub use clip::{Clip, ClipError, foot_contact, stand_on_floor};
 pub use filter::{FilterConfig, PoseFilter};
+pub use hinge_fit::{
+    HINGE_FIT_CONSISTENT, HINGE_FIT_MIN_BEND, HINGE_FIT_MIN_FRAMES, HINGE_FIT_SUGGEST, HingeFit,
+    hinge_fit,
+};
 pub use kinect::{
     Floor, KinectBody, KinectError, KinectJoints, KinectKind, LegEstimate, PLAUSIBLE_LEG,
     Placement, PositionRetargeter, SensorView, body_frame_json, body_json, parse_body_frame,

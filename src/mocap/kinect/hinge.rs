@@ -18,7 +18,7 @@ use crate::skeleton::{JointId, Pose, swing_twist};
 /// bone's frame at rest (the T-pose; `skeleton::limits`: elbow flexion brings the
 /// forearm forward, about the upper arm's y axis; knee flexion the foot backwards,
 /// about the thigh's x axis), and the axis the upper bone lies along at rest.
-pub(super) const HINGES: [(JointId, Src, Vec3, Vec3); 4] = [
+pub(in crate::mocap) const HINGES: [(JointId, Src, Vec3, Vec3); 4] = [
     (JointId::LEFT_SHOULDER, Src::WristL, Vec3::Z, Vec3::X),
     (JointId::RIGHT_SHOULDER, Src::WristR, Vec3::Z, Vec3::X),
     (JointId::LEFT_HIP, Src::AnkleL, Vec3::NEG_Z, Vec3::Y),
@@ -97,7 +97,7 @@ pub(super) fn twist_onto(rotation: Quat, axis: Vec3, local: Vec3, target: Vec3) 
 
 /// The signed angle (radians, right-handed about the unit `axis`) from `from` to `to`,
 /// both seen across the axis; `None` where either lies along it.
-fn turn_about(axis: Vec3, from: Vec3, to: Vec3) -> Option<f32> {
+pub(in crate::mocap) fn turn_about(axis: Vec3, from: Vec3, to: Vec3) -> Option<f32> {
     let across = |v: Vec3| (v - axis * v.dot(axis)).try_normalize();
     let (from, to) = (across(from)?, across(to)?);
     Some(axis.dot(from.cross(to)).atan2(from.dot(to)))
