@@ -16,7 +16,7 @@
 
 use glam::{Quat, Vec3};
 
-use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
+use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton, swing_twist};
 
 mod bridge;
 mod floor;
@@ -77,9 +77,17 @@ pub(super) enum Src {
     /// which the neck and head points alone leave open.
     EarL,
     EarR,
+    /// The fingertips' end of the hand (Kinect's `HandTip`; MediaPipe: between the index
+    /// and little fingers' knuckles): with the wrist, the hand's direction.
+    HandTipL,
+    HandTipR,
+    /// The thumb: across the hand's direction it turns the hand about itself (which
+    /// way the palm faces), and with it the forearm.
+    ThumbL,
+    ThumbR,
 }
 
-const SRC_COUNT: usize = 26;
+const SRC_COUNT: usize = 30;
 // one bit per source joint in `KinectJoints::inferred`
 const _: () = assert!(SRC_COUNT <= 32);
 
@@ -114,6 +122,10 @@ const NAMES: [(Src, Option<&str>, Option<&str>); SRC_COUNT] = {
         (Lumbar, None, None),
         (EarL, None, Some("EAR_LEFT")),
         (EarR, None, Some("EAR_RIGHT")),
+        (HandTipL, Some("HandTipLeft"), Some("HANDTIP_LEFT")),
+        (HandTipR, Some("HandTipRight"), Some("HANDTIP_RIGHT")),
+        (ThumbL, Some("ThumbLeft"), Some("THUMB_LEFT")),
+        (ThumbR, Some("ThumbRight"), Some("THUMB_RIGHT")),
     ]
 };
 
@@ -568,8 +580,11 @@ impl PositionRetargeter {
                 world[j.index()] = w;
             }
         }
-        // the head turned about itself to the ears' line; the wrists and feet, and the
-        // head without ears, kept as they were relative to their parents
+        for side in [Side::Left, Side::Right] {
+            self.hand(obs, side, &before, &mut world, &mut pose);
+        }
+        // the head turned about itself to the ears' line; the feet, and the head
+        // without ears, kept as they were relative to their parents
         if let (Some(l), Some(r)) = (obs.get(EarL), obs.get(EarR)) {
             let neck = world[J::NECK.index()];
             let head = (neck * pose.rotation(J::HEAD)).normalize();
@@ -579,7 +594,138 @@ impl PositionRetargeter {
         }
         pose
     }
+
+    /// The hand on `side`: swung onto the wrist → fingertips direction (or the hand's
+    /// centre where the tips are not tracked), then turned about itself so that the thumb
+    /// points where it is seen (the palm-down T-pose has it forwards), the forearm
+    /// taking [`FOREARM_TWIST_SHARE`] of that turn, as the radius turns about the ulna.
+    /// The turn stays in the forearm's range ([`HAND_TURN`]: pronation to supination,
+    /// palm down to palm up and a little past), and while the thumb lies nearly along
+    /// the hand (seen edge on, or lost in noise), or is not tracked, the last frame's
+    /// turn is kept. Without a wrist or a tracked hand point the hand keeps its rotation
+    /// relative to the forearm (MediaPipe's sources have no hand points: its hand
+    /// landmarks on the webcam fixture were 43–63° off the clip's hands).
+    fn hand(
+        &self,
+        obs: &KinectJoints,
+        side: Side,
+        before: &[Quat; JOINT_COUNT],
+        world: &mut [Quat; JOINT_COUNT],
+        pose: &mut Pose,
+    ) {
+        use JointId as J;
+        use Src::*;
+        // the hand's rest axis is the T-pose's, outwards along ±x (palm down, the thumb
+        // forwards along +z); supination (palm up) turns the left hand backwards about
+        // it, the right forwards
+        let (wrist, elbow, w, tip, centre, thumb, rest_dir) = match side {
+            Side::Left => (
+                J::LEFT_WRIST,
+                J::LEFT_ELBOW,
+                WristL,
+                HandTipL,
+                HandL,
+                ThumbL,
+                Vec3::X,
+            ),
+            Side::Right => (
+                J::RIGHT_WRIST,
+                J::RIGHT_ELBOW,
+                WristR,
+                HandTipR,
+                HandR,
+                ThumbR,
+                Vec3::NEG_X,
+            ),
+        };
+        let supinate = -rest_dir.x;
+        // the hand's points only where the sensor measured them: guessed ones (v2's
+        // inferred, Azure's low confidence) are too rough to turn a hand by
+        let (Some(pw), Some(pt)) = (obs.get(w), obs.tracked(tip).or(obs.tracked(centre))) else {
+            return;
+        };
+        let Some(shoulder) = elbow.parent() else {
+            return;
+        };
+        let upper = world[shoulder.index()];
+        // the forearm as the elbow bends it, without the turn it held: the hand's turn
+        // is measured from there, and the forearm given its share of it afresh
+        let (bend, _) = swing_twist(
+            (upper.inverse() * world[elbow.index()]).normalize(),
+            rest_dir,
+        );
+        let base = (upper * bend).normalize();
+        let (mut forearm, mut hand) = (base, (arc(base * rest_dir, pt - pw) * base).normalize());
+        if let Some(axis) = (pt - pw).try_normalize() {
+            // turns about the hand's axis from where the bent forearm leaves the thumb, as
+            // supination (palm up) positive, unwrapped in the middle of the turns a
+            // forearm cannot make
+            let range = |t: f32| {
+                let u = supinate * t;
+                let u = if u < HAND_WRAP.to_radians() {
+                    u + std::f32::consts::TAU
+                } else {
+                    u
+                };
+                u.clamp(HAND_TURN.0.to_radians(), HAND_TURN.1.to_radians())
+            };
+            let rest_thumb = hand * Vec3::Z;
+            let held = turn_about(axis, rest_thumb, before[wrist.index()] * Vec3::Z)
+                .map(range)
+                .unwrap_or(0.0);
+            let turn = match obs.tracked(thumb) {
+                Some(pth) => {
+                    // how far across the hand the thumb lies (sine of its angle to the
+                    // axis): nearly along it, it says nothing
+                    let across = (pth - pw).normalize_or_zero().cross(axis).length();
+                    let (lo, hi) = THUMB_ACROSS;
+                    let t = ((across - lo) / (hi - lo)).clamp(0.0, 1.0);
+                    let blend = t * t * (3.0 - 2.0 * t);
+                    let seen = turn_about(axis, rest_thumb, pth - pw).map(range);
+                    seen.map_or(held, |s| held + blend * (s - held))
+                }
+                None => held,
+            };
+            if turn.is_finite() {
+                let turn = supinate * turn;
+                let along = (base * rest_dir).normalize_or_zero();
+                forearm =
+                    (Quat::from_axis_angle(along, FOREARM_TWIST_SHARE * turn) * base).normalize();
+                hand = (Quat::from_axis_angle(axis, turn) * hand).normalize();
+            }
+        }
+        pose.set_rotation(elbow, (upper.inverse() * forearm).normalize());
+        pose.set_rotation(wrist, (forearm.inverse() * hand).normalize());
+        world[elbow.index()] = forearm;
+        world[wrist.index()] = hand;
+    }
 }
+
+/// Which hand.
+#[derive(Clone, Copy)]
+enum Side {
+    Left,
+    Right,
+}
+
+/// The share of a hand's turn about itself the forearm takes (the rest is the wrist's):
+/// a forearm's pronation and supination happen along it, and with no twist bone
+/// between elbow and wrist, half each keeps both ends of the skinned forearm from
+/// collapsing.
+pub const FOREARM_TWIST_SHARE: f32 = 0.5;
+
+/// The range of a hand's turn about itself from the palm-down T-pose, degrees,
+/// supination (palm up) positive: from 90° of pronation to palm up.
+pub const HAND_TURN: (f32, f32) = (-90.0, 180.0);
+
+/// Where a hand's turn is unwrapped, degrees: in the middle of the turns a forearm
+/// cannot make (past palm up, or pronated past 90°), so that turns it can make never
+/// jump by a full turn.
+const HAND_WRAP: f32 = -135.0;
+
+/// How far across the hand the thumb must lie (sine of its angle to the hand's axis)
+/// to start to turn it, and to turn it alone; nearer the axis the last turn is kept.
+const THUMB_ACROSS: (f32, f32) = (0.25, 0.5);
 
 #[cfg(test)]
 mod tests;

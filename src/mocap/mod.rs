@@ -23,9 +23,9 @@ pub use hinge_fit::{
     hinge_fit,
 };
 pub use kinect::{
-    Floor, KinectBody, KinectError, KinectJoints, KinectKind, LegEstimate, PLAUSIBLE_LEG,
-    Placement, PositionRetargeter, SensorView, body_frame_json, body_json, parse_body_frame,
-    without_hinge_twist,
+    FOREARM_TWIST_SHARE, Floor, HAND_TURN, KinectBody, KinectError, KinectJoints, KinectKind,
+    LegEstimate, PLAUSIBLE_LEG, Placement, PositionRetargeter, SensorView, body_frame_json,
+    body_json, parse_body_frame, without_hinge_twist,
 };
 pub use mediapipe::{Landmarks, MEDIAPIPE_LANDMARKS, MEDIAPIPE_NAMES, MEDIAPIPE_PROFILE};
 pub use mvn::{

@@ -100,6 +100,13 @@ pub fn body_frame_json(
 /// head is ~15 cm wide at the ears).
 pub(super) const EAR_SPREAD: f32 = 0.075;
 
+/// Where the bridge writer puts a hand's points, in forearm lengths from the wrist: the
+/// hand's centre along the hand, its fingertips, and the thumb's tip (along, forwards
+/// from the palm's edge).
+const HAND_AT: f32 = 0.33;
+const HAND_TIP_AT: f32 = 0.7;
+const THUMB_AT: (f32, f32) = (0.25, 0.2);
+
 /// Most bodies per frame (the SDKs track 6).
 const MAX_BODIES: usize = 16;
 
@@ -109,9 +116,11 @@ const MAX_BODIES: usize = 16;
 /// for Azure), every joint tracked, from the canonical joints' world frames (`joints`:
 /// metres, +Y up, the performer facing +Z, e.g.
 /// [`Skeleton::world_frames`](crate::skeleton::Skeleton::world_frames)) as the sensor at
-/// `view` sees them. Hands are put a third of the forearm beyond the wrists and, for
-/// Azure, the ears 7.5 cm either side of the head joint along the head's left
-/// axis (the canonical skeleton has neither). What `clothcast play --kinect` sends, so
+/// `view` sees them. The hand's centre, fingertips and thumb tip are put along the
+/// hand's axes (a third and 0.7 of the forearm's length along it; the thumb a quarter
+/// along and a fifth forwards, as a palm-down T-pose hand holds it) and, for Azure, the
+/// ears 7.5 cm either side of the head joint along the head's left axis (the canonical
+/// skeleton has neither). What `clothcast play --kinect` sends, so
 /// a kiosk's server can be tried without a sensor.
 pub fn body_json(
     kind: KinectKind,
@@ -125,7 +134,16 @@ pub fn body_json(
         let head = joints[JointId::HEAD.index()];
         head.trans + head.rot * Vec3::new(side * EAR_SPREAD, 0.0, 0.0)
     };
-    let hand = |w: JointId, e: JointId| at(w) + (at(w) - at(e)) / 3.0;
+    // the hand: along the hand's own axis (the canonical T-pose's hands continue the
+    // arms, left along +x, right along −x, palms down, thumbs forwards along +z), its
+    // points at fractions of the forearm's length from the wrist
+    let hand = |w: JointId, e: JointId, along: f32, forward: f32| {
+        let side = if w == JointId::LEFT_WRIST { 1.0 } else { -1.0 };
+        let wrist = joints[w.index()];
+        let length = at(w).distance(at(e));
+        wrist.trans + wrist.rot * (Vec3::new(side * along, 0.0, forward) * length)
+    };
+    use JointId as W;
     let joint = |s: Src| match s {
         Pelvis => at(JointId::PELVIS),
         SpineMid => at(JointId::SPINE2),
@@ -140,8 +158,12 @@ pub fn body_json(
         ElbowR => at(JointId::RIGHT_ELBOW),
         WristL => at(JointId::LEFT_WRIST),
         WristR => at(JointId::RIGHT_WRIST),
-        HandL => hand(JointId::LEFT_WRIST, JointId::LEFT_ELBOW),
-        HandR => hand(JointId::RIGHT_WRIST, JointId::RIGHT_ELBOW),
+        HandL => hand(W::LEFT_WRIST, W::LEFT_ELBOW, HAND_AT, 0.0),
+        HandR => hand(W::RIGHT_WRIST, W::RIGHT_ELBOW, HAND_AT, 0.0),
+        HandTipL => hand(W::LEFT_WRIST, W::LEFT_ELBOW, HAND_TIP_AT, 0.0),
+        HandTipR => hand(W::RIGHT_WRIST, W::RIGHT_ELBOW, HAND_TIP_AT, 0.0),
+        ThumbL => hand(W::LEFT_WRIST, W::LEFT_ELBOW, THUMB_AT.0, THUMB_AT.1),
+        ThumbR => hand(W::RIGHT_WRIST, W::RIGHT_ELBOW, THUMB_AT.0, THUMB_AT.1),
         HipL => at(JointId::LEFT_HIP),
         HipR => at(JointId::RIGHT_HIP),
         KneeL => at(JointId::LEFT_KNEE),
@@ -350,7 +372,7 @@ mod frame_tests {
         pose.set_rotation(JointId::RIGHT_KNEE, quat_exp(Vec3::new(0.5, 0.0, 0.0)));
         let frames = skel.world_frames(&pose);
         let joints = frames.map(|f| f.trans);
-        for (kind, count) in [(KinectKind::V2, 21), (KinectKind::Azure, 25)] {
+        for (kind, count) in [(KinectKind::V2, 25), (KinectKind::Azure, 29)] {
             let view = SensorView {
                 distance: 2.0,
                 height: 0.0,

@@ -242,3 +242,5 @@ fn a_childs_squat_keeps_an_adult_avatars_feet_on_the_floor() {
         assert!(y < rest - 0.1, "ankle at {y} m");
     }
 }
+
+mod hands;
