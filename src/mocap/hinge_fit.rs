@@ -162,13 +162,14 @@ mod tests {
     use super::*;
     use crate::mocap::{Bvh, Clip};
 
-    fn fixture(name: &str) -> String {
-        std::fs::read_to_string(format!(
-            "{}/tests/fixtures/mocap/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .expect("fixture")
-    }
+    /// The two CMU clips: 131_01 (the default database's) and 131_03.
+    const CLIPS: [(&str, &str); 2] = [
+        ("cmu_131_01.bvh", crate::bake::DEFAULT_CLIP),
+        (
+            "cmu_131_03.bvh",
+            include_str!("../../tests/fixtures/mocap/cmu_131_03.bvh"),
+        ),
+    ];
 
     /// Synthetic arms and legs bent about hinges turned by known angles about their
     /// bones are measured back within a tenth of a degree, whatever the bend; straight
@@ -229,9 +230,8 @@ mod tests {
         bare.correction = Default::default();
         let mut half = shipped.clone();
         half.correction = shipped.correction.map(|c| c * 0.5);
-        for name in ["cmu_131_01.bvh", "cmu_131_03.bvh"] {
-            let text = fixture(name);
-            let bvh = Bvh::parse(&text).expect("bvh");
+        for (name, text) in CLIPS {
+            let bvh = Bvh::parse(text).expect("bvh");
             let fits = |profile: &Profile| {
                 let clip = Clip::from_bvh(&bvh, Some(profile), &skel).expect("clip");
                 hinge_fit(&clip.poses, &skel)
