@@ -374,10 +374,8 @@ impl ClipFile {
     pub(crate) fn profile(&self) -> anyhow::Result<Profile> {
         match &self.profile {
             Some(p) => Ok(p.clone()),
-            None => {
-                let names: Vec<&str> = self.bvh.joints.iter().map(|j| j.name.as_str()).collect();
-                Profile::detect(&names).with_context(|| format!("reading {}", self.path.display()))
-            }
+            None => Profile::detect(&self.bvh.joint_names())
+                .with_context(|| format!("reading {}", self.path.display())),
         }
     }
 

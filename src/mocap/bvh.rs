@@ -326,6 +326,11 @@ impl Bvh {
         })
     }
 
+    /// The joints' names, in file order (what [`crate::mocap::Profile::detect`] reads).
+    pub fn joint_names(&self) -> Vec<&str> {
+        self.joints.iter().map(|j| j.name.as_str()).collect()
+    }
+
     /// Number of frames.
     pub fn frame_count(&self) -> usize {
         self.data.len().checked_div(self.channel_count).unwrap_or(0)

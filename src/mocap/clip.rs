@@ -103,8 +103,7 @@ impl Clip {
         let profile = match profile {
             Some(p) => p,
             None => {
-                let names: Vec<&str> = bvh.joints.iter().map(|j| j.name.as_str()).collect();
-                detected = Profile::detect(&names)?;
+                detected = Profile::detect(&bvh.joint_names())?;
                 &detected
             }
         };

@@ -24,7 +24,7 @@ mod hinge;
 
 pub use hinge::without_hinge_twist;
 pub(super) use hinge::{HINGES, turn_about};
-use hinge::{hinge_twist, twist_onto};
+use hinge::{hinge_twist, ramp, twist_onto};
 
 pub use bridge::{
     KinectBody, KinectError, SensorView, body_frame_json, body_json, parse_body_frame,
@@ -77,8 +77,8 @@ pub(super) enum Src {
     /// which the neck and head points alone leave open.
     EarL,
     EarR,
-    /// The fingertips' end of the hand (Kinect's `HandTip`; MediaPipe: between the index
-    /// and little fingers' knuckles): with the wrist, the hand's direction.
+    /// The fingertips' end of the hand (Kinect's `HandTip`): with the wrist, the hand's
+    /// direction.
     HandTipL,
     HandTipR,
     /// The thumb: across the hand's direction it turns the hand about itself (which
@@ -678,9 +678,7 @@ impl PositionRetargeter {
                     // how far across the hand the thumb lies (sine of its angle to the
                     // axis): nearly along it, it says nothing
                     let across = (pth - pw).normalize_or_zero().cross(axis).length();
-                    let (lo, hi) = THUMB_ACROSS;
-                    let t = ((across - lo) / (hi - lo)).clamp(0.0, 1.0);
-                    let blend = t * t * (3.0 - 2.0 * t);
+                    let blend = ramp(across, THUMB_ACROSS);
                     let seen = turn_about(axis, rest_thumb, pth - pw).map(range);
                     seen.map_or(held, |s| held + blend * (s - held))
                 }

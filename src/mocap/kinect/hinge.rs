@@ -65,8 +65,8 @@ pub(super) fn hinge_twist(
         } else {
             HINGE_BEND_AGAINST
         };
-        let t = ((bend - lo) / (hi - lo)).clamp(0.0, 1.0);
-        t.is_finite().then_some(d * t * t * (3.0 - 2.0 * t))
+        let t = ramp(bend, (lo, hi));
+        t.is_finite().then_some(d * t)
     });
     let twist = hold + seen.unwrap_or(0.0);
     (Quat::from_axis_angle(axis, twist) * swing).normalize()
@@ -101,6 +101,13 @@ pub(in crate::mocap) fn turn_about(axis: Vec3, from: Vec3, to: Vec3) -> Option<f
     let across = |v: Vec3| (v - axis * v.dot(axis)).try_normalize();
     let (from, to) = (across(from)?, across(to)?);
     Some(axis.dot(from.cross(to)).atan2(from.dot(to)))
+}
+
+/// 0 below `lo`, 1 above `hi`, and a smooth step between (zero slope at both ends),
+/// so a blend by it never jumps.
+pub(in crate::mocap) fn ramp(x: f32, (lo, hi): (f32, f32)) -> f32 {
+    let t = ((x - lo) / (hi - lo)).clamp(0.0, 1.0);
+    t * t * (3.0 - 2.0 * t)
 }
 
 /// An angle brought into (−π, π], radians.

@@ -16,8 +16,7 @@ fn fixture(name: &str) -> String {
 fn cmu_clips_retarget_onto_joint_positions_within_a_centimetre() {
     for clip in ["cmu_131_01.bvh", "cmu_131_03.bvh"] {
         let bvh = Bvh::parse(&fixture(clip)).expect("parse");
-        let names: Vec<&str> = bvh.joints.iter().map(|j| j.name.as_str()).collect();
-        let profile = Profile::detect(&names).expect("detect");
+        let profile = Profile::detect(&bvh.joint_names()).expect("detect");
         assert_eq!(profile.name, "cmu");
         let src = SourceSkeleton::from_bvh(&bvh, None);
         let rt = Retargeter::new(&profile, &src).expect("retarget");
