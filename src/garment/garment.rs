@@ -180,7 +180,11 @@ impl Garment {
 /// the pattern's bones pass).
 fn push_out_of_body(mesh: &mut TriMesh, body: &Body, clearance: f32) -> Result<(), GarmentError> {
     let q = MeshQuery::build(&body.mesh)?;
-    let hits: Vec<Hit> = mesh.positions.iter().map(|p| q.closest(*p)).collect();
+    let hits: Vec<Hit> = mesh
+        .positions
+        .iter()
+        .map(|p| q.closest_signed(*p))
+        .collect();
     push_out(&mut mesh.positions, &hits, clearance)
 }
 

@@ -90,7 +90,11 @@ impl Garment {
     ) -> Result<Garment, GarmentError> {
         let mut mesh = checked(&mesh, MAX_IMPORT_VERTICES)?;
         let query = MeshQuery::build(&body.mesh)?;
-        let hits: Vec<Hit> = mesh.positions.iter().map(|p| query.closest(*p)).collect();
+        let hits: Vec<Hit> = mesh
+            .positions
+            .iter()
+            .map(|p| query.closest_signed(*p))
+            .collect();
         // depth inside the body (negative: outside) per vertex
         let depth: Vec<f32> = hits
             .iter()

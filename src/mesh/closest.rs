@@ -4,6 +4,13 @@
 //! Signed distance uses angle-weighted pseudo-normals (Bærentzen & Aanæs 2005), which
 //! give the correct inside/outside sign for closed, consistently oriented meshes even
 //! when the closest point lies on an edge or a vertex.
+//!
+//! A mesh of several closed parts (an imported avatar's head modelled apart from its
+//! body, a face laid over the head) is read as their union: inside any part is inside.
+//! The nearest point of the whole mesh alone cannot tell that: a point inside one part
+//! may lie nearest another part's surface, and a point beside where two parts meet may
+//! lie nearest the other part's cap. So each part is a subtree of its own, and
+//! [`MeshQuery::closest_signed`] asks every part whose box holds the point.
 
 use glam::{DVec3, Vec3};
 
@@ -77,6 +84,10 @@ pub struct MeshQuery {
     vertex_normals: Vec<Vec3>,
     /// For each triangle side, the other triangle (or NO_FACE).
     side_neighbor: Vec<[u32; 3]>,
+    /// Part (vertex-connected component) of each triangle.
+    part: Vec<u32>,
+    /// Root node of each part's subtree (one entry, node 0, for a mesh of one part).
+    part_root: Vec<u32>,
 }
 
 impl MeshQuery {
@@ -94,15 +105,30 @@ impl MeshQuery {
                 side_neighbor[t][k] = if f0 as usize == t { f1 } else { f0 };
             }
         }
+        let (label, parts) = topo.components(mesh);
+        let part: Vec<u32> = mesh
+            .triangles
+            .iter()
+            .map(|t| label[t[0] as usize])
+            .collect();
+        let mut part_size = vec![0u32; parts];
+        for &k in &part {
+            part_size[k as usize] += 1;
+        }
+        // each part's triangles contiguous, so that every part can have a subtree
+        let mut order: Vec<u32> = (0..nt as u32).collect();
+        order.sort_by_key(|&t| part[t as usize]);
         let mut q = MeshQuery {
             positions: mesh.positions.clone(),
             triangles: mesh.triangles.clone(),
             nodes: Vec::new(),
-            order: (0..nt as u32).collect(),
+            order,
             face_normals: vec![Vec3::ZERO; nt],
             edge_normals: vec![[Vec3::ZERO; 3]; nt],
             vertex_normals: vec![Vec3::ZERO; mesh.positions.len()],
             side_neighbor,
+            part,
+            part_root: vec![0; parts],
         };
         let centroids: Vec<Vec3> = (0..nt)
             .map(|t| q.tri(t).iter().copied().sum::<Vec3>() / 3.0)
@@ -117,27 +143,27 @@ impl MeshQuery {
         let mut stack = vec![0usize];
         while let Some(n) = stack.pop() {
             let Node { start, count, .. } = q.nodes[n];
-            if count as usize <= LEAF_SIZE {
-                continue;
-            }
-            let slice = &mut q.order[start as usize..(start + count) as usize];
-            let (mut lo, mut hi) = (Vec3::splat(f32::MAX), Vec3::splat(f32::MIN));
-            for &t in slice.iter() {
-                lo = lo.min(centroids[t as usize]);
-                hi = hi.max(centroids[t as usize]);
-            }
-            let ext = hi - lo;
-            let axis = if ext.x >= ext.y && ext.x >= ext.z {
-                0
-            } else if ext.y >= ext.z {
-                1
+            let (first, last) = (
+                q.part[q.order[start as usize] as usize],
+                q.part[q.order[(start + count - 1) as usize] as usize],
+            );
+            let mid = if first != last {
+                // several parts: split between two of them, the nearest to the middle
+                let slice = &q.order[start as usize..(start + count) as usize];
+                (1..slice.len())
+                    .filter(|&i| q.part[slice[i] as usize] != q.part[slice[i - 1] as usize])
+                    .min_by_key(|&i| i.abs_diff(slice.len() / 2))
+                    .unwrap_or(slice.len() / 2)
             } else {
-                2
+                if count == part_size[first as usize] {
+                    q.part_root[first as usize] = n as u32;
+                }
+                if count as usize <= LEAF_SIZE {
+                    continue;
+                }
+                let slice = &mut q.order[start as usize..(start + count) as usize];
+                median_split(slice, &centroids)
             };
-            let mid = slice.len() / 2;
-            slice.select_nth_unstable_by(mid, |&a, &b| {
-                centroids[a as usize][axis].total_cmp(&centroids[b as usize][axis])
-            });
             let left = q.nodes.len() as u32;
             q.nodes.push(Node {
                 lo: Vec3::ZERO,
@@ -250,6 +276,16 @@ impl MeshQuery {
         }
     }
 
+    /// Number of parts (vertex-connected components) of the mesh, at least 1.
+    pub fn part_count(&self) -> usize {
+        self.part_root.len()
+    }
+
+    /// The part (vertex-connected component, `0..part_count()`) triangle `t` belongs to.
+    pub fn part_of(&self, t: u32) -> u32 {
+        self.part[t as usize]
+    }
+
     /// The closest point on the mesh to `p`.
     pub fn closest(&self, p: Vec3) -> Hit {
         // an empty mesh cannot be built, so a hit always exists
@@ -263,15 +299,49 @@ impl MeshQuery {
         })
     }
 
+    /// The point that decides `p`'s signed distance to the union of the mesh's closed
+    /// parts: the closest point of the part that `p` lies deepest inside, or where it is
+    /// inside none, the closest point of the mesh. Its
+    /// [`Hit::signed_distance`] is the least of the parts' signed distances (metres,
+    /// negative inside any part); its normal points out of that part. For a mesh of one
+    /// part this is [`MeshQuery::closest`].
+    pub fn closest_signed(&self, p: Vec3) -> Hit {
+        let nearest = self.closest(p);
+        if self.part_root.len() == 1 {
+            return nearest;
+        }
+        let own = self.part[nearest.triangle as usize];
+        let mut best = (nearest.signed_distance(p), nearest);
+        for (k, &root) in self.part_root.iter().enumerate() {
+            let node = self.nodes[root as usize];
+            // outside a part's box is outside the part
+            if k == own as usize || box_dist2(p, node.lo, node.hi) > 0.0 {
+                continue;
+            }
+            if let Some(h) = self.closest_from(root, p, f32::INFINITY) {
+                let d = h.signed_distance(p);
+                if d < best.0 {
+                    best = (d, h);
+                }
+            }
+        }
+        best.1
+    }
+
     /// The closest point within `max_distance` of `p`, or `None` if the mesh is farther.
     pub fn closest_within(&self, p: Vec3, max_distance: f32) -> Option<Hit> {
+        self.closest_from(0, p, max_distance)
+    }
+
+    /// [`MeshQuery::closest_within`] among the triangles under node `root`.
+    fn closest_from(&self, root: u32, p: Vec3, max_distance: f32) -> Option<Hit> {
         let mut best_d2 = if max_distance.is_finite() {
             max_distance * max_distance
         } else {
             f32::INFINITY
         };
         let mut best: Option<(u32, Vec3, Vec3, Feature)> = None;
-        let mut stack = [0u32; 64];
+        let mut stack = [root; 64];
         let mut sp = 1usize;
         while sp > 0 {
             sp -= 1;
@@ -354,10 +424,34 @@ impl MeshQuery {
         (s / (3 * self.triangles.len().max(1)) as f64) as f32
     }
 
-    /// Signed distance from `p` to the mesh, metres (negative inside a closed mesh).
+    /// Signed distance from `p` to the mesh, metres (negative inside a closed mesh; for
+    /// several closed parts, inside any of them: see [`MeshQuery::closest_signed`]).
     pub fn signed_distance(&self, p: Vec3) -> f32 {
-        self.closest(p).signed_distance(p)
+        self.closest_signed(p).signed_distance(p)
     }
+}
+
+/// Orders `slice` (triangle ids) about the median of their centroids along the axis of
+/// the centroids' largest extent, and returns the median's index.
+fn median_split(slice: &mut [u32], centroids: &[Vec3]) -> usize {
+    let (mut lo, mut hi) = (Vec3::splat(f32::MAX), Vec3::splat(f32::MIN));
+    for &t in slice.iter() {
+        lo = lo.min(centroids[t as usize]);
+        hi = hi.max(centroids[t as usize]);
+    }
+    let ext = hi - lo;
+    let axis = if ext.x >= ext.y && ext.x >= ext.z {
+        0
+    } else if ext.y >= ext.z {
+        1
+    } else {
+        2
+    };
+    let mid = slice.len() / 2;
+    slice.select_nth_unstable_by(mid, |&a, &b| {
+        centroids[a as usize][axis].total_cmp(&centroids[b as usize][axis])
+    });
+    mid
 }
 
 fn box_dist2(p: Vec3, lo: Vec3, hi: Vec3) -> f32 {
@@ -464,6 +558,104 @@ mod tests {
         assert!(q.signed_distance(Vec3::new(1.01, 0.0, 0.0)) > 0.0);
         assert!(q.signed_distance(Vec3::new(0.99, 0.0, 0.0)) < 0.0);
         assert!(q.closest_within(Vec3::new(5.0, 0.0, 0.0), 1.0).is_none());
+    }
+
+    /// `m` with every triangle split in four at its sides' midpoints, `times` times
+    /// (the same surface, four times the triangles).
+    fn subdivided(m: &TriMesh, times: usize) -> TriMesh {
+        let mut m = m.clone();
+        for _ in 0..times {
+            let mut mid = std::collections::HashMap::new();
+            let mut positions = m.positions.clone();
+            let mut at = |a: u32, b: u32| {
+                *mid.entry((a.min(b), a.max(b))).or_insert_with(|| {
+                    positions.push(0.5 * (m.positions[a as usize] + m.positions[b as usize]));
+                    (positions.len() - 1) as u32
+                })
+            };
+            let mut triangles = Vec::new();
+            for &[a, b, c] in &m.triangles {
+                let (ab, bc, ca) = (at(a, b), at(b, c), at(c, a));
+                triangles.extend([[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]);
+            }
+            m = TriMesh::new(positions, triangles);
+        }
+        m
+    }
+
+    /// Three closed parts, two of them overlapping, read as their union: inside either
+    /// of the overlapping octahedra is inside, also where the point is nearer the other
+    /// one's surface (where the nearest point of the whole mesh says "outside").
+    #[test]
+    fn several_closed_parts_are_read_as_their_union() {
+        let one = subdivided(&octahedron(), 3);
+        let centres = [
+            Vec3::ZERO,
+            Vec3::new(0.8, 0.3, 0.0),
+            Vec3::new(4.0, 0.0, 0.0),
+        ];
+        let mut m = TriMesh::default();
+        for c in centres {
+            let base = m.positions.len() as u32;
+            m.positions.extend(one.positions.iter().map(|p| *p + c));
+            m.triangles
+                .extend(one.triangles.iter().map(|t| t.map(|v| v + base)));
+        }
+        let q = MeshQuery::build(&m).expect("build");
+        assert_eq!(q.part_count(), 3);
+        let n = one.triangles.len();
+        // each part's subtree holds exactly that part's triangles
+        for (k, &root) in q.part_root.iter().enumerate() {
+            let mut under = Vec::new();
+            let mut stack = vec![root];
+            while let Some(i) = stack.pop() {
+                let node = q.nodes[i as usize];
+                if node.count > 0 {
+                    under.extend_from_slice(
+                        &q.order[node.start as usize..(node.start + node.count) as usize],
+                    );
+                } else {
+                    stack.extend([node.start, node.start + 1]);
+                }
+            }
+            under.sort_unstable();
+            let want: Vec<u32> = (0..m.triangles.len() as u32)
+                .filter(|&t| q.part_of(t) == k as u32)
+                .collect();
+            assert_eq!(want.len(), n);
+            assert_eq!(under, want, "part {k}");
+        }
+        let depth = |p: Vec3, c: Vec3| 1.0 - (p - c).abs().element_sum();
+        let mut s = 11u32;
+        let mut r = |lo: f32, hi: f32| {
+            s = s.wrapping_mul(1664525).wrapping_add(1013904223);
+            lo + (s >> 8) as f32 / (1u32 << 24) as f32 * (hi - lo)
+        };
+        let mut nearest_wrong = 0;
+        for _ in 0..3000 {
+            let p = Vec3::new(r(-1.5, 5.5), r(-1.5, 1.5), r(-1.5, 1.5));
+            let inside = centres.iter().any(|&c| depth(p, c) > 0.0);
+            let d = q.signed_distance(p);
+            assert_eq!(d < 0.0, inside, "{p}: {d}");
+            // the least of the parts' own signed distances (brute force, part by part)
+            let by_part = (0..3)
+                .map(|k| {
+                    let part = TriMesh::new(
+                        m.positions.clone(),
+                        m.triangles[k * n..(k + 1) * n].to_vec(),
+                    );
+                    let u = brute(&part, p);
+                    if depth(p, centres[k]) > 0.0 { -u } else { u }
+                })
+                .fold(f32::INFINITY, f32::min);
+            assert!((d - by_part).abs() < 1e-5, "{p}: {d} against {by_part}");
+            // the hit lies on the mesh, in the part that decides
+            let h = q.closest_signed(p);
+            assert!((h.point - p).length() - d.abs() < 1e-5);
+            nearest_wrong += usize::from((q.closest(p).signed_distance(p) < 0.0) != inside);
+        }
+        // the case the union is for occurs among the samples
+        assert!(nearest_wrong >= 10, "{nearest_wrong}");
     }
 
     #[test]

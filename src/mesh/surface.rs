@@ -27,7 +27,10 @@ impl MeshSurface {
 
 impl Field for MeshSurface {
     fn value(&self, p: Vec3) -> f32 {
-        self.query.signed_distance(p)
+        // the nearest surface's side, as the gradient and projection see it (a garment
+        // is open, so the union of closed parts that the body's signed distance reads
+        // has no meaning here)
+        self.query.closest(p).signed_distance(p)
     }
 
     fn gradient(&self, p: Vec3) -> Vec3 {

@@ -117,6 +117,17 @@ impl Collider {
     /// within the kernel radius (the point feels no contact; a point that deep inside
     /// the body is refused before solving, see [`Collider::deepest_inside`]).
     ///
+    /// A body of several closed parts (an imported avatar's head apart from its body)
+    /// is their union: only the triangles of the part that decides the exact signed
+    /// distance ([`MeshQuery::closest_signed`]: the part the point is deepest inside,
+    /// or else the nearest part) are blended. Blending every part's triangles together
+    /// would let a point inside one part read as outside because another part's surface
+    /// is as near; taking the least of every part's blend would let a part whose only
+    /// triangle near the point lies at the kernel's edge, where one facet's plane can
+    /// put the point behind it, win with a spurious depth. The field may step by about
+    /// the facets' sagitta where the deciding part changes (points as far from two
+    /// parts, or as deep in both).
+    ///
     /// Beyond `cutoff` (the contact margin for callers that only need the penalty) the
     /// derivatives are not computed and are returned as zero.
     pub(crate) fn distance(&self, p: DVec3, cutoff: f64) -> Option<Distance> {
@@ -125,6 +136,13 @@ impl Collider {
             near.clear();
             self.query
                 .triangles_near(p.as_vec3(), self.radius as f32, near);
+            if self.query.part_count() == 1 || near.is_empty() {
+                return self.blend(p, near, terms, cutoff);
+            }
+            let part = self
+                .query
+                .part_of(self.query.closest_signed(p.as_vec3()).triangle);
+            near.retain(|&t| self.query.part_of(t) == part);
             self.blend(p, near, terms, cutoff)
         })
     }

@@ -6,17 +6,18 @@
 //! neck under a separate face, the eyes' sockets), and they carry parts that are not a
 //! body at all: hair cards, eyelashes, eyes and teeth, accessories, some not even
 //! manifold. A garment is simulated against the body's inside and outside
-//! ([`crate::mesh::ClosestPoint`]'s sign), which an opening leaves undefined: a collar
+//! ([`crate::mesh::MeshQuery`]'s sign: the union of the closed parts), which an opening leaves undefined: a collar
 //! can fall into an open neck. So the import first stitches openings that meet (within
 //! [`SEAM_TOLERANCE`], vertex to vertex: a head modelled apart from the body), copies
 //! each vertex where two openings touch once per fan of triangles around it (so every
 //! opening is one simple loop), then keeps each connected part that is an
 //! oriented 2-manifold with boundary and encloses at least [`MIN_VOLUME_SHARE`] of the
-//! largest part's volume, caps each of its openings with a fan of triangles around the
-//! opening's centroid (skinned as the opening's vertices on average), turns a part
+//! largest part's volume, caps each of its openings (triangulated as seen along its
+//! mean normal, or where it crosses itself seen so, with a fan of triangles around its
+//! centroid, skinned as the opening's vertices on average), turns a part
 //! whose triangles face inwards outwards, and drops the rest, saying what it dropped.
 
-use glam::Vec3;
+use glam::{DVec2, DVec3, Vec3};
 
 use crate::mesh::{Topology, TriMesh, union_root, vertex_forest};
 
@@ -333,11 +334,144 @@ fn extract(mesh: &TriMesh, skin: &SkinWeights, tris: &[usize]) -> (TriMesh, Skin
     (part, part_skin)
 }
 
-/// Caps the opening `lp` (a boundary loop in its triangles' direction) with a fan
-/// around its centroid. [`Topology::build`] has checked that the triangles around every
-/// vertex form one fan, so every loop is simple (each boundary vertex has one boundary
-/// edge out).
+/// Caps the opening `lp` (a boundary loop in its triangles' direction).
+/// [`Topology::build`] has checked that the triangles around every vertex form one fan,
+/// so every loop is simple in space (each boundary vertex has one boundary edge out).
+///
+/// Seen along its mean normal (Newell's), an opening that does not cross itself there
+/// is triangulated in that view by ear clipping, its best-shaped ear first: a cut
+/// across the shoulders is an opening that bends round the neck and the arms, and a
+/// fan about its centroid would stand out of the skin between them (the part's inside
+/// then reaches out of the body). Otherwise the opening gets a fan about its centroid.
 fn cap(part: &mut TriMesh, skin: &mut SkinWeights, lp: &[u32]) {
+    match ear_clip(part, lp) {
+        Some(triangles) => part.triangles.extend(triangles),
+        None => cap_with_fan(part, skin, lp),
+    }
+}
+
+/// The cap of `lp` (see [`cap`]) as triangles of the loop's own vertices, facing out of
+/// the part (the loop reversed), or `None` where the opening seen along its mean normal
+/// crosses itself, is too thin to have one, or leaves no ear to clip.
+fn ear_clip(part: &TriMesh, lp: &[u32]) -> Option<Vec<[u32; 3]>> {
+    // the cap runs against the loop
+    let ring: Vec<u32> = lp.iter().rev().copied().collect();
+    let n = ring.len();
+    if n < 3 {
+        return None;
+    }
+    let at = |i: usize| part.positions[ring[i] as usize].as_dvec3();
+    let mut normal = DVec3::ZERO;
+    for i in 0..n {
+        normal += at(i).cross(at((i + 1) % n));
+    }
+    let perimeter: f64 = (0..n).map(|i| (at((i + 1) % n) - at(i)).length()).sum();
+    // twice the area seen along the normal, against the perimeter's square
+    if normal.length() < 1e-6 * perimeter * perimeter {
+        return None;
+    }
+    let w = normal.normalize();
+    let u = w.any_orthonormal_vector();
+    let v = w.cross(u);
+    let q: Vec<DVec2> = (0..n)
+        .map(|i| DVec2::new(at(i).dot(u), at(i).dot(v)))
+        .collect();
+    // seen so, the loop must not cross itself
+    let crosses = |a: DVec2, b: DVec2, c: DVec2, d: DVec2| {
+        let side = |p: DVec2, q: DVec2, r: DVec2| (q - p).perp_dot(r - p);
+        side(a, b, c) * side(a, b, d) < 0.0 && side(c, d, a) * side(c, d, b) < 0.0
+    };
+    for i in 0..n {
+        for j in i + 2..n {
+            if (j + 1) % n == i {
+                continue;
+            }
+            if crosses(q[i], q[(i + 1) % n], q[j], q[(j + 1) % n]) {
+                return None;
+            }
+        }
+    }
+    let tiny = 1e-9 * perimeter * perimeter;
+    // a diagonal along an edge the part already has would give that edge three faces
+    let on_loop: std::collections::HashSet<u32> = ring.iter().copied().collect();
+    let key = |a: u32, b: u32| (a.min(b), a.max(b));
+    let edges: std::collections::HashSet<(u32, u32)> = part
+        .triangles
+        .iter()
+        .flat_map(|t| [(t[0], t[1]), (t[1], t[2]), (t[2], t[0])])
+        .filter(|(a, b)| on_loop.contains(a) && on_loop.contains(b))
+        .map(|(a, b)| key(a, b))
+        .collect();
+    let mut left: Vec<usize> = (0..n).collect();
+    // whether the corner at left[k] is an ear, and how well shaped (0 when not)
+    let ear = |left: &[usize], k: usize| -> f64 {
+        let m = left.len();
+        let (a, b, c) = (left[(k + m - 1) % m], left[k], left[(k + 1) % m]);
+        let area2 = (q[b] - q[a]).perp_dot(q[c] - q[a]);
+        if area2 <= tiny || (m > 3 && edges.contains(&key(ring[a], ring[c]))) {
+            return 0.0; // reflex or flat, or a diagonal the part has as an edge
+        }
+        let inside = |p: DVec2| {
+            (q[b] - q[a]).perp_dot(p - q[a]) >= 0.0
+                && (q[c] - q[b]).perp_dot(p - q[b]) >= 0.0
+                && (q[a] - q[c]).perp_dot(p - q[c]) >= 0.0
+        };
+        let blocked = left
+            .iter()
+            .any(|&o| o != a && o != b && o != c && q[o] != q[a] && q[o] != q[c] && inside(q[o]));
+        if blocked {
+            return 0.0;
+        }
+        // 1 for an equilateral triangle, towards 0 for a sliver
+        let sq = (q[b] - q[a]).length_squared()
+            + (q[c] - q[b]).length_squared()
+            + (q[a] - q[c]).length_squared();
+        2.0 * 3f64.sqrt() * area2 / sq
+    };
+    let mut quality: Vec<f64> = (0..n).map(|k| ear(&left, k)).collect();
+    let mut triangles = Vec::with_capacity(n - 2);
+    let best = |quality: &[f64]| {
+        quality
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(k, &x)| (k, x))
+    };
+    while left.len() > 3 {
+        let (mut k, mut top) = best(&quality)?;
+        if top <= 0.0 {
+            // only the clipped corner's neighbours were measured again, and an ear
+            // that the clipped tip alone blocked may have opened elsewhere
+            quality = (0..left.len()).map(|k| ear(&left, k)).collect();
+            (k, top) = best(&quality)?;
+            if top <= 0.0 {
+                return None;
+            }
+        }
+        let m = left.len();
+        triangles.push([
+            ring[left[(k + m - 1) % m]],
+            ring[left[k]],
+            ring[left[(k + 1) % m]],
+        ]);
+        left.remove(k);
+        quality.remove(k);
+        let m = left.len();
+        let (before, after) = ((k + m - 1) % m, k % m);
+        quality[before] = ear(&left, before);
+        quality[after] = ear(&left, after);
+    }
+    let (a, b, c) = (left[0], left[1], left[2]);
+    if (q[b] - q[a]).perp_dot(q[c] - q[a]) <= tiny {
+        return None;
+    }
+    triangles.push([ring[a], ring[b], ring[c]]);
+    Some(triangles)
+}
+
+/// Caps the opening `lp` with a fan around its centroid, a new vertex skinned as the
+/// opening's vertices on average.
+fn cap_with_fan(part: &mut TriMesh, skin: &mut SkinWeights, lp: &[u32]) {
     let centroid = lp.iter().map(|&v| part.positions[v as usize]).sum::<Vec3>() / lp.len() as f32;
     let mut acc = [0f32; crate::skeleton::JOINT_COUNT];
     for &v in lp {
@@ -398,6 +532,92 @@ mod tests {
             .extend(pos.iter().map(|_| [1.0, 0.0, 0.0, 0.0]));
     }
 
+    /// A prism 1 m high on a U-shaped floor (3 × 3 m with a 1 × 2 m notch), open at the
+    /// top: the opening's centroid lies in the notch, outside the U, so a fan about it
+    /// would span the notch and a point over it would read as inside. The
+    /// cap is the U itself: the part is closed, encloses the U's 7 m² × 1 m, every cap
+    /// triangle lies inside the U, and there is no new vertex.
+    #[test]
+    fn a_u_shaped_opening_is_capped_with_the_u_itself() {
+        let u = [
+            (0.0, 0.0),
+            (3.0, 0.0),
+            (3.0, 3.0),
+            (2.0, 3.0),
+            (2.0, 1.0),
+            (1.0, 1.0),
+            (1.0, 3.0),
+            (0.0, 3.0),
+        ];
+        let n = u.len() as u32;
+        let mut positions: Vec<Vec3> = u.iter().map(|&(x, z)| Vec3::new(x, 0.0, z)).collect();
+        positions.extend(u.iter().map(|&(x, z)| Vec3::new(x, 1.0, z)));
+        // the floor, facing down, and the walls, facing out
+        let mut triangles = vec![
+            [0, 1, 4],
+            [0, 4, 5],
+            [1, 2, 3],
+            [1, 3, 4],
+            [0, 5, 6],
+            [0, 6, 7],
+        ];
+        for i in 0..n {
+            let j = (i + 1) % n;
+            triangles.extend([[j, i, i + n], [j, i + n, j + n]]);
+        }
+        let mut part = TriMesh::new(positions, triangles);
+        let mut skin = SkinWeights {
+            joints: vec![[3, 0, 0, 0]; 2 * n as usize],
+            weights: vec![[1.0, 0.0, 0.0, 0.0]; 2 * n as usize],
+        };
+        let walls = part.triangles.len();
+        let loops = Topology::build(&part)
+            .expect("open prism")
+            .boundary_loops(&part);
+        assert_eq!(loops.len(), 1);
+        cap(&mut part, &mut skin, &loops[0]);
+        assert_eq!(part.vertex_count(), 2 * n as usize, "no new vertex");
+        assert!(Topology::build(&part).expect("manifold").is_closed());
+        assert!(
+            (part.signed_volume().abs() - 7.0).abs() < 1e-5,
+            "{}",
+            part.signed_volume()
+        );
+        let inside_u = |p: Vec3| {
+            (0.0..=3.0).contains(&p.x)
+                && (0.0..=3.0).contains(&p.z)
+                && !(p.x > 1.0 && p.x < 2.0 && p.z > 1.0)
+        };
+        for t in &part.triangles[walls..] {
+            let c = t.iter().map(|&v| part.positions[v as usize]).sum::<Vec3>() / 3.0;
+            assert!(inside_u(c) && c.y == 1.0, "cap triangle {t:?} at {c}");
+        }
+        // what a fan about the centroid would have given
+        let mut fanned = part.clone();
+        fanned.triangles.truncate(walls);
+        let mut fan_skin = skin.clone();
+        cap_with_fan(&mut fanned, &mut fan_skin, &loops[0]);
+        // a point over the notch, 5 cm above the rim, is outside the part; a fan about
+        // the centroid (which lies in the notch) spans the notch, its triangles there
+        // facing down, and the point reads as inside
+        let notch = Vec3::new(1.8, 1.05, 1.5);
+        let outside = |m: &TriMesh| {
+            let mut m = m.clone();
+            if m.signed_volume() < 0.0 {
+                m.flip_orientation();
+            }
+            crate::mesh::MeshQuery::build(&m)
+                .expect("query")
+                .signed_distance(notch)
+                > 0.0
+        };
+        assert!(outside(&part));
+        assert!(!outside(&fanned));
+        // the fan's centre is skinned as the opening's vertices
+        assert_eq!(fanned.vertex_count(), 2 * n as usize + 1);
+        assert_eq!(fan_skin.joints.last().map(|j| j[0]), Some(3));
+    }
+
     #[test]
     fn an_opened_body_with_eyes_and_a_fin_is_capped_and_the_rest_dropped() {
         let b = shared_body();
@@ -455,10 +675,10 @@ mod tests {
         assert!(topo.is_closed());
         assert_eq!(topo.component_count(&closed), 1);
         closed_skin.validate(closed.vertex_count()).expect("skin");
-        // the cap is the opening's centroid fan: one new vertex, nearly the same volume
+        // the cap is the opening triangulated: no new vertex, nearly the same volume
         assert_eq!(
             closed.vertex_count(),
-            b.mesh.vertex_count() + 1 - {
+            b.mesh.vertex_count() - {
                 // vertices only the removed triangles used
                 let mut used = vec![false; b.mesh.vertex_count()];
                 for t in &opened(b, top - 0.03).triangles {
@@ -474,17 +694,6 @@ mod tests {
             v1 > 0.0 && ((v1 - v0) / v0).abs() < 0.01,
             "volume {v0} → {v1}"
         );
-        // the cap's vertex is skinned like the head around it
-        let cap = *closed_skin.joints.last().expect("cap");
-        let head = b.skin.joints[b
-            .mesh
-            .positions
-            .iter()
-            .enumerate()
-            .max_by(|a, c| a.1.y.total_cmp(&c.1.y))
-            .expect("top")
-            .0];
-        assert_eq!(cap[0], head[0]);
     }
 
     #[test]

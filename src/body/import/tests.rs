@@ -228,6 +228,12 @@ fn with_a_head_of_its_own(body: &Body, gap: f32) -> (Body, CloseReport) {
     let cut = 0.5
         * (body.skeleton.rest_position(JointId::NECK).y
             + body.skeleton.rest_position(JointId::HEAD).y);
+    cut_apart(body, cut, gap)
+}
+
+/// `body` written as two meshes, the triangles below height `cut` and the rest (their
+/// vertices copied and raised by `gap` metres, all on the head bone), and imported.
+fn cut_apart(body: &Body, cut: f32, gap: f32) -> (Body, CloseReport) {
     let p = &body.mesh.positions;
     let below = |t: &[u32; 3]| t.iter().all(|&v| p[v as usize].y < cut);
     let mut index = std::collections::HashMap::new();
@@ -329,4 +335,127 @@ fn an_avatar_baked_facing_back_imports_facing_forward() {
         worst < 0.002,
         "T-pose facing +Z recovered within {worst} m (offset {offset}, left wrist x {left})"
     );
+}
+
+/// A sphere of `radius` metres about `centre`: an octahedron's faces split in four
+/// `times` times, its vertices put on the sphere. Closed, facing outwards.
+fn sphere(centre: Vec3, radius: f32, times: usize) -> (Vec<Vec3>, Vec<[u32; 3]>) {
+    let mut positions = vec![Vec3::X, -Vec3::X, Vec3::Y, -Vec3::Y, Vec3::Z, -Vec3::Z];
+    let mut triangles: Vec<[u32; 3]> = vec![
+        [0, 2, 4],
+        [2, 1, 4],
+        [1, 3, 4],
+        [3, 0, 4],
+        [2, 0, 5],
+        [1, 2, 5],
+        [3, 1, 5],
+        [0, 3, 5],
+    ];
+    for _ in 0..times {
+        let mut mid = std::collections::HashMap::new();
+        let mut at = |a: u32, b: u32, positions: &mut Vec<Vec3>| {
+            *mid.entry((a.min(b), a.max(b))).or_insert_with(|| {
+                positions.push((positions[a as usize] + positions[b as usize]).normalize());
+                (positions.len() - 1) as u32
+            })
+        };
+        let mut split = Vec::new();
+        for &[a, b, c] in &triangles {
+            let ab = at(a, b, &mut positions);
+            let bc = at(b, c, &mut positions);
+            let ca = at(c, a, &mut positions);
+            split.extend([[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]);
+        }
+        triangles = split;
+    }
+    (
+        positions.iter().map(|p| centre + *p * radius).collect(),
+        triangles,
+    )
+}
+
+/// A face modelled as a closed mesh of its own and laid over the front of the head
+/// (most of it inside the head) is kept beside the body, and the two are read as one
+/// body, their union: a point in front of the face, nearer the head's skin than the
+/// face's surface, is inside the face; a point deep in the head, just behind the
+/// face's inner surface, is inside the head. Both for the exact signed distance and
+/// for the simulator's smooth one. Reading the nearest surface of the whole mesh
+/// alone, as before, had both outside.
+#[test]
+fn a_face_laid_over_the_head_is_read_with_the_head_as_one_body() {
+    let body = crate::body::small_test_body();
+    let head = body.skeleton.rest_position(JointId::HEAD);
+    let normals = body.mesh.vertex_normals();
+    // the skin at the front of the face
+    let (front, n) = body
+        .mesh
+        .positions
+        .iter()
+        .zip(&normals)
+        .filter(|(p, _)| (p.y - (head.y + 0.05)).abs() < 0.03 && p.x.abs() < 0.03)
+        .max_by(|a, b| a.0.z.total_cmp(&b.0.z))
+        .map(|(p, n)| (*p, *n))
+        .expect("a face");
+    // big enough to be kept (2 % of the body's volume): a face with its skull
+    let radius = 0.08;
+    // standing 3 cm proud of the skin
+    let centre = front - n * (radius - 0.03);
+    let (positions, triangles) = sphere(centre, radius, 3);
+    let loaded = mixamo_gltf(
+        body,
+        &Pose::rest(),
+        &|_| true,
+        &[Extra {
+            name: "Face",
+            positions,
+            triangles,
+            bone: JointId::HEAD,
+        }],
+    );
+    let (imported, report) = Body::import_humanoid(&loaded, None).expect("import");
+    assert_eq!(report.kept.len(), 2, "{report:?}");
+    assert!(report.dropped.is_empty(), "{report:?}");
+    let q = crate::mesh::MeshQuery::build(&imported.mesh).expect("query");
+    assert_eq!(q.part_count(), 2);
+    let params = crate::sim::SimParams::default();
+    let collider = crate::sim::Collider::new(&imported, &Pose::rest(), &params).expect("collider");
+    // in front of the skin by 1 cm, inside the face by 2 cm
+    let before = front + n * 0.01;
+    // inside the head by 1–3 cm, just outside the face's inner surface (by 2–8 mm)
+    let behind = body
+        .mesh
+        .positions
+        .iter()
+        .zip(&normals)
+        .flat_map(|(v, n)| [0.01, 0.02, 0.03].map(|t| *v - *n * t))
+        .find(|p| {
+            let out_of_face = p.distance(centre) - radius;
+            (0.002..0.008).contains(&out_of_face) && p.y > head.y - 0.05
+        })
+        .expect("a point behind the face");
+    for (p, depth) in [(before, 0.02), (behind, 0.01)] {
+        assert!(
+            q.closest(p).signed_distance(p) > 0.0,
+            "{p}: the case is not the one meant"
+        );
+        let d = q.signed_distance(p);
+        assert!(d < -0.8 * depth, "{p}: {d}");
+        let smooth = collider
+            .distance(p.as_dvec3(), f64::INFINITY)
+            .expect("near the body");
+        assert!(smooth.d < -0.8 * depth as f64, "{p}: {}", smooth.d);
+        // the part's own blend, with its exact gradient
+        let eps = 1e-6;
+        for a in 0..3 {
+            let mut dp = glam::DVec3::ZERO;
+            dp[a] = eps;
+            let at = |x: glam::DVec3| collider.distance(x, f64::INFINITY).expect("near").d;
+            let fd = (at(p.as_dvec3() + dp) - at(p.as_dvec3() - dp)) / (2.0 * eps);
+            assert!(
+                (fd - smooth.grad[a]).abs() < 1e-5,
+                "{p}: ∂{a} {fd} against {}",
+                smooth.grad[a]
+            );
+        }
+    }
 }
