@@ -459,3 +459,110 @@ fn a_face_laid_over_the_head_is_read_with_the_head_as_one_body() {
         }
     }
 }
+
+/// A shoulder pad modelled as a closed mesh of its own (a ball standing 25 mm proud of
+/// the skin on top of the left shoulder, where the shirt lies a few millimetres off it)
+/// is part of the body the cloth lies on: a T-shirt draped on the bare body, imported
+/// onto the padded one and draped, ends outside the pad as well as the skin. Reading
+/// the nearest surface alone, the shirt's vertices in the pad but nearer the skin than
+/// the pad's surface looked outside, and the drape stalled with the shirt caught in it.
+#[test]
+fn a_shirt_drapes_over_a_pad_modelled_on_the_shoulder() {
+    use crate::garment::{Garment, GarmentConfig, RegionTable};
+    use crate::sim::{SimParams, Simulator};
+    let body = crate::body::small_test_body();
+    let normals = body.mesh.vertex_normals();
+    let (l, r) = (
+        body.skeleton.rest_position(JointId::LEFT_SHOULDER),
+        body.skeleton.rest_position(JointId::NECK),
+    );
+    let top = l.lerp(r, 0.3);
+    let (front, n) = body
+        .mesh
+        .positions
+        .iter()
+        .zip(&normals)
+        .filter(|(p, _)| {
+            (p.x - top.x).abs() < 0.03 && (p.z - top.z).abs() < 0.04 && p.y < r.y + 0.08
+        })
+        .max_by(|a, b| a.0.y.total_cmp(&b.0.y))
+        .map(|(p, n)| (*p, *n))
+        .expect("a shoulder");
+    let radius = 0.08;
+    let centre = front - n * (radius - 0.025);
+    let (positions, triangles) = sphere(centre, radius, 3);
+    let loaded = mixamo_gltf(
+        body,
+        &Pose::rest(),
+        &|_| true,
+        &[Extra {
+            name: "Pad",
+            positions,
+            triangles,
+            bone: JointId::LEFT_COLLAR,
+        }],
+    );
+    let (padded, report) = Body::import_humanoid(&loaded, None).expect("import");
+    assert_eq!(report.kept.len(), 2, "{report:?}");
+    let cfg = GarmentConfig::builtin("tshirt").expect("tshirt");
+    let params = SimParams::default();
+    // the shirt as it lies on the bare body
+    let mut shirt = Garment::generate(body, &cfg).expect("shirt on the bare body");
+    let rest = Simulator::new(body, &shirt, &params)
+        .expect("sim")
+        .drape_rest()
+        .expect("drape on the bare body");
+    shirt.mesh.positions = rest.positions.iter().map(|p| p.as_vec3()).collect();
+    let q = crate::mesh::MeshQuery::build(&padded.mesh).expect("query");
+    // it passes through the pad, nearer the skin than the pad's surface in places
+    let in_pad = shirt
+        .mesh
+        .positions
+        .iter()
+        .filter(|p| q.signed_distance(**p) < 0.0 && q.closest(**p).signed_distance(**p) > 0.0)
+        .count();
+    assert!(in_pad > 10, "{in_pad} vertices in the pad");
+    let regions = RegionTable::from_config(&cfg.regions).expect("regions");
+    let fitted = Garment::from_mesh("tshirt", shirt.mesh.clone(), &padded, regions, 0.0)
+        .expect("the shirt fits over the pad");
+    let mut sim = Simulator::new(&padded, &fitted, &params).expect("sim");
+    let eq = sim.drape_rest().expect("drape converges");
+    let deepest = eq
+        .positions
+        .iter()
+        .map(|p| sim.collider().signed_distance(*p))
+        .fold(f64::MAX, f64::min);
+    assert!(deepest > -0.002, "a vertex is {deepest} m inside the body");
+    if let Some(out) = std::env::var_os("CLOTHCAST_TEST_PNG") {
+        use crate::mesh::{Camera, DrawItem, Image, render};
+        let draped: Vec<Vec3> = eq.positions.iter().map(|p| p.as_vec3()).collect();
+        // the whole body from the front, the pad from above its side
+        let (lo, hi) = padded.mesh.bounds().expect("bounds");
+        let near = (centre - Vec3::splat(0.15), centre + Vec3::splat(0.15));
+        let views = [((lo, hi), Vec3::Z), (near, Vec3::new(1.0, 0.8, 0.6))].map(|((lo, hi), d)| {
+            render(
+                &[
+                    DrawItem {
+                        mesh: &padded.mesh,
+                        positions: None,
+                        color: [0.8, 0.6, 0.5],
+                    },
+                    DrawItem {
+                        mesh: &fitted.mesh,
+                        positions: Some(&draped),
+                        color: [0.2, 0.4, 0.8],
+                    },
+                ],
+                &Camera::framing(lo, hi, d, 0.6),
+                300,
+                500,
+            )
+        });
+        let img = Image::hstack(&views);
+        let file = std::fs::File::create(out).expect("png file");
+        let mut enc = png::Encoder::new(file, img.width, img.height);
+        enc.set_color(png::ColorType::Rgb);
+        let mut w = enc.write_header().expect("png header");
+        w.write_image_data(&img.rgb).expect("png data");
+    }
+}
