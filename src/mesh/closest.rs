@@ -523,7 +523,7 @@ pub fn closest_on_triangle_f64(p: DVec3, a: DVec3, b: DVec3, c: DVec3) -> (DVec3
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mesh::trimesh::test_shapes::octahedron;
+    use crate::mesh::trimesh::test_shapes::{octahedron, subdivided};
 
     fn brute(m: &TriMesh, p: Vec3) -> f32 {
         (0..m.triangles.len())
@@ -558,29 +558,6 @@ mod tests {
         assert!(q.signed_distance(Vec3::new(1.01, 0.0, 0.0)) > 0.0);
         assert!(q.signed_distance(Vec3::new(0.99, 0.0, 0.0)) < 0.0);
         assert!(q.closest_within(Vec3::new(5.0, 0.0, 0.0), 1.0).is_none());
-    }
-
-    /// `m` with every triangle split in four at its sides' midpoints, `times` times
-    /// (the same surface, four times the triangles).
-    fn subdivided(m: &TriMesh, times: usize) -> TriMesh {
-        let mut m = m.clone();
-        for _ in 0..times {
-            let mut mid = std::collections::HashMap::new();
-            let mut positions = m.positions.clone();
-            let mut at = |a: u32, b: u32| {
-                *mid.entry((a.min(b), a.max(b))).or_insert_with(|| {
-                    positions.push(0.5 * (m.positions[a as usize] + m.positions[b as usize]));
-                    (positions.len() - 1) as u32
-                })
-            };
-            let mut triangles = Vec::new();
-            for &[a, b, c] in &m.triangles {
-                let (ab, bc, ca) = (at(a, b), at(b, c), at(c, a));
-                triangles.extend([[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]);
-            }
-            m = TriMesh::new(positions, triangles);
-        }
-        m
     }
 
     /// Three closed parts, two of them overlapping, read as their union: inside either

@@ -30,5 +30,7 @@ pub use raster::{Camera, DrawItem, Image, render};
 pub use remesh::{RemeshOptions, remesh};
 pub use surface::{MeshBoundary, MeshSurface};
 pub use topology::{NO_FACE, Topology};
+#[cfg(test)]
+pub(crate) use trimesh::test_shapes;
 pub use trimesh::{MeshError, TriMesh, VertexId, weld};
 pub(crate) use trimesh::{remap_triangles, union_root};

@@ -260,6 +260,39 @@ pub(crate) mod test_shapes {
         ];
         TriMesh::new(p, t)
     }
+
+    /// `m` with every triangle split in four at its sides' midpoints, `times` times
+    /// (the same surface, four times the triangles each time).
+    pub(crate) fn subdivided(m: &TriMesh, times: usize) -> TriMesh {
+        let mut m = m.clone();
+        for _ in 0..times {
+            let mut mid = std::collections::HashMap::new();
+            let mut positions = m.positions.clone();
+            let mut at = |a: u32, b: u32| {
+                *mid.entry((a.min(b), a.max(b))).or_insert_with(|| {
+                    positions.push(0.5 * (m.positions[a as usize] + m.positions[b as usize]));
+                    (positions.len() - 1) as u32
+                })
+            };
+            let mut triangles = Vec::new();
+            for &[a, b, c] in &m.triangles {
+                let (ab, bc, ca) = (at(a, b), at(b, c), at(c, a));
+                triangles.extend([[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]);
+            }
+            m = TriMesh::new(positions, triangles);
+        }
+        m
+    }
+
+    /// A sphere of `radius` metres about `centre`: the octahedron subdivided `times`
+    /// times, its vertices put on the sphere. Closed, facing outwards.
+    pub(crate) fn sphere(centre: Vec3, radius: f32, times: usize) -> TriMesh {
+        let mut m = subdivided(&octahedron(), times);
+        for p in &mut m.positions {
+            *p = centre + p.normalize() * radius;
+        }
+        m
+    }
 }
 
 #[cfg(test)]

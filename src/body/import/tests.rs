@@ -337,41 +337,22 @@ fn an_avatar_baked_facing_back_imports_facing_forward() {
     );
 }
 
-/// A sphere of `radius` metres about `centre`: an octahedron's faces split in four
-/// `times` times, its vertices put on the sphere. Closed, facing outwards.
-fn sphere(centre: Vec3, radius: f32, times: usize) -> (Vec<Vec3>, Vec<[u32; 3]>) {
-    let mut positions = vec![Vec3::X, -Vec3::X, Vec3::Y, -Vec3::Y, Vec3::Z, -Vec3::Z];
-    let mut triangles: Vec<[u32; 3]> = vec![
-        [0, 2, 4],
-        [2, 1, 4],
-        [1, 3, 4],
-        [3, 0, 4],
-        [2, 0, 5],
-        [1, 2, 5],
-        [3, 1, 5],
-        [0, 3, 5],
-    ];
-    for _ in 0..times {
-        let mut mid = std::collections::HashMap::new();
-        let mut at = |a: u32, b: u32, positions: &mut Vec<Vec3>| {
-            *mid.entry((a.min(b), a.max(b))).or_insert_with(|| {
-                positions.push((positions[a as usize] + positions[b as usize]).normalize());
-                (positions.len() - 1) as u32
-            })
-        };
-        let mut split = Vec::new();
-        for &[a, b, c] in &triangles {
-            let ab = at(a, b, &mut positions);
-            let bc = at(b, c, &mut positions);
-            let ca = at(c, a, &mut positions);
-            split.extend([[a, ab, ca], [ab, b, bc], [ca, bc, c], [ab, bc, ca]]);
-        }
-        triangles = split;
-    }
-    (
-        positions.iter().map(|p| centre + *p * radius).collect(),
-        triangles,
-    )
+/// `body` written with a ball of `radius` metres about `centre` beside it, a closed
+/// mesh of its own on `bone`, and imported.
+fn with_a_ball(body: &Body, centre: Vec3, radius: f32, bone: JointId) -> (Body, CloseReport) {
+    let ball = crate::mesh::test_shapes::sphere(centre, radius, 3);
+    let loaded = mixamo_gltf(
+        body,
+        &Pose::rest(),
+        &|_| true,
+        &[Extra {
+            name: "Ball",
+            positions: ball.positions,
+            triangles: ball.triangles,
+            bone,
+        }],
+    );
+    Body::import_humanoid(&loaded, None).expect("import")
 }
 
 /// A face modelled as a closed mesh of its own and laid over the front of the head
@@ -400,19 +381,7 @@ fn a_face_laid_over_the_head_is_read_with_the_head_as_one_body() {
     let radius = 0.08;
     // standing 3 cm proud of the skin
     let centre = front - n * (radius - 0.03);
-    let (positions, triangles) = sphere(centre, radius, 3);
-    let loaded = mixamo_gltf(
-        body,
-        &Pose::rest(),
-        &|_| true,
-        &[Extra {
-            name: "Face",
-            positions,
-            triangles,
-            bone: JointId::HEAD,
-        }],
-    );
-    let (imported, report) = Body::import_humanoid(&loaded, None).expect("import");
+    let (imported, report) = with_a_ball(body, centre, radius, JointId::HEAD);
     assert_eq!(report.kept.len(), 2, "{report:?}");
     assert!(report.dropped.is_empty(), "{report:?}");
     let q = crate::mesh::MeshQuery::build(&imported.mesh).expect("query");
@@ -490,19 +459,7 @@ fn a_shirt_drapes_over_a_pad_modelled_on_the_shoulder() {
         .expect("a shoulder");
     let radius = 0.08;
     let centre = front - n * (radius - 0.025);
-    let (positions, triangles) = sphere(centre, radius, 3);
-    let loaded = mixamo_gltf(
-        body,
-        &Pose::rest(),
-        &|_| true,
-        &[Extra {
-            name: "Pad",
-            positions,
-            triangles,
-            bone: JointId::LEFT_COLLAR,
-        }],
-    );
-    let (padded, report) = Body::import_humanoid(&loaded, None).expect("import");
+    let (padded, report) = with_a_ball(body, centre, radius, JointId::LEFT_COLLAR);
     assert_eq!(report.kept.len(), 2, "{report:?}");
     let cfg = GarmentConfig::builtin("tshirt").expect("tshirt");
     let params = SimParams::default();
