@@ -34,6 +34,16 @@ pub const MIN_VOLUME_SHARE: f64 = 0.02;
 /// next to the seam, measured against the head's cap, is "inside" by its distance).
 pub const SEAM_TOLERANCE: f32 = 0.001;
 
+/// Openings of more vertices than this are capped with a fan, not ear-clipped: checking
+/// the opening for crossings and its corners for ears takes time in the square of its
+/// vertex count (a neck or a sleeve has a few dozen to a few hundred).
+pub(super) const MAX_CLIPPED_OPENING: usize = 4096;
+
+/// How many times ear clipping measures every corner again when no measured corner is
+/// an ear (see [`ear_clip`]) before it gives the opening up to a fan: each time costs
+/// the square of the opening's vertex count.
+const EAR_REMEASURES: usize = 8;
+
 /// Why a part that is not an oriented 2-manifold is dropped.
 const NOT_MANIFOLD: &str = "not an oriented 2-manifold";
 
@@ -352,12 +362,13 @@ fn cap(part: &mut TriMesh, skin: &mut SkinWeights, lp: &[u32]) {
 
 /// The cap of `lp` (see [`cap`]) as triangles of the loop's own vertices, facing out of
 /// the part (the loop reversed), or `None` where the opening seen along its mean normal
-/// crosses itself, is too thin to have one, or leaves no ear to clip.
+/// crosses itself, is too thin to have one, leaves no ear to clip, or has more than
+/// [`MAX_CLIPPED_OPENING`] vertices.
 fn ear_clip(part: &TriMesh, lp: &[u32]) -> Option<Vec<[u32; 3]>> {
     // the cap runs against the loop
     let ring: Vec<u32> = lp.iter().rev().copied().collect();
     let n = ring.len();
-    if n < 3 {
+    if !(3..=MAX_CLIPPED_OPENING).contains(&n) {
         return None;
     }
     let at = |i: usize| part.positions[ring[i] as usize].as_dvec3();
@@ -437,9 +448,14 @@ fn ear_clip(part: &TriMesh, lp: &[u32]) -> Option<Vec<[u32; 3]>> {
             .max_by(|a, b| a.1.total_cmp(b.1))
             .map(|(k, &x)| (k, x))
     };
+    let mut remeasures = 0;
     while left.len() > 3 {
         let (mut k, mut top) = best(&quality)?;
         if top <= 0.0 {
+            remeasures += 1;
+            if remeasures > EAR_REMEASURES {
+                return None;
+            }
             // only the clipped corner's neighbours were measured again, and an ear
             // that the clipped tip alone blocked may have opened elsewhere
             quality = (0..left.len()).map(|k| ear(&left, k)).collect();
@@ -711,6 +727,67 @@ mod tests {
         let (fixed, _, report) = close_body(&inverted, &b.skin).expect("a body");
         assert_eq!(report.flipped, 1);
         assert!((fixed.signed_volume() - b.mesh.signed_volume()).abs() < 1e-9);
+    }
+
+    proptest::proptest! {
+        /// An opening of any star-shaped outline (3–60 corners at random angles and
+        /// radii, as jagged as they come), at the top of a prism whose floor is a fan
+        /// about the star's centre: the cap is triangles of the opening's own corners,
+        /// each facing up and inside the outline, together covering the outline once
+        /// (their areas sum to its area), and the prism is closed.
+        #[test]
+        fn any_star_shaped_opening_is_covered_once(
+            corners in proptest::collection::vec((0.0f32..1.0, 0.2f32..1.0), 3..60),
+        ) {
+            let mut angles: Vec<(f32, f32)> = corners
+                .iter()
+                .enumerate()
+                .map(|(i, &(a, r))| {
+                    // spread over the turn so that no gap reaches half of it
+                    let step = std::f32::consts::TAU / corners.len() as f32;
+                    (step * (i as f32 + 0.8 * a), r)
+                })
+                .collect();
+            angles.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let ring: Vec<Vec3> = angles
+                .iter()
+                .map(|&(a, r)| Vec3::new(r * a.cos(), 0.0, -r * a.sin()))
+                .collect();
+            let n = ring.len() as u32;
+            let mut positions = ring.clone();
+            positions.extend(ring.iter().map(|p| *p + Vec3::Y));
+            positions.push(Vec3::ZERO);
+            let mut triangles = Vec::new();
+            for i in 0..n {
+                let j = (i + 1) % n;
+                // the floor faces down, the walls out
+                triangles.extend([[j, i, 2 * n], [i, j, j + n], [i, j + n, i + n]]);
+            }
+            let mut part = TriMesh::new(positions, triangles);
+            if part.signed_volume() < 0.0 {
+                part.flip_orientation();
+            }
+            let loops = Topology::build(&part).expect("open prism").boundary_loops(&part);
+            proptest::prop_assert_eq!(loops.len(), 1);
+            let cap = ear_clip(&part, &loops[0]);
+            proptest::prop_assert!(cap.is_some());
+            let cap = cap.unwrap_or_default();
+            proptest::prop_assert_eq!(cap.len(), n as usize - 2);
+            let area2 = |p: Vec3, q: Vec3, r: Vec3| (q - p).cross(r - p).y;
+            let outline: f32 = (0..n as usize)
+                .map(|i| area2(Vec3::ZERO, ring[i], ring[(i + 1) % n as usize]))
+                .sum();
+            let mut covered = 0.0;
+            for t in &cap {
+                let [a, b, c] = t.map(|v| part.positions[v as usize]);
+                let a2 = area2(a, b, c);
+                proptest::prop_assert!(a2 > 0.0, "{t:?} faces down");
+                covered += a2;
+            }
+            proptest::prop_assert!((covered - outline).abs() < 1e-4 * outline, "{covered} against {outline}");
+            part.triangles.extend(cap);
+            proptest::prop_assert!(Topology::build(&part).map(|t| t.is_closed()).unwrap_or(false));
+        }
     }
 
     proptest::proptest! {
