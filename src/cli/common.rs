@@ -92,6 +92,14 @@ fn close_line(r: &crate::body::CloseReport) -> String {
             if r.capped == 1 { "" } else { "s" }
         ));
     }
+    if r.fanned > 0 {
+        parts.push(format!(
+            "{} of them with a fan about its centre (it crosses itself seen along its \
+             normal; where it bends the cap may stand out of the skin: look at the body \
+             there)",
+            r.fanned
+        ));
+    }
     if r.flipped > 0 {
         parts.push(format!(
             "turned {} inside-out part{} outwards",
@@ -496,6 +504,31 @@ pub(crate) fn parse_frames(s: &str) -> Result<FrameRange, String> {
 
 #[cfg(test)]
 mod tests {
+    /// The import's line names what it did, and asks for a look where an opening had
+    /// to be fanned.
+    #[test]
+    fn the_body_line_says_what_closing_did() {
+        let report = crate::body::CloseReport {
+            kept: vec![3000, 900],
+            dropped: vec![(6, "too small to be part of the body")],
+            capped: 3,
+            fanned: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            super::close_line(&report),
+            "body mesh: kept 2 parts (3900 triangles), capped 3 openings, 1 of them with a \
+             fan about its centre (it crosses itself seen along its normal; where it bends \
+             the cap may stand out of the skin: look at the body there), dropped 1 part too \
+             small (eyes, teeth, hair cards…): 6 triangles"
+        );
+        let neat = crate::body::CloseReport {
+            fanned: 0,
+            ..report
+        };
+        assert!(!super::close_line(&neat).contains("fan"));
+    }
+
     #[test]
     fn durations_are_positive_finite_seconds() {
         assert_eq!(super::parse_seconds("2.5"), Ok(2.5));

@@ -56,6 +56,11 @@ pub struct CloseReport {
     pub dropped: Vec<(usize, &'static str)>,
     /// Openings of the kept parts capped.
     pub capped: usize,
+    /// Of those, openings capped with a fan about their centroid because they could not
+    /// be triangulated as seen along their mean normal (see [`MAX_CLIPPED_OPENING`]):
+    /// where such an opening bends, the fan can stand out of the skin, and the body
+    /// near it is worth a look.
+    pub fanned: usize,
     /// Parts turned outwards (their triangles faced inwards).
     pub flipped: usize,
     /// Opening vertices joined to another opening's within [`SEAM_TOLERANCE`].
@@ -86,6 +91,8 @@ struct ClosedPart {
     triangles: usize,
     /// Openings capped.
     openings: usize,
+    /// Of those, openings capped with a fan.
+    fanned: usize,
     /// Whether its triangles faced inwards.
     turned: bool,
 }
@@ -146,9 +153,10 @@ fn close_parts(mesh: &TriMesh, skin: &SkinWeights) -> Option<(TriMesh, SkinWeigh
             }
         };
         let loops = topo.boundary_loops(&part);
-        for lp in &loops {
-            cap(&mut part, &mut part_skin, lp);
-        }
+        let fanned = loops
+            .iter()
+            .filter(|lp| !cap(&mut part, &mut part_skin, lp))
+            .count();
         let mut volume = part.signed_volume();
         let turned = volume < 0.0;
         if turned {
@@ -163,6 +171,7 @@ fn close_parts(mesh: &TriMesh, skin: &SkinWeights) -> Option<(TriMesh, SkinWeigh
             volume,
             triangles: tris.len(),
             openings: loops.len(),
+            fanned,
             turned,
         });
     }
@@ -184,6 +193,7 @@ fn close_parts(mesh: &TriMesh, skin: &SkinWeights) -> Option<(TriMesh, SkinWeigh
         }
         report.kept.push(c.triangles);
         report.capped += c.openings;
+        report.fanned += c.fanned;
         report.flipped += usize::from(c.turned);
         let base = out.positions.len() as u32;
         out.positions.extend_from_slice(&c.mesh.positions);
@@ -353,10 +363,18 @@ fn extract(mesh: &TriMesh, skin: &SkinWeights, tris: &[usize]) -> (TriMesh, Skin
 /// across the shoulders is an opening that bends round the neck and the arms, and a
 /// fan about its centroid would stand out of the skin between them (the part's inside
 /// then reaches out of the body). Otherwise the opening gets a fan about its centroid.
-fn cap(part: &mut TriMesh, skin: &mut SkinWeights, lp: &[u32]) {
+///
+/// Returns whether the opening was triangulated (`false`: it has the fan).
+fn cap(part: &mut TriMesh, skin: &mut SkinWeights, lp: &[u32]) -> bool {
     match ear_clip(part, lp) {
-        Some(triangles) => part.triangles.extend(triangles),
-        None => cap_with_fan(part, skin, lp),
+        Some(triangles) => {
+            part.triangles.extend(triangles);
+            true
+        }
+        None => {
+            cap_with_fan(part, skin, lp);
+            false
+        }
     }
 }
 
@@ -591,7 +609,7 @@ mod tests {
             .expect("open prism")
             .boundary_loops(&part);
         assert_eq!(loops.len(), 1);
-        cap(&mut part, &mut skin, &loops[0]);
+        assert!(cap(&mut part, &mut skin, &loops[0]), "triangulated");
         assert_eq!(part.vertex_count(), 2 * n as usize, "no new vertex");
         assert!(Topology::build(&part).expect("manifold").is_closed());
         assert!(

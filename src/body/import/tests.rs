@@ -282,11 +282,31 @@ fn a_head_of_its_own_is_stitched_to_the_body_or_kept_beside_it() {
     let (apart, report) = with_a_head_of_its_own(body, 0.005);
     assert_eq!(report.kept.len(), 2, "{report:?}");
     assert_eq!(report.capped, 2, "{report:?}");
+    assert_eq!(report.fanned, 0, "the necks are triangulated: {report:?}");
     assert_eq!(report.stitched, 0, "{report:?}");
     let topo = crate::mesh::Topology::build(&apart.mesh).expect("manifold");
     assert!(topo.is_closed());
     assert_eq!(topo.component_count(&apart.mesh), 2);
     assert!(((apart.mesh.signed_volume() - v0) / v0).abs() < 0.01);
+}
+
+/// A body cut apart along its triangles at the shoulder joints' height, through both
+/// T-posed arms: each opening runs round the neck and the arms and zigzags by an edge
+/// length, so that seen along its mean normal it crosses itself. Such openings get a
+/// fan, and the report says so (the import's line asks the user to look there:
+/// `cli::common`'s test).
+#[test]
+fn an_opening_that_crosses_itself_is_fanned_and_reported() {
+    let body = crate::body::small_test_body();
+    let cut = body.skeleton.rest_position(JointId::LEFT_SHOULDER).y;
+    let (apart, report) = cut_apart(body, cut, 0.002);
+    assert_eq!(report.kept.len(), 2, "{report:?}");
+    assert_eq!(report.fanned, 2, "{report:?}");
+    assert!(
+        crate::mesh::Topology::build(&apart.mesh)
+            .expect("manifold")
+            .is_closed()
+    );
 }
 
 /// VRM 0.x avatars face −Z (glTF's back), in their bind pose as in every other: the
