@@ -10,6 +10,7 @@ use super::contact::{self, Collider};
 use super::friction::Friction;
 use super::membrane::{self, MembraneRest};
 use super::params::SimParams;
+use super::self_contact::{Pair, SelfContact};
 use super::solve::SolveError;
 use super::sparse::BlockSparse;
 
@@ -40,6 +41,11 @@ pub struct Cloth {
     pinned_dof: Vec<bool>,
     /// Lagged friction of the current solve (None: frictionless).
     pub(crate) friction: Option<Friction>,
+    /// Self-contact (None: `self_contact_margin` is 0).
+    pub(crate) self_contact: Option<SelfContact>,
+    /// While a Newton iteration runs: every self-contact pair within reach of any
+    /// state its steps can reach (see `solve`), so that the energy need not search.
+    pub(crate) candidates: Option<Vec<Pair>>,
 }
 
 impl Cloth {
@@ -101,6 +107,16 @@ impl Cloth {
             pairs.push((h.v[2], h.v[3]));
         }
         let matrix = BlockSparse::new(n, pairs)?;
+        let self_contact = (params.self_contact_margin > 0.0).then(|| {
+            let at: Vec<DVec3> = mesh.positions.iter().map(|p| p.as_dvec3()).collect();
+            SelfContact::new(
+                &at,
+                &mesh.triangles,
+                |v| topo.neighbors(v).to_vec(),
+                params.self_contact_margin,
+                params.self_contact_stiffness,
+            )
+        });
         let (mu, lambda) = params.lame();
         let mass = area.iter().map(|a| a * params.density).collect();
         let mut cloth = Cloth {
@@ -121,6 +137,8 @@ impl Cloth {
             bending_values: Vec::new(),
             pinned_dof: vec![false; 3 * n],
             friction: None,
+            self_contact,
+            candidates: None,
         };
         cloth.assemble_bending();
         Ok(cloth)
@@ -225,6 +243,42 @@ impl Cloth {
             .sum()
     }
 
+    /// Self-contact energy at `y`, J (zero with self-contact off).
+    pub fn self_contact_energy(&self, y: &[DVec3]) -> f64 {
+        match &self.self_contact {
+            Some(sc) => sc.energy(y, &self.triangles, &self.area, self.candidates.as_deref()),
+            None => 0.0,
+        }
+    }
+
+    /// Vertex–triangle pairs of the garment within `reach` (metres) of each other at
+    /// `y` that no step may carry through each other (empty with self-contact off).
+    pub(crate) fn self_contact_pairs(&self, y: &[DVec3], reach: f64) -> Vec<Pair> {
+        match &self.self_contact {
+            Some(sc) => sc.pairs(y, &self.triangles, reach),
+            None => Vec::new(),
+        }
+    }
+
+    /// Whether the straight step from `from` to `to` carries a vertex through one of the
+    /// triangles in `candidates` (pairs from [`Cloth::self_contact_pairs`] at `from`).
+    pub(crate) fn self_crossing(&self, from: &[DVec3], to: &[DVec3], candidates: &[Pair]) -> bool {
+        match &self.self_contact {
+            Some(sc) => sc.crossing(from, to, &self.triangles, candidates),
+            None => false,
+        }
+    }
+
+    /// Limits the move of the garment from `from` to `to` so that it does not pass
+    /// through itself ([`SelfContact::limit_move`]); returns how many vertices were held
+    /// back (0 with self-contact off).
+    pub(crate) fn limit_self_crossing(&self, from: &[DVec3], to: &mut [DVec3]) -> usize {
+        match &self.self_contact {
+            Some(sc) => sc.limit_move(from, to, &self.triangles),
+            None => 0,
+        }
+    }
+
     /// Friction energy of the current lagged friction state, J.
     pub fn friction_energy(&self, y: &[DVec3]) -> f64 {
         match &self.friction {
@@ -239,6 +293,7 @@ impl Cloth {
             + self.bending_energy(y)
             + self.gravity_energy(y)
             + self.contact_energy(y, body)
+            + self.self_contact_energy(y)
             + self.friction_energy(y)
     }
 
@@ -262,6 +317,7 @@ impl Cloth {
             + self.bending_energy(y)
             + gravity
             + self.contact_energy(y, body)
+            + self.self_contact_energy(y)
             + self.friction_energy(y)
     }
 
@@ -336,6 +392,15 @@ impl Cloth {
                 *gv += f.gradient(v, y[v]);
             }
         }
+        if let Some(sc) = &self.self_contact {
+            sc.add_gradient(
+                y,
+                &self.triangles,
+                &self.area,
+                self.candidates.as_deref(),
+                g,
+            );
+        }
         for (gv, p) in g.iter_mut().zip(&self.pinned) {
             if *p {
                 *gv = DVec3::ZERO;
@@ -353,6 +418,21 @@ impl Cloth {
         damping: f64,
         project: bool,
     ) {
+        let self_blocks = match &self.self_contact {
+            Some(sc) => sc.hessian_blocks(
+                y,
+                &self.triangles,
+                &self.area,
+                self.candidates.as_deref(),
+                !project,
+            ),
+            None => Vec::new(),
+        };
+        let self_blocks = if self.make_room(&self_blocks) {
+            self_blocks
+        } else {
+            Vec::new()
+        };
         self.matrix.values.copy_from_slice(&self.bending_values);
         for (m, t) in self.membrane.iter().zip(&self.triangles) {
             let h = membrane::hessian(m, &t.map(|v| y[v as usize]), &self.material, project);
@@ -399,6 +479,19 @@ impl Cloth {
                 }
             }
         }
+        for (vs, h) in &self_blocks {
+            for i in 0..4 {
+                for j in 0..=i {
+                    let c = h[i][j].to_cols_array_2d();
+                    let b = [
+                        [c[0][0], c[1][0], c[2][0]],
+                        [c[0][1], c[1][1], c[2][1]],
+                        [c[0][2], c[1][2], c[2][2]],
+                    ];
+                    self.matrix.add_block(vs[i], vs[j], &b);
+                }
+            }
+        }
         if damping > 0.0 {
             for v in 0..y.len() {
                 self.matrix.add_diagonal(v as u32, damping * self.mass[v]);
@@ -406,6 +499,33 @@ impl Cloth {
         }
         if self.pinned.iter().any(|&p| p) {
             self.matrix.pin(&self.pinned_dof);
+        }
+    }
+
+    /// Grows the sparsity pattern to hold the self-contact blocks (a pair of vertices
+    /// that touch for the first time couples them in the Hessian); the bending values
+    /// are laid out again. False if the grown pattern could not be analysed (the blocks
+    /// are then left out of this Hessian: Newton's steps only get shorter).
+    fn make_room(&mut self, blocks: &[([u32; 4], [[glam::DMat3; 4]; 4])]) -> bool {
+        let missing: Vec<(u32, u32)> = blocks
+            .iter()
+            .flat_map(|(vs, _)| (1..4).map(move |k| (vs[0], vs[k])))
+            .filter(|&(a, b)| !self.matrix.has_block(a, b))
+            .collect();
+        if missing.is_empty() {
+            return true;
+        }
+        // the triangle's own edges are in the pattern already
+        match self.matrix.grown(missing) {
+            Ok(m) => {
+                self.matrix = m;
+                self.assemble_bending();
+                true
+            }
+            Err(e) => {
+                tracing::warn!("self-contact left out of the Hessian: {e}");
+                false
+            }
         }
     }
 

@@ -247,3 +247,51 @@ fn pants_hang_from_their_elastic_waistband() {
     let lowest = eq.positions.iter().map(|p| p.y).fold(f64::MAX, f64::min);
     assert!(lowest > -0.01, "pants fell to {lowest:.3} m");
 }
+
+/// CMU 131_01's crouch (frame 382, the right arm down against the side): carried there
+/// without self-contact, the right sleeve passes through the torso's cloth (hundreds of
+/// edges through the garment's own triangles); with it, the garment is draped and
+/// carried there without crossing itself anywhere.
+#[test]
+fn self_contact_keeps_the_sleeve_out_of_the_torso_in_a_crouch() {
+    let (body, shirt, eq) = setup();
+    let clip = crate::mocap::Clip::from_bvh_text(
+        include_str!("../../tests/fixtures/mocap/cmu_131_01.bvh"),
+        None,
+        &body.skeleton,
+    )
+    .expect("clip");
+    let pose = crate::body::SelfContactGuard::new(body, crate::bake::GUARD_CLEARANCE)
+        .apply(&clip.poses[382]);
+    let (target, _) = crate::skeleton::canonicalize(&pose, &body.skeleton);
+    let crossings = |y: &[DVec3]| self_intersections(y, &shirt.mesh.triangles);
+    let mut plain = Simulator::new(body, shirt, &SimParams::default()).expect("sim");
+    let without = plain
+        .carry(eq, &target)
+        .expect("carried without self-contact");
+    let mut sim =
+        Simulator::new(body, shirt, &SimParams::default().with_self_contact()).expect("sim");
+    let rest = sim.drape_rest().expect("drape with self-contact");
+    let with = sim
+        .carry(&rest, &target)
+        .expect("carried with self-contact");
+    eprintln!(
+        "crouch: {} edges through the garment without self-contact, {} with ({} and {} Newton iterations)",
+        crossings(&without.positions),
+        crossings(&with.positions),
+        without.report.iterations,
+        with.report.iterations
+    );
+    assert!(crossings(&without.positions) > 100);
+    assert_eq!(crossings(&with.positions), 0);
+    assert!(with.report.residual <= with.report.tolerance);
+    let deepest = with
+        .positions
+        .iter()
+        .map(|p| sim.collider().signed_distance(*p))
+        .fold(f64::MAX, f64::min);
+    assert!(
+        deepest > -SimParams::default().contact_margin,
+        "penetration {deepest} m"
+    );
+}

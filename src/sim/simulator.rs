@@ -191,7 +191,18 @@ impl<'a> Simulator<'a> {
             self.collider.set_pose(self.body, &prev, &self.params);
             let forces = self.cloth.contact_forces(&y, &self.collider);
             // move the garment with the body; that is also where friction anchors it
-            y = self.transfer(&y, &prev, &pose);
+            // (the body moves a sleeve towards the torso: it is carried only as far as
+            // the cloth there lets it, and the solve takes it on)
+            let mut moved = self.transfer(&y, &prev, &pose);
+            let held = self.cloth.limit_self_crossing(&y, &mut moved);
+            if held > 0 {
+                tracing::debug!(
+                    step = k,
+                    held,
+                    "vertices held back from crossing the garment"
+                );
+            }
+            y = moved;
             self.collider.set_pose(self.body, &pose, &self.params);
             let normals = self.cloth.contact_forces(&y, &self.collider);
             let lagged: Vec<(f64, DVec3)> = forces

@@ -107,15 +107,30 @@ impl Cloth {
     fn dump_worst(&self, y: &[DVec3], body: Option<&Collider>, g: &[DVec3]) {
         let mut idx: Vec<usize> = (0..y.len()).collect();
         idx.sort_by(|a, b| g[*b].length().total_cmp(&g[*a].length()));
+        let mut own = vec![DVec3::ZERO; y.len()];
+        if let Some(sc) = &self.self_contact {
+            sc.add_gradient(y, &self.triangles, &self.area, None, &mut own);
+        }
+        let pairs = match &self.self_contact {
+            Some(sc) => sc.pairs(y, &self.triangles, sc.margin),
+            None => Vec::new(),
+        };
         for &v in idx.iter().take(8) {
             let exact = body.map(|b| b.signed_distance(y[v]));
             eprintln!(
-                "v{v} |g| {:.3e} g {:?} at {:?} exact distance {:?} mass {:.2e}",
+                "v{v} |g| {:.3e} g {:?} at {:?} exact distance {:?} mass {:.2e}; self-contact force {:.3e}, pairs {:?}",
                 g[v].length(),
                 g[v],
                 y[v],
                 exact,
-                self.mass[v]
+                self.mass[v],
+                own[v].length(),
+                pairs
+                    .iter()
+                    .filter(
+                        |p| p.0 as usize == v || self.triangles[p.1 as usize].contains(&(v as u32))
+                    )
+                    .collect::<Vec<_>>()
             );
         }
     }
@@ -123,6 +138,16 @@ impl Cloth {
     /// Solves for the static equilibrium starting from `y` (updated in place) with the
     /// body `body` (or none). Errors instead of looping when it does not converge.
     pub fn solve(
+        &mut self,
+        y: &mut [DVec3],
+        body: Option<&Collider>,
+    ) -> Result<SolveReport, SolveError> {
+        let r = self.newton(y, body);
+        self.candidates = None;
+        r
+    }
+
+    fn newton(
         &mut self,
         y: &mut [DVec3],
         body: Option<&Collider>,
@@ -145,7 +170,17 @@ impl Cloth {
         let mut energy = self.energy_from(y, &reference, body);
         report.energies.push(energy);
         for it in 0..self.params.max_iterations {
-            let _ = it;
+            // garment triangles a vertex could reach in one step (each moves at most
+            // max_step when any are near): no step may carry it through one of them,
+            // and the self-contact energy of every state this iteration tries is among
+            // these pairs
+            self.candidates = None;
+            let reach = self.params.self_contact_margin + 2.0 * self.params.max_step;
+            let near = self.self_contact_pairs(y, reach);
+            let bounded = body.is_some() || !near.is_empty();
+            if bounded && self.self_contact.is_some() {
+                self.candidates = Some(near.clone());
+            }
             self.gradient(y, body, &mut g);
             let res = g.iter().map(|v| v.length_squared()).sum::<f64>().sqrt();
             report.iterations = it;
@@ -186,7 +221,7 @@ impl Cloth {
                 let longest = (0..n)
                     .map(|v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]).length())
                     .fold(0.0, f64::max);
-                if body.is_some() && longest > self.params.max_step {
+                if bounded && longest > self.params.max_step {
                     let s = self.params.max_step / longest;
                     dir.iter_mut().for_each(|d| *d *= s);
                 }
@@ -204,6 +239,13 @@ impl Cloth {
                     for v in 0..n {
                         trial[v] =
                             y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * alpha;
+                    }
+                    if self.self_crossing(y, &trial, &near) {
+                        if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
+                            eprintln!("  step {alpha} crosses the cloth");
+                        }
+                        alpha *= 0.5;
+                        continue;
                     }
                     let e = self.energy_from(&trial, &reference, body);
                     if e.is_finite() && e <= energy + 1e-4 * alpha * slope {
@@ -223,6 +265,10 @@ impl Cloth {
                         for v in 0..n {
                             trial[v] =
                                 y[v] + DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]) * a;
+                        }
+                        if self.self_crossing(y, &trial, &near) {
+                            a *= 0.5;
+                            continue;
                         }
                         let e = self.energy_from(&trial, &reference, body);
                         self.gradient(&trial, body, &mut ga);

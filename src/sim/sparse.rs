@@ -90,6 +90,24 @@ impl BlockSparse {
         })
     }
 
+    /// Whether the block (vi, vj) is in the pattern (diagonal blocks always are).
+    pub(crate) fn has_block(&self, vi: u32, vj: u32) -> bool {
+        vi == vj || self.slot(vi.max(vj), vi.min(vj)).is_some()
+    }
+
+    /// This pattern with the vertex pairs `extra` added (values zero, analysed anew).
+    pub(crate) fn grown(
+        &self,
+        extra: impl IntoIterator<Item = (u32, u32)>,
+    ) -> Result<Self, FactorError> {
+        let own = self
+            .upper
+            .iter()
+            .enumerate()
+            .flat_map(|(v, u)| u.iter().map(move |&w| (v as u32, w)));
+        Self::new(self.n / 3, own.chain(extra).collect::<Vec<_>>())
+    }
+
     /// Sets every value to zero.
     pub(crate) fn clear(&mut self) {
         self.values.fill(0.0);
