@@ -11,7 +11,7 @@ use glam::Vec3;
 use crate::bake::nearest_start;
 use crate::body::{LbsMatrices, SelfContactGuard, lbs_into};
 use crate::mesh::MeshQuery;
-use crate::sim::{Equilibrium, SimParams, Simulator};
+use crate::sim::{Equilibrium, Simulator};
 use crate::skeleton::{Pose, Rigid, canonicalize, theta};
 use crate::sor::{AvatarState, Database, Scratch, SynthParams, Synthesizer};
 
@@ -212,7 +212,8 @@ pub fn simulate_truth(
     }
     let body = db.body.to_body();
     let garment = db.garment.to_garment();
-    let params = SimParams::default();
+    // the simulator that baked the database (its self-contact, say)
+    let params = db.bake.sim_params();
     let mut sim = Simulator::new(&body, &garment, &params)?;
     let rest = sim.drape_rest()?;
     let rest_eq = rest.clone();
@@ -325,7 +326,8 @@ pub fn compare(
     }
     let body = db.body.to_body();
     let garment = db.garment.to_garment();
-    let params = SimParams::default();
+    // the simulator that baked the database (its self-contact, say)
+    let params = db.bake.sim_params();
     let synth = Synthesizer::new(db, options.synth.clone());
     // the oracles, and SOR before penetration handling to compare them with (only when
     // asked for: preparing a synthesizer re-expresses every example at every vertex)

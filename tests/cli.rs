@@ -429,6 +429,10 @@ fn a_report_to_a_closed_or_full_stdout_ends_cleanly() {
         ),
         "{report}"
     );
+    assert!(
+        report.contains("density 0.1 kg/m², no self-contact"),
+        "{report}"
+    );
     if std::path::Path::new("/dev/full").exists() {
         let full = std::fs::OpenOptions::new()
             .write(true)

@@ -72,6 +72,10 @@ pub(crate) struct DrapeArgs {
     /// in (0, 1] (1: StVK; default: the simulator's default).
     #[arg(long, value_parser = compression_ratio)]
     compression_ratio: Option<f64>,
+    /// Keep the garment from passing through itself (cloth self-contact, off by
+    /// default as in SOR §7; slower).
+    #[arg(long)]
+    self_contact: bool,
     #[command(flatten)]
     body: BodyArgs,
     #[command(flatten)]
@@ -104,6 +108,9 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
     if let Some(c) = a.compression_ratio {
         params.compression_ratio = c;
     }
+    if a.self_contact {
+        params = params.with_self_contact();
+    }
     let mut sim = Simulator::new(&body, &garment, &params)?;
     eprintln!(
         "draping {} ({} vertices) at rest …",
@@ -131,14 +138,20 @@ pub(crate) fn run(a: DrapeArgs) -> anyhow::Result<()> {
         );
         eq
     };
-    let deepest = eq
+    let depths: Vec<f64> = eq
         .positions
         .iter()
         .map(|p| sim.collider().signed_distance(*p))
-        .fold(f64::MAX, f64::min);
+        .collect();
+    let deepest = depths.iter().copied().fold(f64::MAX, f64::min);
     eprintln!(
-        "  deepest garment vertex: {:.2} mm from the body surface",
-        deepest * 1000.0
+        "  deepest garment vertex: {:.2} mm from the body surface ({} more than 2 mm inside)",
+        deepest * 1000.0,
+        depths.iter().filter(|d| **d < -0.002).count()
+    );
+    eprintln!(
+        "  edges through the garment's own triangles: {}",
+        crate::sim::self_intersections(&eq.positions, &garment.mesh.triangles)
     );
     // back to the world frame
     let to_world = frame.to_world();

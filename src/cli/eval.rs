@@ -137,12 +137,7 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     args.synth.apply(&mut options.synth);
     options.oracle = args.oracle;
     let canonical = canonical_poses(&db, &poses);
-    let key = truth_key(
-        &db,
-        &canonical,
-        options.truth,
-        &crate::sim::SimParams::default(),
-    );
+    let key = truth_key(&db, &canonical, options.truth, &db.bake.sim_params());
     let kept = match &args.truth_file {
         Some(p) if p.exists() => match GroundTruth::read(p, Some(key)) {
             Ok(t) => {

@@ -272,6 +272,15 @@ pub fn body_hash(b: &BodyData) -> u64 {
     xxh3_64(&h)
 }
 
+impl BakeInfo {
+    /// The simulator parameters the database was baked with, as this build reads them:
+    /// a setting the record lacks (baked before it existed) takes this build's default,
+    /// and a record this build cannot read at all gives the defaults.
+    pub fn sim_params(&self) -> crate::sim::SimParams {
+        serde_json::from_value(self.sim.clone()).unwrap_or_default()
+    }
+}
+
 impl Database {
     /// Serialises to the file format.
     pub fn to_bytes(&self) -> Vec<u8> {
