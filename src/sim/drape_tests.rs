@@ -25,6 +25,14 @@ fn setup() -> &'static (Body, Garment, Equilibrium) {
     })
 }
 
+/// Signed distance of the garment's deepest vertex from the simulator's posed body, m.
+fn deepest(sim: &Simulator<'_>, positions: &[DVec3]) -> f64 {
+    positions
+        .iter()
+        .map(|p| sim.collider().signed_distance(*p))
+        .fold(f64::MAX, f64::min)
+}
+
 /// Share of interior edges whose dihedral angle exceeds `deg` degrees.
 fn folded_share(mesh: &crate::mesh::TriMesh, pos: &[DVec3], deg: f64) -> f64 {
     let topo = Topology::build(mesh).expect("manifold");
@@ -62,11 +70,7 @@ fn tshirt_drapes_at_rest_hangs_and_folds() {
         eq.report.tolerance
     );
     let sim = Simulator::new(body, shirt, &SimParams::default()).expect("sim");
-    let deepest = eq
-        .positions
-        .iter()
-        .map(|p| sim.collider().signed_distance(*p))
-        .fold(f64::MAX, f64::min);
+    let deepest = deepest(&sim, &eq.positions);
     assert!(deepest > -0.001, "a vertex is {deepest} m inside the body");
     // it hangs: the hem is lower than at rest
     let topo = Topology::build(&shirt.mesh).expect("manifold");
@@ -123,11 +127,7 @@ fn tshirt_is_carried_to_a_raised_arm_and_twisted_torso() {
     }
     let carried = sim.carry(eq, &target).expect("continuation converges");
     assert!(carried.report.residual <= carried.report.tolerance);
-    let deepest = carried
-        .positions
-        .iter()
-        .map(|p| sim.collider().signed_distance(*p))
-        .fold(f64::MAX, f64::min);
+    let deepest = deepest(&sim, &carried.positions);
     assert!(
         deepest > -SimParams::default().contact_margin,
         "penetration {deepest} m"
@@ -285,11 +285,7 @@ fn self_contact_keeps_the_sleeve_out_of_the_torso_in_a_crouch() {
     assert!(crossings(&without.positions) > 100);
     assert_eq!(crossings(&with.positions), 0);
     assert!(with.report.residual <= with.report.tolerance);
-    let deepest = with
-        .positions
-        .iter()
-        .map(|p| sim.collider().signed_distance(*p))
-        .fold(f64::MAX, f64::min);
+    let deepest = deepest(&sim, &with.positions);
     assert!(
         deepest > -SimParams::default().contact_margin,
         "penetration {deepest} m"
