@@ -36,6 +36,9 @@ pub struct FrameError {
     pub max: f32,
     /// Vertices more than [`PENETRATION_DEPTH`] inside the body.
     pub penetrating: usize,
+    /// Garment edges that pass through the garment's own triangles
+    /// ([`crate::sim::self_intersections`]): where it crosses itself.
+    pub crossings: usize,
 }
 
 /// Per-frame results.
@@ -49,6 +52,8 @@ pub struct FrameResult {
     pub converged: bool,
     /// Ground truth's own penetrating vertices.
     pub truth_penetrating: usize,
+    /// Ground truth's own edges through itself (as [`FrameError::crossings`]).
+    pub truth_crossings: usize,
     /// One entry per method of [`METHODS`].
     pub errors: [FrameError; 3],
 }
@@ -64,6 +69,8 @@ pub struct MethodSummary {
     pub max: f32,
     /// Mean penetrating vertices per frame.
     pub penetrating: f32,
+    /// Mean garment edges through the garment itself per frame.
+    pub crossings: f32,
     /// Mean vertex acceleration, m/s².
     pub jitter: f32,
 }
@@ -419,6 +426,10 @@ pub fn compare(
                 .filter(|p| query.signed_distance(**p) < -PENETRATION_DEPTH)
                 .count()
         };
+        let crossings_of = |ys: &[Vec3]| {
+            let y: Vec<glam::DVec3> = ys.iter().map(|p| p.as_dvec3()).collect();
+            crate::sim::self_intersections(&y, &garment.mesh.triangles)
+        };
         let error_of = |ys: &[Vec3]| {
             let d: Vec<f32> = ys
                 .iter()
@@ -429,6 +440,7 @@ pub fn compare(
                 mean: d.iter().sum::<f32>() / d.len() as f32,
                 max: d.iter().copied().fold(0.0, f32::max),
                 penetrating: count_inside(ys),
+                crossings: crossings_of(ys),
             }
         };
         let errors = [error_of(&sor_out), error_of(&lbs_out), error_of(&near_out)];
@@ -453,6 +465,7 @@ pub fn compare(
             time: k as f32 * dt,
             converged: truth.converged,
             truth_penetrating,
+            truth_crossings: crossings_of(truth32),
             errors,
         });
         for (j, ys) in jitter
@@ -475,6 +488,11 @@ pub fn compare(
             penetrating: results
                 .iter()
                 .map(|r| r.errors[m].penetrating as f32)
+                .sum::<f32>()
+                / results.len() as f32,
+            crossings: results
+                .iter()
+                .map(|r| r.errors[m].crossings as f32)
                 .sum::<f32>()
                 / results.len() as f32,
             jitter: jitter[m].mean(),

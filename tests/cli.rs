@@ -977,6 +977,10 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
             "{truth}: SOR {sor} LBS {lbs} nearest {nearest}"
         );
         assert!(table.contains("3 frames;"), "{truth}: {table}");
+        assert!(
+            table.contains("| edges through itself / frame |"),
+            "{truth}: {table}"
+        );
         let csv = std::fs::read_to_string(out.join("eval.csv")).expect("csv");
         assert_eq!(csv.lines().count(), 4, "{csv}");
         let png = std::fs::read(out.join("eval.png")).expect("png");

@@ -203,21 +203,22 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
 /// The summary as a Markdown table: one row per method, name then mean error (cm).
 pub(crate) fn summary_table(eval: &Evaluation) -> String {
     let mut s = String::from(
-        "| method | mean error (cm) | max error (cm) | penetrating vertices / frame | jitter (m/s²) |\n|---|---|---|---|---|\n",
+        "| method | mean error (cm) | max error (cm) | penetrating vertices / frame | jitter (m/s²) | edges through itself / frame |\n|---|---|---|---|---|---|\n",
     );
     for m in &eval.summary {
         s += &format!(
-            "| {} | {:.2} | {:.2} | {:.1} | {:.3} |\n",
+            "| {} | {:.2} | {:.2} | {:.1} | {:.3} | {:.1} |\n",
             m.name,
             m.mean * 100.0,
             m.max * 100.0,
             m.penetrating,
-            m.jitter
+            m.jitter,
+            m.crossings
         );
     }
     let unconverged = eval.frames.iter().filter(|f| !f.converged).count();
     s += &format!(
-        "\n{} frames; ground truth jitter {:.3} m/s²; {} frames skipped (no equilibrium), {} reached with loosened tolerance; ground truth itself has {:.1} penetrating vertices / frame\n",
+        "\n{} frames; ground truth jitter {:.3} m/s²; {} frames skipped (no equilibrium), {} reached with loosened tolerance; ground truth itself has {:.1} penetrating vertices and {:.1} edges through itself / frame\n",
         eval.frames.len(),
         eval.truth_jitter,
         eval.skipped,
@@ -225,6 +226,11 @@ pub(crate) fn summary_table(eval: &Evaluation) -> String {
         eval.frames
             .iter()
             .map(|f| f.truth_penetrating as f32)
+            .sum::<f32>()
+            / eval.frames.len().max(1) as f32,
+        eval.frames
+            .iter()
+            .map(|f| f.truth_crossings as f32)
             .sum::<f32>()
             / eval.frames.len().max(1) as f32,
     );
@@ -241,24 +247,28 @@ pub(crate) fn summary_table(eval: &Evaluation) -> String {
 }
 
 fn write_csv(w: &mut impl Write, eval: &Evaluation) -> std::io::Result<()> {
-    write!(w, "frame,time_s,converged,truth_penetrating")?;
+    write!(
+        w,
+        "frame,time_s,converged,truth_penetrating,truth_crossings"
+    )?;
     for m in METHODS {
-        write!(w, ",{m}_mean_cm,{m}_max_cm,{m}_penetrating")?;
+        write!(w, ",{m}_mean_cm,{m}_max_cm,{m}_penetrating,{m}_crossings")?;
     }
     writeln!(w)?;
     for f in &eval.frames {
         write!(
             w,
-            "{},{:.4},{},{}",
-            f.frame, f.time, f.converged, f.truth_penetrating
+            "{},{:.4},{},{},{}",
+            f.frame, f.time, f.converged, f.truth_penetrating, f.truth_crossings
         )?;
         for e in &f.errors {
             write!(
                 w,
-                ",{:.4},{:.4},{}",
+                ",{:.4},{:.4},{},{}",
                 e.mean * 100.0,
                 e.max * 100.0,
-                e.penetrating
+                e.penetrating,
+                e.crossings
             )?;
         }
         writeln!(w)?;

@@ -681,6 +681,35 @@ mod tests {
         }
     }
 
+    /// Two triangles crossing each other count the edges that pierce the other; moved
+    /// apart they count none, and triangles that share a corner are not tested.
+    #[test]
+    fn edges_through_the_garment_are_counted() {
+        let mut y = vec![
+            DVec3::new(0.0, 0.0, 0.0),
+            DVec3::new(0.04, 0.0, 0.0),
+            DVec3::new(0.0, 0.0, 0.04),
+            // a second triangle standing up through the first
+            DVec3::new(0.01, -0.01, 0.01),
+            DVec3::new(0.01, 0.02, 0.01),
+            DVec3::new(0.02, 0.02, 0.015),
+        ];
+        let triangles = vec![[0, 2, 1], [3, 4, 5]];
+        // edges 3–4 and 3–5 pierce the first triangle; none of its edges pierces the
+        // second
+        assert_eq!(self_intersections(&y, &triangles), 2);
+        for p in &mut y[3..] {
+            p.y += 0.05;
+        }
+        assert_eq!(self_intersections(&y, &triangles), 0);
+        // a fan of two triangles folded onto each other shares vertex 0: not a crossing
+        let fan = vec![[0, 2, 1], [0, 1, 4]];
+        let mut folded = y.clone();
+        folded[4] = DVec3::new(0.01, 0.0, 0.02);
+        assert_eq!(self_intersections(&folded, &fan), 0);
+        assert_eq!(self_intersections(&[], &[]), 0);
+    }
+
     fn model(margin: f64) -> SelfContact {
         SelfContact {
             margin,
