@@ -305,9 +305,10 @@ impl SelfContact {
     }
 
     /// Whether moving from `from` to `to` (linearly) carries a vertex through a triangle
-    /// it is within `reach` of at `from`: the sign of its height over the triangle's
-    /// plane changes, and where the height is zero (along the linear path) the vertex is
-    /// inside the triangle. `candidates` from [`SelfContact::pairs`] at `from`.
+    /// it is within `reach` of at `from` (the sign of its height over the triangle's
+    /// plane changes, and where the height is zero along the linear path the vertex is
+    /// inside the triangle), or much closer to one ([`SelfContact::closes_in`]).
+    /// `candidates` from [`SelfContact::pairs`] at `from`.
     pub(crate) fn crossing(
         &self,
         from: &[DVec3],
@@ -315,9 +316,26 @@ impl SelfContact {
         triangles: &[[u32; 3]],
         candidates: &[Pair],
     ) -> bool {
-        candidates
-            .iter()
-            .any(|&(v, t)| crossing_time(from, to, triangles[t as usize], v).is_some())
+        candidates.iter().any(|&(v, t)| {
+            let tri = triangles[t as usize];
+            crossing_time(from, to, tri, v).is_some() || self.closes_in(from, to, tri, v)
+        })
+    }
+
+    /// Whether the move from `from` to `to` brings vertex `v` within a fifth of the
+    /// margin of the triangle `tri` and closer than a tenth of where it was: the
+    /// barrier's energy grows
+    /// only as the logarithm of the gap, so a line search could otherwise accept a state
+    /// a nanometre from the cloth, where the force is beyond anything Newton recovers
+    /// from (IPC keeps steps short of contact the same way).
+    fn closes_in(&self, from: &[DVec3], to: &[DVec3], tri: [u32; 3], v: u32) -> bool {
+        let dist = |y: &[DVec3]| {
+            let [a, b, c] = tri.map(|w| y[w as usize]);
+            let p = y[v as usize];
+            p.distance(closest_on_triangle_f64(p, a, b, c).0)
+        };
+        let after = dist(to);
+        after < 0.2 * self.margin && after < 0.1 * dist(from)
     }
 
     /// Limits a move of the whole garment from `from` to `to` (a prediction: the garment
@@ -804,6 +822,12 @@ mod tests {
             .collect();
         assert_eq!(reach, vec![(3, 0)]);
         assert!(sc.crossing(&y, &down, &triangles, &reach));
+        // 2 mm → 0.1 mm over triangle 0 closes in on it; 2 mm → 1 mm does not
+        let mut onto = y.clone();
+        onto[3].y = 0.0001;
+        assert!(sc.crossing(&y, &onto, &triangles, &reach));
+        onto[3].y = 0.001;
+        assert!(!sc.crossing(&y, &onto, &triangles, &reach));
         let mut side = y.clone();
         side[3].x += 0.004;
         assert!(!sc.crossing(&y, &side, &triangles, &reach));
