@@ -1,0 +1,238 @@
+//! Tests of the self-contact model: derivatives against finite differences, the
+//! barrier, pairs and exclusions, crossings and the carried move, the crossing count.
+
+use super::*;
+
+fn tri() -> [DVec3; 3] {
+    [
+        DVec3::new(0.0, 0.0, 0.0),
+        DVec3::new(0.03, 0.002, -0.001),
+        DVec3::new(0.004, 0.001, 0.025),
+    ]
+}
+
+fn coords(p: DVec3, x: [DVec3; 3]) -> [f64; 12] {
+    let mut q = [0.0; 12];
+    for (i, v) in [p, x[0], x[1], x[2]].iter().enumerate() {
+        q[3 * i..3 * i + 3].copy_from_slice(&v.to_array());
+    }
+    q
+}
+
+fn split(q: &[f64; 12]) -> (DVec3, [DVec3; 3]) {
+    let v = |i: usize| DVec3::new(q[3 * i], q[3 * i + 1], q[3 * i + 2]);
+    (v(0), [v(1), v(2), v(3)])
+}
+
+/// Finite differences of d (central, 1e-7 m) against the gradient, and of the
+/// gradient against the Hessian, for a point over each of the triangle's seven
+/// regions.
+#[test]
+fn the_pair_distance_derivatives_match_finite_differences() {
+    let x = tri();
+    let points = [
+        (DVec3::new(0.01, 0.004, 0.008), "face"),
+        (DVec3::new(0.015, 0.003, -0.006), "edge 0"),
+        (DVec3::new(0.022, 0.006, 0.02), "edge 1"),
+        (DVec3::new(-0.004, 0.002, 0.012), "edge 2"),
+        (DVec3::new(-0.003, 0.002, -0.004), "corner 0"),
+        (DVec3::new(0.034, 0.004, -0.002), "corner 1"),
+        (DVec3::new(0.004, -0.002, 0.03), "corner 2"),
+    ];
+    let h = 1e-7;
+    let mut features = Vec::new();
+    for (p, name) in points {
+        features.push(closest_on_triangle_f64(p, x[0], x[1], x[2]).2);
+        let q0 = coords(p, x);
+        let pd = pair_distance(p, x, true).expect("off the triangle");
+        for k in 0..12 {
+            let mut qp = q0;
+            let mut qm = q0;
+            qp[k] += h;
+            qm[k] -= h;
+            let (pp, xp) = split(&qp);
+            let (pm, xm) = split(&qm);
+            let dp = pair_distance(pp, xp, true).expect("off");
+            let dm = pair_distance(pm, xm, true).expect("off");
+            let fd = (dp.d - dm.d) / (2.0 * h);
+            let an = pd.grad[k / 3][k % 3];
+            assert!(
+                (fd - an).abs() < 1e-6,
+                "{name}: ∂d/∂q{k}: fd {fd} analytic {an}"
+            );
+            for l in 0..12 {
+                let fd = (dp.grad[l / 3][l % 3] - dm.grad[l / 3][l % 3]) / (2.0 * h);
+                // DMat3 is column-major: col(b)[a] = entry (a, b)
+                let an = pd.hess[l / 3][k / 3].col(k % 3)[l % 3];
+                let scale = 1.0 + an.abs();
+                assert!(
+                    (fd - an).abs() < 1e-4 * scale,
+                    "{name}: ∂²d/∂q{l}∂q{k}: fd {fd} analytic {an}"
+                );
+            }
+        }
+    }
+    // the points do reach every kind of region
+    assert!(features.contains(&Feature::Face));
+    for k in 0..3 {
+        assert!(features.contains(&Feature::Edge(k)), "edge {k}");
+        assert!(features.contains(&Feature::Vertex(k)), "corner {k}");
+    }
+}
+
+/// Two triangles crossing each other count the edges that pierce the other; moved
+/// apart they count none, and triangles that share a corner are not tested.
+#[test]
+fn edges_through_the_garment_are_counted() {
+    let mut y = vec![
+        DVec3::new(0.0, 0.0, 0.0),
+        DVec3::new(0.04, 0.0, 0.0),
+        DVec3::new(0.0, 0.0, 0.04),
+        // a second triangle standing up through the first
+        DVec3::new(0.01, -0.01, 0.01),
+        DVec3::new(0.01, 0.02, 0.01),
+        DVec3::new(0.02, 0.02, 0.015),
+    ];
+    let triangles = vec![[0, 2, 1], [3, 4, 5]];
+    // edges 3–4 and 3–5 pierce the first triangle; none of its edges pierces the
+    // second
+    assert_eq!(self_intersections(&y, &triangles), 2);
+    for p in &mut y[3..] {
+        p.y += 0.05;
+    }
+    assert_eq!(self_intersections(&y, &triangles), 0);
+    // a fan of two triangles folded onto each other shares vertex 0: not a crossing
+    let fan = vec![[0, 2, 1], [0, 1, 4]];
+    let mut folded = y.clone();
+    folded[4] = DVec3::new(0.01, 0.0, 0.02);
+    assert_eq!(self_intersections(&folded, &fan), 0);
+    assert_eq!(self_intersections(&[], &[]), 0);
+}
+
+fn model(margin: f64) -> SelfContact {
+    SelfContact {
+        margin,
+        stiffness: 1e5,
+        ring_start: vec![0, 1, 2, 3, 4],
+        ring: vec![0, 1, 2, 3],
+        excluded: Vec::new(),
+        cell: 0.03,
+    }
+}
+
+#[test]
+fn the_barrier_derivatives_match_finite_differences_and_vanish_at_the_margin() {
+    let sc = model(0.003);
+    let h = 1e-10;
+    for d in [0.0001, 0.0005, 0.001, 0.002, 0.0029] {
+        let (_, de, dde) = penalty(d, 1e-4, &sc);
+        let fd = (penalty(d + h, 1e-4, &sc).0 - penalty(d - h, 1e-4, &sc).0) / (2.0 * h);
+        assert!((fd - de).abs() < 1e-5 * de.abs(), "E′ at {d}: {fd} vs {de}");
+        let fd2 = (penalty(d + h, 1e-4, &sc).1 - penalty(d - h, 1e-4, &sc).1) / (2.0 * h);
+        assert!(
+            (fd2 - dde).abs() < 1e-4 * dde.abs(),
+            "E″ at {d}: {fd2} vs {dde}"
+        );
+        assert!(de < 0.0 && dde > 0.0, "repulsive and convex");
+    }
+    assert_eq!(penalty(0.003, 1e-4, &sc), (0.0, 0.0, 0.0));
+    let (e, de, dde) = penalty(0.003 - 1e-7, 1e-4, &sc);
+    assert!(
+        e < 1e-15 && de.abs() < 1e-8 && dde < 1e-2,
+        "C² at the margin"
+    );
+    // unbounded towards contact: the force at 1 µm is over 100× that at 1 mm
+    assert!(penalty(1e-6, 1e-4, &sc).1 < 100.0 * penalty(1e-3, 1e-4, &sc).1);
+    assert_eq!(penalty(0.0, 1e-4, &sc).0, f64::INFINITY);
+}
+
+#[test]
+fn a_vertex_is_paired_with_far_triangles_only_and_a_step_through_one_is_a_crossing() {
+    // two triangles 2 mm apart, and a vertex of a third, unconnected
+    let y = vec![
+        DVec3::new(0.0, 0.0, 0.0),
+        DVec3::new(0.03, 0.0, 0.0),
+        DVec3::new(0.0, 0.0, 0.03),
+        DVec3::new(0.005, 0.002, 0.005),
+        DVec3::new(0.5, 0.002, 0.0),
+        DVec3::new(0.5, 0.002, 0.5),
+    ];
+    let triangles = vec![[0, 2, 1], [3, 4, 5]];
+    let neighbors = |v: u32| match v {
+        0..=2 => vec![0, 1, 2],
+        _ => vec![3, 4, 5],
+    };
+    let far = y
+        .iter()
+        .map(|p| *p + DVec3::Y * if p.y > 0.0 { 1.0 } else { 0.0 })
+        .collect::<Vec<_>>();
+    let sc = SelfContact::new(&far, &triangles, neighbors, 0.003, 1e5);
+    assert_eq!(sc.excluded_count(), 0);
+    let pairs = sc.pairs(&y, &triangles, 0.003);
+    assert_eq!(
+        pairs,
+        vec![(3, 0)],
+        "only vertex 3 is within 3 mm of a triangle not its own"
+    );
+    let area = vec![1e-4; 6];
+    assert!(sc.energy(&y, &triangles, &area, None) > 0.0);
+    let mut g = vec![DVec3::ZERO; 6];
+    sc.add_gradient(&y, &triangles, &area, None, &mut g);
+    assert!(
+        g[3].y < 0.0,
+        "vertex 3 is pushed up, away (∇E points down): {:?}",
+        g[3]
+    );
+    let total: DVec3 = g.iter().copied().sum();
+    assert!(
+        total.length() < 1e-12 * g[3].length().max(1.0),
+        "forces balance"
+    );
+    // the same layout as modelled is excluded
+    let modelled = SelfContact::new(&y, &triangles, neighbors, 0.003, 1e5);
+    assert_eq!(modelled.excluded_count(), 1);
+    assert!(modelled.pairs(&y, &triangles, 0.003).is_empty());
+    // vertex 3 stepping 4 mm down goes through triangle 0; 4 mm sideways does not
+    let mut down = y.clone();
+    down[3].y -= 0.004;
+    // (vertex 3's pairs only: moving it alone also tilts triangle 1 over vertex 0)
+    let reach: Vec<Pair> = sc
+        .pairs(&y, &triangles, 0.01)
+        .into_iter()
+        .filter(|p| p.0 == 3)
+        .collect();
+    assert_eq!(reach, vec![(3, 0)]);
+    assert!(sc.crossing(&y, &down, &triangles, &reach));
+    // 2 mm → 0.1 mm over triangle 0 closes in on it; 2 mm → 1 mm does not
+    let mut onto = y.clone();
+    onto[3].y = 0.0001;
+    assert!(sc.crossing(&y, &onto, &triangles, &reach));
+    onto[3].y = 0.001;
+    assert!(!sc.crossing(&y, &onto, &triangles, &reach));
+    let mut side = y.clone();
+    side[3].x += 0.004;
+    assert!(!sc.crossing(&y, &side, &triangles, &reach));
+    // a predicted move that carries vertex 3 through triangle 0 is limited: the
+    // vertex moves as triangle 0 does (here: not at all)
+    let mut limited = down.clone();
+    assert_eq!(sc.limit_move(&y, &mut limited, &triangles), 1);
+    assert_eq!(limited[3], y[3]);
+    assert!(!sc.crossing(&y, &limited, &triangles, &reach));
+    // triangle 0 lifted 5 mm through vertex 3, which stays: the vertex is carried up
+    let mut lifted = y.clone();
+    for v in 0..3 {
+        lifted[v].y += 0.005;
+    }
+    assert!(sc.crossing(&y, &lifted, &triangles, &reach));
+    let before = lifted.clone();
+    assert_eq!(sc.limit_move(&y, &mut lifted, &triangles), 1);
+    assert!((lifted[3] - (y[3] + DVec3::Y * 0.005)).length() < 1e-12);
+    assert_eq!(lifted[..3], before[..3], "the triangle moves as predicted");
+    assert!(!sc.crossing(&y, &lifted, &triangles, &reach));
+    let mut past = y.clone();
+    past[3] = DVec3::new(-0.02, -0.002, -0.02);
+    assert!(
+        !sc.crossing(&y, &past, &triangles, &reach),
+        "passes beside the triangle"
+    );
+}
