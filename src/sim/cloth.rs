@@ -345,15 +345,18 @@ impl Cloth {
     }
 
     /// Contact forces' magnitudes at `y` (N per vertex): the normal forces λ that
-    /// friction is lagged on.
+    /// friction is lagged on, each with the unit normal of the body field there (∇d
+    /// normalised: the smooth distance's gradient is shorter or longer than 1 in a
+    /// crease, and friction's tangent projector needs a unit normal).
     pub(crate) fn contact_forces(&self, y: &[DVec3], body: &Collider) -> Vec<(f64, DVec3)> {
         y.iter()
             .zip(&self.area)
             .map(
                 |(p, a)| match body.distance(*p, self.params.contact_margin) {
-                    Some(d) if d.d < self.params.contact_margin => {
-                        (contact::gradient(&d, *a, &self.params).length(), d.grad)
-                    }
+                    Some(d) if d.d < self.params.contact_margin => (
+                        contact::gradient(&d, *a, &self.params).length(),
+                        d.grad.normalize_or_zero(),
+                    ),
                     _ => (0.0, DVec3::ZERO),
                 },
             )

@@ -19,7 +19,8 @@ pub(crate) struct Friction {
     pub(crate) anchor: Vec<DVec3>,
     /// μ·λ per vertex, N (0 where not in contact).
     pub(crate) mu_lambda: Vec<f64>,
-    /// I − n nᵀ per vertex.
+    /// I − n nᵀ per vertex, n a unit normal (so a projector; the Hessian is PSD only
+    /// then).
     pub(crate) tangent: Vec<DMat3>,
     /// Slip length ε, metres.
     pub(crate) slip: f64,

@@ -204,6 +204,11 @@ impl Cloth {
                 report.factor_time += t0.elapsed();
                 report.factorizations += 1;
                 if ok.is_err() {
+                    if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
+                        eprintln!(
+                            "  factorisation failed (projected: {project}, damping {damping:.2e})"
+                        );
+                    }
                     if project {
                         damping *= 10.0;
                     }
@@ -229,6 +234,11 @@ impl Cloth {
                     .map(|v| g[v].dot(DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2])))
                     .sum();
                 if slope.is_nan() || slope >= 0.0 {
+                    if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
+                        eprintln!(
+                            "  not a descent direction (slope {slope:.3e}, damping {damping:.2e})"
+                        );
+                    }
                     damping *= 10.0;
                     continue;
                 }
@@ -299,7 +309,14 @@ impl Cloth {
                         accepted = true;
                         break;
                     }
-                    None => damping *= 10.0,
+                    None => {
+                        if std::env::var("CLOTHCAST_SIM_TRACE").is_ok() {
+                            eprintln!(
+                                "  no step lowers the energy (slope {slope:.3e}, damping {damping:.2e})"
+                            );
+                        }
+                        damping *= 10.0
+                    }
                 }
             }
             // a step is only found with enormous damping: the energy is not smooth here

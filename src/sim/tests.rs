@@ -612,3 +612,61 @@ fn bad_inputs_give_named_errors() {
         Err(SolveError::InsideBody { .. })
     ));
 }
+
+/// Lagged friction's tangent projector is built from the body field's unit normal. The
+/// smooth distance's gradient is not a unit vector where the blended facets' planes
+/// disagree (a crease: armpit, crotch, a thigh raised against the belly), and I − ∇d∇dᵀ
+/// from it is no projector: its Hessian then had a negative eigenvalue of up to
+/// −2μλ(|∇d|² − 1)/ε, which no damping of the projected Newton system could outweigh
+/// (CMU 131_03 frame 264 stalled at hip flexion with damping 1e7).
+#[test]
+fn friction_is_convex_where_the_body_field_is_not_a_unit_distance() {
+    use super::dense::sym_eigen;
+    let params = SimParams::default();
+    let body = test_body();
+    let col = Collider::new(body, &crate::skeleton::Pose::rest(), &params).expect("collider");
+    // points 2 mm out from the body's vertices, those whose field gradient is longest
+    // first (a shorter one leaves I − ∇d∇dᵀ positive definite)
+    let normals = body.mesh.vertex_normals();
+    let mut pts: Vec<(f64, DVec3)> = body
+        .mesh
+        .positions
+        .iter()
+        .zip(&normals)
+        .filter_map(|(p, n)| {
+            let q = (*p + *n * 0.002).as_dvec3();
+            let d = col.distance(q, f64::INFINITY)?;
+            (d.d < params.contact_margin).then(|| (d.grad.length() - 1.0, q))
+        })
+        .collect();
+    pts.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mesh = square(5, 0.1);
+    let n = mesh.positions.len();
+    assert!(pts.len() >= n);
+    assert!(
+        pts[n - 1].0 > 0.02,
+        "the body field's gradient is longer than unit by under {} at {n} points",
+        pts[n - 1].0
+    );
+    let mut cloth = Cloth::new(&mesh, &params).expect("cloth");
+    let y: Vec<DVec3> = pts[..n].iter().map(|p| p.1).collect();
+    let forces = cloth.contact_forces(&y, &col);
+    for (l, nrm) in &forces {
+        assert!(*l > 0.0);
+        assert!((nrm.length() - 1.0).abs() < 1e-9, "normal {nrm}");
+    }
+    // anchors a little behind, so every vertex is within the slip length
+    let anchor: Vec<DVec3> = y
+        .iter()
+        .map(|p| *p + DVec3::new(1e-4, -2e-4, 5e-5))
+        .collect();
+    cloth.set_friction(Some((&anchor, &forces)));
+    let f = cloth.friction.as_ref().expect("friction");
+    for v in 0..n {
+        let h = f.hessian(v, y[v]).to_cols_array_2d();
+        let (ev, _) = sym_eigen(&h);
+        let scale = ev.iter().map(|e| e.abs()).fold(0.0, f64::max);
+        let least = ev.iter().copied().fold(f64::INFINITY, f64::min);
+        assert!(least >= -1e-9 * scale, "vertex {v}: eigenvalues {ev:?}");
+    }
+}
