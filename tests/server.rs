@@ -764,6 +764,117 @@ async fn xsens_mvn_over_udp_moves_an_avatar() {
     server.shutdown().await;
 }
 
+/// The local rotation of `joint` in a frame message's body pose (pelvis translation,
+/// then 22 local rotations x, y, z, w; f32 little-endian).
+fn pose_rotation(frame: &clothcast::protocol::FrameMessage, joint: JointId) -> glam::Quat {
+    let at = 12 + 16 * joint.index();
+    let f = |k: usize| {
+        let b = &frame.pose[at + 4 * k..at + 4 * k + 4];
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    };
+    glam::Quat::from_xyzw(f(0), f(1), f(2), f(3))
+}
+
+/// An Xsens suit calibrated in the T-pose: from then on its segment orientations, in
+/// axes of the suit's own (here a different turn for every segment), turn the avatar's
+/// hand and head as the performer turns them; before the calibration they are not read
+/// (their axes are unknown) and the hand stays as the forearm carries it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_xsens_suit_calibrated_in_the_t_pose_turns_the_hand_and_head() {
+    use clothcast::mocap::mvn_datagram;
+    use clothcast::skeleton::Skeleton;
+    let config = ServerConfig {
+        mvn_bind: Some("127.0.0.1:0".parse().expect("addr")),
+        ..config()
+    };
+    let db = db();
+    let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
+    let server = start(db, config).await.expect("server starts");
+    let mvn = server.mvn_addr.expect("MVN listener");
+    let url = format!("ws://{}/ws", server.addr);
+    let suit = "mvn-127.0.0.1-0";
+    let mut viewer = connect_viewer_to(&url, Some(&[suit])).await;
+    let sender = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("udp");
+    let hand = quat_exp(Vec3::new(0.8, 0.0, 0.0));
+    let head = quat_exp(Vec3::new(0.0, 0.5, 0.0));
+    let turned = {
+        let mut p = Pose::rest();
+        p.set_rotation(JointId::LEFT_WRIST, hand);
+        p.set_rotation(JointId::HEAD, head);
+        p
+    };
+    let mut counter = 0u32;
+    let mut send = |pose: Pose| {
+        counter += 1;
+        let mut d = mvn_datagram(&pose, &skeleton, 0, counter, counter * 16).expect("sendable");
+        // each segment's orientation in axes of the suit's own
+        for i in 0..23 {
+            let at = 24 + 32 * i + 16;
+            let num = |k: usize| {
+                f32::from_be_bytes([
+                    d[at + 4 * k],
+                    d[at + 4 * k + 1],
+                    d[at + 4 * k + 2],
+                    d[at + 4 * k + 3],
+                ])
+            };
+            let (w, x, y, z) = (num(0), num(1), num(2), num(3));
+            let own = quat_exp(Vec3::new(0.3 * i as f32, 1.1 - 0.2 * i as f32, 0.7));
+            let q = glam::Quat::from_xyzw(x, y, z, w) * own;
+            for (k, v) in [q.w, q.x, q.y, q.z].into_iter().enumerate() {
+                d[at + 4 * k..at + 4 * k + 4].copy_from_slice(&v.to_be_bytes());
+            }
+        }
+        let (sender, mvn) = (&sender, mvn);
+        async move {
+            sender.send_to(&d, mvn).await.expect("send");
+            tokio::time::sleep(Duration::from_millis(17)).await;
+        }
+    };
+    let angle = |a: glam::Quat, b: glam::Quat| 2.0 * (a.dot(b).abs().min(1.0)).acos().to_degrees();
+    let mut view = Viewer::default();
+    // not calibrated: the orientations are not read
+    for _ in 0..8 {
+        send(turned).await;
+    }
+    until(&mut viewer, &mut view, |v, _| {
+        v.avatars.get(suit).is_some_and(|a| a.frames >= 3)
+    })
+    .await;
+    more_frames(&mut viewer, &mut view, suit, 2).await;
+    let last = view.avatars[suit].last.as_ref().expect("a frame");
+    let held = angle(
+        pose_rotation(last, JointId::LEFT_WRIST),
+        glam::Quat::IDENTITY,
+    );
+    assert!(held < 1.0, "the hand turned {held}° before a calibration");
+    // the performer stands in the T-pose and is calibrated
+    calibrate(&url, suit).await;
+    for _ in 0..8 {
+        send(Pose::rest()).await;
+    }
+    more_frames(&mut viewer, &mut view, suit, 3).await;
+    // then turns the left hand about the forearm and the head (held long enough for
+    // the filter to settle, and past the frames queued meanwhile)
+    for _ in 0..30 {
+        send(turned).await;
+    }
+    more_frames(&mut viewer, &mut view, suit, 20).await;
+    let last = view.avatars[suit].last.as_ref().expect("a frame");
+    let (h, n) = (
+        angle(pose_rotation(last, JointId::LEFT_WRIST), hand),
+        angle(pose_rotation(last, JointId::HEAD), head),
+    );
+    assert!(h < 1.0 && n < 1.0, "hand {h}°, head {n}° from the suit's");
+    assert_eq!(
+        metric(server.addr, "clothcast_bad_messages_total").await,
+        0.0
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vmc_over_udp_moves_an_avatar() {
     use rosc::{OscBundle, OscMessage, OscPacket, OscTime, OscType};

@@ -325,6 +325,25 @@ pub fn apply_joints(
     filter: Option<&FilterConfig>,
     t: f64,
 ) -> Result<Pose, EngineError> {
+    apply_joints_then(joints, floor, sensor, state, retargeter, filter, t, |_| {})
+}
+
+/// [`apply_joints`], with `refine` applied to the calibrated pose before it is filtered
+/// (an Xsens suit's segment orientations: [`crate::mocap::orient_segments`]).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "apply_joints' arguments and the refinement"
+)]
+pub fn apply_joints_then(
+    joints: &KinectJoints,
+    floor: Option<Floor>,
+    sensor: &mut SensorState,
+    state: &mut InputState,
+    retargeter: &PositionRetargeter,
+    filter: Option<&FilterConfig>,
+    t: f64,
+    refine: impl FnOnce(&mut Pose),
+) -> Result<Pose, EngineError> {
     if joints.count() < 3 {
         return Err(EngineError::BadValue("fewer than 3 tracked joints".into()));
     }
@@ -368,7 +387,8 @@ pub fn apply_joints(
         .map_err(|e| EngineError::BadValue(e.to_string()))?;
     // the retargeter continues from the unfiltered pose; the avatar gets the filtered one
     let mut f = state.filter.or_else(|| filter.map(PoseFilter::new));
-    let calibrated = state.calibrated(&raw);
+    let mut calibrated = state.calibrated(&raw);
+    refine(&mut calibrated);
     let mut pose = match f.as_mut() {
         Some(f) => f.apply(&calibrated, t, &[1.0; JOINT_COUNT]),
         None => calibrated,

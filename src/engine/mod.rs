@@ -15,8 +15,8 @@ mod outfit;
 mod settings;
 
 pub use input::{
-    Applied, InputState, SensorState, apply_joints, apply_pose_message, pose_from_message,
-    through_kinect, vmc_pose,
+    Applied, InputState, SensorState, apply_joints, apply_joints_then, apply_pose_message,
+    pose_from_message, through_kinect, vmc_pose,
 };
 pub use outfit::Wardrobe;
 pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};

@@ -30,7 +30,7 @@ pub use kinect::{
 pub use mediapipe::{Landmarks, MEDIAPIPE_LANDMARKS, MEDIAPIPE_NAMES, MEDIAPIPE_PROFILE};
 pub use mvn::{
     MVN_PORT, MVN_REORDER_SAMPLES, MVN_SEGMENTS, MvnDatagram, MvnError, MvnSample, MvnStream,
-    mvn_datagram, parse_mvn,
+    mvn_datagram, orient_segments, parse_mvn,
 };
 pub use profile::{BUILTIN_PROFILES, Profile, ProfileError, normalize_name};
 pub use retarget::{RetargetError, Retargeter, SourceSkeleton};

@@ -19,16 +19,20 @@
 //!
 //! The segments' origins are their proximal joint centres (MVN user manual §19.7):
 //! they go to the Kinect path's position retargeter (bone directions; the upper arms'
-//! and thighs' twist from the elbows' and knees' bend, the rest held) rather than the
-//! orientations, whose per-segment axes conventions differ
-//! between MVN's output settings. MVN's frame maps to clothcast's as x → z (the
-//! performer's forward at calibration), y → x (their left), z → y (up); MVN stands
-//! the performer on its floor, so positions are already levelled.
+//! and thighs' twist from the elbows' and knees' bend, the rest held). The
+//! orientations' per-segment axes conventions differ between MVN's output settings, so
+//! they are used only relative to a calibration ([`orient_segments`]): once the
+//! performer has been calibrated standing in a T-pose, each segment's rotation since
+//! then gives its bone's turn about itself (forearm twist) and the hands, head and toes
+//! their whole orientation, which no segment origin shows. MVN's frame maps to
+//! clothcast's as x → z (the performer's forward at calibration), y → x (their left),
+//! z → y (up); MVN stands the performer on its floor, so positions are already
+//! levelled.
 
 use glam::{Quat, Vec3};
 
 use super::kinect::{KinectJoints, Src};
-use crate::skeleton::{JointId, Pose, Skeleton};
+use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton, swing_twist};
 
 /// UDP port MVN's network streamer sends to by default.
 pub const MVN_PORT: u16 = 9763;
@@ -42,6 +46,10 @@ pub const MVN_SEGMENTS: usize = 23;
 /// Farthest a segment may lie from MVN's origin on any axis, metres: beyond it the
 /// datagram is refused.
 const MAX_POSITION: f32 = 1e4;
+
+/// How far a segment orientation's norm may lie from 1 (MVN sends unit quaternions as
+/// f32): beyond it the datagram is refused.
+const UNIT_TOLERANCE: f32 = 0.01;
 
 /// How far back (samples) a datagram's sample counter may lie behind the latest
 /// applied one and still be taken as overtaken on the way ([`MvnError::Stale`]): a
@@ -123,6 +131,20 @@ pub enum MvnError {
         /// MVN z, metres.
         z: f32,
     },
+    /// A segment orientation that is not finite or not a unit quaternion.
+    #[error("segment {id}: orientation (w x y z) {w}, {x}, {y}, {z} is not a unit quaternion")]
+    Orientation {
+        /// Segment id.
+        id: u32,
+        /// w.
+        w: f32,
+        /// MVN x.
+        x: f32,
+        /// MVN y.
+        y: f32,
+        /// MVN z.
+        z: f32,
+    },
     /// A sample older than the latest applied one of the same character, by at most
     /// [`MVN_REORDER_SAMPLES`]: overtaken on the way (UDP keeps no order), or sent twice.
     #[error("sample {sample} after sample {last}: arrived out of order")]
@@ -149,6 +171,10 @@ pub struct MvnSample {
     /// Each body segment's origin (id − 1), clothcast world frame (metres, +Y up, the
     /// floor at y = 0); `None` when the datagram left it out.
     pub segments: [Option<Vec3>; MVN_SEGMENTS],
+    /// Each body segment's orientation (id − 1) in clothcast's world frame, unit; in
+    /// axes of MVN's choosing, so meaningful only relative to another sample's
+    /// ([`orient_segments`]); `None` when the datagram left the segment out.
+    pub orientations: [Option<Quat>; MVN_SEGMENTS],
 }
 
 impl MvnSample {
@@ -201,8 +227,8 @@ fn to_mvn(p: Vec3) -> [f32; 3] {
 
 /// Reads one datagram. Everything is checked before anything is used: the header's
 /// counts against the datagram's length (so nothing is allocated by what it claims),
-/// each body item's segment id (1–23, once each) and position (finite, within 10 km).
-/// Orientations are not read.
+/// each body item's segment id (1–23, once each), position (finite, within 10 km) and
+/// orientation (finite, unit within 1 %).
 pub fn parse_mvn(d: &[u8]) -> Result<MvnDatagram, MvnError> {
     if d.len() < HEADER {
         return Err(MvnError::Short(d.len()));
@@ -235,6 +261,7 @@ pub fn parse_mvn(d: &[u8]) -> Result<MvnDatagram, MvnError> {
         n => n.min(items),
     };
     let mut segments = [None; MVN_SEGMENTS];
+    let mut orientations = [None; MVN_SEGMENTS];
     for item in 0..body {
         let at = HEADER + item * ITEM;
         let id = be_u32(d, at);
@@ -247,14 +274,94 @@ pub fn parse_mvn(d: &[u8]) -> Result<MvnDatagram, MvnError> {
         if !p.is_finite() || p.abs().max_element() > MAX_POSITION {
             return Err(MvnError::Position { id, x, y, z });
         }
+        let [w, qx, qy, qz] = [16, 20, 24, 28].map(|o| be_f32(d, at + o));
+        // conjugating by the axis permutation permutes the vector part as positions
+        let q = Quat::from_xyzw(qy, qz, qx, w);
+        if !q.is_finite() || (q.length() - 1.0).abs() > UNIT_TOLERANCE {
+            return Err(MvnError::Orientation {
+                id,
+                w,
+                x: qx,
+                y: qy,
+                z: qz,
+            });
+        }
         segments[slot] = Some(p);
+        orientations[slot] = Some(q.normalize());
     }
     Ok(MvnDatagram::Sample(MvnSample {
         character: d[16],
         sample: be_u32(d, 6),
         time_ms: be_u32(d, 12),
         segments,
+        orientations,
     }))
+}
+
+/// The segment (index, id − 1) whose orientation is each canonical joint's world
+/// rotation: the segment whose origin is the joint (L3 left out: L5 is spine1's).
+const ORIENTING: [Option<usize>; JOINT_COUNT] = {
+    let mut out = [None; JOINT_COUNT];
+    let mut i = 0;
+    while i < MVN_SEGMENTS {
+        if i != 2 {
+            out[SEGMENTS[i].1.index()] = Some(i);
+        }
+        i += 1;
+    }
+    out
+};
+
+/// Turns `pose` (a pose of `skeleton` retargeted from the segments' origins and
+/// calibrated) by the segments' orientations `now` relative to `rest`, the orientations
+/// the performer's calibration held (standing in the T-pose, the canonical rest): a
+/// segment's rotation since then, q·q_rest⁻¹, is its bone's world rotation whatever axes
+/// MVN gives its segments. Every bone keeps the direction its segment origins give it
+/// (so every joint stays where it was) and takes its turn about itself from that
+/// rotation (the forearms' twist, which no origin shows; the upper arms' and thighs' in
+/// place of the elbows' and knees' bend); the hands, head and toes, which end their
+/// chains, take their whole orientation from it. The pelvis keeps the orientation its
+/// hip line and lumbar point give it. Joints whose segment either sample lacks are
+/// left as they are.
+pub fn orient_segments(
+    pose: &mut Pose,
+    skeleton: &Skeleton,
+    now: &[Option<Quat>; MVN_SEGMENTS],
+    rest: &[Option<Quat>; MVN_SEGMENTS],
+) {
+    let placed = skeleton.world_frames(pose).map(|f| f.rot);
+    let mut world = placed;
+    for j in JointId::all() {
+        let Some(s) = ORIENTING[j.index()] else {
+            continue;
+        };
+        let (Some(q), Some(r)) = (now[s], rest[s]) else {
+            continue;
+        };
+        if j == JointId::PELVIS {
+            continue;
+        }
+        let turned = (q * r.inverse()).normalize();
+        world[j.index()] = match j.children().next() {
+            // the first child is the one the bone points at (the spine's top: the neck)
+            Some(c) => {
+                let axis = skeleton.offset(c).normalize_or_zero();
+                if axis == Vec3::ZERO {
+                    continue;
+                }
+                let have = placed[j.index()];
+                let (_, twist) = swing_twist(have.inverse() * turned, axis);
+                (have * twist).normalize()
+            }
+            None => turned,
+        };
+    }
+    for j in JointId::all() {
+        pose.rotations[j.index()] = match j.parent() {
+            None => world[j.index()],
+            Some(p) => (world[p.index()].inverse() * world[j.index()]).normalize(),
+        };
+    }
 }
 
 /// The order of one character's samples: refuses one that arrived after a later one.

@@ -9,7 +9,7 @@ use ipnet::IpNet;
 
 use super::driven::Driven;
 use super::{ServerConfig, Shared, Source};
-use crate::engine::{InputState, SensorState, apply_joints};
+use crate::engine::{InputState, SensorState, apply_joints_then};
 
 /// The UDP inputs, as [`super::Metrics::udp_refused`] counts them.
 #[derive(Clone, Copy, Debug)]
@@ -188,6 +188,9 @@ struct MvnCharacter {
     stream: crate::mocap::MvnStream,
     sensor: SensorState,
     input: InputState,
+    /// The segments' orientations when the performer was calibrated (in the T-pose):
+    /// later ones are taken relative to them ([`crate::mocap::orient_segments`]).
+    rest_orientations: Option<[Option<glam::Quat>; crate::mocap::MVN_SEGMENTS]>,
 }
 
 impl Default for MvnCharacter {
@@ -197,6 +200,7 @@ impl Default for MvnCharacter {
             stream: Default::default(),
             sensor: SensorState::mvn(),
             input: InputState::default(),
+            rest_orientations: None,
         }
     }
 }
@@ -207,7 +211,8 @@ impl Default for MvnCharacter {
 /// path's position retargeting, filtering and floor placement. Datagrams that are not
 /// body poses (other message types, later datagrams of a split sample) are skipped
 /// without counting as bad. A `calibrate` message for an MVN avatar captures its next
-/// pose as rest pose and facing.
+/// pose as rest pose and facing, and its segments' orientations, relative to which
+/// later ones turn the bones about themselves and orient the hands, head and toes.
 pub(super) async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
     let m = &s.metrics;
     let mut characters: Driven<(std::net::IpAddr, u8), MvnCharacter> =
@@ -241,21 +246,33 @@ pub(super) async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                 let mut c = match characters.get_mut(&key) {
                     Some(c) if c.port == from.port() => *c,
                     // first seen, or its streamer restarted: its samples count afresh
-                    found => MvnCharacter {
-                        port: from.port(),
-                        input: found.map(|c| c.input).unwrap_or_default(),
-                        ..MvnCharacter::default()
-                    },
+                    found => {
+                        let found = found.copied();
+                        MvnCharacter {
+                            port: from.port(),
+                            input: found.map(|c| c.input).unwrap_or_default(),
+                            rest_orientations: found.and_then(|c| c.rest_orientations),
+                            ..MvnCharacter::default()
+                        }
+                    }
                 };
                 if let Err(e) = c.stream.accept(sample.sample) {
                     m.mvn_stale.fetch_add(1, Ordering::Relaxed);
                     tracing::debug!(%from, error = %e, "MVN datagram dropped");
                     continue;
                 }
-                match apply_joints(&sample.joints(), Some(crate::mocap::Floor::LEVEL), &mut c.sensor, &mut c.input, &s.retargeter, s.config.engine.filter.as_ref(), now) {
+                let skeleton = s.retargeter.skeleton();
+                let orient = |pose: &mut crate::skeleton::Pose| {
+                    if let Some(rest) = &c.rest_orientations {
+                        crate::mocap::orient_segments(pose, skeleton, &sample.orientations, rest);
+                    }
+                };
+                let applied = apply_joints_then(&sample.joints(), Some(crate::mocap::Floor::LEVEL), &mut c.sensor, &mut c.input, &s.retargeter, s.config.engine.filter.as_ref(), now, orient);
+                match applied {
                     Ok(mut pose) => {
                         if s.calibrate.lock().is_ok_and(|mut cal| cal.remove(&avatar).is_some()) {
                             c.input.calibrate();
+                            c.rest_orientations = Some(sample.orientations);
                             pose = c.input.calibrated(&c.input.pose);
                             tracing::info!(%avatar, "MVN performer calibrated");
                         }

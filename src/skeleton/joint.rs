@@ -107,7 +107,7 @@ impl JointId {
 
     /// Index into per-joint arrays.
     #[inline]
-    pub fn index(self) -> usize {
+    pub const fn index(self) -> usize {
         self.0 as usize
     }
 

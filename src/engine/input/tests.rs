@@ -343,6 +343,166 @@ fn a_walk_streamed_from_mvn_follows_the_walk() {
     assert!(worst < 0.015, "a joint {worst} m from the clip's");
 }
 
+/// An MVN type-02 datagram of `truth` whose segment orientations are in axes of the
+/// suit's own: each segment's quaternion turned by a fixed rotation of its own
+/// (`axes[id − 1]`, as MVN's output settings may set a segment's axes), read back.
+fn mvn_in_own_axes(
+    skel: &Skeleton,
+    truth: &Pose,
+    k: usize,
+    axes: &[Quat],
+) -> crate::mocap::MvnSample {
+    use crate::mocap::{MvnDatagram, mvn_datagram, parse_mvn};
+    let mut d = mvn_datagram(truth, skel, 0, k as u32, 0).expect("sendable");
+    let num = |d: &[u8], at: usize| f32::from_be_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]);
+    for (i, c) in axes.iter().enumerate() {
+        let at = 24 + 32 * i + 16;
+        let [w, x, y, z] = [0, 4, 8, 12].map(|o| num(&d, at + o));
+        // MVN's x, y, z are clothcast's z, x, y
+        let q = Quat::from_xyzw(y, z, x, w) * *c;
+        for (o, v) in [q.w, q.z, q.x, q.y].into_iter().enumerate() {
+            d[at + 4 * o..at + 4 * o + 4].copy_from_slice(&v.to_be_bytes());
+        }
+    }
+    match parse_mvn(&d) {
+        Ok(MvnDatagram::Sample(s)) => s,
+        other => panic!("not a sample: {other:?}"),
+    }
+}
+
+/// The walking clip streamed through MVN datagrams whose segment orientations are in
+/// axes of the suit's own, after a calibration in the T-pose: the segments' turn since
+/// then orients the hands, head and feet and twists the forearms as the clip does
+/// (every bone's world rotation within a degree of the clip's: the stream is exact), where the segment
+/// origins alone leave the hands and head held and the forearms untwisted; no joint
+/// moves (the bones keep the directions the origins give them).
+#[test]
+fn an_xsens_suits_orientations_turn_its_hands_head_and_forearms() {
+    use crate::mocap::orient_segments;
+    let skel = Skeleton::from_proportions(&Proportions::default());
+    let r = PositionRetargeter::new(&skel);
+    let clip =
+        crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &skel).expect("clip");
+    let axes: Vec<Quat> = (0..crate::mocap::MVN_SEGMENTS)
+        .map(|i| {
+            let i = i as f32;
+            Quat::from_euler(
+                glam::EulerRot::ZXY,
+                0.7 * i + 0.3,
+                1.3 * i - 0.5,
+                0.4 * i * i,
+            )
+        })
+        .collect();
+    let start = mvn_in_own_axes(&skel, &Pose::rest(), 0, &axes);
+    let calibrated = || {
+        let (mut sensor, mut state) = (SensorState::mvn(), InputState::default());
+        apply_joints(
+            &start.joints(),
+            Some(Floor::LEVEL),
+            &mut sensor,
+            &mut state,
+            &r,
+            None,
+            0.0,
+        )
+        .expect("applies");
+        state.calibrate();
+        (sensor, state)
+    };
+    let (mut plain, mut oriented) = (calibrated(), calibrated());
+    let angle = |a: Quat, b: Quat| {
+        (a.inverse() * b)
+            .normalize()
+            .w
+            .abs()
+            .min(1.0)
+            .acos()
+            .to_degrees()
+            * 2.0
+    };
+    let joints = [
+        JointId::LEFT_WRIST,
+        JointId::RIGHT_WRIST,
+        JointId::HEAD,
+        JointId::LEFT_FOOT,
+        JointId::RIGHT_FOOT,
+        JointId::LEFT_ELBOW,
+        JointId::RIGHT_ELBOW,
+        JointId::LEFT_SHOULDER,
+        JointId::RIGHT_SHOULDER,
+        JointId::LEFT_KNEE,
+        JointId::RIGHT_HIP,
+        JointId::SPINE3,
+        JointId::NECK,
+    ];
+    let (mut worst_plain, mut worst) = ([0.0f32; 13], [0.0f32; 13]);
+    let mut moved = 0.0f32;
+    for (k, truth) in clip.poses.iter().enumerate().skip(1).step_by(3) {
+        let sample = mvn_in_own_axes(&skel, truth, k, &axes);
+        let t = k as f64 / 120.0;
+        let (sensor, state) = &mut plain;
+        let without = apply_joints(
+            &sample.joints(),
+            Some(Floor::LEVEL),
+            sensor,
+            state,
+            &r,
+            None,
+            t,
+        )
+        .expect("applies");
+        let (sensor, state) = &mut oriented;
+        let with = apply_joints_then(
+            &sample.joints(),
+            Some(Floor::LEVEL),
+            sensor,
+            state,
+            &r,
+            None,
+            t,
+            |p| orient_segments(p, &skel, &sample.orientations, &start.orientations),
+        )
+        .expect("applies");
+        let (want, a, b) = (
+            skel.world_frames(truth),
+            skel.world_frames(&without),
+            skel.world_frames(&with),
+        );
+        for (n, j) in joints.iter().enumerate() {
+            let j = j.index();
+            worst_plain[n] = worst_plain[n].max(angle(want[j].rot, a[j].rot));
+            worst[n] = worst[n].max(angle(want[j].rot, b[j].rot));
+        }
+        for j in 0..JOINT_COUNT {
+            moved = moved.max((a[j].trans - b[j].trans).length());
+        }
+    }
+    for (n, j) in joints.iter().enumerate() {
+        eprintln!(
+            "{:>16}: worst {:5.1}° from the clip's with orientations, {:5.1}° without",
+            j.name(),
+            worst[n],
+            worst_plain[n]
+        );
+    }
+    eprintln!("joints moved by the orientations: at most {moved} m");
+    assert!(moved < 1e-3, "orientations moved a joint by {moved} m");
+    for (n, j) in joints.iter().enumerate() {
+        assert!(
+            worst[n] < 1.0,
+            "{}: {}° from the clip's",
+            j.name(),
+            worst[n]
+        );
+    }
+    // hands and head: held without orientations
+    assert!(
+        worst_plain[..3].iter().all(|w| *w > 10.0),
+        "{worst_plain:?}"
+    );
+}
+
 /// A kiosk that sees its customer from the knees up: the sensor only infers their
 /// ankles and feet, 12 cm higher than they are, frame after frame (more frames than
 /// the leg estimate's window). The leg length measured while the legs were in view

@@ -141,6 +141,29 @@ fn truncated_padded_and_malformed_datagrams_are_refused_by_name() {
         assert!(matches!(e, MvnError::Position { id: 3, .. }), "{v}: {e}");
         assert!(e.to_string().contains("segment 3"), "{e}");
     }
+    // orientations that are not rotations: NaN, zero, far from unit length
+    for q in [
+        [f32::NAN, 0.0, 0.0, 0.0],
+        [0.0; 4],
+        [1.05, 0.0, 0.0, 0.0],
+        [0.6, 0.6, 0.6, 0.6],
+    ] {
+        let bytes: Vec<u8> = q.iter().flat_map(|v| v.to_be_bytes()).collect();
+        let e = bad(item(4) + 16, &bytes);
+        assert!(
+            matches!(e, MvnError::Orientation { id: 5, .. }),
+            "{q:?}: {e}"
+        );
+        assert!(e.to_string().contains("segment 5"), "{e}");
+    }
+    // a unit quaternion in f32 rounding passes
+    let near: Vec<u8> = [0.6f32, 0.8, 1e-4, 0.0]
+        .iter()
+        .flat_map(|v| v.to_be_bytes())
+        .collect();
+    let mut d = good.clone();
+    d[item(4) + 16..item(4) + 32].copy_from_slice(&near);
+    assert!(parse_mvn(&d).is_ok());
 }
 
 #[test]
@@ -191,6 +214,13 @@ fn sent_poses_read_back_as_the_joints_they_place() {
     let q = |k: usize| be_f32(&d, 24 + 16 + 4 * k);
     assert!((q(0) - w.w).abs() < 1e-6 && (q(1) - w.z).abs() < 1e-6);
     assert!((q(2) - w.x).abs() < 1e-6 && (q(3) - w.y).abs() < 1e-6);
+    // and read back into clothcast's axes
+    let world = skel.world_frames(&pose);
+    for (got, (_, joint)) in s.orientations.iter().zip(SEGMENTS) {
+        let want = world[joint.index()].rot;
+        let e = got.map(|g| (g.dot(want).abs() - 1.0).abs());
+        assert!(e.is_some_and(|e| e < 1e-6), "{}: {e:?}", joint.name());
+    }
     let mut broken = pose;
     broken.translation.x = f32::NAN;
     assert!(matches!(
