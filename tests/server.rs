@@ -669,6 +669,24 @@ fn udp_listeners_are_turned_off_by_off() {
     assert_eq!(shipped.vmc_bind, default.vmc_bind);
 }
 
+/// A server with an MVN listener on a free local port: it, the listener's address
+/// and the skeleton of its avatars.
+async fn mvn_server() -> (
+    clothcast::net::ServerHandle,
+    std::net::SocketAddr,
+    clothcast::skeleton::Skeleton,
+) {
+    let config = ServerConfig {
+        mvn_bind: Some("127.0.0.1:0".parse().expect("addr")),
+        ..config()
+    };
+    let db = db();
+    let skeleton = clothcast::skeleton::Skeleton::from_rest_positions(db.body.skeleton);
+    let server = start(db, config).await.expect("server starts");
+    let mvn = server.mvn_addr.expect("MVN listener");
+    (server, mvn, skeleton)
+}
+
 /// An Xsens suit streamed as MVN's Network Streamer streams it (type-02 datagrams over
 /// UDP): its arm moves the avatar's sleeve, a second suit of the same host is another
 /// avatar, and datagrams that are not poses (another message type), overtaken on the
@@ -676,15 +694,7 @@ fn udp_listeners_are_turned_off_by_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn xsens_mvn_over_udp_moves_an_avatar() {
     use clothcast::mocap::mvn_datagram;
-    use clothcast::skeleton::Skeleton;
-    let config = ServerConfig {
-        mvn_bind: Some("127.0.0.1:0".parse().expect("addr")),
-        ..config()
-    };
-    let db = db();
-    let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
-    let server = start(db, config).await.expect("server starts");
-    let mvn = server.mvn_addr.expect("MVN listener");
+    let (server, mvn, skeleton) = mvn_server().await;
     let url = format!("ws://{}/ws", server.addr);
     let (suit, other) = ("mvn-127.0.0.1-0", "mvn-127.0.0.1-5");
     let mut viewer = connect_viewer_to(&url, Some(&[suit, other])).await;
@@ -782,15 +792,7 @@ fn pose_rotation(frame: &clothcast::protocol::FrameMessage, joint: JointId) -> g
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_xsens_suit_calibrated_in_the_t_pose_turns_the_hand_and_head() {
     use clothcast::mocap::mvn_datagram;
-    use clothcast::skeleton::Skeleton;
-    let config = ServerConfig {
-        mvn_bind: Some("127.0.0.1:0".parse().expect("addr")),
-        ..config()
-    };
-    let db = db();
-    let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
-    let server = start(db, config).await.expect("server starts");
-    let mvn = server.mvn_addr.expect("MVN listener");
+    let (server, mvn, skeleton) = mvn_server().await;
     let url = format!("ws://{}/ws", server.addr);
     let suit = "mvn-127.0.0.1-0";
     let mut viewer = connect_viewer_to(&url, Some(&[suit])).await;

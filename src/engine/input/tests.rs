@@ -441,29 +441,24 @@ fn an_xsens_suits_orientations_turn_its_hands_head_and_forearms() {
     for (k, truth) in clip.poses.iter().enumerate().skip(1).step_by(3) {
         let sample = mvn_in_own_axes(&skel, truth, k, &axes);
         let t = k as f64 / 120.0;
-        let (sensor, state) = &mut plain;
-        let without = apply_joints(
-            &sample.joints(),
-            Some(Floor::LEVEL),
-            sensor,
-            state,
-            &r,
-            None,
-            t,
-        )
-        .expect("applies");
-        let (sensor, state) = &mut oriented;
-        let with = apply_joints_then(
-            &sample.joints(),
-            Some(Floor::LEVEL),
-            sensor,
-            state,
-            &r,
-            None,
-            t,
-            |p| orient_segments(p, &skel, &sample.orientations, &start.orientations),
-        )
-        .expect("applies");
+        let mut feed = |(sensor, state): &mut (SensorState, InputState), orient: bool| {
+            apply_joints_then(
+                &sample.joints(),
+                Some(Floor::LEVEL),
+                sensor,
+                state,
+                &r,
+                None,
+                t,
+                |p| {
+                    if orient {
+                        orient_segments(p, &skel, &sample.orientations, &start.orientations)
+                    }
+                },
+            )
+            .expect("applies")
+        };
+        let (without, with) = (feed(&mut plain, false), feed(&mut oriented, true));
         let (want, a, b) = (
             skel.world_frames(truth),
             skel.world_frames(&without),
