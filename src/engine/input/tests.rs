@@ -441,7 +441,7 @@ fn an_xsens_suits_orientations_turn_its_hands_head_and_forearms() {
     for (k, truth) in clip.poses.iter().enumerate().skip(1).step_by(3) {
         let sample = mvn_in_own_axes(&skel, truth, k, &axes);
         let t = k as f64 / 120.0;
-        let mut feed = |(sensor, state): &mut (SensorState, InputState), orient: bool| {
+        let feed = |(sensor, state): &mut (SensorState, InputState), orient: bool| {
             apply_joints_then(
                 &sample.joints(),
                 Some(Floor::LEVEL),
