@@ -373,9 +373,9 @@ fn mvn_in_own_axes(
 /// The walking clip streamed through MVN datagrams whose segment orientations are in
 /// axes of the suit's own, after a calibration in the T-pose: the segments' turn since
 /// then orients the hands, head and feet and twists the forearms as the clip does
-/// (every bone's world rotation within a degree of the clip's: the stream is exact), where the segment
-/// origins alone leave the hands and head held and the forearms untwisted; no joint
-/// moves (the bones keep the directions the origins give them).
+/// (every bone's world rotation within a degree of the clip's: the stream is exact),
+/// where the segment origins alone leave the hands and head held and the forearms
+/// untwisted; no joint moves (the bones keep the directions the origins give them).
 #[test]
 fn an_xsens_suits_orientations_turn_its_hands_head_and_forearms() {
     use crate::mocap::orient_segments;
