@@ -22,9 +22,9 @@ pub const DEFAULT_CLIP: &str = include_str!("../../tests/fixtures/mocap/cmu_131_
 /// Bumped whenever the default recipe changes in a way the key does not see (2: the
 /// arm guard's torso became continuous; 3: the guard pushes an arm out of the torso
 /// radially, forwards in front of the chest, instead of only sideways; each moved the
-/// example poses; 4: lagged friction's tangent plane from the unit normal, which moved
-/// the simulated examples where the body field's gradient is not of unit length).
-const RECIPE: u32 = 4;
+/// example poses; changes to the simulator's results are seen through
+/// [`crate::sim::REVISION`]).
+const RECIPE: u32 = 3;
 
 /// Number of examples of the default database: bakes in about five minutes on two
 /// cores (each example is a continuation, 66 sensitivities and a rig fit).
@@ -51,7 +51,8 @@ fn default_config() -> BakeConfig {
 }
 
 /// Where the default database lives (`$CLOTHCAST_CACHE`, else the XDG cache folder),
-/// named by a hash of everything that goes into it: the format, the recipe, the body,
+/// named by a hash of everything that goes into it: the format, the recipe, the
+/// simulator's revision, the body,
 /// the garment, the clip, the skeleton profile that reads the clip and the bake settings.
 pub fn default_database_path() -> PathBuf {
     let cfg = default_config();
@@ -68,7 +69,8 @@ pub fn default_database_path() -> PathBuf {
         .map(|(_, t)| *t)
         .unwrap_or("");
     let key = format!(
-        "{DB_VERSION}/{RECIPE}/{}/{}/{garment_text}/{:016x}/{:016x}/{}",
+        "{DB_VERSION}/{RECIPE}/{}/{}/{}/{garment_text}/{:016x}/{:016x}/{}",
+        crate::sim::REVISION,
         serde_json::to_string(&BodyShape::default()).unwrap_or_default(),
         serde_json::to_string(&BodyOptions::default()).unwrap_or_default(),
         xxh3_64(DEFAULT_CLIP.as_bytes()),

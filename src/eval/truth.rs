@@ -118,10 +118,11 @@ pub enum TruthFileError {
 /// nor the examples, so a database re-baked with other regions or examples for the same
 /// garment reuses the truth), the evaluated poses (after the arm guard, in the
 /// canonical frame), how each frame is reached, the simulator's parameters and
-/// [`TRUTH_VERSION`].
+/// revision ([`crate::sim::REVISION`]) and [`TRUTH_VERSION`].
 pub fn truth_key(db: &Database, canonical: &[Pose], truth: Truth, params: &SimParams) -> u64 {
     let mut h: Vec<u8> = Vec::with_capacity(64 + canonical.len() * 360);
     h.extend_from_slice(&TRUTH_VERSION.to_le_bytes());
+    h.extend_from_slice(&crate::sim::REVISION.to_le_bytes());
     h.extend_from_slice(&cloth_hash(&db.garment).to_le_bytes());
     h.extend_from_slice(&body_hash(&db.body).to_le_bytes());
     match truth {

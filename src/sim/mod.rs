@@ -26,6 +26,12 @@ pub use simulator::{Equilibrium, FrictionAnchor, Sensitivity, Simulator, continu
 pub use solve::{SolveError, SolveReport};
 pub use sparse::FactorError;
 
+/// Revision of the simulator's results: bumped whenever a change to the code moves the
+/// equilibria it finds for the same inputs and [`SimParams`] (2: friction's tangent
+/// plane from the body field's unit normal), so that what is cached from its results,
+/// the default database and kept ground truths, is simulated afresh.
+pub const REVISION: u32 = 2;
+
 #[cfg(test)]
 mod drape_tests;
 #[cfg(test)]
