@@ -670,3 +670,53 @@ fn friction_is_convex_where_the_body_field_is_not_a_unit_distance() {
         assert!(least >= -1e-9 * scale, "vertex {v}: eigenvalues {ev:?}");
     }
 }
+
+/// A point leaving the kernel of the last facet within reach: with only that facet in
+/// reach the blend once read its plane distance (here 1 mm, inside the contact margin)
+/// and fell to "no contact" when it left, a jump of a contact's energy that stalled
+/// Newton (CMU 131_03 frames 852 and 978). The field now tends to "far" as the facet's
+/// weight vanishes, so the contact energy falls continuously to zero.
+#[test]
+fn the_contact_field_fades_to_far_as_the_last_facet_leaves_its_kernel() {
+    let params = SimParams::default();
+    let radius = 0.03;
+    // one facet in the plane y = 0, its edge along x = 0, and a point 1 mm above that
+    // plane moving away from the edge
+    let mesh = TriMesh::new(
+        vec![
+            Vec3::new(-1.0, 0.0, -1.0),
+            Vec3::new(0.0, 0.0, 1.0),
+            Vec3::new(0.0, 0.0, -1.0),
+        ],
+        vec![[0, 1, 2]],
+    );
+    let col = Collider::of_mesh(&mesh, radius).expect("collider");
+    let energy = |x: f64| {
+        col.distance(DVec3::new(x, 0.001, 0.0), f64::INFINITY)
+            .map(|d| contact::energy(&d, 4e-4, &params))
+            .unwrap_or(0.0)
+    };
+    // over the facet the point is 1 mm from it: in contact
+    let touching = energy(-0.01);
+    assert!(touching > 0.0);
+    // stepping out across the kernel's edge (at x ≈ 30 mm): the largest change of the
+    // energy from one step to the next shrinks with the step (no jump), and the energy
+    // ends at zero
+    let largest_step = |h: f64| {
+        let (mut worst, mut last) = (0.0f64, energy(0.02));
+        let steps = (0.015 / h).round() as usize;
+        for k in 1..=steps {
+            let e = energy(0.02 + k as f64 * h);
+            worst = worst.max((e - last).abs());
+            last = e;
+        }
+        assert_eq!(last, 0.0);
+        worst
+    };
+    let (coarse, fine) = (largest_step(1e-4), largest_step(1e-5));
+    assert!(coarse < 0.1 * touching, "{coarse} J in a 0.1 mm step");
+    assert!(
+        fine < 0.2 * coarse,
+        "the energy jumps: {fine} J in a 0.01 mm step, {coarse} J in 0.1 mm"
+    );
+}
