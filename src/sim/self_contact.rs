@@ -140,6 +140,14 @@ impl SelfContact {
         self.pairs_where(y, triangles, reach, false)
     }
 
+    /// Pairs within `reach` at `y`: each triangle is binned, counting-sort style, into
+    /// the cells of a uniform grid over the finite vertices' box that its own box, grown
+    /// by `reach`, overlaps (so within each cell triangles stay in index order), and
+    /// each vertex tests the triangles of its cell, and those spread over more than
+    /// [`MAX_TRIANGLE_CELLS`] cells (a diverging state), which are tested by every
+    /// vertex rather than filling memory. The result does not depend on the grid: it is
+    /// every pair closer than `reach` whose four vertices are finite, in (vertex,
+    /// triangle) order.
     fn pairs_where(
         &self,
         y: &[DVec3],
@@ -147,48 +155,51 @@ impl SelfContact {
         reach: f64,
         contacts: bool,
     ) -> Vec<Pair> {
-        let h = self.cell.max(reach);
-        let key = |p: DVec3| -> u64 {
-            let c = (p / h).floor();
-            let pack = |x: f64| (x as i64 as u64) & 0x1f_ffff;
-            (pack(c.x) << 42) | (pack(c.y) << 21) | pack(c.z)
+        let mut out = Vec::new();
+        let Some(grid) = Grid::new(y, self.cell.max(reach)) else {
+            return out;
         };
-        let mut grid: Vec<(u64, u32)> = Vec::with_capacity(triangles.len() * 4);
+        let mut count = vec![0u32; grid.cells() + 1];
+        let mut spans: Vec<Option<[[usize; 3]; 2]>> = Vec::with_capacity(triangles.len());
+        let mut huge = Vec::new();
         for (t, tri) in triangles.iter().enumerate() {
             let [a, b, c] = tri.map(|v| y[v as usize]);
-            let lo = ((a.min(b).min(c) - DVec3::splat(reach)) / h).floor();
-            let hi = ((a.max(b).max(c) + DVec3::splat(reach)) / h).floor();
-            // a triangle stretched over absurdly many cells (a diverging state) is
-            // left out of the grid rather than filling memory
-            let span = (hi - lo + DVec3::ONE).element_product();
-            if !(span.is_finite() && span <= 4096.0) {
+            // a triangle with a vertex that is not finite is no contact (its box, made
+            // with `min`/`max`, would ignore a NaN)
+            if !(a.is_finite() && b.is_finite() && c.is_finite()) {
+                spans.push(None);
                 continue;
             }
-            for i in lo.x as i64..=hi.x as i64 {
-                for j in lo.y as i64..=hi.y as i64 {
-                    for k in lo.z as i64..=hi.z as i64 {
-                        let p = (DVec3::new(i as f64, j as f64, k as f64) + 0.5) * h;
-                        grid.push((key(p), t as u32));
-                    }
-                }
+            let span = grid.span(
+                a.min(b).min(c) - DVec3::splat(reach),
+                a.max(b).max(c) + DVec3::splat(reach),
+            );
+            match span {
+                Some([lo, hi]) => grid.for_each_cell(lo, hi, |cell| count[cell + 1] += 1),
+                None => huge.push(t as u32),
+            }
+            spans.push(span);
+        }
+        for i in 1..count.len() {
+            count[i] += count[i - 1];
+        }
+        let mut fill = count.clone();
+        let mut entries = vec![0u32; count[grid.cells()] as usize];
+        for (t, span) in spans.iter().enumerate() {
+            if let Some([lo, hi]) = *span {
+                grid.for_each_cell(lo, hi, |cell| {
+                    entries[fill[cell] as usize] = t as u32;
+                    fill[cell] += 1;
+                });
             }
         }
-        grid.sort_unstable();
-        let mut out = Vec::new();
         for (v, &p) in y.iter().enumerate() {
             if !p.is_finite() {
                 continue;
             }
-            let k = key(p);
-            let start = grid.partition_point(|e| e.0 < k);
-            let mut last = None;
-            // sorted by (cell, triangle): a triangle listed twice under one key (cells
-            // whose packed coordinates wrap onto each other) is taken once
-            for &(_, t) in grid[start..].iter().take_while(|e| e.0 == k) {
-                if last == Some(t) {
-                    continue;
-                }
-                last = Some(t);
+            let cell = grid.cell_of(p);
+            let binned = &entries[count[cell] as usize..count[cell + 1] as usize];
+            for t in merged(binned, &huge) {
                 let tri = &triangles[t as usize];
                 if if contacts {
                     self.near(v as u32, tri)
@@ -395,6 +406,109 @@ impl SelfContact {
         }
         changed.iter().filter(|c| **c).count()
     }
+}
+
+/// Most cells one triangle may be binned into; a triangle spread over more (a
+/// diverging state) is tested against every vertex instead.
+const MAX_TRIANGLE_CELLS: usize = 4096;
+
+/// Most cells of the search grid: a state spread wider (a diverging one) gets coarser
+/// cells, which costs time but not correctness.
+const MAX_GRID_CELLS: usize = 1 << 21;
+
+/// A uniform grid of cubic cells over a box: cell (i, j, k) holds points with
+/// `origin + h·(i, j, k) ≤ p < origin + h·(i + 1, j + 1, k + 1)`; points outside the box
+/// are clamped into its border cells.
+struct Grid {
+    origin: DVec3,
+    /// Cell edge, metres.
+    h: f64,
+    dims: [usize; 3],
+}
+
+impl Grid {
+    /// A grid of cells at least `h` wide over the finite points of `y`, or `None` when
+    /// none is finite.
+    fn new(y: &[DVec3], h: f64) -> Option<Self> {
+        let (lo, hi) =
+            y.iter()
+                .filter(|p| p.is_finite())
+                .fold(None, |acc: Option<(DVec3, DVec3)>, &p| match acc {
+                    None => Some((p, p)),
+                    Some((lo, hi)) => Some((lo.min(p), hi.max(p))),
+                })?;
+        let mut h = if h.is_finite() && h > 0.0 { h } else { 1.0 };
+        loop {
+            let n = ((hi - lo) / h).floor() + DVec3::ONE;
+            let cells = n.element_product();
+            if cells.is_finite() && cells <= MAX_GRID_CELLS as f64 {
+                return Some(Self {
+                    origin: lo,
+                    h,
+                    dims: [n.x as usize, n.y as usize, n.z as usize],
+                });
+            }
+            h *= 2.0;
+        }
+    }
+
+    fn cells(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    fn coords(&self, p: DVec3) -> [usize; 3] {
+        let c = ((p - self.origin) / self.h).floor();
+        // clamped into the grid (`as` saturates a huge value; NaN.max(0) is 0)
+        let at = |x: f64, n: usize| (x.max(0.0) as usize).min(n - 1);
+        [
+            at(c.x, self.dims[0]),
+            at(c.y, self.dims[1]),
+            at(c.z, self.dims[2]),
+        ]
+    }
+
+    fn cell_of(&self, p: DVec3) -> usize {
+        let [i, j, k] = self.coords(p);
+        (i * self.dims[1] + j) * self.dims[2] + k
+    }
+
+    /// The cell range covering the box `lo..hi`, or `None` if it is not finite or spans
+    /// more than [`MAX_TRIANGLE_CELLS`] cells.
+    fn span(&self, lo: DVec3, hi: DVec3) -> Option<[[usize; 3]; 2]> {
+        if !(lo.is_finite() && hi.is_finite()) {
+            return None;
+        }
+        let (a, b) = (self.coords(lo), self.coords(hi));
+        let cells: usize = (0..3).map(|i| b[i] - a[i] + 1).product();
+        (cells <= MAX_TRIANGLE_CELLS).then_some([a, b])
+    }
+
+    fn for_each_cell(&self, lo: [usize; 3], hi: [usize; 3], mut f: impl FnMut(usize)) {
+        for i in lo[0]..=hi[0] {
+            for j in lo[1]..=hi[1] {
+                let row = (i * self.dims[1] + j) * self.dims[2];
+                for k in lo[2]..=hi[2] {
+                    f(row + k);
+                }
+            }
+        }
+    }
+}
+
+/// The union of two ascending lists without repeats, ascending.
+fn merged<'a>(a: &'a [u32], b: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
+    let (mut i, mut j) = (0, 0);
+    std::iter::from_fn(move || {
+        let (x, y) = (a.get(i).copied(), b.get(j).copied());
+        let next = match (x, y) {
+            (Some(x), Some(y)) => x.min(y),
+            (Some(v), None) | (None, Some(v)) => v,
+            (None, None) => return None,
+        };
+        i += usize::from(x == Some(next));
+        j += usize::from(y == Some(next));
+        Some(next)
+    })
 }
 
 /// When (as a share of the step, in [0, 1]) vertex `v` passes through the triangle

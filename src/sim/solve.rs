@@ -170,17 +170,20 @@ impl Cloth {
         let mut energy = self.energy_from(y, &reference, body);
         report.energies.push(energy);
         for it in 0..self.params.max_iterations {
-            // garment triangles a vertex could reach in one step (each moves at most
-            // max_step when any are near): no step may carry it through one of them,
-            // and the self-contact energy of every state this iteration tries is among
-            // these pairs
+            // the self-contact pairs within the margin: the gradient's and the Hessian's
+            // (each step's own, within its reach, are found once its length is known)
+            let margin = self.params.self_contact_margin;
             self.candidates = None;
-            let reach = self.params.self_contact_margin + 2.0 * self.params.max_step;
-            let near = self.self_contact_pairs(y, reach);
-            let bounded = body.is_some() || !near.is_empty();
-            if bounded && self.self_contact.is_some() {
-                self.candidates = Some(near.clone());
+            if self.self_contact.is_some() {
+                self.candidates = Some(self.self_contact_pairs(y, margin));
             }
+            // steps are bounded near a body, or near the garment's own triangles that a
+            // vertex could reach in one step of max_step
+            let bounded = body.is_some()
+                || !self
+                    .self_contact_pairs(y, margin + 2.0 * self.params.max_step)
+                    .is_empty();
+            let at_y = self.candidates.clone();
             self.gradient(y, body, &mut g);
             let res = g.iter().map(|v| v.length_squared()).sum::<f64>().sqrt();
             report.iterations = it;
@@ -198,6 +201,7 @@ impl Cloth {
             // indefinite, the projected one
             let mut project = res > 0.3 * self.gravity_norm();
             for _attempt in 0..8 {
+                self.candidates.clone_from(&at_y);
                 self.assemble(y, body, damping, project);
                 let t0 = Instant::now();
                 let ok = self.matrix.factorize();
@@ -229,6 +233,20 @@ impl Cloth {
                 if bounded && longest > self.params.max_step {
                     let s = self.params.max_step / longest;
                     dir.iter_mut().for_each(|d| *d *= s);
+                }
+                // garment triangles a vertex could reach in this step (no vertex moves
+                // farther than `step`, so no pair's distance changes by more than twice
+                // that): no step may carry a vertex through one of them, and the
+                // self-contact energy of every state the line search tries is among them
+                let step = (0..n)
+                    .map(|v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]).length())
+                    .fold(0.0, f64::max);
+                let near = match self.self_contact.is_some() && step.is_finite() {
+                    true => self.self_contact_pairs(y, margin + 2.0 * step * (1.0 + 1e-9)),
+                    false => Vec::new(),
+                };
+                if self.self_contact.is_some() {
+                    self.candidates = Some(near.clone());
                 }
                 let slope: f64 = (0..n)
                     .map(|v| g[v].dot(DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2])))

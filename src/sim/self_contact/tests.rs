@@ -236,3 +236,103 @@ fn a_vertex_is_paired_with_far_triangles_only_and_a_step_through_one_is_a_crossi
         "passes beside the triangle"
     );
 }
+
+/// An n × n sheet of triangles, 1 cm apart, flat in the XZ plane, with each vertex's
+/// neighbours.
+fn sheet(n: u32) -> (Vec<DVec3>, Vec<[u32; 3]>, Vec<Vec<u32>>) {
+    let y = (0..n * n)
+        .map(|i| DVec3::new((i % n) as f64 * 0.01, 0.0, (i / n) as f64 * 0.01))
+        .collect::<Vec<_>>();
+    let mut triangles = Vec::new();
+    for j in 0..n - 1 {
+        for i in 0..n - 1 {
+            let v = j * n + i;
+            triangles.push([v, v + n, v + 1]);
+            triangles.push([v + 1, v + n, v + n + 1]);
+        }
+    }
+    let mut neighbors = vec![Vec::new(); (n * n) as usize];
+    for t in &triangles {
+        for &a in t {
+            neighbors[a as usize].extend(t.iter().copied().filter(|&b| b != a));
+        }
+    }
+    (y, triangles, neighbors)
+}
+
+/// Every pair within `reach`, the obvious way (what the grid search must return).
+fn pairs_by_brute_force(
+    sc: &SelfContact,
+    y: &[DVec3],
+    triangles: &[[u32; 3]],
+    reach: f64,
+    contacts: bool,
+) -> Vec<Pair> {
+    let mut out = Vec::new();
+    for (v, &p) in y.iter().enumerate() {
+        for (t, tri) in triangles.iter().enumerate() {
+            let skip = if contacts {
+                sc.near(v as u32, tri)
+            } else {
+                tri.contains(&(v as u32))
+            };
+            if !p.is_finite()
+                || tri.iter().any(|&w| !y[w as usize].is_finite())
+                || skip
+                || sc.excluded.binary_search(&(v as u32, t as u32)).is_ok()
+            {
+                continue;
+            }
+            let [a, b, c] = tri.map(|w| y[w as usize]);
+            let (q, _, _) = closest_on_triangle_f64(p, a, b, c);
+            if p.distance_squared(q) < reach * reach {
+                out.push((v as u32, t as u32));
+            }
+        }
+    }
+    out
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The grid search finds exactly the pairs within reach, in (vertex, triangle)
+    /// order, whatever the state: a sheet crumpled into a few centimetres (its own
+    /// layers within reach of each other everywhere), a vertex flung far or made
+    /// non-finite, with reaches below and above the grid's cell.
+    #[test]
+    fn the_grid_finds_exactly_the_pairs_within_reach(
+        offsets in proptest::collection::vec((-0.02f64..0.02, -0.02f64..0.02, -0.02f64..0.02), 64),
+        squash in 0.05f64..1.0,
+        reach in 0.001f64..0.06,
+        far in proptest::option::of((0usize..64, -100.0f64..100.0)),
+        broken in proptest::option::of(0usize..64),
+    ) {
+        let (rest, triangles, neighbors) = sheet(8);
+        let sc = SelfContact::new(&rest, &triangles, |v| neighbors[v as usize].clone(), 0.003, 1e5);
+        let mut y: Vec<DVec3> = rest
+            .iter()
+            .zip(&offsets)
+            .map(|(p, o)| *p * squash + DVec3::new(o.0, o.1, o.2))
+            .collect();
+        if let Some((v, x)) = far {
+            // (a grid over the whole box would have ~10¹² cells: it coarsens, and the
+            // vertex's triangles span too many of its cells to be binned)
+            y[v] += DVec3::splat(x);
+        }
+        if let Some(v) = broken {
+            y[v].y = f64::NAN;
+        }
+        for contacts in [true, false] {
+            let found = sc.pairs_where(&y, &triangles, reach, contacts);
+            let truth = pairs_by_brute_force(&sc, &y, &triangles, reach, contacts);
+            let missing: Vec<_> = truth.iter().filter(|p| !found.contains(p)).take(5).collect();
+            let extra: Vec<_> = found.iter().filter(|p| !truth.contains(p)).take(5).collect();
+            proptest::prop_assert!(
+                found == truth,
+                "contacts {}: {} pairs found, {} within reach; missing {:?}, extra {:?}",
+                contacts, found.len(), truth.len(), missing, extra
+            );
+        }
+    }
+}
