@@ -241,9 +241,10 @@ impl Cloth {
                 let step = (0..n)
                     .map(|v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]).length())
                     .fold(0.0, f64::max);
-                let near = match self.self_contact.is_some() && step.is_finite() {
-                    true => self.self_contact_pairs(y, margin + 2.0 * step * (1.0 + 1e-9)),
-                    false => Vec::new(),
+                let near = if self.self_contact.is_some() && step.is_finite() {
+                    self.self_contact_pairs(y, margin + 2.0 * step * (1.0 + 1e-9))
+                } else {
+                    Vec::new()
                 };
                 if self.self_contact.is_some() {
                     self.candidates = Some(near.clone());
