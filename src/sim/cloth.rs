@@ -6,7 +6,7 @@ use glam::DVec3;
 use crate::mesh::{Topology, TriMesh};
 
 use super::bending::Hinge;
-use super::contact::{self, Collider};
+use super::contact::{self, Collider, Distance};
 use super::friction::Friction;
 use super::membrane::{self, MembraneRest};
 use super::params::SimParams;
@@ -46,6 +46,22 @@ pub struct Cloth {
     /// While a Newton iteration runs: every self-contact pair within reach of any
     /// state its steps can reach (see `solve`), so that the energy need not search.
     pub(crate) candidates: Option<Vec<Pair>>,
+    /// The body field at the vertices where it was last evaluated (see [`BodyCache`]).
+    body_cache: std::sync::Mutex<BodyCache>,
+}
+
+/// The body field ([`Collider::distance`] with cutoff `contact_margin`) at each vertex
+/// where it was last evaluated. Newton's method evaluates every accepted state three
+/// times (the line search's energy, then the gradient and the Hessian there), and the
+/// field was a third of a self-contact bake's time (`perf`, 2026-11-29); an entry is
+/// reused only at the same collider generation and the same position to the bit, so
+/// results are identical with or without it.
+#[derive(Default)]
+struct BodyCache {
+    /// [`Collider::generation`] the entries belong to (0: none).
+    generation: u64,
+    /// Per vertex: the position (bits of x, y, z) evaluated at and the field there.
+    entries: Vec<Option<([u64; 3], Option<Distance>)>>,
 }
 
 impl Cloth {
@@ -139,6 +155,7 @@ impl Cloth {
             friction: None,
             self_contact,
             candidates: None,
+            body_cache: Default::default(),
         };
         cloth.assemble_bending();
         Ok(cloth)
@@ -233,14 +250,48 @@ impl Cloth {
     /// Contact energy against `body` at `y`, J.
     pub fn contact_energy(&self, y: &[DVec3], body: Option<&Collider>) -> f64 {
         let Some(body) = body else { return 0.0 };
-        y.iter()
-            .zip(&self.area)
-            .map(|(p, a)| {
-                body.distance(*p, self.params.contact_margin)
-                    .map(|d| contact::energy(&d, *a, &self.params))
-                    .unwrap_or(0.0)
-            })
-            .sum()
+        let mut e = -0.0;
+        self.body_field(y, body, |v, d| {
+            e += d
+                .map(|d| contact::energy(d, self.area[v], &self.params))
+                .unwrap_or(0.0);
+        });
+        e
+    }
+
+    /// Calls `f` with every vertex's body field at `y` in vertex order (`None`: no body
+    /// triangle within the kernel), reusing the values of the last evaluation where the
+    /// collider's generation and the vertex's position are the same.
+    fn body_field(&self, y: &[DVec3], body: &Collider, f: impl FnMut(usize, Option<&Distance>)) {
+        Self::body_field_in(&self.body_cache, self.params.contact_margin, y, body, f);
+    }
+
+    /// [`Cloth::body_field`] on the cache `cache` with cutoff `margin` (for callers that
+    /// write other fields of the cloth meanwhile).
+    fn body_field_in(
+        cache: &std::sync::Mutex<BodyCache>,
+        margin: f64,
+        y: &[DVec3],
+        body: &Collider,
+        mut f: impl FnMut(usize, Option<&Distance>),
+    ) {
+        let mut cache = cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let cache = &mut *cache;
+        if cache.generation != body.generation() || cache.entries.len() != y.len() {
+            cache.generation = body.generation();
+            cache.entries.clear();
+            cache.entries.resize(y.len(), None);
+        }
+        for (v, (p, entry)) in y.iter().zip(cache.entries.iter_mut()).enumerate() {
+            let bits = p.to_array().map(f64::to_bits);
+            let d = match entry {
+                Some((at, d)) if *at == bits => d,
+                _ => &mut entry.insert((bits, body.distance(*p, margin))).1,
+            };
+            f(v, d.as_ref());
+        }
     }
 
     /// Self-contact energy at `y`, J (zero with self-contact off).
@@ -384,11 +435,11 @@ impl Cloth {
             gv.y += self.mass[v] * self.params.gravity;
         }
         if let Some(body) = body {
-            for (v, gv) in g.iter_mut().enumerate() {
-                if let Some(d) = body.distance(y[v], self.params.contact_margin) {
-                    *gv += contact::gradient(&d, self.area[v], &self.params);
+            self.body_field(y, body, |v, d| {
+                if let Some(d) = d {
+                    g[v] += contact::gradient(d, self.area[v], &self.params);
                 }
-            }
+            });
         }
         if let Some(f) = &self.friction {
             for (v, gv) in g.iter_mut().enumerate() {
@@ -452,9 +503,10 @@ impl Cloth {
             }
         }
         if let Some(body) = body {
-            for v in 0..y.len() {
-                if let Some(d) = body.distance(y[v], self.params.contact_margin) {
-                    let h = contact::hessian(&d, self.area[v], &self.params, !project);
+            let (params, area, matrix) = (&self.params, &self.area, &mut self.matrix);
+            Self::body_field_in(&self.body_cache, params.contact_margin, y, body, |v, d| {
+                if let Some(d) = d {
+                    let h = contact::hessian(d, area[v], params, !project);
                     if h != glam::DMat3::ZERO {
                         let c = h.to_cols_array_2d();
                         // to_cols_array_2d gives columns; block wants [row][col]
@@ -463,10 +515,10 @@ impl Cloth {
                             [c[0][1], c[1][1], c[2][1]],
                             [c[0][2], c[1][2], c[2][2]],
                         ];
-                        self.matrix.add_block(v as u32, v as u32, &b);
+                        matrix.add_block(v as u32, v as u32, &b);
                     }
                 }
-            }
+            });
         }
         if let Some(f) = &self.friction {
             for v in 0..y.len() {

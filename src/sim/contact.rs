@@ -45,7 +45,13 @@ pub struct Collider {
     normals: Vec<DVec3>,
     scratch: Vec<Vec3>,
     radius: f64,
+    /// Which posed body this is: unique to this collider and pose among every collider
+    /// of the process (see [`Collider::generation`]).
+    generation: u64,
 }
+
+/// Source of [`Collider::generation`]s (0 is never handed out).
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// Signed distance of a point and its first two derivatives.
 #[derive(Copy, Clone, Debug)]
@@ -79,6 +85,7 @@ impl Collider {
             normals: vec![DVec3::ZERO; body.mesh.triangles.len()],
             scratch,
             radius,
+            generation: 0,
         };
         c.refresh();
         Ok(c)
@@ -94,12 +101,14 @@ impl Collider {
             normals: vec![DVec3::ZERO; mesh.triangles.len()],
             scratch: mesh.positions.clone(),
             radius,
+            generation: 0,
         };
         c.refresh();
         Ok(c)
     }
 
     fn refresh(&mut self) {
+        self.generation = GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for (d, s) in self.positions.iter_mut().zip(&self.scratch) {
             *d = s.as_dvec3();
         }
@@ -114,6 +123,13 @@ impl Collider {
         body.pose_into(pose, params.body_skinning, &mut self.scratch);
         self.query.update(&self.scratch);
         self.refresh();
+    }
+
+    /// An id of this collider in its current pose, never 0 and never shared with another
+    /// collider or pose in this process: [`Collider::distance`] at a point is a function
+    /// of it, so values computed under one generation can be reused while it lasts.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// Posed body vertex positions, metres.

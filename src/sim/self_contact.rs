@@ -211,21 +211,34 @@ impl SelfContact {
                 if self.excluded.binary_search(&(v as u32, t)).is_ok() {
                     continue;
                 }
-                let [a, b, c] = tri.map(|w| y[w as usize]);
-                // the triangle's box first: most of a cell's triangles are out of reach
-                let outside = (a.min(b).min(c) - p)
-                    .max(p - a.max(b).max(c))
-                    .max(DVec3::ZERO);
-                if outside.length_squared() >= reach * reach {
-                    continue;
-                }
-                let (q, _, _) = closest_on_triangle_f64(p, a, b, c);
-                if p.distance_squared(q) < reach * reach {
+                if within(p, tri.map(|w| y[w as usize]), reach) {
                     out.push((v as u32, t));
                 }
             }
         }
         out
+    }
+
+    /// The pairs of `among` (in their order) within `reach` at `y`: the same pairs as
+    /// [`SelfContact::pairs`] gives when `among` holds every contact pair within `reach`
+    /// at `y` (pairs found within a wider reach of a state no vertex has since moved
+    /// far from), by the same test, without building a grid.
+    pub(crate) fn pairs_among(
+        &self,
+        y: &[DVec3],
+        triangles: &[[u32; 3]],
+        among: &[Pair],
+        reach: f64,
+    ) -> Vec<Pair> {
+        among
+            .iter()
+            .copied()
+            .filter(|&(v, t)| {
+                let tri = triangles[t as usize].map(|w| y[w as usize]);
+                let p = y[v as usize];
+                p.is_finite() && tri.iter().all(|x| x.is_finite()) && within(p, tri, reach)
+            })
+            .collect()
     }
 
     /// The contact pairs at `y`: those of `candidates` (a superset, when given: pairs
@@ -493,6 +506,20 @@ impl Grid {
             }
         }
     }
+}
+
+/// Whether the point `p` is closer than `reach` (metres) to the triangle `[a, b, c]`:
+/// the triangle's box first (most of a grid cell's triangles are out of reach), then
+/// its nearest point. The one test of every pair search, so that searches agree.
+fn within(p: DVec3, [a, b, c]: [DVec3; 3], reach: f64) -> bool {
+    let outside = (a.min(b).min(c) - p)
+        .max(p - a.max(b).max(c))
+        .max(DVec3::ZERO);
+    if outside.length_squared() >= reach * reach {
+        return false;
+    }
+    let (q, _, _) = closest_on_triangle_f64(p, a, b, c);
+    p.distance_squared(q) < reach * reach
 }
 
 /// The union of two ascending lists without repeats, ascending.

@@ -9,6 +9,7 @@ use glam::DVec3;
 
 use super::cloth::Cloth;
 use super::contact::Collider;
+use super::self_contact::Pair;
 use super::sparse::FactorError;
 
 /// Why a solve failed.
@@ -169,13 +170,20 @@ impl Cloth {
         let reference = y.to_vec();
         let mut energy = self.energy_from(y, &reference, body);
         report.energies.push(energy);
+        // the last accepted step's pairs within its reach (see `near` below)
+        let mut carried: Option<Vec<Pair>> = None;
         for it in 0..self.params.max_iterations {
             // the self-contact pairs within the margin: the gradient's and the Hessian's
-            // (each step's own, within its reach, are found once its length is known)
+            // (each step's own, within its reach, are found once its length is known);
+            // after a step they are among that step's pairs, since no vertex moved
+            // farther than the step's reach allowed for
             let margin = self.params.self_contact_margin;
             self.candidates = None;
-            if self.self_contact.is_some() {
-                self.candidates = Some(self.self_contact_pairs(y, margin));
+            if let Some(sc) = &self.self_contact {
+                self.candidates = Some(match carried.take() {
+                    Some(near) => sc.pairs_among(y, &self.triangles, &near, margin),
+                    None => self.self_contact_pairs(y, margin),
+                });
             }
             // steps are bounded near a body, or near the garment's own triangles that a
             // vertex could reach in one step of max_step
@@ -238,11 +246,14 @@ impl Cloth {
                 // farther than `step`, so no pair's distance changes by more than twice
                 // that): no step may carry a vertex through one of them, and the
                 // self-contact energy of every state the line search tries is among them
+                // (the slack, relative and 1 pm, covers rounding in the moves and the
+                // distances; pairs beyond the margin have no energy and a pair beyond
+                // the step's reach cannot cross, so it changes no result)
                 let step = (0..n)
                     .map(|v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]).length())
                     .fold(0.0, f64::max);
                 let near = if self.self_contact.is_some() && step.is_finite() {
-                    self.self_contact_pairs(y, margin + 2.0 * step * (1.0 + 1e-9))
+                    self.self_contact_pairs(y, margin + 2.0 * step * (1.0 + 1e-9) + 1e-12)
                 } else {
                     Vec::new()
                 };
@@ -318,6 +329,9 @@ impl Cloth {
                             );
                         }
                         y.copy_from_slice(&trial);
+                        if self.self_contact.is_some() && step.is_finite() {
+                            carried = Some(near);
+                        }
                         energy = e;
                         report.energies.push(e);
                         damping = if alpha == 1.0 {

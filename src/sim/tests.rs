@@ -720,3 +720,45 @@ fn the_contact_field_fades_to_far_as_the_last_facet_leaves_its_kernel() {
         "the energy jumps: {fine} J in a 0.01 mm step, {coarse} J in 0.1 mm"
     );
 }
+
+/// The cloth keeps the body field at its vertices between evaluations of the same
+/// state; once the body moves, every value is evaluated afresh: the energy, gradient
+/// and Hessian of a cloth that evaluated the old pose are those of a new cloth, to the
+/// bit, and not those of the old pose.
+#[test]
+fn the_body_field_is_evaluated_afresh_when_the_body_moves() {
+    let params = SimParams::default();
+    let body = test_body();
+    let mesh = square(6, 0.2);
+    let mut cloth = Cloth::new(&mesh, &params).expect("cloth");
+    // the square's vertices 2 mm outside scattered body vertices (within the margin)
+    let normals = body.mesh.vertex_normals();
+    let y: Vec<DVec3> = (0..cloth.vertex_count())
+        .map(|i| {
+            let k = i * 37 % body.mesh.positions.len();
+            (body.mesh.positions[k] + normals[k] * 0.002).as_dvec3()
+        })
+        .collect();
+    let mut col = Collider::new(body, &crate::skeleton::Pose::rest(), &params).expect("collider");
+    let n = y.len();
+    let evaluate = |cloth: &mut Cloth, col: &Collider| {
+        let e = cloth.contact_energy(&y, Some(col));
+        let mut g = vec![DVec3::ZERO; n];
+        cloth.gradient(&y, Some(col), &mut g);
+        cloth.assemble(&y, Some(col), 0.0, false);
+        (e, g, cloth.matrix.values.clone())
+    };
+    let at_rest = evaluate(&mut cloth, &col);
+    assert!(at_rest.0 > 0.0, "the square touches the body");
+    // the same state again: the same values
+    assert_eq!(evaluate(&mut cloth, &col), at_rest);
+    // the body moved by 1 mm
+    let mut pose = crate::skeleton::Pose::rest();
+    pose.translation = Vec3::new(0.001, 0.0, 0.0);
+    col.set_pose(body, &pose, &params);
+    let moved = evaluate(&mut cloth, &col);
+    let fresh = evaluate(&mut Cloth::new(&mesh, &params).expect("cloth"), &col);
+    assert_eq!(moved, fresh);
+    assert_ne!(moved.0, at_rest.0);
+    assert_ne!(moved.1, at_rest.1);
+}

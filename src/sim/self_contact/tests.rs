@@ -335,4 +335,42 @@ proptest::proptest! {
             );
         }
     }
+
+    /// After a move of at most `step` per vertex, the pairs within the margin are
+    /// exactly those of the pairs within margin + 2·step before it (the search each
+    /// Newton iteration reuses from its last step), in the same order.
+    #[test]
+    fn a_steps_pairs_hold_every_pair_within_the_margin_after_it(
+        offsets in proptest::collection::vec((-0.02f64..0.02, -0.02f64..0.02, -0.02f64..0.02), 64),
+        moves in proptest::collection::vec((-1.0f64..1.0, -1.0f64..1.0, -1.0f64..1.0), 64),
+        squash in 0.05f64..1.0,
+        step in 0.0f64..0.01,
+        alpha in 0.0f64..1.0,
+    ) {
+        let (rest, triangles, neighbors) = sheet(8);
+        let margin = 0.003;
+        let sc = SelfContact::new(&rest, &triangles, |v| neighbors[v as usize].clone(), margin, 1e5);
+        let y: Vec<DVec3> = rest
+            .iter()
+            .zip(&offsets)
+            .map(|(p, o)| *p * squash + DVec3::new(o.0, o.1, o.2))
+            .collect();
+        // moves of length at most `step`, the longest exactly `step`, taken `alpha` of
+        // the way as a line search does
+        let dir: Vec<DVec3> = moves
+            .iter()
+            .map(|m| DVec3::new(m.0, m.1, m.2).clamp_length_max(1.0) * step)
+            .collect();
+        let longest = dir.iter().map(|d| d.length()).fold(0.0, f64::max);
+        let moved: Vec<DVec3> = y.iter().zip(&dir).map(|(p, d)| *p + *d * alpha).collect();
+        let near = sc.pairs(&y, &triangles, margin + 2.0 * longest * (1.0 + 1e-9) + 1e-12);
+        let reused = sc.pairs_among(&moved, &triangles, &near, margin);
+        let searched = sc.pairs(&moved, &triangles, margin);
+        proptest::prop_assert!(
+            reused == searched,
+            "{} pairs reused, {} searched",
+            reused.len(),
+            searched.len()
+        );
+    }
 }
