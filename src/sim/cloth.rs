@@ -10,7 +10,7 @@ use super::contact::{self, Collider, Distance};
 use super::friction::Friction;
 use super::membrane::{self, MembraneRest};
 use super::params::SimParams;
-use super::self_contact::{Pair, SelfContact};
+use super::self_contact::{Pair, PairCache, SelfContact};
 use super::solve::SolveError;
 use super::sparse::BlockSparse;
 
@@ -307,6 +307,20 @@ impl Cloth {
     pub(crate) fn self_contact_pairs(&self, y: &[DVec3], reach: f64) -> Vec<Pair> {
         match &self.self_contact {
             Some(sc) => sc.pairs(y, &self.triangles, reach),
+            None => Vec::new(),
+        }
+    }
+
+    /// [`Cloth::self_contact_pairs`] answered from `cache` where it can be (the same
+    /// pairs; see [`PairCache`]).
+    pub(crate) fn self_contact_pairs_cached(
+        &self,
+        y: &[DVec3],
+        reach: f64,
+        cache: &mut PairCache,
+    ) -> Vec<Pair> {
+        match &self.self_contact {
+            Some(sc) => sc.pairs_cached(y, &self.triangles, reach, cache),
             None => Vec::new(),
         }
     }

@@ -9,7 +9,7 @@ use glam::DVec3;
 
 use super::cloth::Cloth;
 use super::contact::Collider;
-use super::self_contact::Pair;
+use super::self_contact::PairCache;
 use super::sparse::FactorError;
 
 /// Why a solve failed.
@@ -170,20 +170,16 @@ impl Cloth {
         let reference = y.to_vec();
         let mut energy = self.energy_from(y, &reference, body);
         report.energies.push(energy);
-        // the last accepted step's pairs within its reach (see `near` below)
-        let mut carried: Option<Vec<Pair>> = None;
+        // self-contact pairs found within a wider reach, reused while the cloth moves
+        // less than that (the same pairs as a new search)
+        let mut pair_cache = PairCache::default();
         for it in 0..self.params.max_iterations {
             // the self-contact pairs within the margin: the gradient's and the Hessian's
-            // (each step's own, within its reach, are found once its length is known);
-            // after a step they are among that step's pairs, since no vertex moved
-            // farther than the step's reach allowed for
+            // (each step's own, within its reach, are found once its length is known)
             let margin = self.params.self_contact_margin;
             self.candidates = None;
-            if let Some(sc) = &self.self_contact {
-                self.candidates = Some(match carried.take() {
-                    Some(near) => sc.pairs_among(y, &self.triangles, &near, margin),
-                    None => self.self_contact_pairs(y, margin),
-                });
+            if self.self_contact.is_some() {
+                self.candidates = Some(self.self_contact_pairs_cached(y, margin, &mut pair_cache));
             }
             // steps are bounded near a body, or near the garment's own triangles that a
             // vertex could reach in one step of max_step
@@ -253,7 +249,11 @@ impl Cloth {
                     .map(|v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]).length())
                     .fold(0.0, f64::max);
                 let near = if self.self_contact.is_some() && step.is_finite() {
-                    self.self_contact_pairs(y, margin + 2.0 * step * (1.0 + 1e-9) + 1e-12)
+                    self.self_contact_pairs_cached(
+                        y,
+                        margin + 2.0 * step * (1.0 + 1e-9) + 1e-12,
+                        &mut pair_cache,
+                    )
                 } else {
                     Vec::new()
                 };
@@ -329,9 +329,6 @@ impl Cloth {
                             );
                         }
                         y.copy_from_slice(&trial);
-                        if self.self_contact.is_some() && step.is_finite() {
-                            carried = Some(near);
-                        }
                         energy = e;
                         report.energies.push(e);
                         damping = if alpha == 1.0 {

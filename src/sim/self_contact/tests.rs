@@ -373,4 +373,48 @@ proptest::proptest! {
             searched.len()
         );
     }
+
+    /// A cache of pairs answers a run of searches of varying reach over a state moving
+    /// by steps of varying length (at times farther than its slack, at times by a
+    /// non-finite vertex) with exactly the pairs a new search finds each time.
+    #[test]
+    fn the_pair_cache_answers_as_a_new_search_does(
+        offsets in proptest::collection::vec((-0.02f64..0.02, -0.02f64..0.02, -0.02f64..0.02), 64),
+        moves in proptest::collection::vec(
+            (proptest::collection::vec((-1.0f64..1.0, -1.0f64..1.0, -1.0f64..1.0), 64), 0.0f64..0.003, 0.001f64..0.01),
+            1..8,
+        ),
+        squash in 0.05f64..1.0,
+        broken in proptest::option::of((0usize..8, 0usize..64)),
+    ) {
+        let (rest, triangles, neighbors) = sheet(8);
+        let sc = SelfContact::new(&rest, &triangles, |v| neighbors[v as usize].clone(), 0.003, 1e5);
+        let mut y: Vec<DVec3> = rest
+            .iter()
+            .zip(&offsets)
+            .map(|(p, o)| *p * squash + DVec3::new(o.0, o.1, o.2))
+            .collect();
+        let mut cache = PairCache::default();
+        for (k, (dirs, step, reach)) in moves.iter().enumerate() {
+            for (p, d) in y.iter_mut().zip(dirs) {
+                *p += DVec3::new(d.0, d.1, d.2).clamp_length_max(1.0) * *step;
+            }
+            if let Some((at, v)) = broken {
+                if at == k {
+                    y[v].x = f64::NAN;
+                } else if y[v].x.is_nan() {
+                    y[v].x = rest[v].x * squash;
+                }
+            }
+            let cached = sc.pairs_cached(&y, &triangles, *reach, &mut cache);
+            let searched = sc.pairs(&y, &triangles, *reach);
+            proptest::prop_assert!(
+                cached == searched,
+                "search {}: {} pairs from the cache, {} searched",
+                k,
+                cached.len(),
+                searched.len()
+            );
+        }
+    }
 }
