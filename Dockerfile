@@ -1,6 +1,6 @@
 # clothcast server image: `docker build -t clothcast .` then
 #   docker run -p 8470:8470 -e CLOTHCAST_PUBLISHER_TOKEN=… -e CLOTHCAST_VIEWER_TOKEN=… clothcast
-# The default database is baked while the image is built (7–9 min on 2 cores), so a
+# The default database is baked while the image is built (5–7 min on 2 cores), so a
 # container is serving within a second of its start: an orchestrator's liveness probe
 # never meets a first-start bake. README.md, "Running in a container", says more.
 
