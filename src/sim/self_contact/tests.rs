@@ -293,6 +293,29 @@ fn pairs_by_brute_force(
     out
 }
 
+/// The 8×8 sheet with a 3 mm margin, crumpled: squashed by `squash` towards the origin
+/// and each vertex moved by its offset (metres). Returns the model, its rest positions,
+/// triangles and the crumpled state.
+fn crumpled_sheet(
+    offsets: &[(f64, f64, f64)],
+    squash: f64,
+) -> (SelfContact, Vec<DVec3>, Vec<[u32; 3]>, Vec<DVec3>) {
+    let (rest, triangles, neighbors) = sheet(8);
+    let sc = SelfContact::new(
+        &rest,
+        &triangles,
+        |v| neighbors[v as usize].clone(),
+        0.003,
+        1e5,
+    );
+    let y = rest
+        .iter()
+        .zip(offsets)
+        .map(|(p, o)| *p * squash + DVec3::new(o.0, o.1, o.2))
+        .collect();
+    (sc, rest, triangles, y)
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
 
@@ -308,13 +331,7 @@ proptest::proptest! {
         far in proptest::option::of((0usize..64, -100.0f64..100.0)),
         broken in proptest::option::of(0usize..64),
     ) {
-        let (rest, triangles, neighbors) = sheet(8);
-        let sc = SelfContact::new(&rest, &triangles, |v| neighbors[v as usize].clone(), 0.003, 1e5);
-        let mut y: Vec<DVec3> = rest
-            .iter()
-            .zip(&offsets)
-            .map(|(p, o)| *p * squash + DVec3::new(o.0, o.1, o.2))
-            .collect();
+        let (sc, _, triangles, mut y) = crumpled_sheet(&offsets, squash);
         if let Some((v, x)) = far {
             // (a grid over the whole box would have ~10¹² cells: it coarsens, and the
             // vertex's triangles span too many of its cells to be binned)
@@ -347,14 +364,8 @@ proptest::proptest! {
         step in 0.0f64..0.01,
         alpha in 0.0f64..1.0,
     ) {
-        let (rest, triangles, neighbors) = sheet(8);
-        let margin = 0.003;
-        let sc = SelfContact::new(&rest, &triangles, |v| neighbors[v as usize].clone(), margin, 1e5);
-        let y: Vec<DVec3> = rest
-            .iter()
-            .zip(&offsets)
-            .map(|(p, o)| *p * squash + DVec3::new(o.0, o.1, o.2))
-            .collect();
+        let (sc, _, triangles, y) = crumpled_sheet(&offsets, squash);
+        let margin = sc.margin;
         // moves of length at most `step`, the longest exactly `step`, taken `alpha` of
         // the way as a line search does
         let dir: Vec<DVec3> = moves
@@ -387,13 +398,7 @@ proptest::proptest! {
         squash in 0.05f64..1.0,
         broken in proptest::option::of((0usize..8, 0usize..64)),
     ) {
-        let (rest, triangles, neighbors) = sheet(8);
-        let sc = SelfContact::new(&rest, &triangles, |v| neighbors[v as usize].clone(), 0.003, 1e5);
-        let mut y: Vec<DVec3> = rest
-            .iter()
-            .zip(&offsets)
-            .map(|(p, o)| *p * squash + DVec3::new(o.0, o.1, o.2))
-            .collect();
+        let (sc, rest, triangles, mut y) = crumpled_sheet(&offsets, squash);
         let mut cache = PairCache::default();
         for (k, (dirs, step, reach)) in moves.iter().enumerate() {
             for (p, d) in y.iter_mut().zip(dirs) {
