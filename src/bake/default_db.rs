@@ -47,7 +47,7 @@ fn cache_dir() -> PathBuf {
 /// The default recipe: [`DEFAULT_EXAMPLES`] K-means examples, simulated with cloth
 /// self-contact. (SOR §7 leaves it out; with it the garment SOR streams crosses itself
 /// a quarter as often, 24 edges per frame on CMU 131_03 against 107, at about the same
-/// error, and no longer bunches a sleeve through the torso; the bake takes ~1.3× as
+/// error, and no longer bunches a sleeve through the torso; the bake takes ~1.2× as
 /// long.)
 fn default_config() -> BakeConfig {
     BakeConfig {

@@ -59,7 +59,7 @@ pub(crate) struct BakeArgs {
     #[arg(long, required_unless_present = "default_db")]
     out: Option<PathBuf>,
     /// Simulate the examples with cloth self-contact (the garment kept from passing
-    /// through itself; off by default as in SOR §7, and ~1.3× slower; the default
+    /// through itself; off by default as in SOR §7, and ~1.2× slower; the default
     /// database is baked with it). `eval` simulates its ground truth with the
     /// database's own settings.
     #[arg(long)]
