@@ -3,6 +3,17 @@
 //!
 //! Module order follows DESIGN §4: each module imports only from those above it.
 
+// Library code answers bad input with a named error; a panic on something that came
+// from outside would take a server down. (Test modules are compiled out here.)
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        reason = "input from outside gets a named error, not a panic"
+    )
+)]
+
 pub mod bake;
 pub mod body;
 pub mod cli;

@@ -1,5 +1,14 @@
 //! The `clothcast` command-line tool; see `clothcast --help`.
 
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        reason = "input from outside gets a named error, not a panic"
+    )
+)]
+
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
