@@ -87,7 +87,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
     let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)?;
     let synth = Synthesizer::new(&db, SynthParams::default());
     let coarse = TriMesh::new(db.garment.rest.clone(), db.garment.triangles.clone());
-    let small_setup = setup_of(&db.garment.triangles, &db.garment.skin)?;
+    let small_setup = setup_of(&db.garment.triangles, &db.garment.skin, &db.garment.rest)?;
     if let Some(dir) = &b.golden {
         return write_golden(dir, &synth, &clip, &small_setup);
     }
@@ -96,7 +96,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
     cfg.target_vertices = b.large;
     let large = Garment::generate(&default_body, &cfg)?;
     let binding = Binding::new(&coarse, &large.mesh.positions)?;
-    let large_setup = setup_of(&large.mesh.triangles, &large.skin)?;
+    let large_setup = setup_of(&large.mesh.triangles, &large.skin, &large.mesh.positions)?;
     outln!(
         "garment stream codec, one thread; max error 1 mm; the lossless peers code exactly the frames clothcast reconstructs;"
     );
@@ -153,8 +153,9 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
 fn setup_of(
     triangles: &[[u32; 3]],
     skin: &crate::body::SkinWeights,
+    rest: &[glam::Vec3],
 ) -> anyhow::Result<Arc<GarmentSetup>> {
-    Ok(Arc::new(crate::engine::codec_setup(triangles, skin)?))
+    Ok(Arc::new(crate::engine::codec_setup(triangles, skin, rest)?))
 }
 
 #[allow(

@@ -155,22 +155,27 @@ pub enum EngineError {
     },
 }
 
-/// The codec setup of a garment skinned to the canonical skeleton (default lattice).
+/// The codec setup of a garment skinned to the canonical skeleton (default lattice),
+/// its traversal chosen from the garment's shape at rest (`rest`, metres, one per
+/// vertex: [`GarmentSetup::with_rest`]).
 pub fn codec_setup(
     triangles: &[[u32; 3]],
     skin: &crate::body::SkinWeights,
+    rest: &[glam::Vec3],
 ) -> Result<GarmentSetup, CodecError> {
     let joints: Vec<[u8; 4]> = skin
         .joints
         .iter()
         .map(|j| j.map(|b| b.min(255) as u8))
         .collect();
-    GarmentSetup::new(
+    let rest: Vec<[f32; 3]> = rest.iter().map(|p| p.to_array()).collect();
+    GarmentSetup::with_rest(
         triangles,
         &joints,
         &skin.weights,
         JOINT_COUNT as u32,
         &CodecConfig::default(),
+        &rest,
     )
 }
 
@@ -320,7 +325,7 @@ struct Garment {
 impl Garment {
     fn new(db: Arc<Database>) -> Result<Self, EngineError> {
         let g = &db.garment;
-        let setup = Arc::new(codec_setup(&g.triangles, &g.skin)?);
+        let setup = Arc::new(codec_setup(&g.triangles, &g.skin, &g.rest)?);
         let body = db.body.to_body();
         let skeleton = body.skeleton.clone();
         let asset_hash = format!("{:08x}{:016x}", setup.id(), crate::sor::body_hash(&db.body));
