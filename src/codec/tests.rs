@@ -615,10 +615,17 @@ fn a_coarse_to_fine_setup_refuses_bad_rest_positions_and_handles_a_fan() {
 
 /// The frozen v1 streams (SOR output of the default T-shirt on CMU 131_01, written by
 /// `clothcast bench codec --golden`): decoded bit-exactly, as the JavaScript decoder
-/// must.
+/// must. `v1/` holds a setup with the breadth-first traversal of [`GarmentSetup::new`],
+/// `v1/coarse-to-fine/` one with the traversal of [`GarmentSetup::with_rest`] (what the
+/// server sends since): the same format, and a decoder follows either.
 #[test]
 fn golden_v1_streams_decode_bit_exactly() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v1");
+    let v1 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v1");
+    check_golden(&v1);
+    check_golden(&v1.join("coarse-to-fine"));
+}
+
+fn check_golden(dir: &std::path::Path) {
     let read = |name: &str| std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     let setup =
         Arc::new(GarmentSetup::from_bytes(&read("setup.bin")).expect("golden setup parses"));

@@ -10,10 +10,8 @@ import { GarmentSetup, GarmentDecoder, CodecError, wordHash } from "../codec.js"
 const dir = fileURLToPath(new URL("../../../tests/fixtures/codec/v1/", import.meta.url));
 const setupBytes = new Uint8Array(readFileSync(dir + "setup.bin"));
 const stream = new Uint8Array(readFileSync(dir + "stream.bin"));
-const expected = JSON.parse(readFileSync(dir + "frames.json", "utf8"));
-const last = new Uint8Array(readFileSync(dir + "last.f32"));
 
-function records() {
+function records(stream) {
   const out = [];
   for (let at = 0; at < stream.length;) {
     const len = stream[at] | (stream[at + 1] << 8) | (stream[at + 2] << 16) | (stream[at + 3] << 24);
@@ -23,25 +21,31 @@ function records() {
   return out;
 }
 
-test("golden v1 stream decodes bit-exactly", () => {
-  const setup = GarmentSetup.parse(setupBytes);
-  const dec = new GarmentDecoder(setup);
-  const out = new Float32Array(3 * setup.vertexCount);
-  const recs = records();
-  assert.equal(recs.length, expected.length);
-  recs.forEach((r, i) => {
-    const h = dec.decode(r, out);
-    assert.equal(h.kind, expected[i].kind, `record ${i}`);
-    assert.equal(h.frame, expected[i].frame, `record ${i}`);
-    const bits = new Uint32Array(out.buffer);
-    assert.equal(wordHash(bits), expected[i].hash, `record ${i}: decoded floats differ from Rust`);
+// v1/: a setup with the breadth-first traversal; v1/coarse-to-fine/: one with the
+// traversal the server sends since (coarse vertices first, references anywhere earlier)
+for (const sub of ["", "coarse-to-fine/"]) {
+  test(`golden v1 stream ${sub || "(breadth-first) "}decodes bit-exactly`, () => {
+    const setup = GarmentSetup.parse(new Uint8Array(readFileSync(dir + sub + "setup.bin")));
+    const stream = new Uint8Array(readFileSync(dir + sub + "stream.bin"));
+    const expected = JSON.parse(readFileSync(dir + sub + "frames.json", "utf8"));
+    const dec = new GarmentDecoder(setup);
+    const out = new Float32Array(3 * setup.vertexCount);
+    const recs = records(stream);
+    assert.equal(recs.length, expected.length);
+    recs.forEach((r, i) => {
+      const h = dec.decode(r, out);
+      assert.equal(h.kind, expected[i].kind, `record ${i}`);
+      assert.equal(h.frame, expected[i].frame, `record ${i}`);
+      const bits = new Uint32Array(out.buffer);
+      assert.equal(wordHash(bits), expected[i].hash, `record ${i}: decoded floats differ from Rust`);
+    });
+    assert.deepEqual(new Uint8Array(out.buffer), new Uint8Array(readFileSync(dir + sub + "last.f32")));
   });
-  assert.deepEqual(new Uint8Array(out.buffer), last);
-});
+}
 
 test("hostile frames are refused with named errors and lose nothing", () => {
   const setup = GarmentSetup.parse(setupBytes);
-  const recs = records();
+  const recs = records(stream);
   const dec = new GarmentDecoder(setup);
   const out = new Float32Array(3 * setup.vertexCount);
   const code = (f) => { try { f(); } catch (e) { assert.ok(e instanceof CodecError, String(e)); return e.code; } return "accepted"; };
