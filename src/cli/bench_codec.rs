@@ -1,7 +1,8 @@
 //! `clothcast bench codec`: bits per vertex per frame, error and speed of the garment
 //! stream codec next to raw floats, quantised + zstd, and meshoptimizer + zstd, all on
-//! the same quantised frames of recorded SOR garment sequences. Also writes the golden
-//! streams (`--golden DIR`).
+//! the same quantised frames of recorded SOR garment sequences, and of the same coder
+//! over the breadth-first traversal (`clothcast v1 bfs`, the baseline of the server's
+//! coarse-to-fine one). Also writes the golden streams (`--golden DIR`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -87,7 +88,12 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
     let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)?;
     let synth = Synthesizer::new(&db, SynthParams::default());
     let coarse = TriMesh::new(db.garment.rest.clone(), db.garment.triangles.clone());
-    let small_setup = setup_of(&db.garment.triangles, &db.garment.skin, &db.garment.rest)?;
+    let small_setup = setup_of(
+        &db.garment.triangles,
+        &db.garment.skin,
+        Some(&db.garment.rest),
+    )?;
+    let small_bfs = setup_of(&db.garment.triangles, &db.garment.skin, None)?;
     if let Some(dir) = &b.golden {
         return write_golden(dir, &synth, &clip, &small_setup);
     }
@@ -96,7 +102,12 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
     cfg.target_vertices = b.large;
     let large = Garment::generate(&default_body, &cfg)?;
     let binding = Binding::new(&coarse, &large.mesh.positions)?;
-    let large_setup = setup_of(&large.mesh.triangles, &large.skin, &large.mesh.positions)?;
+    let large_setup = setup_of(
+        &large.mesh.triangles,
+        &large.skin,
+        Some(&large.mesh.positions),
+    )?;
+    let large_bfs = setup_of(&large.mesh.triangles, &large.skin, None)?;
     outln!(
         "garment stream codec, one thread; max error 1 mm; the lossless peers code exactly the frames clothcast reconstructs;"
     );
@@ -120,13 +131,16 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
         "enc µs",
         "dec µs"
     );
-    for (setup, bind) in [(&small_setup, None), (&large_setup, Some(&binding))] {
+    for (setup, bfs, bind) in [
+        (&small_setup, &small_bfs, None),
+        (&large_setup, &large_bfs, Some(&binding)),
+    ] {
         for fps in [30u32, 60] {
             for (name, first, count, speed) in motions(b.seconds) {
                 let seq = record(&synth, &clip, first, count, speed, fps, bind, name)?;
                 let label = format!("{} {}v {}fps", seq.name, setup.vertex_count(), seq.fps);
                 let key_every = ((b.keyframe_interval * fps as f32) as usize).max(1);
-                for r in run_methods(setup, &seq, key_every, b.js, b.passes)? {
+                for r in run_methods(setup, bfs, &seq, key_every, b.js, b.passes)? {
                     outln!(
                         "{:<26} {:<20} {:>7.2} {:>7.2} {:>7.1} {:>8.3} {:>8.3} {:>9} {:>9.0}",
                         label,
@@ -153,7 +167,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
 fn setup_of(
     triangles: &[[u32; 3]],
     skin: &crate::body::SkinWeights,
-    rest: &[glam::Vec3],
+    rest: Option<&[glam::Vec3]>,
 ) -> anyhow::Result<Arc<GarmentSetup>> {
     Ok(Arc::new(crate::engine::codec_setup(triangles, skin, rest)?))
 }
@@ -271,6 +285,7 @@ fn summarise(
 
 fn run_methods(
     setup: &Arc<GarmentSetup>,
+    breadth_first: &Arc<GarmentSetup>,
     seq: &Sequence,
     key_every: usize,
     js: bool,
@@ -316,6 +331,13 @@ fn run_methods(
         seq,
         n,
     );
+    // the same coder over the breadth-first traversal (the baseline of the coarse-to-fine
+    // one the server uses)
+    let bfs = code_ours(breadth_first, seq, key_every, passes, Effort::Fast)?.summary(
+        "clothcast v1 bfs",
+        seq,
+        n,
+    );
     let (frames, decoded) = (coded.frames, coded.decoded);
     let inv = 1.0 / f64::from(setup.step);
     let lattice: Vec<Vec<i32>> = decoded
@@ -346,6 +368,7 @@ fn run_methods(
     results.push(ours);
     results.push(small);
     results.push(fastest);
+    results.push(bfs);
     Ok(results)
 }
 

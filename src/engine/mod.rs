@@ -157,26 +157,26 @@ pub enum EngineError {
 
 /// The codec setup of a garment skinned to the canonical skeleton (default lattice),
 /// its traversal chosen from the garment's shape at rest (`rest`, metres, one per
-/// vertex: [`GarmentSetup::with_rest`]).
+/// vertex: [`GarmentSetup::with_rest`]), or breadth-first from the topology alone
+/// without it ([`GarmentSetup::new`]; `bench codec`'s baseline).
 pub fn codec_setup(
     triangles: &[[u32; 3]],
     skin: &crate::body::SkinWeights,
-    rest: &[glam::Vec3],
+    rest: Option<&[glam::Vec3]>,
 ) -> Result<GarmentSetup, CodecError> {
     let joints: Vec<[u8; 4]> = skin
         .joints
         .iter()
         .map(|j| j.map(|b| b.min(255) as u8))
         .collect();
-    let rest: Vec<[f32; 3]> = rest.iter().map(|p| p.to_array()).collect();
-    GarmentSetup::with_rest(
-        triangles,
-        &joints,
-        &skin.weights,
-        JOINT_COUNT as u32,
-        &CodecConfig::default(),
-        &rest,
-    )
+    let (bones, config) = (JOINT_COUNT as u32, CodecConfig::default());
+    match rest {
+        Some(rest) => {
+            let rest: Vec<[f32; 3]> = rest.iter().map(|p| p.to_array()).collect();
+            GarmentSetup::with_rest(triangles, &joints, &skin.weights, bones, &config, &rest)
+        }
+        None => GarmentSetup::new(triangles, &joints, &skin.weights, bones, &config),
+    }
 }
 
 struct Avatar {
@@ -325,7 +325,7 @@ struct Garment {
 impl Garment {
     fn new(db: Arc<Database>) -> Result<Self, EngineError> {
         let g = &db.garment;
-        let setup = Arc::new(codec_setup(&g.triangles, &g.skin, &g.rest)?);
+        let setup = Arc::new(codec_setup(&g.triangles, &g.skin, Some(&g.rest))?);
         let body = db.body.to_body();
         let skeleton = body.skeleton.clone();
         let asset_hash = format!("{:08x}{:016x}", setup.id(), crate::sor::body_hash(&db.body));
