@@ -57,7 +57,7 @@ impl GarmentSetup {
     /// weights (any non-negative values; normalised and quantised to sum
     /// [`WEIGHT_ONE`]) on `bones` bones, with a breadth-first traversal from the
     /// topology alone (where the garment's shape is known, [`GarmentSetup::with_rest`]
-    /// codes moving cloth 5–17 % smaller).
+    /// codes moving cloth 2–17 % smaller).
     pub fn new(
         triangles: &[[u32; 3]],
         joints: &[[u8; 4]],
