@@ -24,9 +24,12 @@
 //! would push them apart and could not tell which side is which).
 //!
 //! Not covered: two edges crossing with all their vertices farther than the margin from
-//! the other's triangles (rare at cloth resolutions a margin apart), and a solve that
-//! starts with layers already crossed (they stay crossed; [`SelfContact::crossing`]
-//! only keeps a step from crossing them).
+//! the other's triangles, a vertex passing through a triangle that holds one of its
+//! neighbours (above: not a contact), and a solve that starts with layers already
+//! crossed (they stay crossed; [`SelfContact::crossing`] only keeps a step from
+//! crossing them). The first two happen in folds at the scale of one edge, which is
+//! many margins long: the default T-shirt's rest drape crosses itself at 50 edges in a
+//! pinch on one shoulder (README, *Cloth self-contact*).
 
 use glam::{DMat3, DVec3};
 
