@@ -72,9 +72,10 @@ impl GarmentSetup {
     /// `rest` holds each vertex's position (any fixed frame; metres or any unit, only
     /// ratios of distances matter), and the traversal is coarse to fine so that most
     /// vertices are predicted by interpolating between decoded vertices on either
-    /// side of them ([`hierarchical`]) instead of extrapolating from the decoded side
-    /// (the breadth-first traversal of [`GarmentSetup::new`]). Frames are the same
-    /// format; decoders follow whichever traversal the setup carries.
+    /// side of them (levels from repeated maximal independent sets of the mesh graph)
+    /// instead of extrapolating from the decoded side (the breadth-first traversal of
+    /// [`GarmentSetup::new`]). Frames are the same format; decoders follow whichever
+    /// traversal the setup carries.
     ///
     /// `rest` must hold one finite position per vertex (refused by name otherwise).
     pub fn with_rest(
