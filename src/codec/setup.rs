@@ -394,30 +394,61 @@ fn quantize_weights(
 /// vertices already traversed: a parallelogram across an edge of a traversed triangle,
 /// else up to two traversed neighbours.
 fn traversal(n: usize, triangles: &[[u32; 3]]) -> Result<(Vec<u32>, Vec<[u32; 3]>), CodecError> {
+    let neighbours = neighbours(n, triangles)?;
     let mut incident: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut opposite: HashMap<(u32, u32), Vec<u32>> = HashMap::new();
-    let mut neighbours: Vec<Vec<u32>> = vec![Vec::new(); n];
     for (ti, t) in triangles.iter().enumerate() {
+        for k in 0..3 {
+            let (a, b, c) = (t[k], t[(k + 1) % 3], t[(k + 2) % 3]);
+            incident[a as usize].push(ti as u32);
+            opposite.entry((b.min(c), b.max(c))).or_default().push(a);
+        }
+    }
+    let order = breadth_first(&neighbours);
+    let mut done = vec![false; n];
+    let mut predictor = vec![[super::format::NO_REF; 3]; n];
+    for &v in &order {
+        let vi = v as usize;
+        predictor[vi] = choose_predictor(
+            v,
+            &incident[vi],
+            triangles,
+            &opposite,
+            &neighbours[vi],
+            &done,
+        );
+        done[vi] = true;
+    }
+    Ok((order, predictor))
+}
+
+/// Each vertex's neighbours over `triangles` (ascending, no repeats); refuses a
+/// triangle index out of range.
+fn neighbours(n: usize, triangles: &[[u32; 3]]) -> Result<Vec<Vec<u32>>, CodecError> {
+    let mut neighbours: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for t in triangles {
         if t.iter().any(|&i| i as usize >= n) {
             return Err(CodecError::Invalid {
                 what: "triangle vertex index",
             });
         }
         for k in 0..3 {
-            let (a, b, c) = (t[k], t[(k + 1) % 3], t[(k + 2) % 3]);
-            incident[a as usize].push(ti as u32);
-            neighbours[a as usize].extend([b, c]);
-            opposite.entry((b.min(c), b.max(c))).or_default().push(a);
+            neighbours[t[k] as usize].extend([t[(k + 1) % 3], t[(k + 2) % 3]]);
         }
     }
     for l in &mut neighbours {
         l.sort_unstable();
         l.dedup();
     }
-    let mut done = vec![false; n];
+    Ok(neighbours)
+}
+
+/// Breadth-first order over `neighbours` (neighbours in their order, components in
+/// order of their lowest vertex).
+fn breadth_first(neighbours: &[Vec<u32>]) -> Vec<u32> {
+    let n = neighbours.len();
     let mut queued = vec![false; n];
     let mut order = Vec::with_capacity(n);
-    let mut predictor = vec![[super::format::NO_REF; 3]; n];
     let mut queue = std::collections::VecDeque::new();
     for start in 0..n {
         if queued[start] {
@@ -426,18 +457,8 @@ fn traversal(n: usize, triangles: &[[u32; 3]]) -> Result<(Vec<u32>, Vec<[u32; 3]
         queued[start] = true;
         queue.push_back(start as u32);
         while let Some(v) = queue.pop_front() {
-            let vi = v as usize;
-            predictor[vi] = choose_predictor(
-                v,
-                &incident[vi],
-                triangles,
-                &opposite,
-                &neighbours[vi],
-                &done,
-            );
-            done[vi] = true;
             order.push(v);
-            for &u in &neighbours[vi] {
+            for &u in &neighbours[v as usize] {
                 if !queued[u as usize] {
                     queued[u as usize] = true;
                     queue.push_back(u);
@@ -445,7 +466,7 @@ fn traversal(n: usize, triangles: &[[u32; 3]]) -> Result<(Vec<u32>, Vec<[u32; 3]
             }
         }
     }
-    Ok((order, predictor))
+    order
 }
 
 fn choose_predictor(
@@ -505,8 +526,8 @@ fn hierarchical(
     triangles: &[[u32; 3]],
     rest: &[[f32; 3]],
 ) -> Result<(Vec<u32>, Vec<[u32; 3]>), CodecError> {
-    // (validates the triangles too)
-    let (bfs, _) = traversal(n, triangles)?;
+    let mut graph = neighbours(n, triangles)?;
+    let bfs = breadth_first(&graph);
     let mut rank = vec![0u32; n];
     for (i, &v) in bfs.iter().enumerate() {
         rank[v as usize] = i as u32;
@@ -525,12 +546,6 @@ fn hierarchical(
         }
         l
     };
-    let mut graph: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for t in triangles {
-        for k in 0..3 {
-            graph[t[k] as usize].extend([t[(k + 1) % 3], t[(k + 2) % 3]]);
-        }
-    }
     for v in 0..n {
         graph[v] = nearest(v as u32, std::mem::take(&mut graph[v]));
     }
