@@ -128,7 +128,6 @@ impl Cloth {
             SelfContact::new(
                 &at,
                 &mesh.triangles,
-                |v| topo.neighbors(v).to_vec(),
                 params.self_contact_margin,
                 params.self_contact_stiffness,
             )

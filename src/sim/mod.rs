@@ -29,9 +29,10 @@ pub use sparse::FactorError;
 /// Revision of the simulator's results: bumped whenever a change to the code moves the
 /// equilibria it finds for the same inputs and [`SimParams`] (2: friction's tangent
 /// plane from the body field's unit normal; 3: the body field fades to "far" as the
-/// last facet leaves its kernel), so that what is cached from its results,
-/// the default database and kept ground truths, is simulated afresh.
-pub const REVISION: u32 = 3;
+/// last facet leaves its kernel; 4: self-contact pairs a vertex with the triangles
+/// that hold its neighbours too), so that what is cached from its results, the default
+/// database and kept ground truths, is simulated afresh.
+pub const REVISION: u32 = 4;
 
 #[cfg(test)]
 mod drape_tests;

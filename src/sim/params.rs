@@ -36,12 +36,12 @@ pub struct SimParams {
     /// of the margin.
     pub contact_stiffness: f64,
     /// Self-contact margin δ, metres: a vertex is kept this far from the garment's own
-    /// triangles that are not next to it (a sleeve on the torso, a fold on the cloth
-    /// under it), by IPC's barrier −A·κ·(d − δ)²·ln(d/δ), and no step carries a vertex
+    /// triangles that do not hold it (a sleeve on the torso, a fold on the cloth under
+    /// it), by IPC's barrier −A·κ·(d − δ)²·ln(d/δ), and no step carries a vertex
     /// through one. 0 (the default) turns self-contact off, as in SOR §7, which does not
-    /// model it; [`SimParams::SELF_CONTACT_MARGIN`] is the value `--self-contact` sets.
-    /// Off by default because it costs 1.5–3.5× the simulation time (README, *The
-    /// cloth simulator*), which would take the default bake past its 10 minutes.
+    /// model it; [`SimParams::SELF_CONTACT_MARGIN`] is the value `--self-contact` sets
+    /// and the default database uses. Off by default for other bakes and drapes because
+    /// it costs them about a third more time (README, *The cloth simulator*).
     #[serde(skip_serializing_if = "is_off")]
     pub self_contact_margin: f64,
     /// Self-contact stiffness κ of the barrier, N/m³: with 1e5 a layer resting on another

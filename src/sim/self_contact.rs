@@ -1,5 +1,5 @@
 //! Cloth self-contact: a vertex is kept `margin` away from every triangle of the same
-//! garment that is not next to it, so that a sleeve lies on the torso instead of
+//! garment that does not hold it, so that a sleeve lies on the torso instead of
 //! passing through it, and a fold of cloth lies on the cloth below.
 //!
 //! Energy of a vertex–triangle pair: IPC's barrier E = −A·κ·(d − δ)²·ln(d/δ) for
@@ -17,19 +17,21 @@
 //! the closest feature (two on the face, one on an edge, none at a corner): exact
 //! inside each feature's region.
 //!
-//! What is not a contact: a triangle that holds the vertex or one of its neighbours
-//! (it is the cloth's own surface there, and the membrane and bending keep it), and a
+//! What is not a contact: a triangle that holds the vertex (its own surface), and a
 //! pair that the garment as modelled already places within the margin (layers stitched
 //! together, a collar lying on the shirt, or a model that crosses itself: the penalty
-//! would push them apart and could not tell which side is which).
+//! would push them apart and could not tell which side is which). A triangle that
+//! holds one of the vertex's neighbours but not the vertex is a contact: at rest it
+//! lies an edge's length away, many margins, and where a fold at the scale of one edge
+//! closes, the vertex would otherwise pass through it (the default T-shirt's rest
+//! drape crumpled through itself at 50 edges in a pinch on one shoulder that way; 18
+//! with them as contacts).
 //!
 //! Not covered: two edges crossing with all their vertices farther than the margin from
-//! the other's triangles, a vertex passing through a triangle that holds one of its
-//! neighbours (above: not a contact), and a solve that starts with layers already
-//! crossed (they stay crossed; [`SelfContact::crossing`] only keeps a step from
-//! crossing them). The first two happen in folds at the scale of one edge, which is
-//! many margins long: the default T-shirt's rest drape crosses itself at 50 edges in a
-//! pinch on one shoulder (README, *Cloth self-contact*).
+//! the other's triangles (an edge–edge barrier and its continuous check would be
+//! needed), and a solve that starts with layers already crossed (they stay crossed;
+//! [`SelfContact::crossing`] only keeps a step from crossing them). README, *Cloth
+//! self-contact*, says where the default T-shirt still crosses itself.
 
 use glam::{DMat3, DVec3};
 
@@ -45,15 +47,12 @@ pub(crate) type Pair = (u32, u32);
 
 /// The self-contact model of one garment.
 ///
-/// Invariants: `ring[ring_start[v]..ring_start[v + 1]]` holds `v` and its neighbours
-/// (sorted); `excluded` is sorted.
+/// Invariant: `excluded` is sorted.
 pub(crate) struct SelfContact {
     /// Margin δ, metres.
     pub(crate) margin: f64,
     /// Stiffness κ, N/m³.
     pub(crate) stiffness: f64,
-    ring_start: Vec<u32>,
-    ring: Vec<u32>,
     excluded: Vec<Pair>,
     /// Grid cell size, metres (the longest edge of the garment as modelled, at least
     /// the margin).
@@ -94,26 +93,13 @@ pub(crate) struct PairCache {
 }
 
 impl SelfContact {
-    /// The model of a garment with `triangles` over `positions` (as modelled), its
-    /// neighbour lists given by `neighbors(v)`.
+    /// The model of a garment with `triangles` over `positions` (as modelled).
     pub(crate) fn new(
         positions: &[DVec3],
         triangles: &[[u32; 3]],
-        neighbors: impl Fn(u32) -> Vec<u32>,
         margin: f64,
         stiffness: f64,
     ) -> Self {
-        let mut ring_start = Vec::with_capacity(positions.len() + 1);
-        let mut ring = Vec::new();
-        ring_start.push(0);
-        for v in 0..positions.len() as u32 {
-            let mut r = neighbors(v);
-            r.push(v);
-            r.sort_unstable();
-            r.dedup();
-            ring.extend(r);
-            ring_start.push(ring.len() as u32);
-        }
         let longest = triangles
             .iter()
             .flat_map(|t| {
@@ -124,8 +110,6 @@ impl SelfContact {
         let mut model = SelfContact {
             margin,
             stiffness,
-            ring_start,
-            ring,
             excluded: Vec::new(),
             cell: longest.max(margin).max(1e-4),
         };
@@ -141,46 +125,18 @@ impl SelfContact {
         self.excluded.len()
     }
 
-    fn near(&self, v: u32, tri: &[u32; 3]) -> bool {
-        let r = &self.ring
-            [self.ring_start[v as usize] as usize..self.ring_start[v as usize + 1] as usize];
-        tri.iter().any(|w| r.binary_search(w).is_ok())
-    }
-
-    /// Every vertex–triangle pair at `y` closer than `reach` (metres) that is a
-    /// contact (not next to each other, not excluded), sorted by vertex then triangle.
-    pub(crate) fn pairs(&self, y: &[DVec3], triangles: &[[u32; 3]], reach: f64) -> Vec<Pair> {
-        self.pairs_where(y, triangles, reach, true)
-    }
-
-    /// Pairs a step must not carry a vertex through: as [`SelfContact::pairs`], and also
-    /// the triangles that hold a neighbour of the vertex (not contacts, since the two
-    /// sides of a crease that close lie within the margin, but a vertex passing through
-    /// one is the cloth crumpling through itself).
-    pub(crate) fn guarded_pairs(
-        &self,
-        y: &[DVec3],
-        triangles: &[[u32; 3]],
-        reach: f64,
-    ) -> Vec<Pair> {
-        self.pairs_where(y, triangles, reach, false)
-    }
-
-    /// Pairs within `reach` at `y`: each triangle is binned, counting-sort style, into
+    /// Every vertex–triangle pair at `y` closer than `reach` (metres) that is a contact
+    /// (the triangle does not hold the vertex, and the pair is not excluded), sorted by
+    /// vertex then triangle.
+    ///
+    /// Search: each triangle is binned, counting-sort style, into
     /// the cells of a uniform grid over the finite vertices' box that its own box, grown
     /// by `reach`, overlaps (so within each cell triangles stay in index order), and
     /// each vertex tests the triangles of its cell, and those spread over more than
     /// [`MAX_TRIANGLE_CELLS`] cells (a diverging state), which are tested by every
     /// vertex rather than filling memory. The result does not depend on the grid: it is
-    /// every pair closer than `reach` whose four vertices are finite, in (vertex,
-    /// triangle) order.
-    fn pairs_where(
-        &self,
-        y: &[DVec3],
-        triangles: &[[u32; 3]],
-        reach: f64,
-        contacts: bool,
-    ) -> Vec<Pair> {
+    /// every such pair whose four vertices are finite.
+    pub(crate) fn pairs(&self, y: &[DVec3], triangles: &[[u32; 3]], reach: f64) -> Vec<Pair> {
         let mut out = Vec::new();
         let Some(grid) = Grid::new(y, self.cell.max(reach)) else {
             return out;
@@ -227,11 +183,7 @@ impl SelfContact {
             let binned = &entries[count[cell] as usize..count[cell + 1] as usize];
             for t in merged(binned, &huge) {
                 let tri = &triangles[t as usize];
-                if if contacts {
-                    self.near(v as u32, tri)
-                } else {
-                    tri.contains(&(v as u32))
-                } {
+                if tri.contains(&(v as u32)) {
                     continue;
                 }
                 if self.excluded.binary_search(&(v as u32, t)).is_ok() {
@@ -444,7 +396,7 @@ impl SelfContact {
         if !(longest.is_finite() && longest > 0.0) {
             return 0;
         }
-        let candidates = self.guarded_pairs(from, triangles, 2.0 * longest + self.margin);
+        let candidates = self.pairs(from, triangles, 2.0 * longest + self.margin);
         let mut changed = vec![false; to.len()];
         let rounds = 8;
         for round in 0..=rounds {
