@@ -376,11 +376,14 @@ impl SelfContact {
     }
 
     /// Limits a move of the whole garment from `from` to `to` (a prediction: the garment
-    /// carried with the body) so that no vertex passes through a triangle on the way: a
-    /// vertex that would meet a triangle is carried by it instead (it moves as the
-    /// triangle's point nearest to it does, so it stays on its side: a sleeve that the
-    /// arm brings down onto the torso's cloth moves with that cloth). Crossings left
-    /// after 8 rounds (a vertex carried into another triangle) are held where they were.
+    /// carried with the body) so that no vertex passes through a triangle on the way, or
+    /// is brought much closer to one as a Newton step may not be
+    /// ([`SelfContact::closes_in`]; a prediction that squeezes a fold to microns leaves
+    /// the solve a barrier force it does not recover from): such a vertex is carried by
+    /// the triangle instead (it moves as the triangle's point nearest to it does, so it
+    /// stays on its side: a sleeve that the arm brings down onto the torso's cloth moves
+    /// with that cloth). Vertices still meeting a triangle after 8 rounds (carried into
+    /// another one) are held where they were, with the triangle.
     /// Returns how many vertices were not moved as predicted.
     pub(crate) fn limit_move(
         &self,
@@ -403,7 +406,7 @@ impl SelfContact {
             let mut met = false;
             for &(v, t) in &candidates {
                 let tri = triangles[t as usize];
-                if crossing_time(from, to, tri, v).is_none() {
+                if crossing_time(from, to, tri, v).is_none() && !self.closes_in(from, to, tri, v) {
                     continue;
                 }
                 met = true;

@@ -203,6 +203,15 @@ fn a_vertex_is_paired_with_far_triangles_only_and_a_step_through_one_is_a_crossi
     assert!(sc.crossing(&y, &onto, &triangles, &reach));
     onto[3].y = 0.001;
     assert!(!sc.crossing(&y, &onto, &triangles, &reach));
+    // a prediction is limited as a step is: brought from 2 mm to 0.1 mm over triangle 0,
+    // vertex 3 is held (it moves as triangle 0 does, here not at all); to 1 mm it is not
+    let mut squeezed = y.clone();
+    squeezed[3].y = 0.0001;
+    assert_eq!(sc.limit_move(&y, &mut squeezed, &triangles), 1);
+    assert_eq!(squeezed[3], y[3]);
+    let mut closer = onto.clone();
+    assert_eq!(sc.limit_move(&y, &mut closer, &triangles), 0);
+    assert_eq!(closer, onto);
     let mut side = y.clone();
     side[3].x += 0.004;
     assert!(!sc.crossing(&y, &side, &triangles, &reach));
