@@ -27,7 +27,7 @@ pub const DEFAULT_CLIP: &str = include_str!("../../tests/fixtures/mocap/cmu_131_
 /// [`crate::sim::REVISION`]).
 const RECIPE: u32 = 3;
 
-/// Number of examples of the default database: bakes in five to seven minutes on two
+/// Number of examples of the default database: bakes in six to eight minutes on two
 /// cores (each example is a continuation, 66 sensitivities and a rig fit).
 pub const DEFAULT_EXAMPLES: usize = 48;
 

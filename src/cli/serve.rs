@@ -173,7 +173,7 @@ fn databases(paths: &[PathBuf], bake: bool) -> anyhow::Result<Vec<Arc<Database>>
     let path = crate::bake::default_database_path();
     anyhow::ensure!(
         path.exists(),
-        "the default database is not baked yet ({}): `serve` bakes it at start (5–7 min on 2 cores), or name databases with --db or `databases`",
+        "the default database is not baked yet ({}): `serve` bakes it at start (6–8 min on 2 cores), or name databases with --db or `databases`",
         path.display()
     );
     Ok(vec![load_db(Some(&path))?])

@@ -30,9 +30,10 @@ pub use sparse::FactorError;
 /// equilibria it finds for the same inputs and [`SimParams`] (2: friction's tangent
 /// plane from the body field's unit normal; 3: the body field fades to "far" as the
 /// last facet leaves its kernel; 4: self-contact pairs a vertex with the triangles
-/// that hold its neighbours too), so that what is cached from its results, the default
-/// database and kept ground truths, is simulated afresh.
-pub const REVISION: u32 = 4;
+/// that hold its neighbours too; 5: a carried prediction may not bring a vertex much
+/// closer to a triangle, as a Newton step may not), so that what is cached from its
+/// results, the default database and kept ground truths, is simulated afresh.
+pub const REVISION: u32 = 5;
 
 #[cfg(test)]
 mod drape_tests;
