@@ -144,6 +144,17 @@ fn the_barrier_derivatives_match_finite_differences_and_vanish_at_the_margin() {
     assert_eq!(penalty(0.0, 1e-4, &sc).0, f64::INFINITY);
 }
 
+/// The barrier's gradient at `y` (every vertex of area 1 cm²), after checking that its
+/// energy there is positive and that it pushes vertex `v` up (+y: ∇E points down).
+fn pushed_up(sc: &SelfContact, y: &[DVec3], triangles: &[[u32; 3]], v: usize) -> Vec<DVec3> {
+    let area = vec![1e-4; y.len()];
+    assert!(sc.energy(y, triangles, &area, None) > 0.0);
+    let mut g = vec![DVec3::ZERO; y.len()];
+    sc.add_gradient(y, triangles, &area, None, &mut g);
+    assert!(g[v].y < 0.0, "vertex {v} is pushed up: ∇E {:?}", g[v]);
+    g
+}
+
 #[test]
 fn a_vertex_is_paired_with_far_triangles_only_and_a_step_through_one_is_a_crossing() {
     // two triangles 2 mm apart, and a vertex of a third, unconnected
@@ -168,15 +179,7 @@ fn a_vertex_is_paired_with_far_triangles_only_and_a_step_through_one_is_a_crossi
         vec![(3, 0)],
         "only vertex 3 is within 3 mm of a triangle not its own"
     );
-    let area = vec![1e-4; 6];
-    assert!(sc.energy(&y, &triangles, &area, None) > 0.0);
-    let mut g = vec![DVec3::ZERO; 6];
-    sc.add_gradient(&y, &triangles, &area, None, &mut g);
-    assert!(
-        g[3].y < 0.0,
-        "vertex 3 is pushed up, away (∇E points down): {:?}",
-        g[3]
-    );
+    let g = pushed_up(&sc, &y, &triangles, 3);
     let total: DVec3 = g.iter().copied().sum();
     assert!(
         total.length() < 1e-12 * g[3].length().max(1.0),
@@ -436,15 +439,7 @@ fn a_fold_at_the_scale_of_one_edge_is_a_contact() {
             .all(|&(v, t)| !triangles[t as usize].contains(&v)),
         "never the vertex's own triangle: {pairs:?}"
     );
-    let area = vec![1e-4; 4];
-    assert!(sc.energy(&folded, &triangles, &area, None) > 0.0);
-    let mut g = vec![DVec3::ZERO; 4];
-    sc.add_gradient(&folded, &triangles, &area, None, &mut g);
-    assert!(
-        g[3].y < 0.0,
-        "vertex 3 is pushed up, off the fold: {:?}",
-        g[3]
-    );
+    pushed_up(&sc, &folded, &triangles, 3);
     let mut through = folded.clone();
     through[3].y = -0.002;
     assert!(sc.crossing(&folded, &through, &triangles, &pairs));
