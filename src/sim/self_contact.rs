@@ -353,10 +353,16 @@ impl SelfContact {
         triangles: &[[u32; 3]],
         candidates: &[Pair],
     ) -> bool {
-        candidates.iter().any(|&(v, t)| {
-            let tri = triangles[t as usize];
-            crossing_time(from, to, tri, v).is_some() || self.closes_in(from, to, tri, v)
-        })
+        candidates
+            .iter()
+            .any(|&(v, t)| self.meets(from, to, triangles[t as usize], v))
+    }
+
+    /// Whether the move from `from` to `to` carries vertex `v` through the triangle `tri`
+    /// or much closer to it ([`SelfContact::closes_in`]): what neither a Newton step nor
+    /// a carried prediction may do.
+    fn meets(&self, from: &[DVec3], to: &[DVec3], tri: [u32; 3], v: u32) -> bool {
+        crossing_time(from, to, tri, v).is_some() || self.closes_in(from, to, tri, v)
     }
 
     /// Whether the move from `from` to `to` brings vertex `v` within a fifth of the
@@ -406,7 +412,7 @@ impl SelfContact {
             let mut met = false;
             for &(v, t) in &candidates {
                 let tri = triangles[t as usize];
-                if crossing_time(from, to, tri, v).is_none() && !self.closes_in(from, to, tri, v) {
+                if !self.meets(from, to, tri, v) {
                     continue;
                 }
                 met = true;
