@@ -53,6 +53,9 @@ pub(crate) struct CodecBench {
     /// the figure least disturbed by other work on a shared machine.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
     passes: u32,
+    /// Run only the sequences whose label (e.g. `walk 12500v 30fps`) contains this text.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 /// A recorded garment sequence.
@@ -137,8 +140,11 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
     ] {
         for fps in [30u32, 60] {
             for (name, first, count, speed) in motions(b.seconds) {
+                let label = format!("{name} {}v {fps}fps", setup.vertex_count());
+                if b.only.as_ref().is_some_and(|o| !label.contains(o.as_str())) {
+                    continue;
+                }
                 let seq = record(&synth, &clip, first, count, speed, fps, bind, name)?;
-                let label = format!("{} {}v {}fps", seq.name, setup.vertex_count(), seq.fps);
                 let key_every = ((b.keyframe_interval * fps as f32) as usize).max(1);
                 for r in run_methods(setup, bfs, &seq, key_every, b.js, b.passes)? {
                     outln!(
