@@ -1,4 +1,4 @@
-// clothcast garment stream decoder, format v1: the JavaScript twin of the Rust `codec`
+// clothcast garment stream decoder, format v2: the JavaScript twin of the Rust `codec`
 // module (src/codec/). Dependency-free ES module. Every operation is integer arithmetic
 // below 2^53, so this decoder reproduces the Rust encoder's reconstruction bit for bit.
 //
@@ -14,7 +14,7 @@
 // Every error is a CodecError with a `code` naming the problem ("truncated",
 // "missing-reference", "checksum", ...); a refused frame changes nothing.
 
-export const FORMAT_VERSION = 1;
+export const FORMAT_VERSION = 2;
 export const FRAME_HEADER_LEN = 40;
 const SETUP_HEADER_LEN = 24;
 const NO_REF = 0xffffffff;
@@ -35,7 +35,10 @@ const PROB_BITS = 11;
 const PROB_INIT = 1 << (PROB_BITS - 1);
 const PROB_SHIFT = 5;
 const RANGE_TOP = 1 << 24;
-const ZERO_CONTEXTS = 6;
+const ACTIVITY_CLASSES = 5;
+const HINTS = 2 * ACTIVITY_CLASSES;
+const ZERO_CONTEXTS = 6 * HINTS;
+const SIGN_CONTEXTS = HINTS;
 const MAX_PREFIX = 26;
 const FRAME_MAGIC = [0x43, 0x43, 0x47, 0x46]; // "CCGF"
 const SETUP_MAGIC = [0x43, 0x43, 0x47, 0x53]; // "CCGS"
@@ -217,10 +220,11 @@ class RangeDecoder {
     }
     return v;
   }
-  /** A signed integer with model m (zero flags, sign, Elias-gamma prefix). */
-  int(m, ctx) {
-    if (!this.bit(m.zero, ctx)) return 0;
-    const negative = this.bit(m.sign, 0);
+  /** A signed integer with model m (zero flag in context zctx, sign in context sctx,
+   * Elias-gamma prefix). */
+  int(m, zctx, sctx) {
+    if (!this.bit(m.zero, zctx)) return 0;
+    const negative = this.bit(m.sign, sctx);
     let k = 0;
     while (k < MAX_PREFIX && this.bit(m.prefix, k)) k++;
     const mag = (1 << k) + this.direct(k); // k ≤ MAX_PREFIX = 26
@@ -232,7 +236,7 @@ class RangeDecoder {
 }
 
 function intModel() {
-  return { zero: new Uint16Array(ZERO_CONTEXTS), sign: new Uint16Array(1), prefix: new Uint16Array(MAX_PREFIX + 1) };
+  return { zero: new Uint16Array(ZERO_CONTEXTS), sign: new Uint16Array(SIGN_CONTEXTS), prefix: new Uint16Array(MAX_PREFIX + 1) };
 }
 
 function models() {
@@ -258,6 +262,15 @@ function hashInt32(a) {
 
 function zeroContext(prev) {
   return Math.min(Math.abs(prev), 2);
+}
+
+/** The prediction hint of an axis predicted from references with offsets x and y
+ * (format.rs HINTS): 2 · activity class (bit length of |x − y|, at most 4) + 1 where the
+ * prediction is the rounded-down mean of an odd sum. */
+function hint(x, y, mean) {
+  const d = Math.abs(x - y);
+  const cls = d >= 8 ? 4 : d >= 4 ? 3 : d >= 2 ? 2 : d;
+  return 2 * cls + (mean && ((x + y) & 1) !== 0 ? 1 : 0);
 }
 
 const roundShift = (v) => Math.floor((v + HALF) / ONE);
@@ -363,7 +376,7 @@ export class GarmentDecoder {
     for (let i = 0; i < this.bonesNew.length; i++) {
       const k = i % 7;
       const rot = k < 4;
-      const e = dec.int(rot ? m.rotation : m.translation, zeroContext(rot ? prevRot : prevTrans));
+      const e = dec.int(rot ? m.rotation : m.translation, zeroContext(rot ? prevRot : prevTrans), 0);
       if (rot) prevRot = e; else prevTrans = e;
       const v = (delta ? this.bonesQ[i] : 0) + e;
       if (rot ? Math.abs(v) > ONE : Math.abs(v) >= LATTICE_LIMIT) throw new CodecError("corrupt", "bone value out of range");
@@ -440,17 +453,19 @@ export class GarmentDecoder {
     let a = pr[o], b = pr[o + 1], c = pr[o + 2];
     if (spatial === SPATIAL_NONE) a = NO_REF;
     else if (spatial === SPATIAL_MEAN) c = NO_REF;
-    // the references' offsets from their bases: none, a, the mean of a and b, or a + b − c
-    let p0 = 0, p1 = 0, p2 = 0;
+    // the references' offsets from their bases: none, a, the mean of a and b, or a + b − c;
+    // with two references, each axis's prediction hint
+    let p0 = 0, p1 = 0, p2 = 0, h0 = 0, h1 = 0, h2 = 0;
     if (a !== NO_REF) {
       const A = 3 * a;
       p0 = q[A]; p1 = q[A + 1]; p2 = q[A + 2];
       if (base) { p0 -= base[A]; p1 -= base[A + 1]; p2 -= base[A + 2]; }
       if (b !== NO_REF) {
-        const B = 3 * b;
+        const B = 3 * b, mean = c === NO_REF;
         let t0 = q[B], t1 = q[B + 1], t2 = q[B + 2];
         if (base) { t0 -= base[B]; t1 -= base[B + 1]; t2 -= base[B + 2]; }
-        if (c === NO_REF) {
+        h0 = hint(p0, t0, mean); h1 = hint(p1, t1, mean); h2 = hint(p2, t2, mean);
+        if (mean) {
           p0 = Math.floor((p0 + t0) / 2); p1 = Math.floor((p1 + t1) / 2); p2 = Math.floor((p2 + t2) / 2);
         } else {
           const C = 3 * c;
@@ -462,12 +477,13 @@ export class GarmentDecoder {
     }
     if (base) { p0 += base[o]; p1 += base[o + 1]; p2 += base[o + 2]; }
     // residuals; zero-flag context of an axis: the previous vertex's magnitude there
-    // (0, 1, ≥ 2), plus half the contexts when an earlier axis of this vertex (for x:
-    // any axis of the previous vertex) was non-zero
-    const coords = m.coords, half = ZERO_CONTEXTS / 2;
-    const e0 = dec.int(coords[0], zeroContext(prev[0]) + (prev[0] !== 0 || prev[1] !== 0 || prev[2] !== 0 ? half : 0));
-    const e1 = dec.int(coords[1], zeroContext(prev[1]) + (e0 !== 0 ? half : 0));
-    const e2 = dec.int(coords[2], zeroContext(prev[2]) + (e0 !== 0 || e1 !== 0 ? half : 0));
+    // (0, 1, ≥ 2), plus 3 when an earlier axis of this vertex (for x: any axis of the
+    // previous vertex) was non-zero, times HINTS, plus the axis's hint; the sign's
+    // context is the hint
+    const coords = m.coords;
+    const e0 = dec.int(coords[0], (zeroContext(prev[0]) + (prev[0] !== 0 || prev[1] !== 0 || prev[2] !== 0 ? 3 : 0)) * HINTS + h0, h0);
+    const e1 = dec.int(coords[1], (zeroContext(prev[1]) + (e0 !== 0 ? 3 : 0)) * HINTS + h1, h1);
+    const e2 = dec.int(coords[2], (zeroContext(prev[2]) + (e0 !== 0 || e1 !== 0 ? 3 : 0)) * HINTS + h2, h2);
     const x = p0 + e0, y = p1 + e1, z = p2 + e2;
     if (Math.abs(x) >= LATTICE_LIMIT || Math.abs(y) >= LATTICE_LIMIT || Math.abs(z) >= LATTICE_LIMIT) {
       throw new CodecError("corrupt", "position outside the lattice");

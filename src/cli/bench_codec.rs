@@ -1,7 +1,7 @@
 //! `clothcast bench codec`: bits per vertex per frame, error and speed of the garment
 //! stream codec next to raw floats, quantised + zstd, and meshoptimizer + zstd, all on
 //! the same quantised frames of recorded SOR garment sequences, and of the same coder
-//! over the breadth-first traversal (`clothcast v1 bfs`, the baseline of the server's
+//! over the breadth-first traversal (`clothcast v2 bfs`, the baseline of the server's
 //! coarse-to-fine one). Also writes the golden streams (`--golden DIR`).
 
 use std::io::Write;
@@ -41,7 +41,9 @@ pub(crate) struct CodecBench {
     /// Seconds between keyframes.
     #[arg(long, default_value_t = 2.0, value_parser = super::common::parse_seconds)]
     keyframe_interval: f32,
-    /// Write the golden streams (tests/fixtures/codec/v1) into this folder and stop.
+    /// Write the golden streams (tests/fixtures/codec/v2) into this folder and stop: the
+    /// server's coarse-to-fine traversal there, the breadth-first one in
+    /// `breadth-first/` below it.
     #[arg(long)]
     golden: Option<PathBuf>,
     /// Also time the JavaScript decoder (`clients/web/codec.js`, what browsers and
@@ -60,8 +62,6 @@ pub(crate) struct CodecBench {
 
 /// A recorded garment sequence.
 struct Sequence {
-    name: String,
-    fps: u32,
     positions: Vec<Vec<f32>>,
     bones: Vec<Vec<BoneTransform>>,
 }
@@ -98,7 +98,8 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
     )?;
     let small_bfs = setup_of(&db.garment.triangles, &db.garment.skin, None)?;
     if let Some(dir) = &b.golden {
-        return write_golden(dir, &synth, &clip, &small_setup);
+        write_golden(dir, &synth, &clip, &small_setup)?;
+        return write_golden(&dir.join("breadth-first"), &synth, &clip, &small_bfs);
     }
     let default_body = Body::default_body()?;
     let mut cfg = GarmentConfig::builtin("tshirt")?;
@@ -144,7 +145,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
                 if b.only.as_ref().is_some_and(|o| !label.contains(o.as_str())) {
                     continue;
                 }
-                let seq = record(&synth, &clip, first, count, speed, fps, bind, name)?;
+                let seq = record(&synth, &clip, first, count, speed, fps, bind)?;
                 let key_every = ((b.keyframe_interval * fps as f32) as usize).max(1);
                 for r in run_methods(setup, bfs, &seq, key_every, b.js, b.passes)? {
                     outln!(
@@ -178,10 +179,6 @@ fn setup_of(
     Ok(Arc::new(crate::engine::codec_setup(triangles, skin, rest)?))
 }
 
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one call site; the motion's parameters"
-)]
 fn record(
     synth: &Synthesizer<'_>,
     clip: &Clip,
@@ -190,7 +187,6 @@ fn record(
     speed: usize,
     fps: u32,
     bind: Option<&Binding>,
-    name: &str,
 ) -> anyhow::Result<Sequence> {
     let per_frame = ((1.0 / (fps as f32 * clip.frame_time)).round() as usize).max(1);
     let step = per_frame * speed;
@@ -199,8 +195,6 @@ fn record(
     let (mut state, mut scratch, mut out) =
         (AvatarState::new(), Scratch::default(), vec![Vec3::ZERO; n]);
     let mut seq = Sequence {
-        name: name.to_string(),
-        fps,
         positions: Vec::new(),
         bones: Vec::new(),
     };
@@ -326,21 +320,21 @@ fn run_methods(
     }
     // ours; its reconstruction is the quantised sequence every other method then codes
     let coded = code_ours(setup, seq, key_every, passes, Effort::Fast)?;
-    let ours = coded.summary("clothcast v1", seq, n);
+    let ours = coded.summary("clothcast v2", seq, n);
     let small = code_ours(setup, seq, key_every, passes, Effort::Small)?.summary(
-        "clothcast v1 small",
+        "clothcast v2 small",
         seq,
         n,
     );
     let fastest = code_ours(setup, seq, key_every, passes, Effort::Fastest)?.summary(
-        "clothcast v1 fastest",
+        "clothcast v2 fastest",
         seq,
         n,
     );
     // the same coder over the breadth-first traversal (the baseline of the coarse-to-fine
     // one the server uses)
     let bfs = code_ours(breadth_first, seq, key_every, passes, Effort::Fast)?.summary(
-        "clothcast v1 bfs",
+        "clothcast v2 bfs",
         seq,
         n,
     );
@@ -365,7 +359,7 @@ fn run_methods(
             decoded.last().map_or(&[][..], Vec::as_slice),
         )?;
         results.push(MethodResult {
-            method: "clothcast v1 (JS)",
+            method: "clothcast v2 (JS)",
             enc_us: f64::NAN,
             dec_us: us,
             ..ours
@@ -588,7 +582,7 @@ fn write_golden(
     clip: &Clip,
     setup: &Arc<GarmentSetup>,
 ) -> anyhow::Result<()> {
-    let seq = record(synth, clip, 240, 120, 1, 30, None, "walk")?;
+    let seq = record(synth, clip, 240, 120, 1, 30, None)?;
     let n = setup.vertex_count();
     let mut enc = Encoder::new(Arc::clone(setup), 42);
     let mut stream = Vec::new();

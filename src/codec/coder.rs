@@ -5,7 +5,7 @@
 //! forever: there is no drift to correct.
 
 use super::CodecError;
-use super::format::PROB_INIT;
+use super::format::{ACTIVITY_CLASSES, PROB_INIT};
 use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, MODE_SKIP, NO_REF, SPATIAL_MEAN, SPATIAL_NONE,
     SPATIAL_PARALLELOGRAM, WORD_HASH_START, word_hash_step,
@@ -101,7 +101,8 @@ pub(super) fn split_mode(mode: u32) -> (u32, u32) {
 
 /// Prediction of vertex `v` from earlier-decoded vertices: `base[v]` plus, by
 /// `spatial`, nothing, the mean, or the parallelogram of the references' offsets from
-/// their own bases (`base = None`: zero, for keyframes).
+/// their own bases (`base = None`: zero, for keyframes); and per axis the prediction
+/// hint its residual is coded with ([`super::format::HINTS`]).
 #[inline]
 pub(super) fn predict(
     v: usize,
@@ -109,7 +110,7 @@ pub(super) fn predict(
     base: Option<&[[i32; 3]]>,
     cur: &[[i32; 3]],
     spatial: u32,
-) -> [i64; 3] {
+) -> ([i64; 3], [u8; 3]) {
     match (base, spatial) {
         (None, SPATIAL_NONE) => predict_in::<SPATIAL_NONE, false>(v, refs, &[], cur),
         (None, SPATIAL_MEAN) => predict_in::<SPATIAL_MEAN, false>(v, refs, &[], cur),
@@ -118,6 +119,16 @@ pub(super) fn predict(
         (Some(b), SPATIAL_MEAN) => predict_in::<SPATIAL_MEAN, true>(v, refs, b, cur),
         (Some(b), _) => predict_in::<SPATIAL_PARALLELOGRAM, true>(v, refs, b, cur),
     }
+}
+
+/// The hint of one axis of a prediction from references with offsets `a` and `b`
+/// (`mean`: the prediction is their rounded-down mean): activity class and odd sum
+/// ([`super::format::HINTS`]).
+#[inline(always)]
+fn hint(a: i64, b: i64, mean: bool) -> u8 {
+    let d = (a - b).unsigned_abs();
+    let class = (64 - d.leading_zeros()).min(ACTIVITY_CLASSES as u32 - 1) as u8;
+    2 * class + u8::from(mean && (a + b) & 1 != 0)
 }
 
 /// [`predict`] for one spatial predictor `SP`, with (`BASE`) or without a base (the
@@ -129,41 +140,45 @@ pub(super) fn predict_in<const SP: u32, const BASE: bool>(
     refs: &[u32; 3],
     base: &[[i32; 3]],
     cur: &[[i32; 3]],
-) -> [i64; 3] {
+) -> ([i64; 3], [u8; 3]) {
     // offset of an earlier vertex from its base
     let off = |u: u32| -> [i64; 3] {
         let c = cur[u as usize];
         let b = if BASE { base[u as usize] } else { [0; 3] };
         std::array::from_fn(|k| i64::from(c[k]) - i64::from(b[k]))
     };
-    let s: [i64; 3] = match SP {
-        SPATIAL_NONE => [0; 3],
+    let mean = |a: u32, b: u32| -> ([i64; 3], [u8; 3]) {
+        let (oa, ob) = (off(a), off(b));
+        (
+            std::array::from_fn(|k| (oa[k] + ob[k]) >> 1),
+            std::array::from_fn(|k| hint(oa[k], ob[k], true)),
+        )
+    };
+    let (s, h): ([i64; 3], [u8; 3]) = match SP {
+        SPATIAL_NONE => ([0; 3], [0; 3]),
         SPATIAL_MEAN => match (refs[0], refs[1]) {
-            (NO_REF, _) => [0; 3],
-            (a, NO_REF) => off(a),
-            (a, b) => {
-                let (oa, ob) = (off(a), off(b));
-                std::array::from_fn(|k| (oa[k] + ob[k]) >> 1)
-            }
+            (NO_REF, _) => ([0; 3], [0; 3]),
+            (a, NO_REF) => (off(a), [0; 3]),
+            (a, b) => mean(a, b),
         },
         _ => match (refs[0], refs[1], refs[2]) {
-            (NO_REF, _, _) => [0; 3],
-            (a, NO_REF, _) => off(a),
-            (a, b, NO_REF) => {
-                let (oa, ob) = (off(a), off(b));
-                std::array::from_fn(|k| (oa[k] + ob[k]) >> 1)
-            }
+            (NO_REF, _, _) => ([0; 3], [0; 3]),
+            (a, NO_REF, _) => (off(a), [0; 3]),
+            (a, b, NO_REF) => mean(a, b),
             (a, b, c) => {
                 let (oa, ob, oc) = (off(a), off(b), off(c));
-                std::array::from_fn(|k| oa[k] + ob[k] - oc[k])
+                (
+                    std::array::from_fn(|k| oa[k] + ob[k] - oc[k]),
+                    std::array::from_fn(|k| hint(oa[k], ob[k], false)),
+                )
             }
         },
     };
     if BASE {
         let bv = base[v];
-        std::array::from_fn(|k| i64::from(bv[k]) + s[k])
+        (std::array::from_fn(|k| i64::from(bv[k]) + s[k]), h)
     } else {
-        s
+        (s, h)
     }
 }
 
@@ -377,4 +392,52 @@ pub(super) fn write_out(q: &[[i32; 3]], step: f32, out: &mut [f32]) -> Result<()
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::format::HINTS;
+
+    /// The activity class is the bit length of |a − b| capped at 4, and only a mean of
+    /// an odd sum (whose floor drops half a step) is marked odd, negative sums included.
+    #[test]
+    fn hints_classify_the_references_spread_and_the_dropped_half_step() {
+        for (a, b, class) in [
+            (0i64, 0i64, 0u8),
+            (5, 5, 0),
+            (3, 4, 1),
+            (-1, 1, 2),
+            (0, 3, 2),
+            (0, -4, 3),
+            (7, 0, 3),
+            (0, 8, 4),
+            (-3, 0, 2),
+            (-1000, 1001, 4),
+        ] {
+            let odd = u8::from((a + b).rem_euclid(2) == 1);
+            assert_eq!(hint(a, b, false), 2 * class, "{a} {b}");
+            assert_eq!(hint(a, b, true), 2 * class + odd, "{a} {b}");
+            assert!(usize::from(hint(a, b, true)) < HINTS);
+        }
+    }
+
+    /// Hints come with predictions from two references (a mean, or a parallelogram's
+    /// a and b, never odd); a prediction from one reference or none has hint 0.
+    #[test]
+    fn predictions_carry_hints_only_from_two_references() {
+        // vertex 3 predicted from 0, 1 (and 2); offsets from a zero base
+        let cur = [[10, 0, 0], [13, 0, 4], [0, 0, 0], [0; 3]];
+        let base = [[0; 3]; 4];
+        let (p, h) = predict(3, &[0, 1, NO_REF], Some(&base), &cur, SPATIAL_MEAN);
+        assert_eq!(p, [11, 0, 2]); // floor(23 / 2), 0, 2
+        assert_eq!(h, [2 * 2 + 1, 0, 2 * 3]);
+        let (p, h) = predict(3, &[0, 1, 2], Some(&base), &cur, SPATIAL_PARALLELOGRAM);
+        assert_eq!(p, [23, 0, 4]);
+        assert_eq!(h, [2 * 2, 0, 2 * 3]);
+        let (_, h) = predict(3, &[0, 1, 2], Some(&base), &cur, SPATIAL_NONE);
+        assert_eq!(h, [0; 3]);
+        let (p, h) = predict(3, &[0, NO_REF, NO_REF], None, &cur, SPATIAL_MEAN);
+        assert_eq!((p, h), ([10, 0, 0], [0; 3]));
+    }
 }

@@ -97,10 +97,10 @@ impl Decoder {
                           sp: u32,
                           v: usize|
          -> Result<(), CodecError> {
-            let p = predict(v, &s.predictor[v], base, q_new, sp);
+            let (p, hint) = predict(v, &s.predictor[v], base, q_new, sp);
             let mut cur = [0i32; 3];
             for k in 0..3 {
-                let e = dec.int(&mut m.coords[k], coord_context(&prev, &cur, k))?;
+                let e = dec.int(&mut m.coords[k], coord_context(&prev, &cur, k, hint[k]))?;
                 cur[k] = e;
                 let x = p[k] + i64::from(e);
                 if x.abs() >= limit {

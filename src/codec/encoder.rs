@@ -173,7 +173,8 @@ fn round(x: f64) -> f64 {
 }
 
 /// Chooses and stores the coded lattice points of `vertices` (in traversal order) for
-/// one prediction mode, and their residuals into `residual` (the same order).
+/// one prediction mode, their residuals into `residual` and their prediction hints
+/// into `hints` (the same order).
 #[allow(clippy::too_many_arguments, reason = "the encoder's disjoint buffers")]
 fn trial(
     setup: &GarmentSetup,
@@ -185,8 +186,10 @@ fn trial(
     effort: Effort,
     q_new: &mut [[i32; 3]],
     residual: &mut [[i32; 3]],
+    hints: &mut [[u8; 3]],
 ) {
     debug_assert_eq!(vertices.len(), residual.len());
+    debug_assert_eq!(vertices.len(), hints.len());
     let t = Trial {
         setup,
         vertices,
@@ -195,12 +198,12 @@ fn trial(
         effort,
     };
     match (base, spatial) {
-        (None, SPATIAL_NONE) => t.run::<SPATIAL_NONE, false>(&[], q_new, residual),
-        (None, SPATIAL_MEAN) => t.run::<SPATIAL_MEAN, false>(&[], q_new, residual),
-        (None, _) => t.run::<SPATIAL_PARALLELOGRAM, false>(&[], q_new, residual),
-        (Some(b), SPATIAL_NONE) => t.run::<SPATIAL_NONE, true>(b, q_new, residual),
-        (Some(b), SPATIAL_MEAN) => t.run::<SPATIAL_MEAN, true>(b, q_new, residual),
-        (Some(b), _) => t.run::<SPATIAL_PARALLELOGRAM, true>(b, q_new, residual),
+        (None, SPATIAL_NONE) => t.run::<SPATIAL_NONE, false>(&[], q_new, residual, hints),
+        (None, SPATIAL_MEAN) => t.run::<SPATIAL_MEAN, false>(&[], q_new, residual, hints),
+        (None, _) => t.run::<SPATIAL_PARALLELOGRAM, false>(&[], q_new, residual, hints),
+        (Some(b), SPATIAL_NONE) => t.run::<SPATIAL_NONE, true>(b, q_new, residual, hints),
+        (Some(b), SPATIAL_MEAN) => t.run::<SPATIAL_MEAN, true>(b, q_new, residual, hints),
+        (Some(b), _) => t.run::<SPATIAL_PARALLELOGRAM, true>(b, q_new, residual, hints),
     }
 }
 
@@ -220,10 +223,12 @@ impl Trial<'_> {
         base: &[[i32; 3]],
         q_new: &mut [[i32; 3]],
         residual: &mut [[i32; 3]],
+        hints: &mut [[u8; 3]],
     ) {
-        for (&v, e) in self.vertices.iter().zip(residual) {
+        for ((&v, e), h) in self.vertices.iter().zip(residual).zip(hints) {
             let v = v as usize;
-            let p = predict_in::<SP, BASE>(v, &self.setup.predictor[v], base, q_new);
+            let (p, hint) = predict_in::<SP, BASE>(v, &self.setup.predictor[v], base, q_new);
+            *h = hint;
             let q = snap(p, self.target[v], self.r, self.effort);
             q_new[v] = q;
             *e = std::array::from_fn(|k| (i64::from(q[k]) - p[k]) as i32);
@@ -321,6 +326,8 @@ pub struct Encoder {
     /// Per vertex in traversal order, the residual the last trial coded (what the
     /// range coder writes, in that order).
     residual: Lattice,
+    /// The prediction hints of `residual`'s axes (the contexts they are coded in).
+    hints: Vec<[u8; 3]>,
     modes: Vec<u32>,
 }
 
@@ -340,6 +347,7 @@ impl Encoder {
             target: vec![[0.0; 3]; n],
             f: Frames::new(n, nb),
             residual: vec![[0; 3]; n],
+            hints: vec![[0; 3]; n],
             modes: vec![0; n.div_ceil(PATCH_SIZE)],
             setup,
         }
@@ -509,6 +517,7 @@ impl Encoder {
             self.effort,
             &mut self.f.q_new,
             &mut self.residual,
+            &mut self.hints,
         );
         out.clear();
         out.resize(FRAME_HEADER_LEN, 0);
@@ -516,9 +525,13 @@ impl Encoder {
         let mut enc = RangeEncoder::new(out);
         code_bones(&mut enc, &mut m, &self.f.bones_new, None);
         let mut prev = [0i32; 3];
-        for &cur in &self.residual {
+        for (&cur, hint) in self.residual.iter().zip(&self.hints) {
             for k in 0..3 {
-                enc.int(&mut m.coords[k], coord_context(&prev, &cur, k), cur[k]);
+                enc.int(
+                    &mut m.coords[k],
+                    coord_context(&prev, &cur, k, hint[k]),
+                    cur[k],
+                );
             }
             prev = cur;
         }
@@ -618,6 +631,7 @@ impl Encoder {
                 self.effort,
                 &mut self.f.q_new,
                 &mut self.residual[pi * PATCH_SIZE..pi * PATCH_SIZE + patch.len()],
+                &mut self.hints[pi * PATCH_SIZE..pi * PATCH_SIZE + patch.len()],
             );
             self.modes[pi] = mode;
         }
@@ -635,9 +649,14 @@ impl Encoder {
             let mode = self.modes[pi];
             m.encode_mode(&mut enc, last_mode, mode);
             if mode != MODE_SKIP {
-                for &cur in &self.residual[pi * PATCH_SIZE..pi * PATCH_SIZE + patch.len()] {
+                let span = pi * PATCH_SIZE..pi * PATCH_SIZE + patch.len();
+                for (&cur, hint) in self.residual[span.clone()].iter().zip(&self.hints[span]) {
                     for k in 0..3 {
-                        enc.int(&mut m.coords[k], coord_context(&prev, &cur, k), cur[k]);
+                        enc.int(
+                            &mut m.coords[k],
+                            coord_context(&prev, &cur, k, hint[k]),
+                            cur[k],
+                        );
                     }
                     prev = cur;
                     sum.step(&self.f.q_new);

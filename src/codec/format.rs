@@ -1,4 +1,4 @@
-//! The garment stream format, version 1: every constant of the format, the frame
+//! The garment stream format, version 2: every constant of the format, the frame
 //! header, the setup (static data) layout, the checksum, and the worst-case size bound.
 //!
 //! A **frame** is a fixed 40-byte little-endian header followed by one range-coded
@@ -40,7 +40,7 @@ pub const FRAME_MAGIC: [u8; 4] = *b"CCGF";
 /// Setup magic.
 pub const SETUP_MAGIC: [u8; 4] = *b"CCGS";
 /// Format version of frames and setups.
-pub const FORMAT_VERSION: u8 = 1;
+pub const FORMAT_VERSION: u8 = 2;
 /// Frame kind byte of a keyframe.
 pub const KIND_KEY: u8 = 0;
 /// Frame kind byte of a delta frame.
@@ -90,10 +90,23 @@ pub const PROB_INIT: u16 = 1 << (PROB_BITS - 1);
 pub const PROB_SHIFT: u32 = 5;
 /// Range renormalisation threshold.
 pub const RANGE_TOP: u32 = 1 << 24;
-/// Zero-flag contexts: the previous value's magnitude (0, 1, ≥ 2) of the same stream,
-/// times whether the vertex's earlier axes (for x: the previous vertex) had a non-zero
-/// residual.
-pub const ZERO_CONTEXTS: usize = 6;
+/// Activity classes of an axis of a prediction from two references a and b: the bit
+/// length of |offset(a) − offset(b)| on that axis, capped (0; 1; 2–3; 4–7; ≥ 8 lattice
+/// steps). Where the references moved apart, the motion field bends and predictions
+/// miss the tolerance more often. Predictions from fewer than two references are
+/// class 0.
+pub const ACTIVITY_CLASSES: usize = 5;
+/// Prediction hints of a residual axis: `2 · activity class + odd`, `odd` being 1 where
+/// the prediction is the rounded-down mean of an odd sum (it then lies half a step
+/// below the references' midpoint, so the residual leans positive). New in version 2.
+pub const HINTS: usize = 2 * ACTIVITY_CLASSES;
+/// Zero-flag contexts: `HINTS · (m + 3 · busy) + hint`, where `m` is the previous
+/// value's magnitude (0, 1, ≥ 2) in the same stream and `busy` whether the vertex's
+/// earlier axes (for x: the previous vertex) had a non-zero residual. The bones' values
+/// use `m` alone (hint 0, busy 0 never reached: contexts 0, 1, 2 of their own models).
+pub const ZERO_CONTEXTS: usize = 6 * HINTS;
+/// Sign contexts: the prediction hint (0 for the bones).
+pub const SIGN_CONTEXTS: usize = HINTS;
 /// Longest Elias-gamma prefix: coded integers satisfy |v| < 2^(MAX_PREFIX + 1).
 pub const MAX_PREFIX: usize = 26;
 

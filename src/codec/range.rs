@@ -6,7 +6,9 @@
 //! exactly with plain numbers.
 
 use super::CodecError;
-use super::format::{MAX_PREFIX, PROB_BITS, PROB_INIT, PROB_SHIFT, RANGE_TOP, ZERO_CONTEXTS};
+use super::format::{
+    HINTS, MAX_PREFIX, PROB_BITS, PROB_INIT, PROB_SHIFT, RANGE_TOP, SIGN_CONTEXTS, ZERO_CONTEXTS,
+};
 
 /// An adaptive probability of a 0 bit, in units of 2^-[`PROB_BITS`].
 pub(crate) type Prob = u16;
@@ -15,7 +17,7 @@ pub(crate) type Prob = u16;
 #[derive(Clone, Debug)]
 pub(crate) struct IntModel {
     zero: [Prob; ZERO_CONTEXTS],
-    sign: Prob,
+    sign: [Prob; SIGN_CONTEXTS],
     prefix: [Prob; MAX_PREFIX + 1],
 }
 
@@ -23,28 +25,45 @@ impl Default for IntModel {
     fn default() -> Self {
         Self {
             zero: [PROB_INIT; ZERO_CONTEXTS],
-            sign: PROB_INIT,
+            sign: [PROB_INIT; SIGN_CONTEXTS],
             prefix: [PROB_INIT; MAX_PREFIX + 1],
         }
     }
 }
 
-/// The zero-flag context from the magnitude of the previous value of the same stream.
-#[inline]
-pub(crate) fn zero_context(previous: i32) -> usize {
-    (previous.unsigned_abs() as usize).min(2)
+/// The contexts a coded integer's zero flag and sign are read in.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ctx {
+    zero: usize,
+    sign: usize,
 }
 
-/// The zero-flag context of axis `k` of a vertex's residual: `prev` is the previous
-/// vertex's residual, `cur` this vertex's (axes before `k` already set).
+/// The context of a value from the magnitude of the previous value of the same stream
+/// (the bones').
 #[inline]
-pub(crate) fn coord_context(prev: &[i32; 3], cur: &[i32; 3], k: usize) -> usize {
+pub(crate) fn zero_context(previous: i32) -> Ctx {
+    Ctx {
+        zero: (previous.unsigned_abs() as usize).min(2),
+        sign: 0,
+    }
+}
+
+/// The context of axis `k` of a vertex's residual: `prev` is the previous vertex's
+/// residual, `cur` this vertex's (axes before `k` already set), `hint` the prediction
+/// hint of this axis (< [`HINTS`]; see [`super::format::HINTS`]).
+#[inline]
+pub(crate) fn coord_context(prev: &[i32; 3], cur: &[i32; 3], k: usize, hint: u8) -> Ctx {
     let busy = if k == 0 {
         prev.iter().any(|&e| e != 0)
     } else {
         cur[..k].iter().any(|&e| e != 0)
     };
-    zero_context(prev[k]) + if busy { ZERO_CONTEXTS / 2 } else { 0 }
+    let hint = usize::from(hint).min(HINTS - 1);
+    let m = (prev[k].unsigned_abs() as usize).min(2) + if busy { 3 } else { 0 };
+    Ctx {
+        zero: m * HINTS + hint,
+        sign: hint,
+    }
 }
 
 /// Range encoder writing into a caller's buffer (cleared first, capacity reused).
@@ -137,15 +156,15 @@ impl<'a> RangeEncoder<'a> {
         }
     }
 
-    /// Encodes a signed integer (|value| < 2^[`MAX_PREFIX`]) with `model`; `ctx` is
-    /// the zero-flag context.
+    /// Encodes a signed integer (|value| < 2^[`MAX_PREFIX`]) with `model` in the
+    /// contexts `ctx`.
     #[inline(always)]
-    pub(crate) fn int(&mut self, m: &mut IntModel, ctx: usize, value: i32) {
-        self.bit(&mut m.zero[ctx], value != 0);
+    pub(crate) fn int(&mut self, m: &mut IntModel, ctx: Ctx, value: i32) {
+        self.bit(&mut m.zero[ctx.zero], value != 0);
         if value == 0 {
             return;
         }
-        self.bit(&mut m.sign, value < 0);
+        self.bit(&mut m.sign[ctx.sign], value < 0);
         let mag = value.unsigned_abs();
         // Elias gamma of mag (≥ 1): k = floor(log2 mag) unary, then k raw bits
         let k = 31 - mag.leading_zeros();
@@ -242,11 +261,11 @@ impl<'a> RangeDecoder<'a> {
     }
 
     #[inline]
-    pub(crate) fn int(&mut self, m: &mut IntModel, ctx: usize) -> Result<i32, CodecError> {
-        if !self.bit(&mut m.zero[ctx])? {
+    pub(crate) fn int(&mut self, m: &mut IntModel, ctx: Ctx) -> Result<i32, CodecError> {
+        if !self.bit(&mut m.zero[ctx.zero])? {
             return Ok(0);
         }
-        let negative = self.bit(&mut m.sign)?;
+        let negative = self.bit(&mut m.sign[ctx.sign])?;
         let mut k = 0usize;
         while k < MAX_PREFIX && self.bit(&mut m.prefix[k])? {
             k += 1;
@@ -297,6 +316,31 @@ mod tests {
             }
             dec.finish().expect("exact length");
         }
+    }
+
+    /// Every residual context lies within the models, and each hint has zero-flag and
+    /// sign contexts of its own.
+    #[test]
+    fn coordinate_contexts_are_in_range_and_separate_the_hints() {
+        let mut seen = std::collections::HashSet::new();
+        for prev in [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, -2, 5], [7, 7, 7]] {
+            for cur in [[0, 0, 0], [1, 0, 0], [0, 3, 0]] {
+                for k in 0..3 {
+                    for hint in 0..HINTS as u8 {
+                        let c = coord_context(&prev, &cur, k, hint);
+                        assert!(c.zero < ZERO_CONTEXTS && c.sign < SIGN_CONTEXTS);
+                        assert_eq!(c.sign, usize::from(hint));
+                        assert_eq!(c.zero % HINTS, usize::from(hint));
+                        seen.insert(c.zero);
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            seen.len(),
+            ZERO_CONTEXTS,
+            "every zero-flag context is reachable"
+        );
     }
 
     #[test]

@@ -363,10 +363,10 @@ fn hostile_frames_are_refused_and_lose_nothing() {
     bad[0] = b'X';
     assert_eq!(dec.decode(&bad, &mut out), Err(CodecError::BadMagic));
     let mut bad = key.clone();
-    bad[4] = 2;
+    bad[4] = format::FORMAT_VERSION + 1;
     assert!(matches!(
         dec.decode(&bad, &mut out),
-        Err(CodecError::UnsupportedVersion { found: 2, .. })
+        Err(CodecError::UnsupportedVersion { found, .. }) if found == format::FORMAT_VERSION + 1
     ));
     let mut bad = key.clone();
     bad[8] ^= 1;
@@ -616,16 +616,49 @@ fn a_coarse_to_fine_setup_refuses_bad_rest_positions_and_handles_a_fan() {
     assert!(max_error(&out, &p) <= enc.tolerance() * 1.0001);
 }
 
-/// The frozen v1 streams (SOR output of the default T-shirt on CMU 131_01, written by
+/// The frozen v2 streams (SOR output of the default T-shirt on CMU 131_01, written by
 /// `clothcast bench codec --golden`): decoded bit-exactly, as the JavaScript decoder
-/// must. `v1/` holds a setup with the breadth-first traversal of [`GarmentSetup::new`],
-/// `v1/coarse-to-fine/` one with the traversal of [`GarmentSetup::with_rest`] (what the
-/// server sends since): the same format, and a decoder follows either.
+/// must. `v2/` holds a setup with the coarse-to-fine traversal of
+/// [`GarmentSetup::with_rest`] (what the server sends), `v2/breadth-first/` one with the
+/// traversal of [`GarmentSetup::new`]: the same format, and a decoder follows either.
 #[test]
-fn golden_v1_streams_decode_bit_exactly() {
+fn golden_v2_streams_decode_bit_exactly() {
+    let v2 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v2");
+    check_golden(&v2);
+    check_golden(&v2.join("breadth-first"));
+}
+
+/// A setup and a stream frozen at format version 1 (before the prediction hints of
+/// version 2 changed how residuals are coded) are refused by version, not decoded into
+/// garbage.
+#[test]
+fn version_1_setups_and_frames_are_refused_by_version() {
     let v1 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v1");
-    check_golden(&v1);
-    check_golden(&v1.join("coarse-to-fine"));
+    let read = |name: &str| std::fs::read(v1.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let refused = |e: CodecError| {
+        assert!(
+            matches!(
+                e,
+                CodecError::UnsupportedVersion {
+                    found: 1,
+                    supported: format::FORMAT_VERSION
+                }
+            ),
+            "{e}"
+        );
+    };
+    refused(GarmentSetup::from_bytes(&read("setup.bin")).expect_err("a v1 setup"));
+    let stream = read("stream.bin");
+    let len = u32::from_le_bytes(stream[..4].try_into().expect("4 bytes")) as usize;
+    let first = &stream[4..4 + len];
+    refused(FrameHeader::parse(first).expect_err("a v1 frame"));
+    let (s, _, _) = setup(4, 4);
+    let n = s.vertex_count();
+    refused(
+        Decoder::new(s)
+            .decode(first, &mut vec![0f32; 3 * n])
+            .expect_err("a v1 frame"),
+    );
 }
 
 fn check_golden(dir: &std::path::Path) {
