@@ -264,15 +264,6 @@ function zeroContext(prev) {
   return Math.min(Math.abs(prev), 2);
 }
 
-/** The prediction hint of an axis predicted from references with offsets x and y
- * (format.rs HINTS): 2 · activity class (bit length of |x − y|, at most 4) + 1 where the
- * prediction is the rounded-down mean of an odd sum. */
-function hint(x, y, mean) {
-  const d = Math.abs(x - y);
-  const cls = d >= 8 ? 4 : d >= 4 ? 3 : d >= 2 ? 2 : d;
-  return 2 * cls + (mean && ((x + y) & 1) !== 0 ? 1 : 0);
-}
-
 const roundShift = (v) => Math.floor((v + HALF) / ONE);
 
 function rotation(q, o, r) {
@@ -464,7 +455,12 @@ export class GarmentDecoder {
         const B = 3 * b, mean = c === NO_REF;
         let t0 = q[B], t1 = q[B + 1], t2 = q[B + 2];
         if (base) { t0 -= base[B]; t1 -= base[B + 1]; t2 -= base[B + 2]; }
-        h0 = hint(p0, t0, mean); h1 = hint(p1, t1, mean); h2 = hint(p2, t2, mean);
+        // the hints (format.rs HINTS): 2 · min(bit length of |a − b|, 4), plus 1 where the
+        // prediction is the rounded-down mean of an odd sum
+        let d = Math.clz32(Math.abs(p0 - t0)); h0 = d < 28 ? 8 : 64 - 2 * d;
+        d = Math.clz32(Math.abs(p1 - t1)); h1 = d < 28 ? 8 : 64 - 2 * d;
+        d = Math.clz32(Math.abs(p2 - t2)); h2 = d < 28 ? 8 : 64 - 2 * d;
+        if (mean) { h0 += (p0 + t0) & 1; h1 += (p1 + t1) & 1; h2 += (p2 + t2) & 1; }
         if (mean) {
           p0 = Math.floor((p0 + t0) / 2); p1 = Math.floor((p1 + t1) / 2); p2 = Math.floor((p2 + t2) / 2);
         } else {

@@ -99,41 +99,41 @@ pub(super) fn split_mode(mode: u32) -> (u32, u32) {
     }
 }
 
-/// Prediction of vertex `v` from earlier-decoded vertices: `base[v]` plus, by
-/// `spatial`, nothing, the mean, or the parallelogram of the references' offsets from
-/// their own bases (`base = None`: zero, for keyframes); and per axis the prediction
-/// hint its residual is coded with ([`super::format::HINTS`]).
-#[inline]
-pub(super) fn predict(
-    v: usize,
-    refs: &[u32; 3],
-    base: Option<&[[i32; 3]]>,
-    cur: &[[i32; 3]],
-    spatial: u32,
-) -> ([i64; 3], [u8; 3]) {
-    match (base, spatial) {
-        (None, SPATIAL_NONE) => predict_in::<SPATIAL_NONE, false>(v, refs, &[], cur),
-        (None, SPATIAL_MEAN) => predict_in::<SPATIAL_MEAN, false>(v, refs, &[], cur),
-        (None, _) => predict_in::<SPATIAL_PARALLELOGRAM, false>(v, refs, &[], cur),
-        (Some(b), SPATIAL_NONE) => predict_in::<SPATIAL_NONE, true>(v, refs, b, cur),
-        (Some(b), SPATIAL_MEAN) => predict_in::<SPATIAL_MEAN, true>(v, refs, b, cur),
-        (Some(b), _) => predict_in::<SPATIAL_PARALLELOGRAM, true>(v, refs, b, cur),
-    }
-}
-
 /// The hint of one axis of a prediction from references with offsets `a` and `b`
 /// (`mean`: the prediction is their rounded-down mean): activity class and odd sum
 /// ([`super::format::HINTS`]).
 #[inline(always)]
 fn hint(a: i64, b: i64, mean: bool) -> u8 {
+    // the bit length of |a − b| capped at 4 (compares and adds: no bit scan)
+    const _: () = assert!(ACTIVITY_CLASSES == 5);
     let d = (a - b).unsigned_abs();
-    let class = (64 - d.leading_zeros()).min(ACTIVITY_CLASSES as u32 - 1) as u8;
+    let class = u8::from(d >= 1) + u8::from(d >= 2) + u8::from(d >= 4) + u8::from(d >= 8);
     2 * class + u8::from(mean && (a + b) & 1 != 0)
 }
 
-/// [`predict`] for one spatial predictor `SP`, with (`BASE`) or without a base (the
-/// encoder's trials are instantiated per mode so that nothing is decided per vertex
-/// but which references exist).
+/// The offset of an earlier vertex `u` from its base (from zero without `BASE`).
+#[inline(always)]
+fn offset<const BASE: bool>(u: u32, base: &[[i32; 3]], cur: &[[i32; 3]]) -> [i64; 3] {
+    let c = cur[u as usize];
+    let b = if BASE { base[u as usize] } else { [0; 3] };
+    std::array::from_fn(|k| i64::from(c[k]) - i64::from(b[k]))
+}
+
+/// The rounded-down mean of two references' offsets and its hints.
+#[inline(always)]
+fn mean(oa: [i64; 3], ob: [i64; 3]) -> ([i64; 3], [u8; 3]) {
+    (
+        std::array::from_fn(|k| (oa[k] + ob[k]) >> 1),
+        std::array::from_fn(|k| hint(oa[k], ob[k], true)),
+    )
+}
+
+/// Prediction of vertex `v` from earlier-decoded vertices: `base[v]` plus, by spatial
+/// predictor `SP`, nothing, the mean, or the parallelogram of the references' offsets
+/// from their own bases (without `BASE`: from zero, for keyframes); and per axis the
+/// prediction hint its residual is coded with ([`super::format::HINTS`]). The
+/// encoder's trials and the decoder's runs are instantiated per mode, so that nothing
+/// is decided per vertex but which references exist.
 #[inline(always)]
 pub(super) fn predict_in<const SP: u32, const BASE: bool>(
     v: usize,
@@ -141,30 +141,18 @@ pub(super) fn predict_in<const SP: u32, const BASE: bool>(
     base: &[[i32; 3]],
     cur: &[[i32; 3]],
 ) -> ([i64; 3], [u8; 3]) {
-    // offset of an earlier vertex from its base
-    let off = |u: u32| -> [i64; 3] {
-        let c = cur[u as usize];
-        let b = if BASE { base[u as usize] } else { [0; 3] };
-        std::array::from_fn(|k| i64::from(c[k]) - i64::from(b[k]))
-    };
-    let mean = |a: u32, b: u32| -> ([i64; 3], [u8; 3]) {
-        let (oa, ob) = (off(a), off(b));
-        (
-            std::array::from_fn(|k| (oa[k] + ob[k]) >> 1),
-            std::array::from_fn(|k| hint(oa[k], ob[k], true)),
-        )
-    };
+    let off = |u: u32| offset::<BASE>(u, base, cur);
     let (s, h): ([i64; 3], [u8; 3]) = match SP {
         SPATIAL_NONE => ([0; 3], [0; 3]),
         SPATIAL_MEAN => match (refs[0], refs[1]) {
             (NO_REF, _) => ([0; 3], [0; 3]),
             (a, NO_REF) => (off(a), [0; 3]),
-            (a, b) => mean(a, b),
+            (a, b) => mean(off(a), off(b)),
         },
         _ => match (refs[0], refs[1], refs[2]) {
             (NO_REF, _, _) => ([0; 3], [0; 3]),
             (a, NO_REF, _) => (off(a), [0; 3]),
-            (a, b, NO_REF) => mean(a, b),
+            (a, b, NO_REF) => mean(off(a), off(b)),
             (a, b, c) => {
                 let (oa, ob, oc) = (off(a), off(b), off(c));
                 (
@@ -429,15 +417,15 @@ mod tests {
         // vertex 3 predicted from 0, 1 (and 2); offsets from a zero base
         let cur = [[10, 0, 0], [13, 0, 4], [0, 0, 0], [0; 3]];
         let base = [[0; 3]; 4];
-        let (p, h) = predict(3, &[0, 1, NO_REF], Some(&base), &cur, SPATIAL_MEAN);
+        let (p, h) = predict_in::<SPATIAL_MEAN, true>(3, &[0, 1, NO_REF], &base, &cur);
         assert_eq!(p, [11, 0, 2]); // floor(23 / 2), 0, 2
         assert_eq!(h, [2 * 2 + 1, 0, 2 * 3]);
-        let (p, h) = predict(3, &[0, 1, 2], Some(&base), &cur, SPATIAL_PARALLELOGRAM);
+        let (p, h) = predict_in::<SPATIAL_PARALLELOGRAM, true>(3, &[0, 1, 2], &base, &cur);
         assert_eq!(p, [23, 0, 4]);
         assert_eq!(h, [2 * 2, 0, 2 * 3]);
-        let (_, h) = predict(3, &[0, 1, 2], Some(&base), &cur, SPATIAL_NONE);
+        let (_, h) = predict_in::<SPATIAL_NONE, true>(3, &[0, 1, 2], &base, &cur);
         assert_eq!(h, [0; 3]);
-        let (p, h) = predict(3, &[0, NO_REF, NO_REF], None, &cur, SPATIAL_MEAN);
+        let (p, h) = predict_in::<SPATIAL_MEAN, false>(3, &[0, NO_REF, NO_REF], &[], &cur);
         assert_eq!((p, h), ([10, 0, 0], [0; 3]));
     }
 }

@@ -4,11 +4,11 @@ use std::sync::Arc;
 
 use super::CodecError;
 use super::coder::{
-    Frames, Lattice, Models, checksum, decode_bones, predict, split_mode, write_out,
+    Frames, Lattice, Models, checksum, decode_bones, predict_in, split_mode, write_out,
 };
 use super::format::{
     BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, PATCH_SIZE,
-    SPATIAL_PARALLELOGRAM,
+    SPATIAL_MEAN, SPATIAL_NONE, SPATIAL_PARALLELOGRAM,
 };
 use super::range::{RangeDecoder, coord_context};
 use super::setup::GarmentSetup;
@@ -88,44 +88,21 @@ impl Decoder {
         }
         let mut dec = RangeDecoder::new(&bytes[FRAME_HEADER_LEN..])?;
         let mut m = Models::new();
-        let limit = i64::from(LATTICE_LIMIT);
         let mut prev = [0i32; 3];
-        let mut vertex = |dec: &mut RangeDecoder<'_>,
-                          m: &mut Models,
-                          q_new: &mut Lattice,
-                          base: Option<&[[i32; 3]]>,
-                          sp: u32,
-                          v: usize|
-         -> Result<(), CodecError> {
-            let (p, hint) = predict(v, &s.predictor[v], base, q_new, sp);
-            let mut cur = [0i32; 3];
-            for k in 0..3 {
-                let e = dec.int(&mut m.coords[k], coord_context(&prev, &cur, k, hint[k]))?;
-                cur[k] = e;
-                let x = p[k] + i64::from(e);
-                if x.abs() >= limit {
-                    return Err(CodecError::Corrupt {
-                        what: "position outside the lattice",
-                    });
-                }
-                q_new[v][k] = x as i32;
-            }
-            prev = cur;
-            Ok(())
-        };
         match h.kind {
             FrameKind::Key => {
                 decode_bones(&mut dec, &mut m, &mut self.f.bones_new, None)?;
-                for &v in &s.order {
-                    vertex(
-                        &mut dec,
-                        &mut m,
-                        &mut self.f.q_new,
-                        None,
-                        SPATIAL_PARALLELOGRAM,
-                        v as usize,
-                    )?;
-                }
+                let run = Run {
+                    setup: &s,
+                    vertices: &s.order,
+                };
+                run.go::<SPATIAL_PARALLELOGRAM, false>(
+                    &mut dec,
+                    &mut m,
+                    &[],
+                    &mut self.f.q_new,
+                    &mut prev,
+                )?;
             }
             FrameKind::Delta => {
                 decode_bones(&mut dec, &mut m, &mut self.f.bones_new, Some(&self.f.bones))?;
@@ -147,16 +124,16 @@ impl Decoder {
                         } else {
                             &self.f.q
                         };
-                        for &v in patch {
-                            vertex(
-                                &mut dec,
-                                &mut m,
-                                &mut self.f.q_new,
-                                Some(base),
-                                sp,
-                                v as usize,
-                            )?;
-                        }
+                        let run = Run {
+                            setup: &s,
+                            vertices: patch,
+                        };
+                        let (d, m, q_new, prev) = (&mut dec, &mut m, &mut self.f.q_new, &mut prev);
+                        match sp {
+                            SPATIAL_NONE => run.go::<SPATIAL_NONE, true>(d, m, base, q_new, prev),
+                            SPATIAL_MEAN => run.go::<SPATIAL_MEAN, true>(d, m, base, q_new, prev),
+                            _ => run.go::<SPATIAL_PARALLELOGRAM, true>(d, m, base, q_new, prev),
+                        }?;
                     }
                     last_mode = mode;
                 }
@@ -175,5 +152,48 @@ impl Decoder {
         self.frame = Some(h.frame);
         self.stream_id = Some(h.stream_id);
         Ok(h)
+    }
+}
+
+/// A run of vertices (in traversal order) decoded with one prediction mode.
+struct Run<'a> {
+    setup: &'a GarmentSetup,
+    vertices: &'a [u32],
+}
+
+impl Run<'_> {
+    /// Decodes the run's residuals with spatial predictor `SP` from `base` (`BASE`) or
+    /// none (keyframes) into `q_new`; `prev` is the previous vertex's residual (the
+    /// contexts' state, carried from run to run). Instantiated per mode, as the
+    /// encoder's trials are, so that nothing is decided per vertex but which references
+    /// exist.
+    #[inline(always)]
+    fn go<const SP: u32, const BASE: bool>(
+        &self,
+        dec: &mut RangeDecoder<'_>,
+        m: &mut Models,
+        base: &[[i32; 3]],
+        q_new: &mut Lattice,
+        prev: &mut [i32; 3],
+    ) -> Result<(), CodecError> {
+        let limit = i64::from(LATTICE_LIMIT);
+        for &v in self.vertices {
+            let v = v as usize;
+            let (p, hint) = predict_in::<SP, BASE>(v, &self.setup.predictor[v], base, q_new);
+            let mut cur = [0i32; 3];
+            for k in 0..3 {
+                let e = dec.int(&mut m.coords[k], coord_context(prev, &cur, k, hint[k]))?;
+                cur[k] = e;
+                let x = p[k] + i64::from(e);
+                if x.abs() >= limit {
+                    return Err(CodecError::Corrupt {
+                        what: "position outside the lattice",
+                    });
+                }
+                q_new[v][k] = x as i32;
+            }
+            *prev = cur;
+        }
+        Ok(())
     }
 }

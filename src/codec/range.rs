@@ -58,7 +58,8 @@ pub(crate) fn coord_context(prev: &[i32; 3], cur: &[i32; 3], k: usize, hint: u8)
     } else {
         cur[..k].iter().any(|&e| e != 0)
     };
-    let hint = usize::from(hint).min(HINTS - 1);
+    debug_assert!(usize::from(hint) < HINTS);
+    let hint = usize::from(hint);
     let m = (prev[k].unsigned_abs() as usize).min(2) + if busy { 3 } else { 0 };
     Ctx {
         zero: m * HINTS + hint,
