@@ -24,7 +24,10 @@
 //! frame's), then for a delta frame one mode per patch of [`PATCH_SIZE`] vertices in
 //! traversal order (a skip bit; then the base bit and the spatial predictor as two bits)
 //! followed by that patch's residuals, or for a keyframe the residuals
-//! of every vertex (x, y, z interleaved) in traversal order.
+//! of every vertex (x, y, z interleaved) in traversal order. Each residual axis is a
+//! zero flag, a sign, an adaptive Elias-gamma prefix and raw bits; its zero flag and sign
+//! are coded in contexts of the previous vertex's residual and of the prediction's hint
+//! ([`HINTS`], new in version 2: version 1 had no hints and one sign probability).
 //!
 //! A **setup** (sent once per garment, content-addressed by its id) is:
 //! magic `CCGS`, version (u8), 3 reserved zero bytes, lattice step (f32, metres),
