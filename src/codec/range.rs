@@ -261,12 +261,20 @@ impl<'a> RangeDecoder<'a> {
         Ok(v)
     }
 
-    #[inline]
+    /// Decodes a signed integer coded by [`RangeEncoder::int`]. The zero flag (most
+    /// residuals are zero) is decoded inline; the rest of a non-zero value out of line.
+    #[inline(always)]
     pub(crate) fn int(&mut self, m: &mut IntModel, ctx: Ctx) -> Result<i32, CodecError> {
         if !self.bit(&mut m.zero[ctx.zero])? {
             return Ok(0);
         }
-        let negative = self.bit(&mut m.sign[ctx.sign])?;
+        self.nonzero(m, ctx.sign)
+    }
+
+    /// The sign and magnitude of a value whose zero flag said non-zero.
+    #[inline(never)]
+    fn nonzero(&mut self, m: &mut IntModel, sign: usize) -> Result<i32, CodecError> {
+        let negative = self.bit(&mut m.sign[sign])?;
         let mut k = 0usize;
         while k < MAX_PREFIX && self.bit(&mut m.prefix[k])? {
             k += 1;
