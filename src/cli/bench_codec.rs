@@ -135,6 +135,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
         "enc µs",
         "dec µs"
     );
+    let mut matched = 0;
     for (setup, bfs, bind) in [
         (&small_setup, &small_bfs, None),
         (&large_setup, &large_bfs, Some(&binding)),
@@ -145,6 +146,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
                 if b.only.as_ref().is_some_and(|o| !label.contains(o.as_str())) {
                     continue;
                 }
+                matched += 1;
                 let seq = record(&synth, &clip, first, count, speed, fps, bind)?;
                 let key_every = ((b.keyframe_interval * fps as f32) as usize).max(1);
                 for r in run_methods(setup, bfs, &seq, key_every, b.js, b.passes)? {
@@ -167,6 +169,15 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
                 }
             }
         }
+    }
+    if matched == 0 {
+        anyhow::bail!(
+            "--only {:?} matches no sequence (labels are like \"walk {}v 30fps\": idle, walk or fast; {} or {} vertices; 30 or 60 fps)",
+            b.only.as_deref().unwrap_or_default(),
+            large_setup.vertex_count(),
+            small_setup.vertex_count(),
+            large_setup.vertex_count()
+        );
     }
     Ok(())
 }

@@ -172,6 +172,26 @@ fn round(x: f64) -> f64 {
     (x + MAGIC) - MAGIC
 }
 
+/// Range-codes one vertex's residual `cur`, each axis in its context (the previous
+/// vertex's residual `prev`, then `cur`; the axis's hint), and makes it `prev`.
+#[inline(always)]
+fn code_residual(
+    enc: &mut RangeEncoder<'_>,
+    m: &mut Models,
+    prev: &mut [i32; 3],
+    cur: &[i32; 3],
+    hint: &[u8; 3],
+) {
+    for k in 0..3 {
+        enc.int(
+            &mut m.coords[k],
+            coord_context(prev, cur, k, hint[k]),
+            cur[k],
+        );
+    }
+    *prev = *cur;
+}
+
 /// Chooses and stores the coded lattice points of `vertices` (in traversal order) for
 /// one prediction mode, their residuals into `residual` and their prediction hints
 /// into `hints` (the same order).
@@ -525,15 +545,8 @@ impl Encoder {
         let mut enc = RangeEncoder::new(out);
         code_bones(&mut enc, &mut m, &self.f.bones_new, None);
         let mut prev = [0i32; 3];
-        for (&cur, hint) in self.residual.iter().zip(&self.hints) {
-            for k in 0..3 {
-                enc.int(
-                    &mut m.coords[k],
-                    coord_context(&prev, &cur, k, hint[k]),
-                    cur[k],
-                );
-            }
-            prev = cur;
+        for (cur, hint) in self.residual.iter().zip(&self.hints) {
+            code_residual(&mut enc, &mut m, &mut prev, cur, hint);
         }
         enc.finish();
         let sum = checksum(&self.f.q_new);
@@ -650,15 +663,8 @@ impl Encoder {
             m.encode_mode(&mut enc, last_mode, mode);
             if mode != MODE_SKIP {
                 let span = pi * PATCH_SIZE..pi * PATCH_SIZE + patch.len();
-                for (&cur, hint) in self.residual[span.clone()].iter().zip(&self.hints[span]) {
-                    for k in 0..3 {
-                        enc.int(
-                            &mut m.coords[k],
-                            coord_context(&prev, &cur, k, hint[k]),
-                            cur[k],
-                        );
-                    }
-                    prev = cur;
+                for (cur, hint) in self.residual[span.clone()].iter().zip(&self.hints[span]) {
+                    code_residual(&mut enc, &mut m, &mut prev, cur, hint);
                     sum.step(&self.f.q_new);
                 }
             }

@@ -60,7 +60,7 @@ pub(crate) fn coord_context(prev: &[i32; 3], cur: &[i32; 3], k: usize, hint: u8)
     };
     debug_assert!(usize::from(hint) < HINTS);
     let hint = usize::from(hint);
-    let m = (prev[k].unsigned_abs() as usize).min(2) + if busy { 3 } else { 0 };
+    let m = zero_context(prev[k]).zero + if busy { 3 } else { 0 };
     Ctx {
         zero: m * HINTS + hint,
         sign: hint,
