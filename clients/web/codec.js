@@ -1,4 +1,4 @@
-// clothcast garment stream decoder, format v2: the JavaScript twin of the Rust `codec`
+// clothcast garment stream decoder, format v3: the JavaScript twin of the Rust `codec`
 // module (src/codec/). Dependency-free ES module. Every operation is integer arithmetic
 // below 2^53, so this decoder reproduces the Rust encoder's reconstruction bit for bit.
 //
@@ -14,7 +14,7 @@
 // Every error is a CodecError with a `code` naming the problem ("truncated",
 // "missing-reference", "checksum", ...); a refused frame changes nothing.
 
-export const FORMAT_VERSION = 2;
+export const FORMAT_VERSION = 3;
 export const FRAME_HEADER_LEN = 40;
 const SETUP_HEADER_LEN = 24;
 const NO_REF = 0xffffffff;
@@ -93,7 +93,7 @@ export class GarmentSetup {
     if (n === 0 || n > MAX_VERTICES) throw new CodecError("too-large", `vertex count ${n}`);
     if (t > MAX_TRIANGLES) throw new CodecError("too-large", `triangle count ${t}`);
     if (bones === 0 || bones > MAX_BONES) throw new CodecError("too-large", `bone count ${bones}`);
-    const expected = SETUP_HEADER_LEN + 12 * t + 24 * n;
+    const expected = SETUP_HEADER_LEN + 12 * t + 24 * n + 16 * bones;
     if (b.length < expected) throw new CodecError("truncated", "setup");
     if (b.length > expected) throw new CodecError("trailing-bytes", `${b.length - expected} extra bytes`);
     const s = new GarmentSetup();
@@ -138,6 +138,20 @@ export class GarmentSetup {
         if (r >= n || position[r] >= position[v]) throw new CodecError("invalid", "predictor (refers to a later vertex)");
       }
     }
+    // the skeleton (format v3): per bone its parent (an earlier bone, or NO_REF) and
+    // its rest joint in lattice steps
+    s.boneParents = new Uint32Array(bones);
+    s.bonePivots = new Int32Array(3 * bones);
+    for (let i = 0; i < bones; i++, o += 16) {
+      const p = u32(b, o);
+      if (p !== NO_REF && p >= i) throw new CodecError("invalid", "bone parent (must be an earlier bone)");
+      s.boneParents[i] = p;
+      for (let k = 0; k < 3; k++) {
+        const c = u32(b, o + 4 + 4 * k) | 0;
+        if (Math.abs(c) >= LATTICE_LIMIT) throw new CodecError("invalid", "bone pivot (outside the lattice)");
+        s.bonePivots[3 * i + k] = c;
+      }
+    }
     s.id = wordHash(bytesAsWords(b));
     return s;
   }
@@ -168,7 +182,7 @@ export function parseFrameHeader(data, into = {}) {
 
 /** Largest possible frame for these counts, bytes (as the Rust `max_frame_bytes`). */
 export function maxFrameBytes(vertices, bones) {
-  const ints = 3 * vertices + 7 * bones;
+  const ints = 3 * vertices + 6 * bones;
   const bitsPerInt = 7 * (2 + MAX_PREFIX + 1) + MAX_PREFIX;
   const patches = Math.ceil(vertices / PATCH_SIZE);
   const bits = ints * bitsPerInt + patches * 4 * 7;
@@ -275,6 +289,29 @@ function rotation(q, o, r) {
   return r;
 }
 
+/** Quaternion product a ⊗ b (x, y, z, w at offsets ao, bo; units 2^-14), each component
+ * rounded, into r (offset 0). Sums stay below 2^37. */
+function quatMul(a, ao, b, bo, r) {
+  const ax = a[ao], ay = a[ao + 1], az = a[ao + 2], aw = a[ao + 3];
+  const bx = b[bo], by = b[bo + 1], bz = b[bo + 2], bw = b[bo + 3];
+  const x = aw * bx + ax * bw + ay * bz - az * by;
+  const y = aw * by - ax * bz + ay * bw + az * bx;
+  const z = aw * bz + ax * by - ay * bx + az * bw;
+  const w = aw * bw - ax * bx - ay * by - az * bz;
+  r[0] = roundShift(x); r[1] = roundShift(y); r[2] = roundShift(z); r[3] = roundShift(w);
+}
+
+/** w of a quantised quaternion from x, y, z: floor(sqrt(2^28 − x² − y² − z²)), 0 where
+ * that is negative. */
+function derivedW(x, y, z) {
+  const s = ONE * ONE - (x * x + y * y + z * z);
+  if (s <= 0) return 0;
+  let r = Math.floor(Math.sqrt(s));
+  while (r * r > s) r--;
+  while ((r + 1) * (r + 1) <= s) r++;
+  return r;
+}
+
 /** Decodes one garment stream in place into a caller's Float32Array. */
 export class GarmentDecoder {
   constructor(setup) {
@@ -296,6 +333,8 @@ export class GarmentDecoder {
     this.models = models();
     this.rp = new Float64Array(9);
     this.rc = new Float64Array(9);
+    this.qa = new Float64Array(4);
+    this.qb = new Float64Array(4);
   }
 
   /** Forgets the stream; the next frame must be a keyframe. */
@@ -363,15 +402,52 @@ export class GarmentDecoder {
   }
 
   decodeBones(dec, m, delta) {
+    // format v3: each bone's x, y, z and translation from their predictions off its
+    // parent (src/codec/motion.rs: predict_rotation, predict_translation); w derived
+    const s = this.setup, cur = this.bonesNew, ref = this.bonesQ, qa = this.qa, qb = this.qb;
     let prevRot = 0, prevTrans = 0;
-    for (let i = 0; i < this.bonesNew.length; i++) {
-      const k = i % 7;
-      const rot = k < 4;
-      const e = dec.int(rot ? m.rotation : m.translation, zeroContext(rot ? prevRot : prevTrans), 0);
-      if (rot) prevRot = e; else prevTrans = e;
-      const v = (delta ? this.bonesQ[i] : 0) + e;
-      if (rot ? Math.abs(v) > ONE : Math.abs(v) >= LATTICE_LIMIT) throw new CodecError("corrupt", "bone value out of range");
-      this.bonesNew[i] = v;
+    for (let i = 0; i < s.bones; i++) {
+      const o = 7 * i, p = s.boneParents[i], op = 7 * p;
+      if (p !== NO_REF && delta) {
+        // q_p ⊗ conj(q_p^ref) ⊗ q^ref, each product rounded
+        qb[0] = -ref[op]; qb[1] = -ref[op + 1]; qb[2] = -ref[op + 2]; qb[3] = ref[op + 3];
+        quatMul(cur, op, qb, 0, qa);
+        quatMul(qa, 0, ref, o, qb);
+        const sign = qb[3] < 0 ? -1 : 1;
+        qa[0] = sign * qb[0]; qa[1] = sign * qb[1]; qa[2] = sign * qb[2];
+      } else if (p !== NO_REF) {
+        qa[0] = cur[op]; qa[1] = cur[op + 1]; qa[2] = cur[op + 2];
+      } else if (delta) {
+        qa[0] = ref[o]; qa[1] = ref[o + 1]; qa[2] = ref[o + 2];
+      } else {
+        qa[0] = qa[1] = qa[2] = 0;
+      }
+      for (let k = 0; k < 3; k++) {
+        const e = dec.int(m.rotation, zeroContext(prevRot), 0);
+        prevRot = e;
+        const v = qa[k] + e;
+        if (Math.abs(v) > ONE) throw new CodecError("corrupt", "bone value out of range");
+        cur[o + k] = v;
+      }
+      cur[o + 3] = derivedW(cur[o], cur[o + 1], cur[o + 2]);
+      if (p !== NO_REF) {
+        const rp = rotation(cur, op, this.rp), rb = rotation(cur, o, this.rc), j = s.bonePivots;
+        for (let k = 0; k < 3; k++) {
+          const moved = (rp[3 * k] - rb[3 * k]) * j[3 * i] + (rp[3 * k + 1] - rb[3 * k + 1]) * j[3 * i + 1] + (rp[3 * k + 2] - rb[3 * k + 2]) * j[3 * i + 2];
+          qa[k] = cur[op + 4 + k] + roundShift(moved);
+        }
+      } else if (delta) {
+        qa[0] = ref[o + 4]; qa[1] = ref[o + 5]; qa[2] = ref[o + 6];
+      } else {
+        qa[0] = qa[1] = qa[2] = 0;
+      }
+      for (let k = 0; k < 3; k++) {
+        const e = dec.int(m.translation, zeroContext(prevTrans), 0);
+        prevTrans = e;
+        const v = qa[k] + e;
+        if (Math.abs(v) >= LATTICE_LIMIT) throw new CodecError("corrupt", "bone value out of range");
+        cur[o + 4 + k] = v;
+      }
     }
     if (!delta) return;
     for (let bi = 0; bi < this.setup.bones; bi++) {

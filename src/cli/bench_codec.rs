@@ -1,7 +1,7 @@
 //! `clothcast bench codec`: bits per vertex per frame, error and speed of the garment
 //! stream codec next to raw floats, quantised + zstd, and meshoptimizer + zstd, all on
 //! the same quantised frames of recorded SOR garment sequences, and of the same coder
-//! over the breadth-first traversal (`clothcast v2 bfs`, the baseline of the server's
+//! over the breadth-first traversal (`clothcast v3 bfs`, the baseline of the server's
 //! coarse-to-fine one). Also writes the golden streams (`--golden DIR`).
 
 use std::io::Write;
@@ -41,7 +41,7 @@ pub(crate) struct CodecBench {
     /// Seconds between keyframes.
     #[arg(long, default_value_t = 2.0, value_parser = super::common::parse_seconds)]
     keyframe_interval: f32,
-    /// Write the golden streams (tests/fixtures/codec/v2) into this folder and stop: the
+    /// Write the golden streams (tests/fixtures/codec/v3) into this folder and stop: the
     /// server's coarse-to-fine traversal there, the breadth-first one in
     /// `breadth-first/` below it.
     #[arg(long)]
@@ -91,12 +91,14 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
     let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)?;
     let synth = Synthesizer::new(&db, SynthParams::default());
     let coarse = TriMesh::new(db.garment.rest.clone(), db.garment.triangles.clone());
+    let sk = synth.skeleton();
     let small_setup = setup_of(
         &db.garment.triangles,
         &db.garment.skin,
         Some(&db.garment.rest),
+        sk,
     )?;
-    let small_bfs = setup_of(&db.garment.triangles, &db.garment.skin, None)?;
+    let small_bfs = setup_of(&db.garment.triangles, &db.garment.skin, None, sk)?;
     if let Some(dir) = &b.golden {
         write_golden(dir, &synth, &clip, &small_setup)?;
         return write_golden(&dir.join("breadth-first"), &synth, &clip, &small_bfs);
@@ -110,8 +112,9 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
         &large.mesh.triangles,
         &large.skin,
         Some(&large.mesh.positions),
+        sk,
     )?;
-    let large_bfs = setup_of(&large.mesh.triangles, &large.skin, None)?;
+    let large_bfs = setup_of(&large.mesh.triangles, &large.skin, None, sk)?;
     outln!(
         "garment stream codec, one thread; max error 1 mm; the lossless peers code exactly the frames clothcast reconstructs;"
     );
@@ -186,8 +189,11 @@ fn setup_of(
     triangles: &[[u32; 3]],
     skin: &crate::body::SkinWeights,
     rest: Option<&[glam::Vec3]>,
+    skeleton: &Skeleton,
 ) -> anyhow::Result<Arc<GarmentSetup>> {
-    Ok(Arc::new(crate::engine::codec_setup(triangles, skin, rest)?))
+    Ok(Arc::new(crate::engine::codec_setup(
+        triangles, skin, rest, skeleton,
+    )?))
 }
 
 fn record(
@@ -331,21 +337,21 @@ fn run_methods(
     }
     // ours; its reconstruction is the quantised sequence every other method then codes
     let coded = code_ours(setup, seq, key_every, passes, Effort::Fast)?;
-    let ours = coded.summary("clothcast v2", seq, n);
+    let ours = coded.summary("clothcast v3", seq, n);
     let small = code_ours(setup, seq, key_every, passes, Effort::Small)?.summary(
-        "clothcast v2 small",
+        "clothcast v3 small",
         seq,
         n,
     );
     let fastest = code_ours(setup, seq, key_every, passes, Effort::Fastest)?.summary(
-        "clothcast v2 fastest",
+        "clothcast v3 fastest",
         seq,
         n,
     );
     // the same coder over the breadth-first traversal (the baseline of the coarse-to-fine
     // one the server uses)
     let bfs = code_ours(breadth_first, seq, key_every, passes, Effort::Fast)?.summary(
-        "clothcast v2 bfs",
+        "clothcast v3 bfs",
         seq,
         n,
     );
@@ -370,7 +376,7 @@ fn run_methods(
             decoded.last().map_or(&[][..], Vec::as_slice),
         )?;
         results.push(MethodResult {
-            method: "clothcast v2 (JS)",
+            method: "clothcast v3 (JS)",
             enc_us: f64::NAN,
             dec_us: us,
             ..ours

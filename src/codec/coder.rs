@@ -5,14 +5,17 @@
 //! forever: there is no drift to correct.
 
 use super::CodecError;
-use super::format::{ACTIVITY_CLASSES, PROB_INIT};
+use super::format::{ACTIVITY_CLASSES, PROB_INIT, ROT_BITS};
 use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, MODE_SKIP, NO_REF, SPATIAL_MEAN, SPATIAL_NONE,
     SPATIAL_PARALLELOGRAM, WORD_HASH_START, word_hash_step,
 };
 #[cfg(target_arch = "x86_64")]
 use super::motion::compensate_vertex_avx2;
-use super::motion::{QBone, RelMotion, compensate_vertex, valid_bone};
+use super::motion::{
+    QBone, RelMotion, compensate_vertex, derived_w, predict_rotation, predict_translation,
+    valid_bone,
+};
 use super::range::{IntModel, Prob, RangeDecoder, RangeEncoder, zero_context};
 use super::setup::GarmentSetup;
 
@@ -313,21 +316,27 @@ impl Checksum {
     }
 }
 
+/// The bones of a frame (format version 3): per bone in index order (parents before
+/// children), x, y, z of its rotation and its translation, each the difference from
+/// its prediction ([`predict_rotation`], [`predict_translation`]); w is derived
+/// ([`derived_w`]). `parents` and `pivots` are the setup's skeleton.
 pub(super) fn code_bones(
     enc: &mut RangeEncoder<'_>,
     m: &mut Models,
     bones: &[QBone],
     reference: Option<&[QBone]>,
+    skeleton: Skeleton<'_>,
 ) {
     let mut prev = [0i32; 2];
     for (i, b) in bones.iter().enumerate() {
-        let r = reference.map_or([0; 7], |r| r[i]);
-        for k in 0..7 {
-            let e = b[k] - r[k];
-            let (model, slot) = if k < 4 {
-                (&mut m.rotation, 0)
+        let parent = skeleton.parent(i).and_then(|p| bones.get(p));
+        let rot = predict_rotation(parent, skeleton.reference(reference, i));
+        let t = predict_translation(b, parent, &skeleton.pivots[i], reference.map(|r| &r[i]));
+        for k in 0..6 {
+            let (model, slot, e) = if k < 3 {
+                (&mut m.rotation, 0, b[k] - rot[k])
             } else {
-                (&mut m.translation, 1)
+                (&mut m.translation, 1, b[k + 1] - t[k - 3])
             };
             enc.int(model, zero_context(prev[slot]), e);
             prev[slot] = e;
@@ -340,29 +349,74 @@ pub(super) fn decode_bones(
     m: &mut Models,
     out: &mut [QBone],
     reference: Option<&[QBone]>,
+    skeleton: Skeleton<'_>,
 ) -> Result<(), CodecError> {
+    let corrupt = CodecError::Corrupt {
+        what: "bone value out of range",
+    };
     let mut prev = [0i32; 2];
-    for (i, b) in out.iter_mut().enumerate() {
-        let r = reference.map_or([0; 7], |r| r[i]);
-        for k in 0..7 {
-            let (model, slot) = if k < 4 {
-                (&mut m.rotation, 0)
-            } else {
-                (&mut m.translation, 1)
-            };
-            let e = dec.int(model, zero_context(prev[slot]))?;
-            prev[slot] = e;
-            b[k] = r[k]
-                .checked_add(e)
-                .ok_or(CodecError::Corrupt { what: "bone value" })?;
+    for i in 0..out.len() {
+        let (done, rest) = out.split_at_mut(i);
+        let b = &mut rest[0];
+        // the setup guarantees a parent precedes its child
+        let parent = skeleton.parent(i).and_then(|p| done.get(p));
+        let rot = predict_rotation(parent, skeleton.reference(reference, i));
+        for k in 0..3 {
+            let e = dec.int(&mut m.rotation, zero_context(prev[0]))?;
+            prev[0] = e;
+            b[k] = rot[k].checked_add(e).ok_or(corrupt.clone())?;
+        }
+        if b[..3].iter().any(|c| c.unsigned_abs() > 1 << ROT_BITS) {
+            return Err(corrupt);
+        }
+        b[3] = derived_w(b[0], b[1], b[2]);
+        let t = predict_translation(b, parent, &skeleton.pivots[i], reference.map(|r| &r[i]));
+        for k in 0..3 {
+            let e = dec.int(&mut m.translation, zero_context(prev[1]))?;
+            prev[1] = e;
+            b[4 + k] = t[k].checked_add(e).ok_or(corrupt.clone())?;
         }
         if !valid_bone(b) {
-            return Err(CodecError::Corrupt {
-                what: "bone value out of range",
-            });
+            return Err(corrupt);
         }
     }
     Ok(())
+}
+
+/// A setup's skeleton as [`code_bones`] reads it.
+#[derive(Clone, Copy)]
+pub(super) struct Skeleton<'a> {
+    /// Per bone: its parent ([`NO_REF`] for a root), always an earlier bone.
+    pub(super) parents: &'a [u32],
+    /// Per bone: its rest joint, lattice steps.
+    pub(super) pivots: &'a [[i32; 3]],
+}
+
+impl<'a> Skeleton<'a> {
+    /// The skeleton `setup` carries.
+    pub(super) fn of(setup: &'a GarmentSetup) -> Self {
+        Self {
+            parents: &setup.bone_parents,
+            pivots: &setup.bone_pivots,
+        }
+    }
+
+    fn parent(&self, i: usize) -> Option<usize> {
+        self.parents
+            .get(i)
+            .filter(|&&p| p != NO_REF)
+            .map(|&p| p as usize)
+    }
+
+    /// Bone `i`'s and its parent's reference bones.
+    fn reference<'r>(
+        &self,
+        reference: Option<&'r [QBone]>,
+        i: usize,
+    ) -> Option<(&'r QBone, Option<&'r QBone>)> {
+        let r = reference?;
+        Some((r.get(i)?, self.parent(i).and_then(|p| r.get(p))))
+    }
 }
 
 pub(super) fn write_out(q: &[[i32; 3]], step: f32, out: &mut [f32]) -> Result<(), CodecError> {

@@ -4,12 +4,13 @@ use std::sync::Arc;
 
 use super::CodecError;
 use super::coder::{
-    Frames, Lattice, Models, checksum, decode_bones, predict_in, split_mode, write_out,
+    Frames, Lattice, Models, Skeleton, checksum, decode_bones, predict_in, split_mode, write_out,
 };
 use super::format::{
     BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, PATCH_SIZE,
     SPATIAL_MEAN, SPATIAL_NONE, SPATIAL_PARALLELOGRAM,
 };
+use super::motion::{BoneTransform, dequantize_bone};
 use super::range::{RangeDecoder, coord_context};
 use super::setup::GarmentSetup;
 
@@ -44,6 +45,24 @@ impl Decoder {
     /// Number of the last decoded frame (the only reference a delta may name).
     pub fn last_frame(&self) -> Option<u32> {
         self.frame
+    }
+
+    /// The bones of the last decoded frame as the stream carries them (the encoder's
+    /// quantisation of its input): each rotation a quaternion (x, y, z, w) to 2^-14,
+    /// w ≥ 0, not renormalised; each translation in metres, to the lattice step. Before
+    /// the first frame, identities.
+    pub fn bones(&self, out: &mut [BoneTransform]) -> Result<(), CodecError> {
+        if out.len() != self.f.bones.len() {
+            return Err(CodecError::Mismatch {
+                what: "bones",
+                expected: self.f.bones.len() as u64,
+                found: out.len() as u64,
+            });
+        }
+        for (o, q) in out.iter_mut().zip(&self.f.bones) {
+            *o = dequantize_bone(q, self.setup.step);
+        }
+        Ok(())
     }
 
     /// Forgets the stream (the next frame must be a keyframe).
@@ -91,7 +110,13 @@ impl Decoder {
         let mut prev = [0i32; 3];
         match h.kind {
             FrameKind::Key => {
-                decode_bones(&mut dec, &mut m, &mut self.f.bones_new, None)?;
+                decode_bones(
+                    &mut dec,
+                    &mut m,
+                    &mut self.f.bones_new,
+                    None,
+                    Skeleton::of(&s),
+                )?;
                 let run = Run {
                     setup: &s,
                     vertices: &s.order,
@@ -105,7 +130,13 @@ impl Decoder {
                 )?;
             }
             FrameKind::Delta => {
-                decode_bones(&mut dec, &mut m, &mut self.f.bones_new, Some(&self.f.bones))?;
+                decode_bones(
+                    &mut dec,
+                    &mut m,
+                    &mut self.f.bones_new,
+                    Some(&self.f.bones),
+                    Skeleton::of(&s),
+                )?;
                 self.f.start_delta();
                 let mut last_mode = MODE_SKIP;
                 for patch in s.order.chunks(PATCH_SIZE) {

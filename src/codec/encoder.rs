@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::CodecError;
 use super::coder::{
-    Checksum, Frames, Lattice, Models, checksum, code_bones, predict_in, split_mode, write_out,
+    Checksum, Frames, Lattice, Models, Skeleton, checksum, code_bones, predict_in, split_mode,
+    write_out,
 };
 use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT,
@@ -543,7 +544,13 @@ impl Encoder {
         out.resize(FRAME_HEADER_LEN, 0);
         let mut m = Models::new();
         let mut enc = RangeEncoder::new(out);
-        code_bones(&mut enc, &mut m, &self.f.bones_new, None);
+        code_bones(
+            &mut enc,
+            &mut m,
+            &self.f.bones_new,
+            None,
+            Skeleton::of(&self.setup),
+        );
         let mut prev = [0i32; 3];
         for (cur, hint) in self.residual.iter().zip(&self.hints) {
             code_residual(&mut enc, &mut m, &mut prev, cur, hint);
@@ -652,7 +659,13 @@ impl Encoder {
         out.resize(FRAME_HEADER_LEN, 0);
         let mut m = Models::new();
         let mut enc = RangeEncoder::new(out);
-        code_bones(&mut enc, &mut m, &self.f.bones_new, Some(&self.f.bones));
+        code_bones(
+            &mut enc,
+            &mut m,
+            &self.f.bones_new,
+            Some(&self.f.bones),
+            Skeleton::of(s),
+        );
         let mut prev = [0i32; 3];
         let mut last_mode = MODE_SKIP;
         // the checksum's serial chain rides along with the range coder's, a vertex (in

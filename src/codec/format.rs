@@ -43,7 +43,7 @@ pub const FRAME_MAGIC: [u8; 4] = *b"CCGF";
 /// Setup magic.
 pub const SETUP_MAGIC: [u8; 4] = *b"CCGS";
 /// Format version of frames and setups.
-pub const FORMAT_VERSION: u8 = 2;
+pub const FORMAT_VERSION: u8 = 3;
 /// Frame kind byte of a keyframe.
 pub const KIND_KEY: u8 = 0;
 /// Frame kind byte of a delta frame.
@@ -136,7 +136,7 @@ pub(crate) fn word_hash_step(h: u32, w: u32) -> u32 {
 /// probabilities stay within [31, 2017]); a coded integer takes at most 2 + 27 such
 /// decisions and 26 raw bits; we count 7 bits per decision.
 pub fn max_frame_bytes(vertices: usize, bones: usize) -> usize {
-    let ints = 3 * vertices + 7 * bones;
+    let ints = 3 * vertices + 6 * bones;
     let bits_per_int = 7 * (2 + MAX_PREFIX + 1) + MAX_PREFIX;
     let patches = vertices.div_ceil(PATCH_SIZE);
     let bits = ints * bits_per_int + patches * 4 * 7;

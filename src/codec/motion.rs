@@ -42,9 +42,10 @@ pub(crate) fn quantize_bone(b: &BoneTransform, step: f32) -> Result<QBone, Codec
     }
     let sign = if q[3] < 0.0 { -1.0 } else { 1.0 };
     let mut out = [0i32; 7];
-    for i in 0..4 {
+    for i in 0..3 {
         out[i] = (sign * f64::from(q[i]) / len * ONE as f64).round() as i32;
     }
+    out[3] = derived_w(out[0], out[1], out[2]);
     for i in 0..3 {
         let t = f64::from(b.translation[i]) / f64::from(step);
         if !(t.is_finite() && t.abs() < f64::from(LATTICE_LIMIT)) {
@@ -57,10 +58,105 @@ pub(crate) fn quantize_bone(b: &BoneTransform, step: f32) -> Result<QBone, Codec
     Ok(out)
 }
 
+/// The w of a quantised quaternion from its x, y, z (units 2^-14): ⌊√(2^28 − x² − y² −
+/// z²)⌋, 0 where x² + y² + z² ≥ 2^28 (format version 3 codes only x, y, z; w ≥ 0 always).
+pub(crate) fn derived_w(x: i32, y: i32, z: i32) -> i32 {
+    let s = [x, y, z]
+        .iter()
+        .map(|&c| i64::from(c) * i64::from(c))
+        .sum::<i64>();
+    // x, y, z are at most 2^14 in magnitude wherever this is called, so the square
+    // root lies in [0, 2^14]
+    (ONE * ONE - s).max(0).isqrt() as i32
+}
+
+/// Quaternion product a ⊗ b of quantised quaternions (x, y, z, w; units 2^-14), each
+/// component rounded ([`round_shift`]). Inputs below 2^17 in magnitude keep every sum
+/// below 2^37.
+fn quat_mul(a: [i64; 4], b: [i64; 4]) -> [i64; 4] {
+    let [ax, ay, az, aw] = a;
+    let [bx, by, bz, bw] = b;
+    [
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+        aw * bw - ax * bx - ay * by - az * bz,
+    ]
+    .map(round_shift)
+}
+
+/// Where a bone's x, y, z are predicted from (format version 3): `parent` its
+/// parent's bone in this frame, `reference` its own and its parent's in the reference
+/// frame (delta frames).
+///
+/// - A bone with a parent, in a delta frame: the parent's motion since the reference
+///   applied to the bone's reference rotation, q_p ⊗ q̄_p^ref ⊗ q^ref (the bone kept
+///   its rotation relative to its parent), negated where its w came out negative.
+/// - With a parent, in a keyframe: the parent's rotation (the joint at rest).
+/// - A root: its reference rotation, or the identity in a keyframe.
+pub(crate) fn predict_rotation(
+    parent: Option<&QBone>,
+    reference: Option<(&QBone, Option<&QBone>)>,
+) -> [i32; 3] {
+    let quat = |b: &QBone| [b[0], b[1], b[2], b[3]].map(i64::from);
+    let q = match (parent, reference) {
+        (Some(p), Some((r, Some(rp)))) => {
+            let conj = [-rp[0], -rp[1], -rp[2], rp[3]].map(i64::from);
+            let m = quat_mul(quat_mul(quat(p), conj), quat(r));
+            if m[3] < 0 { m.map(|c| -c) } else { m }
+        }
+        (Some(p), _) => quat(p),
+        (None, Some((r, _))) => quat(r),
+        (None, None) => [0; 4],
+    };
+    // below 2^18 in magnitude (two products of values at most 2^15), so exact in i32
+    [q[0], q[1], q[2]].map(|c| c as i32)
+}
+
+/// Where a bone's translation (lattice steps) is predicted from (format version 3):
+/// for a bone with a parent, the translation that keeps its rest joint `pivot`
+/// (lattice steps) where the parent carries it: t = t_p + (R_p − R) · pivot, with R
+/// this frame's rotation of the bone (already decoded) and R_p, t_p its parent's; for
+/// a root, its reference translation (0 in a keyframe).
+pub(crate) fn predict_translation(
+    bone: &QBone,
+    parent: Option<&QBone>,
+    pivot: &[i32; 3],
+    reference: Option<&QBone>,
+) -> [i32; 3] {
+    match parent {
+        Some(p) => {
+            let (rp, rb) = (rotation(p), rotation(bone));
+            let j = pivot.map(i64::from);
+            std::array::from_fn(|i| {
+                let moved = (0..3)
+                    .map(|k| (rp[3 * i + k] - rb[3 * i + k]) * j[k])
+                    .sum::<i64>();
+                // |t_p| < 2^21, matrix entries at most 2^16, pivots below 2^21: the sum
+                // stays below 2^26
+                (i64::from(p[4 + i]) + round_shift(moved)) as i32
+            })
+        }
+        None => reference.map_or([0; 3], |r| [r[4], r[5], r[6]]),
+    }
+}
+
+/// The transform a quantised bone stands for (rotation to 2^-14, not renormalised;
+/// translation in metres).
+pub(crate) fn dequantize_bone(q: &QBone, step: f32) -> BoneTransform {
+    let unit = 1.0 / ONE as f32;
+    BoneTransform {
+        rotation: [q[0], q[1], q[2], q[3]].map(|c| c as f32 * unit),
+        translation: [q[4], q[5], q[6]].map(|t| t as f32 * step),
+    }
+}
+
 /// Checks a decoded bone lies where an encoder could have put it.
 pub(crate) fn valid_bone(b: &QBone) -> bool {
     b[..4].iter().all(|c| i64::from(c.unsigned_abs()) <= ONE)
-        && b[4..].iter().all(|t| t.abs() < LATTICE_LIMIT)
+        && b[4..]
+            .iter()
+            .all(|t| t.unsigned_abs() < LATTICE_LIMIT as u32)
 }
 
 /// Rounded arithmetic shift right by [`ROT_BITS`] (floor of (v + ½) / 2^14).
@@ -278,7 +374,157 @@ mod tests {
         x.map(|x| (x + d / 2).div_euclid(d).clamp(-limit, limit) as i32)
     }
 
+    /// Bone `q` in the rotation `rot` (any unit quaternion, x, y, z, w) and translation
+    /// `t` (metres), quantised at 1 mm.
+    fn quantised(rot: glam::Quat, t: glam::Vec3) -> QBone {
+        quantize_bone(
+            &BoneTransform {
+                rotation: rot.to_array(),
+                translation: t.to_array(),
+            },
+            0.001,
+        )
+        .expect("valid")
+    }
+
+    /// The rotation a quantised bone stands for.
+    fn rotation_of(q: &QBone) -> glam::DQuat {
+        let [x, y, z, w] = [q[0], q[1], q[2], q[3]].map(f64::from);
+        glam::DQuat::from_xyzw(x, y, z, w).normalize()
+    }
+
+    /// Format version 3 derives w from x, y, z: the rotation stays within ~2.5e-4 rad
+    /// of the input where w ≥ 0.7 (turns up to ~90°), and within 1e-3 rad down to w =
+    /// 0.1 (~170°); nearer a half turn, where w's square root is steep, the bone is
+    /// coarser (it then costs the garment bits, never error: the bones only predict).
+    #[test]
+    fn derived_w_keeps_the_rotation() {
+        let mut rng = 99u64;
+        let mut next = || {
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (rng >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+        };
+        let (mut wide, mut narrow) = (0f64, 0f64);
+        for _ in 0..20_000 {
+            let q = glam::Quat::from_xyzw(next(), next(), next(), next()).normalize();
+            let q = if q.w < 0.0 { -q } else { q };
+            let b = quantised(q, glam::Vec3::ZERO);
+            assert!(b[3] >= 0 && i64::from(b[3]) <= ONE);
+            // the angle of the rotation between them, in doubles (acos near 1 in
+            // single precision cannot resolve 1e-4 rad)
+            let d = rotation_of(&b) * q.as_dquat().conjugate();
+            let err = 2.0 * d.xyz().length().atan2(d.w.abs());
+            if q.w >= 0.7 {
+                narrow = narrow.max(err);
+            }
+            if q.w >= 0.1 {
+                wide = wide.max(err);
+            }
+        }
+        assert!(narrow <= 2.5e-4, "{narrow} rad where w ≥ 0.7");
+        assert!(wide <= 1e-3, "{wide} rad where w ≥ 0.1");
+        assert_eq!(derived_w(0, 0, 0), ONE as i32);
+        assert_eq!(
+            derived_w(ONE as i32, 1, 0),
+            0,
+            "no square root of a negative"
+        );
+    }
+
+    /// A child bone that kept its rotation relative to its parent and its joint where
+    /// the parent carries it is predicted to within a few units of its own quantisation.
+    #[test]
+    fn a_rigid_chain_is_predicted_from_the_parent() {
+        let pivot = glam::Vec3::new(0.18, 1.42, -0.02); // a shoulder, metres
+        let pivot_q = [180, 1420, -20];
+        let local = glam::Quat::from_euler(glam::EulerRot::XYZ, 0.3, -0.9, 0.4);
+        let frame = |a: f32| {
+            let rp = glam::Quat::from_euler(glam::EulerRot::YXZ, a, 0.2 * a, -0.1);
+            let tp = glam::Vec3::new(0.01 * a, 0.02, -0.03 * a);
+            let rb = rp * local;
+            // the joint's posed position, as the parent carries it: tp + rp·pivot
+            let tb = tp + rp * pivot - rb * pivot;
+            (quantised(rp, tp), quantised(rb, tb))
+        };
+        let (ref_p, ref_b) = frame(0.2);
+        let (p, b) = frame(0.35);
+        let t = predict_translation(&b, Some(&p), &pivot_q, Some(&ref_b));
+        for k in 0..3 {
+            assert!(
+                (t[k] - b[4 + k]).abs() <= 2,
+                "translation {k}: {} vs {}",
+                t[k],
+                b[4 + k]
+            );
+        }
+        let r = predict_rotation(Some(&p), Some((&ref_b, Some(&ref_p))));
+        for k in 0..3 {
+            assert!(
+                (r[k] - b[k]).abs() <= 4,
+                "rotation {k}: {} vs {}",
+                r[k],
+                b[k]
+            );
+        }
+        // in a keyframe the child is predicted at rest relative to its parent
+        assert_eq!(predict_rotation(Some(&p), None), [p[0], p[1], p[2]]);
+        // a root: its reference, or the identity and the origin
+        assert_eq!(
+            predict_rotation(None, Some((&ref_b, None))),
+            [ref_b[0], ref_b[1], ref_b[2]]
+        );
+        assert_eq!(predict_rotation(None, None), [0; 3]);
+        assert_eq!(
+            predict_translation(&b, None, &pivot_q, Some(&ref_b)),
+            [ref_b[4], ref_b[5], ref_b[6]]
+        );
+        assert_eq!(predict_translation(&b, None, &pivot_q, None), [0; 3]);
+    }
+
     proptest! {
+        /// The bones' predictions are the format's integers (computed here in 128 bits)
+        /// for every bone a stream can hold, and small enough that a residual against
+        /// any valid bone stays within the coder's range (|e| < 2^27).
+        #[test]
+        fn bone_predictions_are_exact_and_bounded(
+            b in bone(), p in bone(), r in bone(), rp in bone(),
+            pivot in [-(LATTICE_LIMIT - 1)..LATTICE_LIMIT, -(LATTICE_LIMIT - 1)..LATTICE_LIMIT,
+                      -(LATTICE_LIMIT - 1)..LATTICE_LIMIT],
+        ) {
+            let t = predict_translation(&b, Some(&p), &pivot, None);
+            let (mp, mb) = (rotation(&p), rotation(&b));
+            for i in 0..3 {
+                let moved: i128 = (0..3)
+                    .map(|k| i128::from(mp[3 * i + k] - mb[3 * i + k]) * i128::from(pivot[k]))
+                    .sum();
+                let want = i128::from(p[4 + i]) + ((moved + i128::from(HALF)) >> ROT_BITS);
+                prop_assert_eq!(i128::from(t[i]), want);
+                prop_assert!(t[i].abs() < 1 << 26);
+            }
+            let q = predict_rotation(Some(&p), Some((&r, Some(&rp))));
+            let wide = |b: &QBone| [b[0], b[1], b[2], b[3]].map(i128::from);
+            let mul = |a: [i128; 4], b: [i128; 4]| {
+                let [ax, ay, az, aw] = a;
+                let [bx, by, bz, bw] = b;
+                [
+                    aw * bx + ax * bw + ay * bz - az * by,
+                    aw * by - ax * bz + ay * bw + az * bx,
+                    aw * bz + ax * by - ay * bx + az * bw,
+                    aw * bw - ax * bx - ay * by - az * bz,
+                ]
+                .map(|v| (v + i128::from(HALF)) >> ROT_BITS)
+            };
+            let conj = [-i128::from(rp[0]), -i128::from(rp[1]), -i128::from(rp[2]), i128::from(rp[3])];
+            let m = mul(mul(wide(&p), conj), wide(&r));
+            let m = if m[3] < 0 { m.map(|c| -c) } else { m };
+            for k in 0..3 {
+                prop_assert_eq!(i128::from(q[k]), m[k]);
+                prop_assert!(q[k].abs() < 1 << 18);
+            }
+        }
+
         /// The integer form (64-bit) and, where the CPU has AVX2 and FMA, the doubles
         /// give the format's integers (the 128-bit reference) for every valid input.
         #[test]

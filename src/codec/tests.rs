@@ -79,9 +79,16 @@ fn swing_with(
     (out, vec![BoneTransform::IDENTITY, bone1])
 }
 
+/// The sleeve's skeleton: bone 1 (the forearm) hangs from bone 0 at the elbow.
+const SLEEVE_PARENTS: [Option<usize>; 2] = [None, Some(0)];
+/// The sleeve's rest joints, metres: the elbow at y = 0.25 ([`swing`]).
+const SLEEVE_PIVOTS: [[f32; 3]; 2] = [[0.0; 3], [0.0, 0.25, 0.0]];
+
 fn setup(rings: usize, around: usize) -> (Arc<GarmentSetup>, Vec<[f32; 3]>, Vec<[f32; 4]>) {
     let (pos, tris, joints, weights) = sleeve(rings, around);
-    let s = GarmentSetup::new(&tris, &joints, &weights, 2, &CodecConfig::default()).expect("setup");
+    let s = GarmentSetup::new(&tris, &joints, &weights, 2, &CodecConfig::default())
+        .and_then(|s| s.with_skeleton(&SLEEVE_PARENTS, &SLEEVE_PIVOTS))
+        .expect("setup");
     (Arc::new(s), pos, weights)
 }
 
@@ -119,9 +126,28 @@ fn setup_round_trips_and_refuses_bad_bytes() {
         GarmentSetup::from_bytes(&bad),
         Err(CodecError::UnsupportedVersion { found: 9, .. })
     ));
+    // the skeleton, the setup's last 16 bytes per bone: a parent that is not an earlier
+    // bone, a pivot off the lattice
+    let skeleton = bytes.len() - 16 * s.bones as usize;
+    let mut own = bytes.clone();
+    own[skeleton + 16..skeleton + 20].copy_from_slice(&1u32.to_le_bytes());
+    assert_eq!(
+        GarmentSetup::from_bytes(&own),
+        Err(CodecError::Invalid {
+            what: "bone parent (must be an earlier bone)"
+        })
+    );
+    let mut far = bytes.clone();
+    far[skeleton + 24..skeleton + 28].copy_from_slice(&i32::MIN.to_le_bytes());
+    assert_eq!(
+        GarmentSetup::from_bytes(&far),
+        Err(CodecError::Invalid {
+            what: "bone pivot (outside the lattice)"
+        })
+    );
     // a predictor pointing forward in the traversal
     let mut fwd = bytes.clone();
-    let last = fwd.len() - 12;
+    let last = skeleton - 12;
     let first_vertex = s.order[0];
     fwd[last..last + 4].copy_from_slice(&first_vertex.to_le_bytes());
     let v_last = s.vertex_count() - 1;
@@ -140,6 +166,113 @@ fn setup_round_trips_and_refuses_bad_bytes() {
     assert!(matches!(
         GarmentSetup::from_bytes(&huge),
         Err(CodecError::TooLarge { .. })
+    ));
+}
+
+/// [`GarmentSetup::with_skeleton`] refuses what it cannot carry, by name.
+#[test]
+fn a_skeleton_is_refused_where_it_does_not_fit_the_bones() {
+    let (_, tris, joints, weights) = sleeve(4, 6);
+    let plain =
+        GarmentSetup::new(&tris, &joints, &weights, 2, &CodecConfig::default()).expect("setup");
+    let refused = |parents: &[Option<usize>], pivots: &[[f32; 3]]| {
+        plain
+            .clone()
+            .with_skeleton(parents, pivots)
+            .expect_err("refused")
+    };
+    assert!(matches!(
+        refused(&[None], &SLEEVE_PIVOTS),
+        CodecError::Mismatch {
+            what: "bone parents",
+            ..
+        }
+    ));
+    assert!(matches!(
+        refused(&SLEEVE_PARENTS, &[[0.0; 3]; 3]),
+        CodecError::Mismatch {
+            what: "bone pivots",
+            ..
+        }
+    ));
+    for parents in [[None, Some(1)], [Some(1), None], [None, Some(7)]] {
+        assert_eq!(
+            refused(&parents, &SLEEVE_PIVOTS),
+            CodecError::Invalid {
+                what: "bone parent (must be an earlier bone)"
+            }
+        );
+    }
+    for bad in [f32::NAN, f32::INFINITY, 1e6] {
+        assert_eq!(
+            refused(&SLEEVE_PARENTS, &[[0.0; 3], [0.0, bad, 0.0]]),
+            CodecError::Invalid {
+                what: "bone pivot (not finite or outside the lattice)"
+            }
+        );
+    }
+    // the skeleton is part of the setup's identity
+    let with = plain
+        .clone()
+        .with_skeleton(&SLEEVE_PARENTS, &SLEEVE_PIVOTS)
+        .expect("setup");
+    assert_ne!(with.id(), plain.id());
+    assert_eq!(
+        GarmentSetup::from_bytes(&with.to_bytes()).expect("parses"),
+        with
+    );
+}
+
+/// Bones predicted from their parents (format version 3) cost fewer bits than bones
+/// coded against their own reference alone, decode to the same quantised bones, and
+/// those lie within the quantisation of the encoder's input.
+#[test]
+fn bones_are_predicted_from_the_skeleton() {
+    let (hier, rest, w) = setup(6, 8);
+    let (_, tris, joints, weights) = sleeve(6, 8);
+    let flat = Arc::new(
+        GarmentSetup::new(&tris, &joints, &weights, 2, &CodecConfig::default()).expect("setup"),
+    );
+    let n = hier.vertex_count();
+    let mut bytes = [0usize; 2];
+    let mut decoded = [Vec::new(), Vec::new()];
+    for (k, s) in [&hier, &flat].into_iter().enumerate() {
+        let mut enc = Encoder::new(Arc::clone(s), 1);
+        let mut dec = Decoder::new(Arc::clone(s));
+        let (mut out, mut buf) = (vec![0f32; 3 * n], Vec::new());
+        let mut got = [BoneTransform::IDENTITY; 2];
+        for f in 0..40 {
+            let (p, b) = swing(&rest, &w, f);
+            enc.encode(&p, &b, false, &mut buf).expect("encodes");
+            bytes[k] += buf.len();
+            dec.decode(&buf, &mut out).expect("decodes");
+            dec.bones(&mut got).expect("two bones");
+            for (g, want) in got.iter().zip(&b) {
+                for c in 0..4 {
+                    assert!((g.rotation[c] - want.rotation[c]).abs() < 2e-4, "frame {f}");
+                }
+                for c in 0..3 {
+                    assert!((g.translation[c] - want.translation[c]).abs() <= 0.0005 + 1e-6);
+                }
+            }
+            decoded[k].push(got);
+        }
+    }
+    assert_eq!(
+        decoded[0], decoded[1],
+        "the prediction changes the bits, not the bones"
+    );
+    // the forearm's translation is its elbow's: predicted exactly, ~1 bit a value
+    // where the reference alone leaves it ~6
+    assert!(
+        bytes[0] < bytes[1],
+        "{} bytes with the skeleton, {} without",
+        bytes[0],
+        bytes[1]
+    );
+    assert!(matches!(
+        Decoder::new(hier).bones(&mut [BoneTransform::IDENTITY; 3]),
+        Err(CodecError::Mismatch { what: "bones", .. })
     ));
 }
 
@@ -466,7 +599,7 @@ proptest! {
         step in prop_oneof![Just(0.001f32), Just(0.0005), Just(0.002)],
         noise in 0.0f32..0.05,
         effort in prop_oneof![Just(Effort::Fast), Just(Effort::Small), Just(Effort::Fastest)],
-        shaped in any::<bool>(),
+        shaped in any::<bool>(), skeleton in any::<bool>(),
     ) {
         let (pos, tris, joints, weights) = sleeve(rings, around);
         let mut rng = seed;
@@ -478,8 +611,14 @@ proptest! {
             GarmentSetup::with_rest(&tris, &joints, &weights, 2, &config, &rest)
         } else {
             GarmentSetup::new(&tris, &joints, &weights, 2, &config)
-        }.expect("setup"));
-        // the parser checks the traversal's invariants
+        }.and_then(|s| if skeleton {
+            // a skeleton the bones below do not quite follow (their translation is
+            // jittered, the pivot is off): any transforms must still round-trip
+            s.with_skeleton(&SLEEVE_PARENTS, &[[0.0; 3], [next(), 0.25 + next(), next()]])
+        } else {
+            Ok(s)
+        }).expect("setup"));
+        // the parser checks the traversal's and the skeleton's invariants
         prop_assert_eq!(&GarmentSetup::from_bytes(&s.to_bytes()).expect("parses"), &*s);
         let n = s.vertex_count();
         let mut enc = Encoder::new(Arc::clone(&s), 9);
@@ -616,48 +755,49 @@ fn a_coarse_to_fine_setup_refuses_bad_rest_positions_and_handles_a_fan() {
     assert!(max_error(&out, &p) <= enc.tolerance() * 1.0001);
 }
 
-/// The frozen v2 streams (SOR output of the default T-shirt on CMU 131_01, written by
+/// The frozen v3 streams (SOR output of the default T-shirt on CMU 131_01, written by
 /// `clothcast bench codec --golden`): decoded bit-exactly, as the JavaScript decoder
-/// must. `v2/` holds a setup with the coarse-to-fine traversal of
-/// [`GarmentSetup::with_rest`] (what the server sends), `v2/breadth-first/` one with the
+/// must. `v3/` holds a setup with the coarse-to-fine traversal of
+/// [`GarmentSetup::with_rest`] (what the server sends), `v3/breadth-first/` one with the
 /// traversal of [`GarmentSetup::new`]: the same format, and a decoder follows either.
+/// Both carry the canonical skeleton, as the server's setups do.
 #[test]
-fn golden_v2_streams_decode_bit_exactly() {
-    let v2 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v2");
-    check_golden(&v2);
-    check_golden(&v2.join("breadth-first"));
+fn golden_v3_streams_decode_bit_exactly() {
+    let v3 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v3");
+    check_golden(&v3);
+    check_golden(&v3.join("breadth-first"));
 }
 
-/// A setup and a stream frozen at format version 1 (before the prediction hints of
-/// version 2 changed how residuals are coded) are refused by version, not decoded into
-/// garbage.
+/// A setup and a stream frozen at format version 2 (before version 3 predicted the
+/// bones from the skeleton and added it to the setup) are refused by version, not
+/// decoded into garbage.
 #[test]
-fn version_1_setups_and_frames_are_refused_by_version() {
-    let v1 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v1");
-    let read = |name: &str| std::fs::read(v1.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+fn version_2_setups_and_frames_are_refused_by_version() {
+    let v2 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v2");
+    let read = |name: &str| std::fs::read(v2.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     let refused = |e: CodecError| {
         assert!(
             matches!(
                 e,
                 CodecError::UnsupportedVersion {
-                    found: 1,
+                    found: 2,
                     supported: format::FORMAT_VERSION
                 }
             ),
             "{e}"
         );
     };
-    refused(GarmentSetup::from_bytes(&read("setup.bin")).expect_err("a v1 setup"));
+    refused(GarmentSetup::from_bytes(&read("setup.bin")).expect_err("a v2 setup"));
     let stream = read("stream.bin");
     let len = u32::from_le_bytes(stream[..4].try_into().expect("4 bytes")) as usize;
     let first = &stream[4..4 + len];
-    refused(FrameHeader::parse(first).expect_err("a v1 frame"));
+    refused(FrameHeader::parse(first).expect_err("a v2 frame"));
     let (s, _, _) = setup(4, 4);
     let n = s.vertex_count();
     refused(
         Decoder::new(s)
             .decode(first, &mut vec![0f32; 3 * n])
-            .expect_err("a v1 frame"),
+            .expect_err("a v2 frame"),
     );
 }
 

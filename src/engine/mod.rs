@@ -155,14 +155,17 @@ pub enum EngineError {
     },
 }
 
-/// The codec setup of a garment skinned to the canonical skeleton (default lattice),
+/// The codec setup of a garment skinned to the canonical `skeleton` (default lattice),
 /// its traversal chosen from the garment's shape at rest (`rest`, metres, one per
 /// vertex: [`GarmentSetup::with_rest`]), or breadth-first from the topology alone
-/// without it ([`GarmentSetup::new`]; `bench codec`'s baseline).
+/// without it ([`GarmentSetup::new`]; `bench codec`'s baseline). The setup carries the
+/// skeleton's hierarchy and rest joints ([`GarmentSetup::with_skeleton`]), so that
+/// frames code each bone's transform from its parent's.
 pub fn codec_setup(
     triangles: &[[u32; 3]],
     skin: &crate::body::SkinWeights,
     rest: Option<&[glam::Vec3]>,
+    skeleton: &Skeleton,
 ) -> Result<GarmentSetup, CodecError> {
     let joints: Vec<[u8; 4]> = skin
         .joints
@@ -170,13 +173,22 @@ pub fn codec_setup(
         .map(|j| j.map(|b| b.min(255) as u8))
         .collect();
     let (bones, config) = (JOINT_COUNT as u32, CodecConfig::default());
-    match rest {
+    let setup = match rest {
         Some(rest) => {
             let rest: Vec<[f32; 3]> = rest.iter().map(|p| p.to_array()).collect();
             GarmentSetup::with_rest(triangles, &joints, &skin.weights, bones, &config, &rest)
         }
         None => GarmentSetup::new(triangles, &joints, &skin.weights, bones, &config),
-    }
+    }?;
+    let parents: Vec<Option<usize>> = JointId::all()
+        .map(|j| j.parent().map(JointId::index))
+        .collect();
+    let pivots: Vec<[f32; 3]> = skeleton
+        .rest_positions()
+        .iter()
+        .map(|p| p.to_array())
+        .collect();
+    setup.with_skeleton(&parents, &pivots)
 }
 
 struct Avatar {
@@ -325,9 +337,14 @@ struct Garment {
 impl Garment {
     fn new(db: Arc<Database>) -> Result<Self, EngineError> {
         let g = &db.garment;
-        let setup = Arc::new(codec_setup(&g.triangles, &g.skin, Some(&g.rest))?);
         let body = db.body.to_body();
         let skeleton = body.skeleton.clone();
+        let setup = Arc::new(codec_setup(
+            &g.triangles,
+            &g.skin,
+            Some(&g.rest),
+            &skeleton,
+        )?);
         let asset_hash = format!("{:08x}{:016x}", setup.id(), crate::sor::body_hash(&db.body));
         let f32s = |v: &mut Vec<u8>, x: &[f32]| {
             x.iter().for_each(|f| v.extend_from_slice(&f.to_le_bytes()))

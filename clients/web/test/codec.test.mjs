@@ -1,5 +1,5 @@
 // The JavaScript decoder against the Rust encoder's frozen golden streams
-// (tests/fixtures/codec/v2, written by `clothcast bench codec --golden`), and hostile
+// (tests/fixtures/codec/v3, written by `clothcast bench codec --golden`), and hostile
 // input. Run: node --test clients/web/test/
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -7,8 +7,8 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { GarmentSetup, GarmentDecoder, CodecError, wordHash } from "../codec.js";
 
-const dir = fileURLToPath(new URL("../../../tests/fixtures/codec/v2/", import.meta.url));
-const v1 = fileURLToPath(new URL("../../../tests/fixtures/codec/v1/", import.meta.url));
+const dir = fileURLToPath(new URL("../../../tests/fixtures/codec/v3/", import.meta.url));
+const v2 = fileURLToPath(new URL("../../../tests/fixtures/codec/v2/", import.meta.url));
 const setupBytes = new Uint8Array(readFileSync(dir + "setup.bin"));
 const stream = new Uint8Array(readFileSync(dir + "stream.bin"));
 
@@ -22,10 +22,10 @@ function records(stream) {
   return out;
 }
 
-// v2/: a setup with the traversal the server sends (coarse vertices first, references
-// anywhere earlier); v2/breadth-first/: one with the breadth-first traversal
+// v3/: a setup with the traversal the server sends (coarse vertices first, references
+// anywhere earlier); v3/breadth-first/: one with the breadth-first traversal
 for (const sub of ["", "breadth-first/"]) {
-  test(`golden v2 stream ${sub || "(coarse-to-fine) "}decodes bit-exactly`, () => {
+  test(`golden v3 stream ${sub || "(coarse-to-fine) "}decodes bit-exactly`, () => {
     const setup = GarmentSetup.parse(new Uint8Array(readFileSync(dir + sub + "setup.bin")));
     const stream = new Uint8Array(readFileSync(dir + sub + "stream.bin"));
     const expected = JSON.parse(readFileSync(dir + sub + "frames.json", "utf8"));
@@ -58,7 +58,7 @@ test("hostile frames are refused with named errors and lose nothing", () => {
   }
   const longer = new Uint8Array(key.length + 1); longer.set(key);
   assert.equal(code(() => dec.decode(longer, out)), "trailing-bytes");
-  const bad = key.slice(); bad[4] = 3;
+  const bad = key.slice(); bad[4] = 9;
   assert.equal(code(() => dec.decode(bad, out)), "unsupported-version");
   const magic = key.slice(); magic[0] = 0x58;
   assert.equal(code(() => dec.decode(magic, out)), "bad-magic");
@@ -78,7 +78,7 @@ test("hostile frames are refused with named errors and lose nothing", () => {
   assert.ok(refused > 0);
   for (let t = 0; t < 200; t++) {
     const garbage = new Uint8Array(1 + (t * 37) % 300).map((_, i) => (i * 131 + t * 17) & 255);
-    if (t % 2) garbage.set([0x43, 0x43, 0x47, 0x46, 2, t & 1, 0, 0].slice(0, garbage.length));
+    if (t % 2) garbage.set([0x43, 0x43, 0x47, 0x46, 3, t & 1, 0, 0].slice(0, garbage.length));
     assert.notEqual(code(() => dec.decode(garbage, out)), "accepted");
   }
   // after all that the real stream still decodes
@@ -86,9 +86,9 @@ test("hostile frames are refused with named errors and lose nothing", () => {
   assert.equal(code(() => GarmentSetup.parse(setupBytes.subarray(0, 100))), "truncated");
 });
 
-test("a setup and a frame frozen at format version 1 are refused by version", () => {
+test("a setup and a frame frozen at format version 2 are refused by version", () => {
   const code = (f) => { try { f(); } catch (e) { assert.ok(e instanceof CodecError, String(e)); return e.code; } return "accepted"; };
-  assert.equal(code(() => GarmentSetup.parse(new Uint8Array(readFileSync(v1 + "setup.bin")))), "unsupported-version");
-  const first = records(new Uint8Array(readFileSync(v1 + "stream.bin")))[0];
+  assert.equal(code(() => GarmentSetup.parse(new Uint8Array(readFileSync(v2 + "setup.bin")))), "unsupported-version");
+  const first = records(new Uint8Array(readFileSync(v2 + "stream.bin")))[0];
   assert.equal(code(() => new GarmentDecoder(GarmentSetup.parse(setupBytes)).decode(first, new Float32Array(9000))), "unsupported-version");
 });
