@@ -1,4 +1,4 @@
-//! The garment stream format, version 2: every constant of the format, the frame
+//! The garment stream format, version 3: every constant of the format, the frame
 //! header, the setup (static data) layout, the checksum, and the worst-case size bound.
 //!
 //! A **frame** is a fixed 40-byte little-endian header followed by one range-coded
@@ -19,9 +19,12 @@
 //! | 32 | 4 | checksum of the reconstructed lattice positions ([`word_hash`]) |
 //! | 36 | 4 | payload length in bytes |
 //!
-//! The payload codes, in order: the bones (7 integers each: quaternion x, y, z, w in
-//! units of 2^-[`ROT_BITS`], translation in lattice steps; deltas against the reference
-//! frame's), then for a delta frame one mode per patch of [`PATCH_SIZE`] vertices in
+//! The payload codes, in order: the bones (6 integers each, in bone order: quaternion
+//! x, y, z in units of 2^-[`ROT_BITS`], then translation in lattice steps, each the
+//! difference from its prediction along the setup's skeleton; w is not sent but derived,
+//! ⌊√(2^28 − x² − y² − z²)⌋ (new in version 3: version 2 sent all seven as differences
+//! from the reference frame's); see `motion::predict_rotation` and
+//! `motion::predict_translation`), then for a delta frame one mode per patch of [`PATCH_SIZE`] vertices in
 //! traversal order (a skip bit; then the base bit and the spatial predictor as two bits)
 //! followed by that patch's residuals, or for a keyframe the residuals
 //! of every vertex (x, y, z interleaved) in traversal order. Each residual axis is a
@@ -34,9 +37,10 @@
 //! vertex count, triangle count, bone count (u32 each), triangles (3 × u32 each),
 //! skin (per vertex 4 bone indices u8 then 4 weights u8 summing to [`WEIGHT_ONE`]),
 //! traversal order (u32 per vertex: the vertex decoded at each position), predictor
-//! (per traversal position 3 × u32 positions of earlier vertices a, b, c in the
-//! traversal, [`NO_REF`] where absent: a, b, c → parallelogram a + b − c; a, b → the
-//! rounded-down mean; a → a; none → 0).
+//! (per vertex 3 × u32 ids of vertices a, b, c earlier in the traversal, [`NO_REF`]
+//! where absent: a, b, c → parallelogram a + b − c; a, b → the rounded-down mean; a → a;
+//! none → 0), skeleton (new in version 3; per bone its parent as u32, an earlier bone
+//! or [`NO_REF`] for a root, then its rest joint as 3 × i32 lattice steps).
 
 /// Frame magic.
 pub const FRAME_MAGIC: [u8; 4] = *b"CCGF";
