@@ -84,6 +84,15 @@ test("hostile frames are refused with named errors and lose nothing", () => {
   // after all that the real stream still decodes
   recs.slice(0, 3).forEach((r) => dec.decode(r, out));
   assert.equal(code(() => GarmentSetup.parse(setupBytes.subarray(0, 100))), "truncated");
+  // the skeleton block (format v3), 16 bytes per bone at the setup's end: a bone that
+  // names itself as parent, a pivot off the lattice; each refused as Rust refuses it
+  const bones = setup.bones, at = setupBytes.length - 16 * bones;
+  const own = setupBytes.slice(); new DataView(own.buffer).setUint32(at + 16 * (bones - 1), bones - 1, true);
+  assert.equal(code(() => GarmentSetup.parse(own)), "invalid");
+  const far = setupBytes.slice(); new DataView(far.buffer).setInt32(at + 4, -2147483648, true);
+  assert.equal(code(() => GarmentSetup.parse(far)), "invalid");
+  assert.equal(setup.boneParents[0], 0xffffffff, "the pelvis is the root");
+  assert.ok(Array.from(setup.boneParents).every((p, i) => p === 0xffffffff ? i === 0 : p < i));
 });
 
 test("a setup and a frame frozen at format version 2 are refused by version", () => {
