@@ -71,9 +71,13 @@ pub(crate) fn derived_w(x: i32, y: i32, z: i32) -> i32 {
 }
 
 /// Quaternion product a ⊗ b of quantised quaternions (x, y, z, w; units 2^-14), each
-/// component rounded ([`round_shift`]). Inputs below 2^17 in magnitude keep every sum
-/// below 2^37.
-fn quat_mul(a: [i64; 4], b: [i64; 4]) -> [i64; 4] {
+/// component's sum rounded by `round` ([`round_shift`] in the format). Inputs below 2^17
+/// in magnitude keep every sum below 2^37. Generic so that a test can run the same
+/// product in 128 bits.
+fn quat_mul<T>(a: [T; 4], b: [T; 4], round: impl Fn(T) -> T) -> [T; 4]
+where
+    T: Copy + std::ops::Add<Output = T> + std::ops::Sub<Output = T> + std::ops::Mul<Output = T>,
+{
     let [ax, ay, az, aw] = a;
     let [bx, by, bz, bw] = b;
     [
@@ -82,7 +86,7 @@ fn quat_mul(a: [i64; 4], b: [i64; 4]) -> [i64; 4] {
         aw * bz + ax * by - ay * bx + az * bw,
         aw * bw - ax * bx - ay * by - az * bz,
     ]
-    .map(round_shift)
+    .map(round)
 }
 
 /// Where a bone's x, y, z are predicted from (format version 3): `parent` its
@@ -102,7 +106,7 @@ pub(crate) fn predict_rotation(
     let q = match (parent, reference) {
         (Some(p), Some((r, Some(rp)))) => {
             let conj = [-rp[0], -rp[1], -rp[2], rp[3]].map(i64::from);
-            let m = quat_mul(quat_mul(quat(p), conj), quat(r));
+            let m = quat_mul(quat_mul(quat(p), conj, round_shift), quat(r), round_shift);
             if m[3] < 0 { m.map(|c| -c) } else { m }
         }
         (Some(p), _) => quat(p),
@@ -506,15 +510,7 @@ mod tests {
             let q = predict_rotation(Some(&p), Some((&r, Some(&rp))));
             let wide = |b: &QBone| [b[0], b[1], b[2], b[3]].map(i128::from);
             let mul = |a: [i128; 4], b: [i128; 4]| {
-                let [ax, ay, az, aw] = a;
-                let [bx, by, bz, bw] = b;
-                [
-                    aw * bx + ax * bw + ay * bz - az * by,
-                    aw * by - ax * bz + ay * bw + az * bx,
-                    aw * bz + ax * by - ay * bx + az * bw,
-                    aw * bw - ax * bx - ay * by - az * bz,
-                ]
-                .map(|v| (v + i128::from(HALF)) >> ROT_BITS)
+                quat_mul(a, b, |v| (v + i128::from(HALF)) >> ROT_BITS)
             };
             let conj = [-i128::from(rp[0]), -i128::from(rp[1]), -i128::from(rp[2]), i128::from(rp[3])];
             let m = mul(mul(wide(&p), conj), wide(&r));
