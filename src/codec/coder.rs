@@ -25,8 +25,8 @@ pub(super) type Lattice = Vec<[i32; 3]>;
 /// of the ones before their reference).
 pub(super) struct Models {
     pub(super) coords: [IntModel; 3],
-    rotation: IntModel,
-    translation: IntModel,
+    pub(super) rotation: IntModel,
+    pub(super) translation: IntModel,
     skip: [Prob; 2],
     skinned: [Prob; 2],
     spatial: [Prob; 3],

@@ -455,6 +455,80 @@ fn a_viewer_that_missed_frames_resyncs_with_a_keyframe() {
         .expect("the next delta decodes after the resync");
 }
 
+/// A well-formed keyframe whose bones decode off their range (a rotation component
+/// beyond 1, a translation off the lattice, each only through its skeleton prediction)
+/// is refused by name, and the decoder keeps its stream.
+#[test]
+fn bones_decoded_off_their_range_are_refused() {
+    use super::range::{RangeEncoder, zero_context};
+    let (s, rest, w) = setup(4, 6);
+    let n = s.vertex_count();
+    let mut enc = Encoder::new(Arc::clone(&s), 3);
+    let mut dec = Decoder::new(Arc::clone(&s));
+    let (mut out, mut key) = (vec![0f32; 3 * n], Vec::new());
+    let (p, b) = swing(&rest, &w, 0);
+    enc.encode(&p, &b, false, &mut key).expect("encodes");
+    dec.decode(&key, &mut out).expect("decodes");
+    let good = out.clone();
+    let one = 1i32 << format::ROT_BITS;
+    // the root's rotation is predicted as the identity in a keyframe, its translation
+    // as the origin; the child's rotation as its parent's
+    for (what, bones) in [
+        ("root x beyond 1", [[one + 1, 0, 0, 0, 0, 0], [0; 6]]),
+        (
+            "child x beyond 1",
+            [[one, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0]],
+        ),
+        (
+            "root translation off the lattice",
+            [[0, 0, 0, format::LATTICE_LIMIT, 0, 0], [0; 6]],
+        ),
+    ] {
+        let mut payload = Vec::new();
+        let mut m = super::coder::Models::new();
+        let mut rc = RangeEncoder::new(&mut payload);
+        // the decoder's contexts: the previous value of the same stream
+        let mut prev = [0i32; 2];
+        for residuals in &bones {
+            for (k, &e) in residuals.iter().enumerate() {
+                let (model, slot) = if k < 3 {
+                    (&mut m.rotation, 0)
+                } else {
+                    (&mut m.translation, 1)
+                };
+                rc.int(model, zero_context(prev[slot]), e);
+                prev[slot] = e;
+            }
+        }
+        rc.finish();
+        let h = FrameHeader {
+            kind: FrameKind::Key,
+            setup_id: s.id(),
+            stream_id: 3,
+            frame: 9,
+            reference: 9,
+            vertices: n as u32,
+            bones: 2,
+            checksum: 0,
+            payload_len: payload.len() as u32,
+        };
+        let mut frame = vec![0u8; FRAME_HEADER_LEN];
+        let mut head = [0u8; FRAME_HEADER_LEN];
+        h.write(&mut head);
+        frame.copy_from_slice(&head);
+        frame.extend_from_slice(&payload);
+        assert_eq!(
+            dec.decode(&frame, &mut out),
+            Err(CodecError::Corrupt {
+                what: "bone value out of range"
+            }),
+            "{what}"
+        );
+        assert_eq!(out, good, "{what}: the output was touched");
+        assert_eq!(dec.last_frame(), Some(0), "{what}: the stream was lost");
+    }
+}
+
 #[test]
 fn hostile_frames_are_refused_and_lose_nothing() {
     let (s, rest, w) = setup(8, 12);
