@@ -337,6 +337,19 @@ export class GarmentDecoder {
     this.qb = new Float64Array(4);
   }
 
+  /**
+   * The bones of the last decoded frame as the stream carries them, into `out`
+   * (Float32Array of 7 × bones: per bone the rotation x, y, z, w to 2^-14, w ≥ 0, not
+   * renormalised, then the translation in metres, garment frame), as Rust's
+   * `Decoder::bones`. All zeros before the first frame. Allocates nothing.
+   */
+  bones(out) {
+    const nb = this.setup.bones, b = this.bonesQ, step = this.setup.step;
+    if (!(out instanceof Float32Array) || out.length !== 7 * nb) throw new CodecError("mismatch", "bones output must be a Float32Array of 7 × bones");
+    for (let i = 0; i < 7 * nb; i++) out[i] = (i % 7 < 4) ? b[i] / ONE : b[i] * step;
+    return out;
+  }
+
   /** Forgets the stream; the next frame must be a keyframe. */
   reset() {
     this.frame = null;

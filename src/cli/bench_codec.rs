@@ -606,21 +606,35 @@ fn write_golden(
     let mut json = Vec::new();
     let mut buf = Vec::new();
     let mut rec = vec![0f32; 3 * n];
-    let mut push = |buf: &[u8], h: crate::codec::FrameHeader, rec: &[f32]| {
+    // a decoder alongside, for the bones each frame carries (what a viewer could skin
+    // the body with): their hash is frozen too
+    let mut dec = Decoder::new(Arc::clone(setup));
+    let mut decoded = vec![0f32; 3 * n];
+    let mut bones = vec![BoneTransform::IDENTITY; setup.bones as usize];
+    let mut push = |buf: &[u8], h: crate::codec::FrameHeader, rec: &[f32]| -> anyhow::Result<()> {
         stream.extend_from_slice(&(buf.len() as u32).to_le_bytes());
         stream.extend_from_slice(buf);
         let hash = word_hash(rec.iter().map(|x| x.to_bits()));
-        json.push(serde_json::json!({"kind": if h.kind == crate::codec::FrameKind::Key { "key" } else { "delta" }, "frame": h.frame, "reference": h.reference, "bytes": buf.len(), "hash": hash}));
+        dec.decode(buf, &mut decoded)?;
+        dec.bones(&mut bones)?;
+        let bones_hash = word_hash(
+            bones
+                .iter()
+                .flat_map(|b| b.rotation.into_iter().chain(b.translation))
+                .map(f32::to_bits),
+        );
+        json.push(serde_json::json!({"kind": if h.kind == crate::codec::FrameKind::Key { "key" } else { "delta" }, "frame": h.frame, "reference": h.reference, "bytes": buf.len(), "hash": hash, "bones": bones_hash}));
+        Ok(())
     };
     let mut frames: Vec<usize> = (0..seq.positions.len()).collect();
     frames.push(seq.positions.len() - 1); // a still frame
     for (i, &f) in frames.iter().enumerate() {
         let h = enc.encode(&seq.positions[f], &seq.bones[f], false, &mut buf)?;
         enc.reconstruction(&mut rec)?;
-        push(&buf, h, &rec);
+        push(&buf, h, &rec)?;
         if i == 15 {
             let h = enc.keyframe(&mut buf)?;
-            push(&buf, h, &rec);
+            push(&buf, h, &rec)?;
         }
     }
     std::fs::create_dir_all(dir)?;

@@ -50,7 +50,7 @@ impl Decoder {
     /// The bones of the last decoded frame as the stream carries them (the encoder's
     /// quantisation of its input): each rotation a quaternion (x, y, z, w) to 2^-14,
     /// w ≥ 0, not renormalised; each translation in metres, to the lattice step. Before
-    /// the first frame, identities.
+    /// the first frame, all zeros (no bone is known).
     pub fn bones(&self, out: &mut [BoneTransform]) -> Result<(), CodecError> {
         if out.len() != self.f.bones.len() {
             return Err(CodecError::Mismatch {

@@ -885,6 +885,7 @@ fn check_golden(dir: &std::path::Path) {
     let n = setup.vertex_count();
     let mut dec = Decoder::new(Arc::clone(&setup));
     let mut out = vec![0f32; 3 * n];
+    let mut bones = vec![BoneTransform::IDENTITY; setup.bones as usize];
     let mut at = 0;
     let mut keys = 0;
     for (i, want) in expected.iter().enumerate() {
@@ -909,6 +910,17 @@ fn check_golden(dir: &std::path::Path) {
             want["hash"],
             format::word_hash(out.iter().map(|x| x.to_bits())),
             "record {i}: decoded floats differ"
+        );
+        dec.bones(&mut bones).expect("the setup's bone count");
+        assert_eq!(
+            want["bones"],
+            format::word_hash(
+                bones
+                    .iter()
+                    .flat_map(|b| b.rotation.into_iter().chain(b.translation))
+                    .map(f32::to_bits)
+            ),
+            "record {i}: decoded bones differ"
         );
     }
     assert_eq!(at, stream.len(), "unread records");

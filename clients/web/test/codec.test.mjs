@@ -31,6 +31,7 @@ for (const sub of ["", "breadth-first/"]) {
     const expected = JSON.parse(readFileSync(dir + sub + "frames.json", "utf8"));
     const dec = new GarmentDecoder(setup);
     const out = new Float32Array(3 * setup.vertexCount);
+    const bones = new Float32Array(7 * setup.bones);
     const recs = records(stream);
     assert.equal(recs.length, expected.length);
     recs.forEach((r, i) => {
@@ -39,6 +40,8 @@ for (const sub of ["", "breadth-first/"]) {
       assert.equal(h.frame, expected[i].frame, `record ${i}`);
       const bits = new Uint32Array(out.buffer);
       assert.equal(wordHash(bits), expected[i].hash, `record ${i}: decoded floats differ from Rust`);
+      dec.bones(bones);
+      assert.equal(wordHash(new Uint32Array(bones.buffer)), expected[i].bones, `record ${i}: decoded bones differ from Rust`);
     });
     assert.deepEqual(new Uint8Array(out.buffer), new Uint8Array(readFileSync(dir + sub + "last.f32")));
   });
