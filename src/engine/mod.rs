@@ -9,11 +9,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_bytes::ByteBuf;
 
+mod codec_setup;
 mod frame;
 mod input;
 mod outfit;
 mod settings;
 
+pub use codec_setup::codec_setup;
 pub use input::{
     Applied, InputState, SensorState, apply_joints, apply_joints_then, apply_pose_message,
     pose_from_message, through_kinect, vmc_pose,
@@ -23,7 +25,7 @@ pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};
 pub(crate) use settings::{Range, first_bad, range};
 
 use crate::body::SelfContactGuard;
-use crate::codec::{BoneTransform, CodecConfig, CodecError, Effort, GarmentSetup};
+use crate::codec::{BoneTransform, CodecError, Effort, GarmentSetup};
 use crate::mocap::FilterConfig;
 use crate::protocol::{AssetMessage, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
@@ -153,42 +155,6 @@ pub enum EngineError {
         /// What it may be.
         range: &'static str,
     },
-}
-
-/// The codec setup of a garment skinned to the canonical `skeleton` (default lattice),
-/// its traversal chosen from the garment's shape at rest (`rest`, metres, one per
-/// vertex: [`GarmentSetup::with_rest`]), or breadth-first from the topology alone
-/// without it ([`GarmentSetup::new`]; `bench codec`'s baseline). The setup carries the
-/// skeleton's hierarchy and rest joints ([`GarmentSetup::with_skeleton`]), so that
-/// frames code each bone's transform from its parent's.
-pub fn codec_setup(
-    triangles: &[[u32; 3]],
-    skin: &crate::body::SkinWeights,
-    rest: Option<&[glam::Vec3]>,
-    skeleton: &Skeleton,
-) -> Result<GarmentSetup, CodecError> {
-    let joints: Vec<[u8; 4]> = skin
-        .joints
-        .iter()
-        .map(|j| j.map(|b| b.min(255) as u8))
-        .collect();
-    let (bones, config) = (JOINT_COUNT as u32, CodecConfig::default());
-    let setup = match rest {
-        Some(rest) => {
-            let rest: Vec<[f32; 3]> = rest.iter().map(|p| p.to_array()).collect();
-            GarmentSetup::with_rest(triangles, &joints, &skin.weights, bones, &config, &rest)
-        }
-        None => GarmentSetup::new(triangles, &joints, &skin.weights, bones, &config),
-    }?;
-    let parents: Vec<Option<usize>> = JointId::all()
-        .map(|j| j.parent().map(JointId::index))
-        .collect();
-    let pivots: Vec<[f32; 3]> = skeleton
-        .rest_positions()
-        .iter()
-        .map(|p| p.to_array())
-        .collect();
-    setup.with_skeleton(&parents, &pivots)
 }
 
 struct Avatar {
