@@ -5,7 +5,7 @@
 //! forever: there is no drift to correct.
 
 use super::CodecError;
-use super::format::{ACTIVITY_CLASSES, PROB_INIT, ROT_BITS};
+use super::format::{ACTIVITY_CLASSES, PROB_INIT};
 use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, MODE_SKIP, NO_REF, SPATIAL_MEAN, SPATIAL_NONE,
     SPATIAL_PARALLELOGRAM, WORD_HASH_START, word_hash_step,
@@ -366,9 +366,7 @@ pub(super) fn decode_bones(
             prev[0] = e;
             b[k] = rot[k].checked_add(e).ok_or(corrupt.clone())?;
         }
-        if b[..3].iter().any(|c| c.unsigned_abs() > 1 << ROT_BITS) {
-            return Err(corrupt);
-        }
+        // off-range x, y, z (refused by `valid_bone` below) give w = 0
         b[3] = derived_w(b[0], b[1], b[2]);
         let t = predict_translation(b, parent, &skeleton.pivots[i], reference.map(|r| &r[i]));
         for k in 0..3 {

@@ -65,8 +65,8 @@ pub(crate) fn derived_w(x: i32, y: i32, z: i32) -> i32 {
         .iter()
         .map(|&c| i64::from(c) * i64::from(c))
         .sum::<i64>();
-    // x, y, z are at most 2^14 in magnitude wherever this is called, so the square
-    // root lies in [0, 2^14]
+    // a decoded x, y, z is below 2^28 in magnitude (prediction below 2^18 plus a
+    // residual below 2^27), so the squares' sum fits an i64; the root lies in [0, 2^14]
     (ONE * ONE - s).max(0).isqrt() as i32
 }
 
