@@ -387,6 +387,7 @@ async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by
     viewer
         .send(&clothcast::protocol::ClientMessage::Subscribe {
             avatars: Some(names),
+            pose: true,
         })
         .await
         .expect("subscribe");
@@ -476,7 +477,7 @@ async fn unread(
         sensor: None,
     }];
     if subscribe {
-        say.push(ClientMessage::Subscribe { avatars: None });
+        say.push(ClientMessage::Subscribe { avatars: None, pose: true });
     }
     for m in say {
         ws.send(Message::Binary(m.to_msgpack().expect("encodes").into()))
@@ -614,6 +615,7 @@ async fn resubscribing_costs_no_keyframes_for_avatars_still_watched() {
     assert_eq!(keys, 1.0, "the stream started with one keyframe");
     let subscribe = |avatars: &[&str]| ClientMessage::Subscribe {
         avatars: Some(avatars.iter().map(|a| a.to_string()).collect()),
+        pose: true,
     };
     for _ in 0..30 {
         viewer.send(&subscribe(&["a"])).await.expect("subscribe");

@@ -73,6 +73,7 @@ pub(super) async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Cl
     viewer
         .send(&ClientMessage::Subscribe {
             avatars: avatars.map(|a| a.iter().map(|s| s.to_string()).collect()),
+            pose: true,
         })
         .await
         .expect("subscribe");
@@ -1527,7 +1528,7 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
         .expect("hello");
     stalled
         .send(Message::Binary(
-            ClientMessage::Subscribe { avatars: None }
+            ClientMessage::Subscribe { avatars: None, pose: true }
                 .to_msgpack()
                 .expect("encodes")
                 .into(),

@@ -2,6 +2,7 @@
 
 mod cli;
 mod clients;
+mod frames;
 mod limits;
 mod outfit;
 mod proxy;

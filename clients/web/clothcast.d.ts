@@ -37,7 +37,12 @@ export interface Avatar {
   garment: Float32Array;
   /** An outfit's garments worn over the first, inner to outer (empty for one garment). */
   layers: Layer[];
-  /** Body pose: pelvis translation (3) then 22 local quaternions (x, y, z, w). */
+  /** The skeleton's skinning transforms (rest → posed, canonical frame) from the
+   *  garment's codec frame: per bone a quaternion (x, y, z, w) then a translation,
+   *  metres (7 × 22 floats). `boneMatrices` turns them into world matrices. */
+  bones: Float32Array;
+  /** Body pose: pelvis translation (3) then 22 local quaternions (x, y, z, w); filled
+   *  only when the client was made with `{ pose: true }` (zeros otherwise). */
   pose: Float32Array;
   /** Garment canonical → world: quaternion (x, y, z, w) then translation. */
   world: Float32Array;
@@ -60,6 +65,9 @@ export interface ClothcastClientOptions {
   /** Without word from the server for this long (a ping unanswered), drop the
    *  connection as dead and reconnect, ms (default 20000). */
   deadAfterMs?: number;
+  /** Ask for the body pose in every frame too (364 bytes a frame; default false: the
+   *  codec frames' bones pose the body). */
+  pose?: boolean;
 }
 
 /** Events: "welcome", "asset" (Asset), "avatar" (Avatar), "frame" (Avatar), "gone" (id), "error" (Error), "close" ({code, reason, retryMs: ms until the next try, or null}). */
@@ -77,3 +85,7 @@ export declare class ClothcastClient extends EventTarget {
 
 /** Writes 22 column-major 4×4 skinning matrices (rest → posed) into `out` (length 352). */
 export declare function skinningMatrices(pose: Float32Array, skeleton: Float32Array, parents: number[], out: Float32Array): Float32Array;
+
+/** Writes one column-major 4×4 world matrix per bone (world ∘ bone) into `out` (length
+ *  16 × bones) from an avatar's `bones` and `world`: the body's skinning matrices. */
+export declare function boneMatrices(bones: Float32Array, world: Float32Array, out: Float32Array): Float32Array;

@@ -26,9 +26,17 @@
 // Avatar: { id, asset, garment: Float32Array (canonical frame, metres, decoded in place),
 //           layers: [{ asset, garment: Float32Array }] (an outfit's garments worn over
 //           the first, inner to outer; empty for one garment),
-//           pose: Float32Array (pelvis translation + 22 local quaternions x,y,z,w),
+//           bones: Float32Array(7 × 22) (the skeleton's skinning transforms, rest →
+//             posed, canonical frame, as the garment's codec frame carries them:
+//             quaternion x,y,z,w then translation in metres; boneMatrices() below),
+//           pose: Float32Array (pelvis translation + 22 local quaternions x,y,z,w;
+//             filled only with { pose: true }, zeros otherwise),
 //           world: Float32Array(7) (garment canonical → world: quaternion, translation),
 //           seq, frames, bytes, dropped, latencyMs }
+//
+// The client subscribes without the body pose in its frames (364 bytes a frame, about a
+// sixth of a walking 3 000-vertex avatar's): the codec frames carry the bones, which
+// pose the body as well. { pose: true } asks for it too.
 // Asset:  { hash, garment (name, what `wear` takes), setup (GarmentSetup), bodyPositions,
 //           bodyTriangles, bodyJoints, bodyWeights, skeleton (22 rest joint positions),
 //           parents }
@@ -51,10 +59,11 @@ const f32 = (b) => new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + 
 const u32 = (b) => new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 
 export class ClothcastClient extends EventTarget {
-  constructor(url, { token = null, avatars = null, reconnect = true, pingAfterMs = PING_AFTER_MS, deadAfterMs = DEAD_AFTER_MS } = {}) {
+  constructor(url, { token = null, avatars = null, reconnect = true, pingAfterMs = PING_AFTER_MS, deadAfterMs = DEAD_AFTER_MS, pose = false } = {}) {
     super();
     this.url = url;
     this.token = token;
+    this.pose = pose;
     this.subscription = avatars;
     this.reconnect = reconnect;
     this.pingAfterMs = pingAfterMs;
@@ -93,7 +102,7 @@ export class ClothcastClient extends EventTarget {
     }, Math.max(10, Math.min(1000, this.pingAfterMs / 2)));
     ws.onopen = () => {
       ws.send(JSON.stringify({ type: "hello", version: PROTOCOL_VERSION, role: "viewer", token: this.token }));
-      ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription }));
+      ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription, pose: this.pose }));
     };
     ws.onmessage = (ev) => {
       if (this.ws !== ws) return;
@@ -178,7 +187,8 @@ export class ClothcastClient extends EventTarget {
           const layer = (a) => ({ asset: a, decoder: new GarmentDecoder(a.setup), garment: new Float32Array(3 * a.setup.vertexCount) });
           const first = layer(asset);
           av = { id: m.avatar, asset, decoder: first.decoder, garment: first.garment, layers: over.map(layer),
-            pose: new Float32Array(3 + 4 * 22), world: new Float32Array(7), seq: -1, frames: 0, bytes: 0, dropped: 0, latencyMs: 0 };
+            bones: new Float32Array(7 * asset.setup.bones), pose: new Float32Array(3 + 4 * 22), world: new Float32Array(7),
+            seq: -1, frames: 0, bytes: 0, dropped: 0, latencyMs: 0 };
           this.avatars.set(m.avatar, av);
           this.dispatchEvent(new CustomEvent("avatar", { detail: av }));
         }
@@ -194,8 +204,11 @@ export class ClothcastClient extends EventTarget {
         if (av.seq >= 0 && m.seq > av.seq + 1) av.dropped += m.seq - av.seq - 1;
         av.seq = m.seq;
         av.frames++;
-        const pv = new DataView(m.pose.buffer, m.pose.byteOffset, m.pose.byteLength);
-        for (let i = 0; i < av.pose.length && 4 * i + 4 <= m.pose.byteLength; i++) av.pose[i] = pv.getFloat32(4 * i, true);
+        av.decoder.bones(av.bones);
+        if (m.pose && m.pose.byteLength) {
+          const pv = new DataView(m.pose.buffer, m.pose.byteOffset, m.pose.byteLength);
+          for (let i = 0; i < av.pose.length && 4 * i + 4 <= m.pose.byteLength; i++) av.pose[i] = pv.getFloat32(4 * i, true);
+        }
         for (let i = 0; i < 7; i++) av.world[i] = m.world[i];
         // latency above the fastest frame seen (the clocks are not shared)
         const now = performance.now() - m.timestamp * 1000;
@@ -259,6 +272,38 @@ export function skinningMatrices(pose, skeleton, parents, out) {
     m[8] = 2 * (x * z + w * y); m[9] = 2 * (y * z - w * x); m[10] = 1 - 2 * (x * x + y * y); m[11] = 0;
     const r = rotate(rot, 4 * j, skeleton[3 * j], skeleton[3 * j + 1], skeleton[3 * j + 2]);
     m[12] = pos[3 * j] - r[0]; m[13] = pos[3 * j + 1] - r[1]; m[14] = pos[3 * j + 2] - r[2]; m[15] = 1;
+  }
+  return out;
+}
+
+// World skinning matrices of the body from a frame's bones (Avatar.bones: per bone the
+// rest → posed transform in the canonical frame, quaternion x,y,z,w then translation)
+// and its canonical → world motion (Avatar.world): per bone world ∘ bone, as column-major
+// 4×4 matrices into `out` (Float32Array(16 × bones)). The quaternions are renormalised
+// (the stream carries them to 2^-14).
+export function boneMatrices(bones, world, out) {
+  const [wx, wy, wz, ww] = world;
+  const n = bones.length / 7;
+  for (let j = 0; j < n; j++) {
+    const bx = bones[7 * j], by = bones[7 * j + 1], bz = bones[7 * j + 2], bw = bones[7 * j + 3];
+    // q = world ⊗ bone, renormalised
+    let x = ww * bx + wx * bw + wy * bz - wz * by;
+    let y = ww * by - wx * bz + wy * bw + wz * bx;
+    let z = ww * bz + wx * by - wy * bx + wz * bw;
+    let w = ww * bw - wx * bx - wy * by - wz * bz;
+    const l = Math.hypot(x, y, z, w) || 1;
+    x /= l; y /= l; z /= l; w /= l;
+    // t = world rotation applied to the bone's translation, plus the world translation
+    const tx = bones[7 * j + 4], ty = bones[7 * j + 5], tz = bones[7 * j + 6];
+    const ux = 2 * (wy * tz - wz * ty), uy = 2 * (wz * tx - wx * tz), uz = 2 * (wx * ty - wy * tx);
+    const m = out.subarray(16 * j, 16 * j + 16);
+    m[0] = 1 - 2 * (y * y + z * z); m[1] = 2 * (x * y + w * z); m[2] = 2 * (x * z - w * y); m[3] = 0;
+    m[4] = 2 * (x * y - w * z); m[5] = 1 - 2 * (x * x + z * z); m[6] = 2 * (y * z + w * x); m[7] = 0;
+    m[8] = 2 * (x * z + w * y); m[9] = 2 * (y * z - w * x); m[10] = 1 - 2 * (x * x + y * y); m[11] = 0;
+    m[12] = tx + ww * ux + (wy * uz - wz * uy) + world[4];
+    m[13] = ty + ww * uy + (wz * ux - wx * uz) + world[5];
+    m[14] = tz + ww * uz + (wx * uy - wy * ux) + world[6];
+    m[15] = 1;
   }
   return out;
 }

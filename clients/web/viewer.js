@@ -4,7 +4,7 @@
 // URL options: ?url=ws://…/ws&token=…&avatars=a,b ; ?mirror=1[&avatar=ID] for kiosks
 // (one avatar, mirrored, facing the viewer, no UI chrome).
 
-import { ClothcastClient, skinningMatrices } from "./clothcast.js";
+import { ClothcastClient, boneMatrices } from "./clothcast.js";
 
 const params = new URLSearchParams(location.search);
 const mirror = params.get("mirror") === "1";
@@ -214,7 +214,7 @@ function upload() {
       gl.bindBuffer(gl.ARRAY_BUFFER, gg.nrm);
       gl.bufferSubData(gl.ARRAY_BUFFER, 0, normals(garment, asset.setup.triangles, gg.normals));
     });
-    skinningMatrices(av.pose, av.asset.skeleton, av.asset.parents, g.bones);
+    boneMatrices(av.bones, av.world, g.bones);
     modelOf(av.world, g.model);
     g.dirty = false;
   }

@@ -55,6 +55,10 @@ pub(crate) struct ServeBench {
     /// start of each tick).
     #[arg(long)]
     tick_slots: Option<u32>,
+    /// The viewers subscribe with the body pose in their frames (default: without it,
+    /// as the web viewer does; the codec frames' bones pose the body).
+    #[arg(long)]
+    pose: bool,
     /// SOR settings other than the server's defaults (to compare their cost).
     #[command(flatten)]
     synth: super::common::SynthArgs,
@@ -140,9 +144,10 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         None => "subscribed to all avatars".to_string(),
     };
     outln!(
-        "clothcast server on loopback, {} garment vertices, {} viewers {watching}, {} Hz tick in {} slots, encoder effort {}, frames sent in {} groups per tick, this machine",
+        "clothcast server on loopback, {} garment vertices, {} viewers {watching}{}, {} Hz tick in {} slots, encoder effort {}, frames sent in {} groups per tick, this machine",
         db.vertex_count(),
         b.viewers,
+        if b.pose { " with the body pose" } else { " without the body pose" },
         b.tick_hz,
         b.tick_slots.unwrap_or(EngineConfig::default().tick_slots),
         format!(
@@ -226,6 +231,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
             let warm = Duration::from_secs(1);
             let measure = Duration::from_secs_f32(b.seconds);
             let mut viewers = Vec::new();
+            let pose = b.pose;
             for v in 0..b.viewers {
                 let url = url.clone();
                 let avatars = b.watch.map(|k| {
@@ -235,7 +241,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 });
                 viewers.push(tokio::spawn(async move {
                     let mut c = Client::connect(&url, Role::Viewer, None).await?;
-                    c.send(&ClientMessage::Subscribe { avatars }).await?;
+                    c.send(&ClientMessage::Subscribe { avatars, pose }).await?;
                     let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());
                     let start = Instant::now();
                     while start.elapsed() < warm + measure {

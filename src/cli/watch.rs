@@ -185,8 +185,11 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
     let deadline = a
         .seconds
         .map(|s| tokio::time::Instant::now() + Duration::from_secs_f32(s.clamp(0.0, 1e7)));
+    // the body pose only to record the body's animation: the garment's codec frames
+    // carry the bones anyway
     let subscribe = ClientMessage::Subscribe {
         avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
+        pose: recorder.is_some(),
     };
     let mut report = Report {
         start,

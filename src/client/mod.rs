@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::codec::{CodecError, Decoder, GarmentSetup};
+use crate::codec::{BoneTransform, CodecError, Decoder, GarmentSetup};
 use crate::protocol::{
     ClientMessage, FrameMessage, PROTOCOL_VERSION, ProtocolError, Role, ServerMessage,
 };
@@ -369,6 +369,14 @@ impl AvatarView {
     pub fn garments(&self) -> impl Iterator<Item = &[f32]> {
         std::iter::once(self.positions.as_slice())
             .chain(self.layers.iter().map(|l| l.positions.as_slice()))
+    }
+
+    /// The skeleton's skinning transforms (rest → posed, canonical frame) of the last
+    /// decoded frame, as its garment's codec frame carries them (see
+    /// [`Decoder::bones`]): with the frame's `world`, what poses the body when the
+    /// viewer subscribed without the body pose. `out` holds one per bone of the setup.
+    pub fn bones(&self, out: &mut [BoneTransform]) -> Result<(), CodecError> {
+        self.decoder.bones(out)
     }
 }
 

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use serde_bytes::ByteBuf;
 
 use super::outfit::{self, Layer, Layerings};
-use super::{Avatar, AvatarFrame, EngineError, Garment};
+use super::{Avatar, AvatarFrame, Bare, EngineError, Garment};
 use crate::codec::BoneTransform;
 use crate::protocol::{FrameMessage, GarmentLayer, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, canonicalize};
@@ -115,7 +115,7 @@ fn encode_avatar(
         .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
     let (pose_timestamp, world) = (a.pose_timestamp, a.world);
     // one message: the first layer's asset and codec frame, then the others'
-    let message = |layers: &[Layer], key: bool| -> Result<Bytes, EngineError> {
+    let message = |layers: &[Layer], key: bool, with_pose: bool| -> Result<Bytes, EngineError> {
         let bytes = |l: &Layer| ByteBuf::from(if key { l.key.clone() } else { l.delta.clone() });
         let asset = |l: &Layer| garments[l.garment].asset_hash.clone();
         let (head, rest) = layers.split_first().ok_or(EngineError::NoGarment)?;
@@ -126,7 +126,7 @@ fn encode_avatar(
                 timestamp: now,
                 pose_timestamp,
                 asset: asset(head),
-                pose: ByteBuf::from(pose.clone()),
+                pose: ByteBuf::from(if with_pose { pose.clone() } else { Vec::new() }),
                 world,
                 garment: bytes(head),
                 layers: rest
@@ -143,28 +143,35 @@ fn encode_avatar(
     let due = a
         .keyed_at
         .is_none_or(|t| !(0.0..keyframe_interval).contains(&(now - t)));
+    // each message with and without the body pose (see `AvatarFrame::bare`)
+    let both = |layers: &[Layer], key: bool| -> Result<[Bytes; 2], EngineError> {
+        Ok([message(layers, key, true)?, message(layers, key, false)?])
+    };
     let (delta, key) = if first {
         // a keyframe alone: its bytes are in `delta` (the encoder made a keyframe)
-        (None, Some(message(&a.layers, false)?))
+        (None, Some(both(&a.layers, false)?))
     } else if a.want_key && due {
         for layer in a.layers.iter_mut() {
             layer.encoder.keyframe(&mut layer.key)?;
         }
-        (
-            Some(message(&a.layers, false)?),
-            Some(message(&a.layers, true)?),
-        )
+        (Some(both(&a.layers, false)?), Some(both(&a.layers, true)?))
     } else {
-        (Some(message(&a.layers, false)?), None)
+        (Some(both(&a.layers, false)?), None)
     };
     if key.is_some() {
         a.keyed_at = Some(now);
         a.want_key = false;
     }
+    let [delta, delta_bare] = delta.map_or([None, None], |[p, b]| [Some(p), Some(b)]);
+    let [key, key_bare] = key.map_or([None, None], |[p, b]| [Some(p), Some(b)]);
     Ok(AvatarFrame {
         avatar: id.to_string(),
         frame: seq,
         delta,
         key,
+        bare: Bare {
+            delta: delta_bare,
+            key: key_bare,
+        },
     })
 }

@@ -246,6 +246,20 @@ pub struct AvatarFrame {
     /// The `frame` message with a keyframe of the same frame (when the stream
     /// (re)starts, or when a viewer asked for one).
     pub key: Option<Bytes>,
+    /// The same two messages without the body pose, for viewers that subscribed with
+    /// `pose: false`: each avatar's frame is still encoded once, and serialised once
+    /// per kind of viewer.
+    pub bare: Bare,
+}
+
+/// [`AvatarFrame`]'s messages without the body pose (`pose` left out): present exactly
+/// where the ones with it are.
+#[derive(Clone, Debug, Default)]
+pub struct Bare {
+    /// The delta message.
+    pub delta: Option<Bytes>,
+    /// The keyframe message.
+    pub key: Option<Bytes>,
 }
 
 /// Which streaming avatars a call of [`Engine::tick_in_groups`] frames.

@@ -41,16 +41,19 @@ const MAX_PENDING_CALIBRATIONS: usize = 1024;
 struct Subscription {
     shared: Arc<Shared>,
     avatars: Option<HashSet<String>>,
+    /// Whether its frames carry the body pose.
+    pose: bool,
 }
 
 impl Subscription {
-    fn new(shared: &Arc<Shared>, avatars: Option<HashSet<String>>) -> Self {
+    fn new(shared: &Arc<Shared>, avatars: Option<HashSet<String>>, pose: bool) -> Self {
         if let Ok(mut w) = shared.watchers.lock() {
             w.add(avatars.as_ref());
         }
         Self {
             shared: Arc::clone(shared),
             avatars,
+            pose,
         }
     }
 
@@ -649,7 +652,7 @@ async fn session(
                             }
                         }
                     }
-                    Some(Ok(ClientMessage::Subscribe { avatars })) if viewer => {
+                    Some(Ok(ClientMessage::Subscribe { avatars, pose })) if viewer => {
                         // a list longer than the server's avatar limit names avatars that
                         // cannot all exist, and would cost ~100 bytes of tables per name
                         if let Some(list) = &avatars && list.len() > s.config.engine.max_avatars {
@@ -666,7 +669,7 @@ async fn session(
                             if !ok { break; }
                             rx = Some(s.frames.subscribe());
                         }
-                        let sub = Subscription::new(&s, avatars.map(|a| a.into_iter().collect()));
+                        let sub = Subscription::new(&s, avatars.map(|a| a.into_iter().collect()), pose);
                         // avatars it still watches stay in step (no keyframe); those it
                         // dropped start again with a keyframe should it come back, and the
                         // frames it did not want are not counted as dropped
@@ -689,13 +692,16 @@ async fn session(
                 match tick {
                     Ok(ticked) => {
                         let wanted = |a: &str| subscription.as_ref().is_some_and(|sub| sub.wants(a));
+                        let pose = subscription.as_ref().is_none_or(|sub| sub.pose);
                         let mut failed = false;
                         for f in ticked.frames.iter().filter(|f| wanted(&f.avatar)) {
+                            // with or without the body pose, as subscribed
+                            let (delta, key) = if pose { (&f.delta, &f.key) } else { (&f.bare.delta, &f.bare.key) };
                             // in step: the delta, unless the stream (re)starts with a
                             // keyframe (first frame, or the avatar changed garment)
-                            let bytes = if synced.contains(&f.avatar) && f.delta.is_some() {
-                                f.delta.clone()
-                            } else if let Some(k) = &f.key {
+                            let bytes = if synced.contains(&f.avatar) && delta.is_some() {
+                                delta.clone()
+                            } else if let Some(k) = key {
                                 synced.insert(f.avatar.clone());
                                 Some(k.clone())
                             } else {

@@ -143,6 +143,11 @@ impl FrameMessage {
     /// right length, finite, rotations of unit length (within 1 %).
     pub fn body_pose(&self, joints: usize) -> Result<BodyPose, ProtocolError> {
         let want = 4 * (3 + 4 * joints);
+        if self.pose.is_empty() {
+            return Err(bad(
+                "the frame carries no body pose (the subscription said `pose: false`; the codec frame's bones pose the body)",
+            ));
+        }
         if self.pose.len() != want {
             return Err(bad(format!(
                 "pose of {} bytes for {joints} joints (want {want})",

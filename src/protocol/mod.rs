@@ -159,6 +159,13 @@ pub enum ClientMessage {
         /// Avatar ids.
         #[serde(default)]
         avatars: Option<Vec<String>>,
+        /// Whether `frame` messages carry the body pose (`pose`, 364 bytes a frame);
+        /// default `true`. A viewer that decodes the garment can leave it out and skin
+        /// the body with the bones every codec frame carries (`Decoder::bones`,
+        /// `GarmentDecoder.bones`), as the web viewer does: about a sixth of a walking
+        /// 3 000-vertex avatar's frame.
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        pose: bool,
     },
     /// Are you there? (any role, after `hello`): the server answers `pong`. For clients
     /// that cannot see WebSocket pings (browsers) to tell a quiet server from a link
@@ -205,7 +212,9 @@ pub struct FrameMessage {
     /// The asset hash.
     pub asset: String,
     /// Body pose, world frame: pelvis translation (3 floats) then 22 local rotations
-    /// (x, y, z, w), f32 LE.
+    /// (x, y, z, w), f32 LE. Empty (absent) in frames to a viewer that subscribed with
+    /// `pose: false`.
+    #[serde(default, skip_serializing_if = "no_bytes")]
     pub pose: ByteBuf,
     /// Canonical → world rigid motion of the garment: rotation (x, y, z, w), translation.
     pub world: [f32; 7],
@@ -223,6 +232,21 @@ impl FrameMessage {
     pub fn assets(&self) -> impl Iterator<Item = &str> {
         std::iter::once(self.asset.as_str()).chain(self.layers.iter().map(|l| l.asset.as_str()))
     }
+}
+
+/// `true`: a default of serde fields that are on unless said otherwise.
+fn yes() -> bool {
+    true
+}
+
+/// Whether a flag is at its default, `true` (left out of messages then).
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// Whether a byte field is empty (left out of messages then).
+fn no_bytes(b: &ByteBuf) -> bool {
+    b.is_empty()
 }
 
 /// One more garment of an avatar's outfit in a [`FrameMessage`].

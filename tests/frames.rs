@@ -1,0 +1,140 @@
+//! What a `frame` message carries: with and without the body pose.
+
+use clothcast::client::{Client, Viewer};
+use clothcast::codec::BoneTransform;
+use clothcast::net::start;
+use clothcast::protocol::{ClientMessage, JointSample, PoseMessage, Role};
+use clothcast::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
+use glam::{Quat, Vec3};
+
+use super::server::{config, connect_publisher, db, until};
+
+/// A pose turned 0.7 rad about the vertical, stepped off its rest position, the left
+/// arm raised and the right elbow bent: every bone moves, and the canonical frame
+/// differs from the world's.
+fn turned_pose(t: f64) -> ClientMessage {
+    let joint = |name: &str, q: Quat| JointSample {
+        name: name.into(),
+        rotation: Some(q.to_array()),
+        position: None,
+        confidence: Some(1.0),
+    };
+    ClientMessage::Pose(PoseMessage {
+        avatar: "alice".into(),
+        profile: "canonical".into(),
+        timestamp: t,
+        root: Some([0.3, 0.02, -0.5]),
+        floor: None,
+        joints: vec![
+            joint("pelvis", Quat::from_rotation_y(0.7) * Quat::from_rotation_x(0.1)),
+            joint("left_shoulder", Quat::from_rotation_z(-0.8)),
+            joint("right_elbow", Quat::from_rotation_y(1.1)),
+            joint("spine2", Quat::from_rotation_x(0.2)),
+        ],
+    })
+}
+
+async fn viewer(url: &str, pose: bool) -> Client {
+    let mut c = Client::connect(url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer connects");
+    c.send(&ClientMessage::Subscribe {
+        avatars: None,
+        pose,
+    })
+    .await
+    .expect("subscribe");
+    c
+}
+
+/// A viewer that subscribes with `pose: false` gets frames without the body pose,
+/// smaller by its 364 bytes, and the bones of the garment's codec frame, moved by the
+/// frame's `world`, pose the body as the pose does (to within the codec's
+/// quantisation); a viewer that says nothing gets the pose as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_can_take_the_body_pose_from_the_codec_frame() {
+    let db = db();
+    let server = start(db.clone(), config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = connect_publisher(&url).await;
+    let (mut with, mut without) = (viewer(&url, true).await, viewer(&url, false).await);
+    for i in 0..3 {
+        publisher
+            .send(&turned_pose(f64::from(i) * 0.03))
+            .await
+            .expect("pose");
+    }
+    let (mut with_view, mut without_view) = (Viewer::default(), Viewer::default());
+    for (c, v) in [(&mut with, &mut with_view), (&mut without, &mut without_view)] {
+        until(c, v, |v, _| {
+            v.avatars.get("alice").is_some_and(|a| a.frames >= 10)
+        })
+        .await;
+    }
+    let (a, b) = (&with_view.avatars["alice"], &without_view.avatars["alice"]);
+    let (fa, fb) = (
+        a.last.as_ref().expect("a frame"),
+        b.last.as_ref().expect("a frame"),
+    );
+    assert_eq!(fa.pose.len(), 4 * (3 + 4 * JOINT_COUNT), "the pose is there");
+    assert!(fb.pose.is_empty(), "no pose in a frame without it");
+    let refused = fb.body_pose(JOINT_COUNT).expect_err("no pose to read");
+    assert!(refused.to_string().contains("no body pose"), "{refused}");
+    // one message each, the same but for the pose
+    let size = |f: &clothcast::protocol::FrameMessage| {
+        clothcast::protocol::ServerMessage::Frame(f.clone())
+            .to_msgpack()
+            .expect("encodes")
+            .len()
+    };
+    let mut fa_bare = fa.clone();
+    fa_bare.pose = Default::default();
+    assert_eq!(size(&fa_bare), size(fa) - 364 - "pose".len() - 1 - 3);
+    // the pose held still for 10 frames: both viewers saw the same garment and world
+    assert_eq!(fa.world, fb.world);
+    assert_eq!(a.positions, b.positions);
+
+    // the body posed by the pose, and by the codec frame's bones and `world`
+    let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
+    let body = fa.body_pose(JOINT_COUNT).expect("a good body pose");
+    let mut pose = Pose::rest();
+    pose.translation = Vec3::from(body.translation);
+    for (j, q) in JointId::all().zip(body.rotations) {
+        pose.set_rotation(j, Quat::from_array(q));
+    }
+    let by_pose = skeleton.skinning_transforms(&pose);
+    let mut bones = [BoneTransform::IDENTITY; JOINT_COUNT];
+    b.bones(&mut bones).expect("22 bones");
+    let w = fb.world;
+    let (wr, wt) = (
+        Quat::from_xyzw(w[0], w[1], w[2], w[3]),
+        Vec3::new(w[4], w[5], w[6]),
+    );
+    // every bone's transform moves the body's rest vertices alike: compared at each
+    // rest joint and half a metre out from it along every axis
+    let mut worst = 0.0f32;
+    for (j, (t, b)) in by_pose.iter().zip(&bones).enumerate() {
+        let q = Quat::from_array(b.rotation).normalize();
+        for d in [Vec3::ZERO, Vec3::X, Vec3::Y, Vec3::Z] {
+            let p = skeleton.rest_positions()[j] + 0.5 * d;
+            let from_pose = t.rot * p + t.trans;
+            let from_bones = wr * (q * p + Vec3::from(b.translation)) + wt;
+            worst = worst.max(from_pose.distance(from_bones));
+        }
+    }
+    assert!(
+        worst < 1.5e-3,
+        "the bones pose the body {worst} m away from the pose"
+    );
+    // and the arm moved: the bones are not at rest
+    let rest = Skeleton::from_rest_positions(db.body.skeleton).skinning_transforms(&Pose::rest());
+    assert!(
+        bones
+            .iter()
+            .zip(&rest)
+            .any(|(b, r)| Quat::from_array(b.rotation).angle_between(r.rot) > 0.5),
+        "the bones follow the pose"
+    );
+    server.shutdown().await;
+}
+
