@@ -1,4 +1,4 @@
-// clothcast garment stream decoder, format v3: the JavaScript twin of the Rust `codec`
+// clothcast garment stream decoder, format v4: the JavaScript twin of the Rust `codec`
 // module (src/codec/). Dependency-free ES module. Every operation is integer arithmetic
 // below 2^53, so this decoder reproduces the Rust encoder's reconstruction bit for bit.
 //
@@ -14,7 +14,7 @@
 // Every error is a CodecError with a `code` naming the problem ("truncated",
 // "missing-reference", "checksum", ...); a refused frame changes nothing.
 
-export const FORMAT_VERSION = 3;
+export const FORMAT_VERSION = 4;
 export const FRAME_HEADER_LEN = 40;
 const SETUP_HEADER_LEN = 24;
 const NO_REF = 0xffffffff;
@@ -254,7 +254,7 @@ function intModel() {
 }
 
 function models() {
-  return { coords: [intModel(), intModel(), intModel()], rotation: intModel(), translation: intModel(),
+  return { coords: [intModel(), intModel(), intModel()], rotation: intModel(), w: intModel(), translation: intModel(),
     skip: new Uint16Array(2), skinned: new Uint16Array(2), spatial: new Uint16Array(3), parallelogram: new Uint16Array(3) };
 }
 
@@ -263,7 +263,7 @@ function resetInt(im) {
 }
 
 function resetModels(m) {
-  resetInt(m.coords[0]); resetInt(m.coords[1]); resetInt(m.coords[2]); resetInt(m.rotation); resetInt(m.translation);
+  resetInt(m.coords[0]); resetInt(m.coords[1]); resetInt(m.coords[2]); resetInt(m.rotation); resetInt(m.w); resetInt(m.translation);
   m.skip.fill(PROB_INIT); m.skinned.fill(PROB_INIT); m.spatial.fill(PROB_INIT); m.parallelogram.fill(PROB_INIT);
 }
 
@@ -415,10 +415,11 @@ export class GarmentDecoder {
   }
 
   decodeBones(dec, m, delta) {
-    // format v3: each bone's x, y, z and translation from their predictions off its
-    // parent (src/codec/motion.rs: predict_rotation, predict_translation); w derived
+    // format v4: each bone's x, y, z and translation from their predictions off its
+    // parent (src/codec/motion.rs: predict_rotation, predict_translation); w from its
+    // difference to the w x, y, z imply (0 but near a half turn)
     const s = this.setup, cur = this.bonesNew, ref = this.bonesQ, qa = this.qa, qb = this.qb;
-    let prevRot = 0, prevTrans = 0;
+    let prevRot = 0, prevW = 0, prevTrans = 0;
     for (let i = 0; i < s.bones; i++) {
       const o = 7 * i, p = s.boneParents[i], op = 7 * p;
       if (p !== NO_REF && delta) {
@@ -442,7 +443,11 @@ export class GarmentDecoder {
         if (Math.abs(v) > ONE) throw new CodecError("corrupt", "bone value out of range");
         cur[o + k] = v;
       }
-      cur[o + 3] = derivedW(cur[o], cur[o + 1], cur[o + 2]);
+      const ew = dec.int(m.w, zeroContext(prevW), 0);
+      prevW = ew;
+      const w = derivedW(cur[o], cur[o + 1], cur[o + 2]) + ew;
+      if (w < 0 || w > ONE) throw new CodecError("corrupt", "bone value out of range");
+      cur[o + 3] = w;
       if (p !== NO_REF) {
         const rp = rotation(cur, op, this.rp), rb = rotation(cur, o, this.rc), j = s.bonePivots;
         for (let k = 0; k < 3; k++) {

@@ -26,6 +26,8 @@ pub(super) type Lattice = Vec<[i32; 3]>;
 pub(super) struct Models {
     pub(super) coords: [IntModel; 3],
     pub(super) rotation: IntModel,
+    /// w's difference from the w x, y, z imply (format version 4).
+    pub(super) w: IntModel,
     pub(super) translation: IntModel,
     skip: [Prob; 2],
     skinned: [Prob; 2],
@@ -38,6 +40,7 @@ impl Models {
         Self {
             coords: Default::default(),
             rotation: IntModel::default(),
+            w: IntModel::default(),
             translation: IntModel::default(),
             skip: [PROB_INIT; 2],
             skinned: [PROB_INIT; 2],
@@ -316,10 +319,11 @@ impl Checksum {
     }
 }
 
-/// The bones of a frame (format version 3): per bone in index order (parents before
-/// children), x, y, z of its rotation and its translation, each the difference from
-/// its prediction ([`predict_rotation`], [`predict_translation`]); w is derived
-/// ([`derived_w`]). `parents` and `pivots` are the setup's skeleton.
+/// The bones of a frame (format version 4): per bone in index order (parents before
+/// children), x, y, z of its rotation, each the difference from its prediction
+/// ([`predict_rotation`]), w's difference from the w they imply ([`derived_w`]; 0 but
+/// near a half turn), and its translation, the difference from its prediction
+/// ([`predict_translation`]). `parents` and `pivots` are the setup's skeleton.
 pub(super) fn code_bones(
     enc: &mut RangeEncoder<'_>,
     m: &mut Models,
@@ -327,16 +331,17 @@ pub(super) fn code_bones(
     reference: Option<&[QBone]>,
     skeleton: Skeleton<'_>,
 ) {
-    let mut prev = [0i32; 2];
+    let mut prev = [0i32; 3];
     for (i, b) in bones.iter().enumerate() {
         let parent = skeleton.parent(i).and_then(|p| bones.get(p));
         let rot = predict_rotation(parent, skeleton.reference(reference, i));
         let t = predict_translation(b, parent, &skeleton.pivots[i], reference.map(|r| &r[i]));
-        for k in 0..6 {
-            let (model, slot, e) = if k < 3 {
-                (&mut m.rotation, 0, b[k] - rot[k])
-            } else {
-                (&mut m.translation, 1, b[k + 1] - t[k - 3])
+        let w = b[3] - derived_w(b[0], b[1], b[2]);
+        for k in 0..7 {
+            let (model, slot, e) = match k {
+                0..3 => (&mut m.rotation, 0, b[k] - rot[k]),
+                3 => (&mut m.w, 2, w),
+                _ => (&mut m.translation, 1, b[k] - t[k - 4]),
             };
             enc.int(model, zero_context(prev[slot]), e);
             prev[slot] = e;
@@ -354,7 +359,7 @@ pub(super) fn decode_bones(
     let corrupt = CodecError::Corrupt {
         what: "bone value out of range",
     };
-    let mut prev = [0i32; 2];
+    let mut prev = [0i32; 3];
     for i in 0..out.len() {
         let (done, rest) = out.split_at_mut(i);
         let b = &mut rest[0];
@@ -366,8 +371,12 @@ pub(super) fn decode_bones(
             prev[0] = e;
             b[k] = rot[k].checked_add(e).ok_or(corrupt.clone())?;
         }
-        // off-range x, y, z (refused by `valid_bone` below) give w = 0
-        b[3] = derived_w(b[0], b[1], b[2]);
+        // off-range x, y, z (refused by `valid_bone` below) give a derived w of 0
+        let e = dec.int(&mut m.w, zero_context(prev[2]))?;
+        prev[2] = e;
+        b[3] = derived_w(b[0], b[1], b[2])
+            .checked_add(e)
+            .ok_or(corrupt.clone())?;
         let t = predict_translation(b, parent, &skeleton.pivots[i], reference.map(|r| &r[i]));
         for k in 0..3 {
             let e = dec.int(&mut m.translation, zero_context(prev[1]))?;

@@ -1,4 +1,4 @@
-//! The garment stream format, version 3: every constant of the format, the frame
+//! The garment stream format, version 4: every constant of the format, the frame
 //! header, the setup (static data) layout, the checksum, and the worst-case size bound.
 //!
 //! A **frame** is a fixed 40-byte little-endian header followed by one range-coded
@@ -19,11 +19,14 @@
 //! | 32 | 4 | checksum of the reconstructed lattice positions ([`word_hash`]) |
 //! | 36 | 4 | payload length in bytes |
 //!
-//! The payload codes, in order: the bones (6 integers each, in bone order: quaternion
-//! x, y, z in units of 2^-[`ROT_BITS`], then translation in lattice steps, each the
-//! difference from its prediction along the setup's skeleton; w is not sent but derived,
-//! ⌊√(2^28 − x² − y² − z²)⌋ (new in version 3: version 2 sent all seven as differences
-//! from the reference frame's); see `motion::predict_rotation` and
+//! The payload codes, in order: the bones (7 integers each, in bone order: quaternion
+//! x, y, z in units of 2^-[`ROT_BITS`], each the difference from its prediction along
+//! the setup's skeleton; then w's difference from ⌊√(2^28 − x² − y² − z²)⌋, 0 unless
+//! the bone is near a half turn, where that root is coarse (new in version 4: version 3
+//! sent no w, so a bone within a few degrees of a half turn was up to ~0.02 rad off);
+//! then translation in lattice steps, the difference from its prediction (version 3
+//! predicted the bones from the skeleton; version 2 sent all seven as differences from
+//! the reference frame's); see `motion::predict_rotation` and
 //! `motion::predict_translation`), then for a delta frame one mode per patch of [`PATCH_SIZE`] vertices in
 //! traversal order (a skip bit; then the base bit and the spatial predictor as two bits)
 //! followed by that patch's residuals, or for a keyframe the residuals
@@ -47,7 +50,7 @@ pub const FRAME_MAGIC: [u8; 4] = *b"CCGF";
 /// Setup magic.
 pub const SETUP_MAGIC: [u8; 4] = *b"CCGS";
 /// Format version of frames and setups.
-pub const FORMAT_VERSION: u8 = 3;
+pub const FORMAT_VERSION: u8 = 4;
 /// Frame kind byte of a keyframe.
 pub const KIND_KEY: u8 = 0;
 /// Frame kind byte of a delta frame.
@@ -140,7 +143,7 @@ pub(crate) fn word_hash_step(h: u32, w: u32) -> u32 {
 /// probabilities stay within [31, 2017]); a coded integer takes at most 2 + 27 such
 /// decisions and 26 raw bits; we count 7 bits per decision.
 pub fn max_frame_bytes(vertices: usize, bones: usize) -> usize {
-    let ints = 3 * vertices + 6 * bones;
+    let ints = 3 * vertices + 7 * bones;
     let bits_per_int = 7 * (2 + MAX_PREFIX + 1) + MAX_PREFIX;
     let patches = vertices.div_ceil(PATCH_SIZE);
     let bits = ints * bits_per_int + patches * 4 * 7;

@@ -135,6 +135,63 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
   }
 });
 
+test('the client poses the body from the codec frames as from the body pose', { timeout: 120000 }, async () => {
+  const { srv, addr } = await startServer();
+  const play = spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '1', '--seconds', '60'], { stdio: 'ignore' });
+  const browser = await launchBrowser();
+  try {
+    const page = await browser.newPage({ viewport: { width: 400, height: 300 } });
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(`http://${addr}/`);
+    // two clients of the page's own module: one asks for the body pose too
+    const r = await page.evaluate(async (url) => {
+      const { ClothcastClient, boneMatrices, skinningMatrices } = await import('/clothcast.js');
+      const run = (options) => new Promise((ok) => {
+        const c = new ClothcastClient(url, options);
+        const gaps = [];
+        c.addEventListener('frame', (e) => {
+          const av = e.detail;
+          if (options.pose) {
+            // each bone's world matrix both ways, applied to its rest joint and half a
+            // metre out from it along each axis
+            const s = av.asset.skeleton, n = av.asset.parents.length;
+            const a = skinningMatrices(av.pose, s, av.asset.parents, new Float32Array(16 * n));
+            const b = boneMatrices(av.bones, av.world, new Float32Array(16 * n));
+            let worst = 0;
+            for (let j = 0; j < n; j++) {
+              for (const d of [[0, 0, 0], [0.5, 0, 0], [0, 0.5, 0], [0, 0, 0.5]]) {
+                const p = [0, 1, 2].map((k) => s[3 * j + k] + d[k]);
+                const at = (m) => [0, 1, 2].map((k) => m[16 * j + k] * p[0] + m[16 * j + 4 + k] * p[1] + m[16 * j + 8 + k] * p[2] + m[16 * j + 12 + k]);
+                const [x, y] = [at(a), at(b)];
+                worst = Math.max(worst, Math.hypot(x[0] - y[0], x[1] - y[1], x[2] - y[2]));
+              }
+            }
+            gaps.push(worst);
+          }
+          if (av.frames >= 30) {
+            c.close();
+            ok({ gaps, pose: Array.from(av.pose), travelled: Math.hypot(av.world[4], av.world[6]) });
+          }
+        });
+        c.connect();
+      });
+      return { posed: await run({ pose: true }), lean: await run({}) };
+    }, `ws://${addr}/ws`);
+    assert.deepEqual(errors, []);
+    assert.ok(r.posed.gaps.length >= 30, `${r.posed.gaps.length} frames compared`);
+    const worst = Math.max(...r.posed.gaps);
+    assert.ok(worst < 2e-3, `the bones pose the body ${worst} m away from the pose`);
+    // the frames carried the pose to the one client and not to the other
+    assert.ok(r.posed.pose.some((x) => x !== 0), 'the client that asked got the pose');
+    assert.ok(r.lean.pose.every((x) => x === 0), 'the client that did not ask got no pose');
+  } finally {
+    await browser.close();
+    play.kill();
+    srv.kill();
+  }
+});
+
 test('the viewer page reconnects by itself when the server restarts', { timeout: 120000 }, async () => {
   let { srv, addr } = await startServer();
   const publish = () => spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '1', '--seconds', '60'], { stdio: 'ignore' });

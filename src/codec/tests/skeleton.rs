@@ -111,8 +111,9 @@ fn bones_are_predicted_from_the_skeleton() {
 }
 
 /// A well-formed keyframe whose bones decode off their range (a rotation component
-/// beyond 1, a translation off the lattice, each only through its skeleton prediction)
-/// is refused by name, and the decoder keeps its stream.
+/// beyond 1 through its skeleton prediction, a w beyond 1 or below 0 through its
+/// difference from the w x, y, z imply, a translation off the lattice) is refused by
+/// name, and the decoder keeps its stream.
 #[test]
 fn bones_decoded_off_their_range_are_refused() {
     use super::range::{RangeEncoder, zero_context};
@@ -127,29 +128,32 @@ fn bones_decoded_off_their_range_are_refused() {
     let good = out.clone();
     let one = 1i32 << format::ROT_BITS;
     // the root's rotation is predicted as the identity in a keyframe, its translation
-    // as the origin; the child's rotation as its parent's
+    // as the origin; the child's rotation as its parent's. Per bone: x, y, z, w's
+    // difference from the w they imply, translation
     for (what, bones) in [
-        ("root x beyond 1", [[one + 1, 0, 0, 0, 0, 0], [0; 6]]),
+        ("root x beyond 1", [[one + 1, 0, 0, 0, 0, 0, 0], [0; 7]]),
         (
             "child x beyond 1",
-            [[one, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0]],
+            [[one, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 0, 0]],
         ),
+        ("root w beyond 1", [[0, 0, 0, 1, 0, 0, 0], [0; 7]]),
+        ("root w negative", [[0, 0, 0, -one - 1, 0, 0, 0], [0; 7]]),
         (
             "root translation off the lattice",
-            [[0, 0, 0, format::LATTICE_LIMIT, 0, 0], [0; 6]],
+            [[0, 0, 0, 0, format::LATTICE_LIMIT, 0, 0], [0; 7]],
         ),
     ] {
         let mut payload = Vec::new();
         let mut m = super::coder::Models::new();
         let mut rc = RangeEncoder::new(&mut payload);
         // the decoder's contexts: the previous value of the same stream
-        let mut prev = [0i32; 2];
+        let mut prev = [0i32; 3];
         for residuals in &bones {
             for (k, &e) in residuals.iter().enumerate() {
-                let (model, slot) = if k < 3 {
-                    (&mut m.rotation, 0)
-                } else {
-                    (&mut m.translation, 1)
+                let (model, slot) = match k {
+                    0..3 => (&mut m.rotation, 0),
+                    3 => (&mut m.w, 2),
+                    _ => (&mut m.translation, 1),
                 };
                 rc.int(model, zero_context(prev[slot]), e);
                 prev[slot] = e;
