@@ -52,6 +52,19 @@ function launchBrowser() {
   });
 }
 
+/** `clothcast play` of CMU 131_03 on `avatars` avatars for a minute, against the server at `addr`. */
+function playClip(addr, avatars) {
+  return spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', String(avatars), '--seconds', '60'], { stdio: 'ignore' });
+}
+
+/** A new page of `browser` and the script errors it raises. */
+async function pageWithErrors(browser, viewport) {
+  const page = await browser.newPage({ viewport });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  return { page, errors };
+}
+
 /** `clothcast wear AVATAR GARMENT...` against the server at `addr`. */
 function wear(addr, avatar, garments) {
   return new Promise((ok, fail) => {
@@ -63,12 +76,10 @@ function wear(addr, avatar, garments) {
 test('the viewer page shows streamed avatars with live garments', { timeout: 120000 }, async () => {
   // two garments served: performer-0 is dressed in the pants with the shirt over them
   const { srv, addr } = await startServer('127.0.0.1:0', ['--db', join(root, 'tests/fixtures/db/v1/small-pants.ccdb')]);
-  const play = spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '2', '--seconds', '60'], { stdio: 'ignore' });
+  const play = playClip(addr, 2);
   const browser = await launchBrowser();
   try {
-    const page = await browser.newPage({ viewport: { width: 800, height: 600 } });
-    const errors = [];
-    page.on('pageerror', (e) => errors.push(String(e)));
+    const { page, errors } = await pageWithErrors(browser, { width: 800, height: 600 });
     // the browser's own complaints too (a missing file, a WebGL error)
     page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text() + ' ' + m.location().url); });
     await page.goto(`http://${addr}/`);
@@ -137,12 +148,10 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
 
 test('the client poses the body from the codec frames as from the body pose', { timeout: 120000 }, async () => {
   const { srv, addr } = await startServer();
-  const play = spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '1', '--seconds', '60'], { stdio: 'ignore' });
+  const play = playClip(addr, 1);
   const browser = await launchBrowser();
   try {
-    const page = await browser.newPage({ viewport: { width: 400, height: 300 } });
-    const errors = [];
-    page.on('pageerror', (e) => errors.push(String(e)));
+    const { page, errors } = await pageWithErrors(browser, { width: 400, height: 300 });
     await page.goto(`http://${addr}/`);
     // two clients of the page's own module: one asks for the body pose too
     const r = await page.evaluate(async (url) => {
@@ -194,13 +203,11 @@ test('the client poses the body from the codec frames as from the body pose', { 
 
 test('the viewer page reconnects by itself when the server restarts', { timeout: 120000 }, async () => {
   let { srv, addr } = await startServer();
-  const publish = () => spawn(bin, ['play', join(root, 'tests/fixtures/mocap/cmu_131_03.bvh'), '--url', `ws://${addr}/ws`, '--avatars', '1', '--seconds', '60'], { stdio: 'ignore' });
+  const publish = () => playClip(addr, 1);
   let play = publish();
   const browser = await launchBrowser();
   try {
-    const page = await browser.newPage({ viewport: { width: 400, height: 300 } });
-    const errors = [];
-    page.on('pageerror', (e) => errors.push(String(e)));
+    const { page, errors } = await pageWithErrors(browser, { width: 400, height: 300 });
     await page.goto(`http://${addr}/`);
     await page.waitForFunction(() => window.__clothcast?.avatars?.length === 1 && window.__clothcast.avatars[0].frames > 5, null, { timeout: 60000 });
     // the server goes away: the page drops the avatar and says it is retrying
