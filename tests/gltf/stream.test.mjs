@@ -129,12 +129,18 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     const web = await serveDir(join(root, 'clients/web'));
     try {
       await page.goto(`http://127.0.0.1:${web.address().port}/examples/threejs/index.html?url=ws://${addr}/ws`);
-      // three garments: performer-0's pants and shirt, performer-1's shirt
-      await page.waitForFunction(() => window.__example?.avatars === 2 && window.__example.meshes === 3 && window.__example.frames > 5, null, { timeout: 60000 });
-      const ex = pngPixels(await page.screenshot());
-      let lit = 0;
-      for (let i = 0; i < ex.w * ex.h; i++) if (ex.px[i * ex.bpp + 2] > ex.px[i * ex.bpp] + 40) lit++;
-      assert.ok(lit > 500, `the three.js example shows no garment (${lit} blue pixels)`);
+      // three garments: performer-0's pants and shirt, performer-1's shirt; two bodies
+      await page.waitForFunction(() => window.__example?.avatars === 2 && window.__example.bodies === 2 && window.__example.meshes === 3 && window.__example.frames > 5, null, { timeout: 60000 });
+      const ex = pngPixels(await page.screenshot({ path: shot.replace(/\.png$/, '-threejs.png') }));
+      let [blue, skin] = [0, 0];
+      for (let i = 0; i < ex.w * ex.h; i++) {
+        const [r, g, b] = [ex.px[i * ex.bpp], ex.px[i * ex.bpp + 1], ex.px[i * ex.bpp + 2]];
+        if (b > r + 40) blue++;
+        // the body's skin: warm, brighter than the grey grid and background
+        if (r > b + 30 && r > g && r > 90) skin++;
+      }
+      assert.ok(blue > 500, `the three.js example shows no garment (${blue} blue pixels)`);
+      assert.ok(skin > 500, `the three.js example shows no body (${skin} skin pixels)`);
       assert.deepEqual(errors, []);
     } finally {
       web.close();

@@ -1,10 +1,11 @@
-// A three.js app that shows clothcast garments: each garment of every avatar (one, or
+// A three.js app that shows clothcast avatars: each garment of every avatar (one, or
 // an outfit's several) becomes a BufferGeometry whose positions the clothcast client
-// decodes in place each frame.
+// decodes in place each frame, and the body a SkinnedMesh whose bones are set each frame
+// from the skinning transforms the garment's codec frame carries (boneMatrices).
 // Serve this folder next to ../../ (npm install first) and open
 // index.html?url=ws://127.0.0.1:8470/ws
 import * as THREE from "three";
-import { ClothcastClient } from "../../clothcast.js";
+import { ClothcastClient, boneMatrices } from "../../clothcast.js";
 
 const renderer = new THREE.WebGLRenderer({ antialias: true });
 renderer.setSize(innerWidth, innerHeight);
@@ -18,6 +19,26 @@ camera.lookAt(0, 1.0, 0);
 const url = new URLSearchParams(location.search).get("url") ?? "ws://127.0.0.1:8470/ws";
 const cc = new ClothcastClient(url).connect();
 const garments = new Map(); // avatar id → THREE.Group of its garments' meshes
+const bodies = new Map(); // avatar id → { mesh: THREE.SkinnedMesh, matrices: Float32Array }
+
+// An avatar's body: the asset's rest mesh and skin as a SkinnedMesh at the origin, one
+// bone per joint with no hierarchy and identity inverse bind matrices, so that each
+// bone's world matrix is exactly the rest → world skinning matrix boneMatrices gives.
+function makeBody(asset) {
+  const geometry = new THREE.BufferGeometry();
+  geometry.setAttribute("position", new THREE.BufferAttribute(asset.bodyPositions, 3));
+  geometry.setAttribute("skinIndex", new THREE.BufferAttribute(asset.bodyJoints, 4));
+  geometry.setAttribute("skinWeight", new THREE.BufferAttribute(asset.bodyWeights, 4));
+  geometry.setIndex(new THREE.BufferAttribute(asset.bodyTriangles, 1));
+  geometry.computeVertexNormals();
+  const n = asset.parents.length;
+  const bones = Array.from({ length: n }, () => new THREE.Bone());
+  const mesh = new THREE.SkinnedMesh(geometry, new THREE.MeshStandardMaterial({ color: 0xc8a080 }));
+  mesh.bind(new THREE.Skeleton(bones, bones.map(() => new THREE.Matrix4())), new THREE.Matrix4());
+  mesh.frustumCulled = false; // its bounding sphere is the rest pose's, at the origin
+  mesh.userData.asset = asset;
+  return { mesh, matrices: new Float32Array(16 * n) };
+}
 
 // an avatar's garments: the first and the layers of its outfit over it, inner to outer
 const wornBy = (avatar) => [{ asset: avatar.asset, garment: avatar.garment }, ...avatar.layers];
@@ -49,8 +70,23 @@ cc.addEventListener("frame", ({ detail: avatar }) => {
   const [x, y, z, w, tx, ty, tz] = avatar.world; // canonical → world
   group.quaternion.set(x, y, z, w);
   group.position.set(tx, ty, tz);
-  window.__example = { avatars: garments.size, frames: avatar.frames, meshes: [...garments.values()].reduce((n, g) => n + g.children.length, 0) };
+  // the body, posed by the bones of this frame's garment stream (canonical → world)
+  let body = bodies.get(avatar.id);
+  if (!body || body.mesh.userData.asset !== avatar.asset) {
+    if (body) scene.remove(body.mesh);
+    body = makeBody(avatar.asset);
+    bodies.set(avatar.id, body);
+    scene.add(body.mesh);
+  }
+  boneMatrices(avatar.bones, avatar.world, body.matrices);
+  body.mesh.skeleton.bones.forEach((bone, j) => bone.matrixWorld.fromArray(body.matrices, 16 * j));
+  window.__example = { avatars: garments.size, bodies: bodies.size, frames: avatar.frames, meshes: [...garments.values()].reduce((n, g) => n + g.children.length, 0) };
 });
-cc.addEventListener("gone", ({ detail: id }) => { scene.remove(garments.get(id)); garments.delete(id); });
+cc.addEventListener("gone", ({ detail: id }) => {
+  scene.remove(garments.get(id));
+  garments.delete(id);
+  scene.remove(bodies.get(id)?.mesh);
+  bodies.delete(id);
+});
 
 renderer.setAnimationLoop(() => renderer.render(scene, camera));
