@@ -247,8 +247,8 @@ pub struct AvatarFrame {
     /// (re)starts, or when a viewer asked for one).
     pub key: Option<Bytes>,
     /// The same two messages without the body pose, for viewers that subscribed with
-    /// `pose: false`: each avatar's frame is still encoded once, and serialised once
-    /// per kind of viewer.
+    /// `pose: false`: each avatar's garment is still encoded once per tick; its message
+    /// is serialised twice, with and without the pose (a few microseconds).
     pub bare: Bare,
 }
 
