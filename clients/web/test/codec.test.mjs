@@ -98,6 +98,25 @@ test("hostile frames are refused with named errors and lose nothing", () => {
   assert.ok(Array.from(setup.boneParents).every((p, i) => p === 0xffffffff ? i === 0 : p < i));
 });
 
+test("keyframes whose bones decode off their range are refused as Rust refuses them", () => {
+  // crafted by src/codec/tests/skeleton.rs (bones_decoded_off_their_range_are_refused)
+  // for a small sleeve setup: a rotation beyond 1 through the skeleton prediction, a w
+  // beyond 1 or below 0 through its difference from the w x, y, z imply (format v4), a
+  // translation off the lattice
+  const hostile = dir + "hostile-bones/";
+  const setup = GarmentSetup.parse(new Uint8Array(readFileSync(hostile + "setup.bin")));
+  for (const name of ["root-x-beyond-1", "child-x-beyond-1", "root-w-beyond-1", "root-w-negative", "root-translation-off-the-lattice"]) {
+    const dec = new GarmentDecoder(setup);
+    const out = new Float32Array(3 * setup.vertexCount);
+    let err = null;
+    try { dec.decode(new Uint8Array(readFileSync(hostile + name + ".bin")), out); } catch (e) { err = e; }
+    assert.ok(err instanceof CodecError, `${name}: ${err}`);
+    assert.equal(err.code, "corrupt", name);
+    assert.match(err.message, /bone value out of range/, name);
+    assert.ok(out.every((x) => x === 0), `${name}: the output was touched`);
+  }
+});
+
 test("a setup and a frame frozen at format version 3 are refused by version", () => {
   const code = (f) => { try { f(); } catch (e) { assert.ok(e instanceof CodecError, String(e)); return e.code; } return "accepted"; };
   assert.equal(code(() => GarmentSetup.parse(new Uint8Array(readFileSync(v3 + "setup.bin")))), "unsupported-version");

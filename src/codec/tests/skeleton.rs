@@ -127,6 +127,7 @@ fn bones_decoded_off_their_range_are_refused() {
     dec.decode(&key, &mut out).expect("decodes");
     let good = out.clone();
     let one = 1i32 << format::ROT_BITS;
+    let mut crafted = Vec::new();
     // the root's rotation is predicted as the identity in a keyframe, its translation
     // as the origin; the child's rotation as its parent's. Per bone: x, y, z, w's
     // difference from the w they imply, translation
@@ -185,5 +186,20 @@ fn bones_decoded_off_their_range_are_refused() {
         );
         assert_eq!(out, good, "{what}: the output was touched");
         assert_eq!(dec.last_frame(), Some(0), "{what}: the stream was lost");
+        crafted.push((what.replace(' ', "-"), frame));
+    }
+    // the same frames frozen for the JavaScript decoder's test (keyframes: a fresh
+    // decoder of the setup must refuse each); rewritten with CLOTHCAST_WRITE_GOLDEN=1
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/codec/v4/hostile-bones");
+    let files = std::iter::once(("setup".to_string(), s.to_bytes())).chain(crafted);
+    for (name, bytes) in files {
+        let path = dir.join(format!("{name}.bin"));
+        if std::env::var_os("CLOTHCAST_WRITE_GOLDEN").is_some() {
+            std::fs::create_dir_all(&dir).expect("fixture folder");
+            std::fs::write(&path, &bytes).expect("fixture written");
+        }
+        let frozen = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert_eq!(frozen, bytes, "{} is not what this test crafts", path.display());
     }
 }
