@@ -114,56 +114,58 @@ fn encode_avatar(
         .chain(a.pose.rotations.iter().flat_map(|q| q.as_ref()))
         .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
     let (pose_timestamp, world) = (a.pose_timestamp, a.world);
-    // one message: the first layer's asset and codec frame, then the others'
-    let message = |layers: &[Layer], key: bool, with_pose: bool| -> Result<Bytes, EngineError> {
+    // one message, with the body pose and then without it (see `AvatarFrame::bare`): the
+    // first layer's asset and codec frame, then the others'
+    let message = |layers: &[Layer], key: bool| -> Result<(Bytes, Bytes), EngineError> {
         let bytes = |l: &Layer| ByteBuf::from(if key { l.key.clone() } else { l.delta.clone() });
         let asset = |l: &Layer| garments[l.garment].asset_hash.clone();
         let (head, rest) = layers.split_first().ok_or(EngineError::NoGarment)?;
-        Ok(Bytes::from(
-            ServerMessage::Frame(FrameMessage {
-                avatar: id.to_string(),
-                seq,
-                timestamp: now,
-                pose_timestamp,
-                asset: asset(head),
-                pose: ByteBuf::from(if with_pose { pose.clone() } else { Vec::new() }),
-                world,
-                garment: bytes(head),
-                layers: rest
-                    .iter()
-                    .map(|l| GarmentLayer {
-                        asset: asset(l),
-                        garment: bytes(l),
-                    })
-                    .collect(),
-            })
-            .to_msgpack()?,
-        ))
+        let mut frame = ServerMessage::Frame(FrameMessage {
+            avatar: id.to_string(),
+            seq,
+            timestamp: now,
+            pose_timestamp,
+            asset: asset(head),
+            pose: ByteBuf::from(pose.clone()),
+            world,
+            garment: bytes(head),
+            layers: rest
+                .iter()
+                .map(|l| GarmentLayer {
+                    asset: asset(l),
+                    garment: bytes(l),
+                })
+                .collect(),
+        });
+        let with_pose = Bytes::from(frame.to_msgpack()?);
+        if let ServerMessage::Frame(f) = &mut frame {
+            f.pose = ByteBuf::new();
+        }
+        Ok((with_pose, Bytes::from(frame.to_msgpack()?)))
     };
     let due = a
         .keyed_at
         .is_none_or(|t| !(0.0..keyframe_interval).contains(&(now - t)));
-    // each message with and without the body pose (see `AvatarFrame::bare`)
-    let both = |layers: &[Layer], key: bool| -> Result<[Bytes; 2], EngineError> {
-        Ok([message(layers, key, true)?, message(layers, key, false)?])
-    };
     let (delta, key) = if first {
         // a keyframe alone: its bytes are in `delta` (the encoder made a keyframe)
-        (None, Some(both(&a.layers, false)?))
+        (None, Some(message(&a.layers, false)?))
     } else if a.want_key && due {
         for layer in a.layers.iter_mut() {
             layer.encoder.keyframe(&mut layer.key)?;
         }
-        (Some(both(&a.layers, false)?), Some(both(&a.layers, true)?))
+        (
+            Some(message(&a.layers, false)?),
+            Some(message(&a.layers, true)?),
+        )
     } else {
-        (Some(both(&a.layers, false)?), None)
+        (Some(message(&a.layers, false)?), None)
     };
     if key.is_some() {
         a.keyed_at = Some(now);
         a.want_key = false;
     }
-    let [delta, delta_bare] = delta.map_or([None, None], |[p, b]| [Some(p), Some(b)]);
-    let [key, key_bare] = key.map_or([None, None], |[p, b]| [Some(p), Some(b)]);
+    let split = |m: Option<(Bytes, Bytes)>| m.map_or((None, None), |(p, b)| (Some(p), Some(b)));
+    let ((delta, delta_bare), (key, key_bare)) = (split(delta), split(key));
     Ok(AvatarFrame {
         avatar: id.to_string(),
         frame: seq,
