@@ -232,25 +232,39 @@ export class ClothcastClient extends EventTarget {
   }
 }
 
+// q = a ⊗ b for quaternions (x, y, z, w) at offsets ao, bo, into o at oo.
+function qmul(a, ao, b, bo, o, oo) {
+  const ax = a[ao], ay = a[ao + 1], az = a[ao + 2], aw = a[ao + 3];
+  const bx = b[bo], by = b[bo + 1], bz = b[bo + 2], bw = b[bo + 3];
+  o[oo] = aw * bx + ax * bw + ay * bz - az * by;
+  o[oo + 1] = aw * by - ax * bz + ay * bw + az * bx;
+  o[oo + 2] = aw * bz + ax * by - ay * bx + az * bw;
+  o[oo + 3] = aw * bw - ax * bx - ay * by - az * bz;
+}
+
+// The vector (x, y, z) rotated by the unit quaternion at q[qo].
+function rotate(q, qo, x, y, z) {
+  const qx = q[qo], qy = q[qo + 1], qz = q[qo + 2], qw = q[qo + 3];
+  const tx = 2 * (qy * z - qz * y), ty = 2 * (qz * x - qx * z), tz = 2 * (qx * y - qy * x);
+  return [x + qw * tx + (qy * tz - qz * ty), y + qw * ty + (qz * tx - qx * tz), z + qw * tz + (qx * ty - qy * tx)];
+}
+
+// The column-major 4×4 matrix of rotation q[qo] (a unit quaternion) then translation
+// (tx, ty, tz), into m.
+function rigidMatrix(q, qo, tx, ty, tz, m) {
+  const x = q[qo], y = q[qo + 1], z = q[qo + 2], w = q[qo + 3];
+  m[0] = 1 - 2 * (y * y + z * z); m[1] = 2 * (x * y + w * z); m[2] = 2 * (x * z - w * y); m[3] = 0;
+  m[4] = 2 * (x * y - w * z); m[5] = 1 - 2 * (x * x + z * z); m[6] = 2 * (y * z + w * x); m[7] = 0;
+  m[8] = 2 * (x * z + w * y); m[9] = 2 * (y * z - w * x); m[10] = 1 - 2 * (x * x + y * y); m[11] = 0;
+  m[12] = tx; m[13] = ty; m[14] = tz; m[15] = 1;
+}
+
 // Skinning transforms of the canonical skeleton (the Rust `Skeleton::skinning_transforms`):
 // for pose p (pelvis translation + local quaternions) and rest joint positions, writes
 // 22 column-major 4×4 matrices into `out` (Float32Array(22 * 16)).
 export function skinningMatrices(pose, skeleton, parents, out) {
   const n = parents.length;
   const rot = new Float64Array(4 * n), pos = new Float64Array(3 * n);
-  const qmul = (a, ao, b, bo, o, oo) => {
-    const ax = a[ao], ay = a[ao + 1], az = a[ao + 2], aw = a[ao + 3];
-    const bx = b[bo], by = b[bo + 1], bz = b[bo + 2], bw = b[bo + 3];
-    o[oo] = aw * bx + ax * bw + ay * bz - az * by;
-    o[oo + 1] = aw * by - ax * bz + ay * bw + az * bx;
-    o[oo + 2] = aw * bz + ax * by - ay * bx + az * bw;
-    o[oo + 3] = aw * bw - ax * bx - ay * by - az * bz;
-  };
-  const rotate = (q, qo, x, y, z) => {
-    const qx = q[qo], qy = q[qo + 1], qz = q[qo + 2], qw = q[qo + 3];
-    const tx = 2 * (qy * z - qz * y), ty = 2 * (qz * x - qx * z), tz = 2 * (qx * y - qy * x);
-    return [x + qw * tx + (qy * tz - qz * ty), y + qw * ty + (qz * tx - qx * tz), z + qw * tz + (qx * ty - qy * tx)];
-  };
   for (let j = 0; j < n; j++) {
     const p = parents[j];
     if (p < 0) {
@@ -265,13 +279,8 @@ export function skinningMatrices(pose, skeleton, parents, out) {
     }
   }
   for (let j = 0; j < n; j++) {
-    const [x, y, z, w] = [rot[4 * j], rot[4 * j + 1], rot[4 * j + 2], rot[4 * j + 3]];
-    const m = out.subarray(16 * j, 16 * j + 16);
-    m[0] = 1 - 2 * (y * y + z * z); m[1] = 2 * (x * y + w * z); m[2] = 2 * (x * z - w * y); m[3] = 0;
-    m[4] = 2 * (x * y - w * z); m[5] = 1 - 2 * (x * x + z * z); m[6] = 2 * (y * z + w * x); m[7] = 0;
-    m[8] = 2 * (x * z + w * y); m[9] = 2 * (y * z - w * x); m[10] = 1 - 2 * (x * x + y * y); m[11] = 0;
     const r = rotate(rot, 4 * j, skeleton[3 * j], skeleton[3 * j + 1], skeleton[3 * j + 2]);
-    m[12] = pos[3 * j] - r[0]; m[13] = pos[3 * j + 1] - r[1]; m[14] = pos[3 * j + 2] - r[2]; m[15] = 1;
+    rigidMatrix(rot, 4 * j, pos[3 * j] - r[0], pos[3 * j + 1] - r[1], pos[3 * j + 2] - r[2], out.subarray(16 * j, 16 * j + 16));
   }
   return out;
 }
@@ -282,28 +291,13 @@ export function skinningMatrices(pose, skeleton, parents, out) {
 // 4×4 matrices into `out` (Float32Array(16 × bones)). The quaternions are renormalised
 // (the stream carries them to 2^-14).
 export function boneMatrices(bones, world, out) {
-  const [wx, wy, wz, ww] = world;
-  const n = bones.length / 7;
-  for (let j = 0; j < n; j++) {
-    const bx = bones[7 * j], by = bones[7 * j + 1], bz = bones[7 * j + 2], bw = bones[7 * j + 3];
-    // q = world ⊗ bone, renormalised
-    let x = ww * bx + wx * bw + wy * bz - wz * by;
-    let y = ww * by - wx * bz + wy * bw + wz * bx;
-    let z = ww * bz + wx * by - wy * bx + wz * bw;
-    let w = ww * bw - wx * bx - wy * by - wz * bz;
-    const l = Math.hypot(x, y, z, w) || 1;
-    x /= l; y /= l; z /= l; w /= l;
-    // t = world rotation applied to the bone's translation, plus the world translation
-    const tx = bones[7 * j + 4], ty = bones[7 * j + 5], tz = bones[7 * j + 6];
-    const ux = 2 * (wy * tz - wz * ty), uy = 2 * (wz * tx - wx * tz), uz = 2 * (wx * ty - wy * tx);
-    const m = out.subarray(16 * j, 16 * j + 16);
-    m[0] = 1 - 2 * (y * y + z * z); m[1] = 2 * (x * y + w * z); m[2] = 2 * (x * z - w * y); m[3] = 0;
-    m[4] = 2 * (x * y - w * z); m[5] = 1 - 2 * (x * x + z * z); m[6] = 2 * (y * z + w * x); m[7] = 0;
-    m[8] = 2 * (x * z + w * y); m[9] = 2 * (y * z - w * x); m[10] = 1 - 2 * (x * x + y * y); m[11] = 0;
-    m[12] = tx + ww * ux + (wy * uz - wz * uy) + world[4];
-    m[13] = ty + ww * uy + (wz * ux - wx * uz) + world[5];
-    m[14] = tz + ww * uz + (wx * uy - wy * ux) + world[6];
-    m[15] = 1;
+  const q = new Float64Array(4);
+  for (let j = 0; j < bones.length / 7; j++) {
+    qmul(world, 0, bones, 7 * j, q, 0);
+    const l = Math.hypot(q[0], q[1], q[2], q[3]) || 1;
+    for (let k = 0; k < 4; k++) q[k] /= l;
+    const t = rotate(world, 0, bones[7 * j + 4], bones[7 * j + 5], bones[7 * j + 6]);
+    rigidMatrix(q, 0, t[0] + world[4], t[1] + world[5], t[2] + world[6], out.subarray(16 * j, 16 * j + 16));
   }
   return out;
 }
