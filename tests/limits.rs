@@ -477,7 +477,10 @@ async fn unread(
         sensor: None,
     }];
     if subscribe {
-        say.push(ClientMessage::Subscribe { avatars: None, pose: true });
+        say.push(ClientMessage::Subscribe {
+            avatars: None,
+            pose: true,
+        });
     }
     for m in say {
         ws.send(Message::Binary(m.to_msgpack().expect("encodes").into()))

@@ -1528,10 +1528,13 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
         .expect("hello");
     stalled
         .send(Message::Binary(
-            ClientMessage::Subscribe { avatars: None, pose: true }
-                .to_msgpack()
-                .expect("encodes")
-                .into(),
+            ClientMessage::Subscribe {
+                avatars: None,
+                pose: true,
+            }
+            .to_msgpack()
+            .expect("encodes")
+            .into(),
         ))
         .await
         .expect("subscribe");

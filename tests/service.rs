@@ -155,7 +155,10 @@ async fn serve_takes_its_port_from_socket_activation() {
         }
     };
     viewer
-        .send(&clothcast::protocol::ClientMessage::Subscribe { avatars: None, pose: true })
+        .send(&clothcast::protocol::ClientMessage::Subscribe {
+            avatars: None,
+            pose: true,
+        })
         .await
         .expect("subscribe");
     let mut publisher = connect_publisher(&url).await;

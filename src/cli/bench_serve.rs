@@ -147,7 +147,11 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         "clothcast server on loopback, {} garment vertices, {} viewers {watching}{}, {} Hz tick in {} slots, encoder effort {}, frames sent in {} groups per tick, this machine",
         db.vertex_count(),
         b.viewers,
-        if b.pose { " with the body pose" } else { " without the body pose" },
+        if b.pose {
+            " with the body pose"
+        } else {
+            " without the body pose"
+        },
         b.tick_hz,
         b.tick_slots.unwrap_or(EngineConfig::default().tick_slots),
         format!(

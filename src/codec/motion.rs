@@ -431,7 +431,11 @@ mod tests {
         for i in 0..40_000 {
             let v = glam::Vec3::new(next(), next(), next()).normalize();
             // every other one within ~6° of a half turn
-            let w = if i % 2 == 0 { next().abs() } else { 0.05 * next().abs() };
+            let w = if i % 2 == 0 {
+                next().abs()
+            } else {
+                0.05 * next().abs()
+            };
             let q = glam::Quat::from_xyzw(v.x, v.y, v.z, w).normalize();
             let b = quantised(q, glam::Vec3::ZERO);
             assert!(valid_bone(&b), "{b:?}");
@@ -446,7 +450,11 @@ mod tests {
         }
         assert!(worst <= 3.5e-4, "{worst} rad");
         assert!(sent > 0, "a half turn needs w's difference");
-        assert!(1.0 - sent_below < 0.4, "w's difference sent at w = {}", 1.0 - sent_below);
+        assert!(
+            1.0 - sent_below < 0.4,
+            "w's difference sent at w = {}",
+            1.0 - sent_below
+        );
         assert_eq!(derived_w(0, 0, 0), ONE as i32);
         assert_eq!(
             derived_w(ONE as i32, 1, 0),

@@ -200,6 +200,11 @@ fn bones_decoded_off_their_range_are_refused() {
             std::fs::write(&path, &bytes).expect("fixture written");
         }
         let frozen = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert_eq!(frozen, bytes, "{} is not what this test crafts", path.display());
+        assert_eq!(
+            frozen,
+            bytes,
+            "{} is not what this test crafts",
+            path.display()
+        );
     }
 }
