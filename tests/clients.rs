@@ -11,7 +11,7 @@ use clothcast::client::{Client, ClientError, Viewer};
 use clothcast::net::{ServerConfig, start};
 use clothcast::protocol::{FrameMessage, Role};
 use clothcast::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
-use glam::{Quat, Vec3};
+use glam::Vec3;
 
 use super::server::{config, connect_viewer, db, until};
 
@@ -465,11 +465,7 @@ async fn play_kinect_drives_avatars_through_the_kinect_path() {
 /// (degrees).
 fn upright_on_floor(skeleton: &Skeleton, frame: &FrameMessage) -> (f32, f32) {
     let body = frame.body_pose(JOINT_COUNT).expect("a good body pose");
-    let mut pose = Pose::rest();
-    pose.translation = Vec3::from(body.translation);
-    for (j, q) in JointId::all().zip(body.rotations) {
-        pose.set_rotation(j, Quat::from_array(q));
-    }
+    let pose = Pose::from_arrays(body.translation, &body.rotations);
     let (p, rest) = (skeleton.joint_positions(&pose), skeleton.rest_positions());
     let ankle = |p: &[Vec3; JOINT_COUNT]| {
         p[JointId::LEFT_ANKLE.index()]

@@ -4,7 +4,7 @@ use clothcast::client::{Client, Viewer};
 use clothcast::codec::BoneTransform;
 use clothcast::net::start;
 use clothcast::protocol::{ClientMessage, JointSample, PoseMessage, Role};
-use clothcast::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
+use clothcast::skeleton::{JOINT_COUNT, Pose, Skeleton};
 use glam::{Quat, Vec3};
 
 use super::server::{config, connect_publisher, db, until};
@@ -26,7 +26,10 @@ fn turned_pose(t: f64) -> ClientMessage {
         root: Some([0.3, 0.02, -0.5]),
         floor: None,
         joints: vec![
-            joint("pelvis", Quat::from_rotation_y(0.7) * Quat::from_rotation_x(0.1)),
+            joint(
+                "pelvis",
+                Quat::from_rotation_y(0.7) * Quat::from_rotation_x(0.1),
+            ),
             joint("left_shoulder", Quat::from_rotation_z(-0.8)),
             joint("right_elbow", Quat::from_rotation_y(1.1)),
             joint("spine2", Quat::from_rotation_x(0.2)),
@@ -65,7 +68,10 @@ async fn a_viewer_can_take_the_body_pose_from_the_codec_frame() {
             .expect("pose");
     }
     let (mut with_view, mut without_view) = (Viewer::default(), Viewer::default());
-    for (c, v) in [(&mut with, &mut with_view), (&mut without, &mut without_view)] {
+    for (c, v) in [
+        (&mut with, &mut with_view),
+        (&mut without, &mut without_view),
+    ] {
         until(c, v, |v, _| {
             v.avatars.get("alice").is_some_and(|a| a.frames >= 10)
         })
@@ -76,7 +82,11 @@ async fn a_viewer_can_take_the_body_pose_from_the_codec_frame() {
         a.last.as_ref().expect("a frame"),
         b.last.as_ref().expect("a frame"),
     );
-    assert_eq!(fa.pose.len(), 4 * (3 + 4 * JOINT_COUNT), "the pose is there");
+    assert_eq!(
+        fa.pose.len(),
+        4 * (3 + 4 * JOINT_COUNT),
+        "the pose is there"
+    );
     assert!(fb.pose.is_empty(), "no pose in a frame without it");
     let refused = fb.body_pose(JOINT_COUNT).expect_err("no pose to read");
     assert!(refused.to_string().contains("no body pose"), "{refused}");
@@ -97,11 +107,7 @@ async fn a_viewer_can_take_the_body_pose_from_the_codec_frame() {
     // the body posed by the pose, and by the codec frame's bones and `world`
     let skeleton = Skeleton::from_rest_positions(db.body.skeleton);
     let body = fa.body_pose(JOINT_COUNT).expect("a good body pose");
-    let mut pose = Pose::rest();
-    pose.translation = Vec3::from(body.translation);
-    for (j, q) in JointId::all().zip(body.rotations) {
-        pose.set_rotation(j, Quat::from_array(q));
-    }
+    let pose = Pose::from_arrays(body.translation, &body.rotations);
     let by_pose = skeleton.skinning_transforms(&pose);
     let mut bones = [BoneTransform::IDENTITY; JOINT_COUNT];
     b.bones(&mut bones).expect("22 bones");
@@ -137,4 +143,3 @@ async fn a_viewer_can_take_the_body_pose_from_the_codec_frame() {
     );
     server.shutdown().await;
 }
-

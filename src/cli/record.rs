@@ -33,7 +33,7 @@ use glam::{Quat, Vec3};
 use crate::body::{ExportAnimation, glb_skeleton, skin_material};
 use crate::client::Viewer;
 use crate::mesh::{GlbMesh, GlbScene, Pc2Writer, TriMesh, write_obj};
-use crate::protocol::{AssetMessage, BodyAsset, BodyPose};
+use crate::protocol::{AssetMessage, BodyAsset};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
 
 /// Longest run of missed frames filled by repeating the last sample; a longer silence
@@ -191,7 +191,10 @@ impl Recorder {
         take.last = world;
         if let Some(body) = &take.body {
             match f.body_pose(body.parents.len()) {
-                Ok(p) => take.keys.push((f.seq - take.first_seq, pose_of(&p))),
+                Ok(p) => take.keys.push((
+                    f.seq - take.first_seq,
+                    Pose::from_arrays(p.translation, &p.rotations),
+                )),
                 Err(e) if !take.said_bad_pose => {
                     take.said_bad_pose = true;
                     eprintln!(
@@ -300,19 +303,6 @@ impl Recorder {
             }
         }
         first_error.map_or(Ok(()), Err)
-    }
-}
-
-/// A checked frame pose of the canonical skeleton (as [`Recorder::asset`] admits) as a
-/// [`Pose`].
-fn pose_of(p: &BodyPose) -> Pose {
-    Pose {
-        translation: Vec3::from(p.translation),
-        rotations: std::array::from_fn(|j| {
-            p.rotations
-                .get(j)
-                .map_or(Quat::IDENTITY, |&q| Quat::from_array(q).normalize())
-        }),
     }
 }
 

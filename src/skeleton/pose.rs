@@ -60,6 +60,21 @@ impl Pose {
         p
     }
 
+    /// A pose from a root translation (metres) and local rotations (x, y, z, w) in
+    /// joint order, as a frame message's body pose carries them: each rotation
+    /// normalised, joints past the end of `rotations` at rest. Check outside values
+    /// first ([`Pose::validate`], or the frame's `body_pose`).
+    pub fn from_arrays(translation: [f32; 3], rotations: &[[f32; 4]]) -> Self {
+        Self {
+            translation: Vec3::from(translation),
+            rotations: std::array::from_fn(|j| {
+                rotations
+                    .get(j)
+                    .map_or(Quat::IDENTITY, |&q| Quat::from_array(q).normalize())
+            }),
+        }
+    }
+
     /// Local rotation of joint `j`.
     #[inline]
     pub fn rotation(&self, j: JointId) -> Quat {
@@ -124,6 +139,21 @@ impl Pose {
 mod tests {
     use super::*;
     use crate::skeleton::{Skeleton, quat_exp};
+
+    /// A frame's arrays become a pose: translation as given, rotations normalised,
+    /// joints the list does not reach at rest.
+    #[test]
+    fn from_arrays_normalises_and_pads_with_rest() {
+        let p = Pose::from_arrays(
+            [0.1, 0.9, -0.2],
+            &[[0.0, 0.0, 0.0, 2.0], [0.0, 0.6, 0.0, 0.8]],
+        );
+        assert_eq!(p.translation, Vec3::new(0.1, 0.9, -0.2));
+        assert_eq!(p.rotations[0], Quat::IDENTITY);
+        assert!((p.rotations[1].length() - 1.0).abs() < 1e-6);
+        assert!(p.rotations[1].abs_diff_eq(Quat::from_xyzw(0.0, 0.6, 0.0, 0.8), 1e-6));
+        assert!(p.rotations[2..].iter().all(|q| *q == Quat::IDENTITY));
+    }
 
     #[test]
     fn validate_refuses_nan_and_non_unit() {
