@@ -130,6 +130,7 @@ impl Cloth {
                 &mesh.triangles,
                 params.self_contact_margin,
                 params.self_contact_stiffness,
+                params.self_contact_parallel,
             )
         });
         let (mu, lambda) = params.lame();
@@ -575,15 +576,16 @@ impl Cloth {
     /// are laid out again. False if the grown pattern could not be analysed (the blocks
     /// are then left out of this Hessian: Newton's steps only get shorter).
     fn make_room(&mut self, blocks: &[([u32; 4], [[glam::DMat3; 4]; 4])]) -> bool {
+        // every two vertices of a pair's stencil (a triangle's or an edge's own are in
+        // the pattern already)
         let missing: Vec<(u32, u32)> = blocks
             .iter()
-            .flat_map(|(vs, _)| (1..4).map(move |k| (vs[0], vs[k])))
+            .flat_map(|(vs, _)| (0..4).flat_map(move |i| (i + 1..4).map(move |j| (vs[i], vs[j]))))
             .filter(|&(a, b)| !self.matrix.has_block(a, b))
             .collect();
         if missing.is_empty() {
             return true;
         }
-        // the triangle's own edges are in the pattern already
         match self.matrix.grown(missing) {
             Ok(m) => {
                 self.matrix = m;

@@ -1,5 +1,6 @@
-//! Small dense symmetric eigen-decomposition (cyclic Jacobi), used by tests to check
-//! that projected element Hessians are positive semi-definite.
+//! Small dense symmetric eigen-decomposition (cyclic Jacobi): tests check with it that
+//! projected element Hessians are positive semi-definite, and self-contact's edge pairs
+//! project their 12×12 Hessians with it.
 
 /// Eigen-decomposition of a symmetric `N×N` matrix by cyclic Jacobi rotations:
 /// returns (eigenvalues, eigenvectors as columns `v[k][i]` = component `k` of vector `i`).

@@ -49,6 +49,13 @@ pub struct SimParams {
     /// without bound as the gap closes.
     #[serde(skip_serializing_if = "is_default_self_contact_stiffness")]
     pub self_contact_stiffness: f64,
+    /// Edge pairs' mollifier threshold c, dimensionless (IPC, Li et al. 2020, Eq. 23–24:
+    /// 1e-3): an edge–edge pair's barrier fades out as |u × v|² falls below
+    /// c·|u₀|²·|v₀|², the edges within about 1.8° of parallel, where their nearest
+    /// points are not unique and the vertex–triangle pairs at their ends hold the layers
+    /// apart.
+    #[serde(skip_serializing_if = "is_default_self_contact_parallel")]
+    pub self_contact_parallel: f64,
     /// Friction coefficient between cloth and body (SOR §7: 0.3). Used when a garment is
     /// carried from pose to pose; draping at rest is frictionless.
     pub friction: f64,
@@ -103,6 +110,7 @@ impl Default for SimParams {
             contact_stiffness: 1e5,
             self_contact_margin: 0.0,
             self_contact_stiffness: 1e5,
+            self_contact_parallel: 1e-5,
             friction: 0.3,
             friction_slip: 0.001,
             tolerance: 1e-2,
@@ -126,6 +134,10 @@ fn is_off(margin: &f64) -> bool {
 
 fn is_default_self_contact_stiffness(k: &f64) -> bool {
     *k == SimParams::default().self_contact_stiffness
+}
+
+fn is_default_self_contact_parallel(c: &f64) -> bool {
+    *c == SimParams::default().self_contact_parallel
 }
 
 impl SimParams {

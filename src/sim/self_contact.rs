@@ -27,9 +27,11 @@
 //! drape crumpled through itself at 50 edges in a pinch on one shoulder that way; 18
 //! with them as contacts).
 //!
-//! Not covered: two edges crossing with all their vertices farther than the margin from
-//! the other's triangles (an edge–edge barrier and its continuous check would be
-//! needed), and a solve that starts with layers already crossed (they stay crossed;
+//! Two edges that share no vertex are a contact too ([`edges`]): without them two edges
+//! could cross with all four vertices farther than the margin from the other's
+//! triangles.
+//!
+//! Not covered: a solve that starts with layers already crossed (they stay crossed;
 //! [`SelfContact::crossing`] only keeps a step from crossing them). README, *Cloth
 //! self-contact*, says where the default T-shirt still crosses itself.
 
@@ -39,11 +41,46 @@ use crate::mesh::{Feature, closest_on_triangle_f64};
 
 use super::contact::outer;
 
+mod edges;
 mod intersections;
+use edges::{
+    cross_norm2, edge_area, edge_crossing_time, edge_distance, mollifier, segment_closest,
+};
 pub use intersections::self_intersections;
 
-/// A vertex–triangle pair within reach: vertex index and triangle index.
+/// A contact pair within reach: a vertex–triangle pair as (vertex index, triangle
+/// index), or an edge–edge pair as ([`EDGE_PAIR`] | e, f) for edges e < f of
+/// [`SelfContact`]'s edge list. Sorted, the vertex–triangle pairs come first.
 pub(crate) type Pair = (u32, u32);
+
+/// The tag of an edge–edge [`Pair`] (vertex and edge counts stay far below it:
+/// `MAX_VERTICES` is 2²²).
+pub(crate) const EDGE_PAIR: u32 = 1 << 31;
+
+/// What a [`Pair`] holds: a vertex and a triangle, or two edges.
+#[derive(Clone, Copy, Debug)]
+enum Contact {
+    Vertex {
+        v: u32,
+        tri: [u32; 3],
+    },
+    /// `rest`: the product of the two edges' squared lengths as modelled, m⁴.
+    Edges {
+        e: [u32; 2],
+        f: [u32; 2],
+        rest: f64,
+    },
+}
+
+impl Contact {
+    /// The pair's four vertices: (v, x₀, x₁, x₂) or (a, b, c, d).
+    fn stencil(self) -> [u32; 4] {
+        match self {
+            Contact::Vertex { v, tri } => [v, tri[0], tri[1], tri[2]],
+            Contact::Edges { e, f, .. } => [e[0], e[1], f[0], f[1]],
+        }
+    }
+}
 
 /// The self-contact model of one garment.
 ///
@@ -57,6 +94,12 @@ pub(crate) struct SelfContact {
     /// Grid cell size, metres (the longest edge of the garment as modelled, at least
     /// the margin).
     cell: f64,
+    /// The garment's edges (each once, lower vertex first, sorted).
+    edges: Vec<[u32; 2]>,
+    /// Each edge's squared length as modelled, m².
+    edge_rest2: Vec<f64>,
+    /// The edge pairs' mollifier threshold c (dimensionless; see [`edges`]).
+    parallel: f64,
 }
 
 /// One pair's distance d (metres) with its gradient and Hessian over the 12
@@ -99,6 +142,7 @@ impl SelfContact {
         triangles: &[[u32; 3]],
         margin: f64,
         stiffness: f64,
+        parallel: f64,
     ) -> Self {
         let longest = triangles
             .iter()
@@ -107,11 +151,24 @@ impl SelfContact {
                     .map(|(i, j)| positions[t[i] as usize].distance(positions[t[j] as usize]))
             })
             .fold(0.0, f64::max);
+        let mut edges: Vec<[u32; 2]> = triangles
+            .iter()
+            .flat_map(|t| [(0, 1), (1, 2), (2, 0)].map(|(i, j)| [t[i].min(t[j]), t[i].max(t[j])]))
+            .collect();
+        edges.sort_unstable();
+        edges.dedup();
+        let edge_rest2 = edges
+            .iter()
+            .map(|e| positions[e[0] as usize].distance_squared(positions[e[1] as usize]))
+            .collect();
         let mut model = SelfContact {
             margin,
             stiffness,
             excluded: Vec::new(),
             cell: longest.max(margin).max(1e-4),
+            edges,
+            edge_rest2,
+            parallel,
         };
         let mut excluded = model.pairs(positions, triangles, margin);
         excluded.sort_unstable();
@@ -194,7 +251,211 @@ impl SelfContact {
                 }
             }
         }
+        self.edge_pairs(y, reach, &grid, &mut out);
         out
+    }
+
+    /// Appends the edge–edge contact pairs closer than `reach` at `y` (edges sharing
+    /// no vertex, not excluded), ascending. Each edge is binned into the cells its box
+    /// grown by `reach` overlaps, and each edge e tests the edges f > e binned in the
+    /// cells its own box overlaps (any point of e within reach of f lies in one of
+    /// them), and those spread over too many cells (tested by every edge).
+    fn edge_pairs(&self, y: &[DVec3], reach: f64, grid: &Grid, out: &mut Vec<Pair>) {
+        let ends = |e: [u32; 2]| {
+            let (a, b) = (y[e[0] as usize], y[e[1] as usize]);
+            (a.is_finite() && b.is_finite()).then_some((a, b))
+        };
+        let mut count = vec![0u32; grid.cells() + 1];
+        let mut own: Vec<Option<[[usize; 3]; 2]>> = Vec::with_capacity(self.edges.len());
+        let mut spans: Vec<Option<[[usize; 3]; 2]>> = Vec::with_capacity(self.edges.len());
+        let mut huge = Vec::new();
+        for (i, &e) in self.edges.iter().enumerate() {
+            let Some((a, b)) = ends(e) else {
+                own.push(None);
+                spans.push(None);
+                continue;
+            };
+            let span = grid.span(
+                a.min(b) - DVec3::splat(reach),
+                a.max(b) + DVec3::splat(reach),
+            );
+            match span {
+                Some([lo, hi]) => grid.for_each_cell(lo, hi, |cell| count[cell + 1] += 1),
+                None => huge.push(i as u32),
+            }
+            spans.push(span);
+            own.push(grid.span(a.min(b), a.max(b)));
+        }
+        for i in 1..count.len() {
+            count[i] += count[i - 1];
+        }
+        let mut fill = count.clone();
+        let mut entries = vec![0u32; count[grid.cells()] as usize];
+        for (i, span) in spans.iter().enumerate() {
+            if let Some([lo, hi]) = *span {
+                grid.for_each_cell(lo, hi, |cell| {
+                    entries[fill[cell] as usize] = i as u32;
+                    fill[cell] += 1;
+                });
+            }
+        }
+        // the last edge each edge was tested against (each pair once, however many
+        // cells the two share)
+        let mut seen = vec![u32::MAX; self.edges.len()];
+        let mut found = Vec::new();
+        for (i, &e) in self.edges.iter().enumerate() {
+            let Some((a, b)) = ends(e) else { continue };
+            let i = i as u32;
+            found.clear();
+            let mut test = |f: u32| {
+                if f <= i || seen[f as usize] == i {
+                    return;
+                }
+                seen[f as usize] = i;
+                let g = self.edges[f as usize];
+                if g.contains(&e[0]) || g.contains(&e[1]) {
+                    return;
+                }
+                let Some((c, d)) = ends(g) else { return };
+                if !segments_within([a, b, c, d], reach) {
+                    return;
+                }
+                if self.excluded.binary_search(&(EDGE_PAIR | i, f)).is_err() {
+                    found.push(f);
+                }
+            };
+            match own[i as usize] {
+                Some([lo, hi]) => {
+                    grid.for_each_cell(lo, hi, |cell| {
+                        for &f in &entries[count[cell] as usize..count[cell + 1] as usize] {
+                            test(f);
+                        }
+                    });
+                    for &f in &huge {
+                        test(f);
+                    }
+                }
+                // an edge spread over too many cells (a diverging state) tests them all
+                None => (0..self.edges.len() as u32).for_each(&mut test),
+            }
+            found.sort_unstable();
+            out.extend(found.iter().map(|&f| (EDGE_PAIR | i, f)));
+        }
+    }
+
+    /// The four vertices of `pair`: (vertex, triangle's three) or (edge's two, other
+    /// edge's two).
+    pub(crate) fn stencil(&self, pair: Pair, triangles: &[[u32; 3]]) -> [u32; 4] {
+        self.contact(pair, triangles).stencil()
+    }
+
+    /// What `pair` holds (`triangles` the garment's).
+    fn contact(&self, pair: Pair, triangles: &[[u32; 3]]) -> Contact {
+        let (p, q) = pair;
+        if p & EDGE_PAIR != 0 {
+            let (i, j) = ((p & !EDGE_PAIR) as usize, q as usize);
+            Contact::Edges {
+                e: self.edges[i],
+                f: self.edges[j],
+                rest: self.edge_rest2[i] * self.edge_rest2[j],
+            }
+        } else {
+            Contact::Vertex {
+                v: p,
+                tri: triangles[q as usize],
+            }
+        }
+    }
+
+    /// Whether the pair's vertices are finite at `y` and the pair is closer than
+    /// `reach` there (the test of every pair search).
+    fn pair_within(&self, y: &[DVec3], c: Contact, reach: f64) -> bool {
+        let x = c.stencil().map(|w| y[w as usize]);
+        if !x.iter().all(|p| p.is_finite()) {
+            return false;
+        }
+        match c {
+            Contact::Vertex { .. } => within(x[0], [x[1], x[2], x[3]], reach),
+            Contact::Edges { .. } => segments_within(x, reach),
+        }
+    }
+
+    /// The pair's distance at `y` (without derivatives), metres; infinite where it is
+    /// undefined (a degenerate edge).
+    fn pair_gap(&self, y: &[DVec3], c: Contact) -> f64 {
+        let x = c.stencil().map(|w| y[w as usize]);
+        match c {
+            Contact::Vertex { .. } => {
+                x[0].distance(closest_on_triangle_f64(x[0], x[1], x[2], x[3]).0)
+            }
+            Contact::Edges { .. } => segment_gap(x),
+        }
+    }
+
+    /// A pair's energy (J), gradient over its stencil (N) and, with `hessian` (`Some
+    /// (exact)`), Hessian blocks (see [`SelfContact::hessian_blocks`]); `None` where it
+    /// has none (beyond the margin, or its distance undefined).
+    fn pair_terms(
+        &self,
+        y: &[DVec3],
+        area: &[f64],
+        c: Contact,
+        hessian: Option<bool>,
+    ) -> Option<(f64, [DVec3; 4], [[DMat3; 4]; 4])> {
+        let x = c.stencil().map(|w| y[w as usize]);
+        let exact = hessian == Some(true);
+        let mut h = [[DMat3::ZERO; 4]; 4];
+        match c {
+            Contact::Vertex { v, .. } => {
+                let pd = pair_distance(x[0], [x[1], x[2], x[3]], exact)?;
+                if pd.d >= self.margin {
+                    return None;
+                }
+                let (e, de, dde) = penalty(pd.d, area[v as usize], self);
+                if hessian.is_some() {
+                    for i in 0..4 {
+                        for j in 0..4 {
+                            h[i][j] = outer(pd.grad[i], pd.grad[j]) * dde;
+                            if exact {
+                                h[i][j] += pd.hess[i][j] * de;
+                            }
+                        }
+                    }
+                }
+                Some((e, pd.grad.map(|g| g * de), h))
+            }
+            Contact::Edges { e, f, rest } => {
+                let pd = edge_distance(x, hessian.is_some())?;
+                if pd.d >= self.margin {
+                    return None;
+                }
+                let (b, db, ddb) = penalty(pd.d, edge_area(area, e, f), self);
+                let (xv, gx, hx) = cross_norm2(x);
+                let eps = self.parallel * rest;
+                let (m, dm, ddm) = mollifier(xv, eps);
+                let grad: [DVec3; 4] =
+                    std::array::from_fn(|i| pd.grad[i] * (m * db) + gx[i] * (dm * b));
+                if hessian.is_some() {
+                    for i in 0..4 {
+                        for j in 0..4 {
+                            h[i][j] = outer(pd.grad[i], pd.grad[j]) * (m * ddb)
+                                + pd.hess[i][j] * (m * db)
+                                + (outer(gx[i], pd.grad[j]) + outer(pd.grad[i], gx[j])) * (dm * db)
+                                + hx[i][j] * (dm * b)
+                                + outer(gx[i], gx[j]) * (ddm * b);
+                        }
+                    }
+                    // projected: the nearest positive semi-definite matrix (IPC §4.3
+                    // projects each pair's Hessian so): the mollifier's terms and the
+                    // distance's curvature, which a Gauss–Newton part leaves out, are
+                    // what near-parallel edges' energy turns on
+                    if !exact {
+                        project_psd(&mut h);
+                    }
+                }
+                Some((m * b, grad, h))
+            }
+        }
     }
 
     /// Every contact pair within `reach` at `y`, as [`SelfContact::pairs`] gives them,
@@ -241,11 +502,7 @@ impl SelfContact {
         among
             .iter()
             .copied()
-            .filter(|&(v, t)| {
-                let tri = triangles[t as usize].map(|w| y[w as usize]);
-                let p = y[v as usize];
-                p.is_finite() && tri.iter().all(|x| x.is_finite()) && within(p, tri, reach)
-            })
+            .filter(|&pair| self.pair_within(y, self.contact(pair, triangles), reach))
             .collect()
     }
 
@@ -274,11 +531,27 @@ impl SelfContact {
     ) -> f64 {
         self.contacts(y, triangles, candidates)
             .iter()
-            .copied()
-            .map(|(v, t)| {
-                let tri = triangles[t as usize].map(|w| y[w as usize]);
-                let (q, _, _) = closest_on_triangle_f64(y[v as usize], tri[0], tri[1], tri[2]);
-                penalty(y[v as usize].distance(q), area[v as usize], self).0
+            .map(|&pair| match self.contact(pair, triangles) {
+                Contact::Vertex { v, tri } => {
+                    let [p, a, b, c] = [v, tri[0], tri[1], tri[2]].map(|w| y[w as usize]);
+                    let (q, _, _) = closest_on_triangle_f64(p, a, b, c);
+                    penalty(p.distance(q), area[v as usize], self).0
+                }
+                c @ Contact::Edges { .. } => {
+                    // (the distance first: most pairs lie beyond the margin)
+                    let x = c.stencil().map(|w| y[w as usize]);
+                    if !segments_within(x, self.margin) {
+                        0.0
+                    } else {
+                        match self.pair_terms(y, area, c, None) {
+                            Some(t) => t.0,
+                            // touching (or a degenerate edge); else at the margin to
+                            // rounding
+                            None if segment_gap(x) <= 1e-12 => f64::INFINITY,
+                            None => 0.0,
+                        }
+                    }
+                }
             })
             .sum()
     }
@@ -292,15 +565,11 @@ impl SelfContact {
         candidates: Option<&[Pair]>,
         g: &mut [DVec3],
     ) {
-        for &(v, t) in self.contacts(y, triangles, candidates).iter() {
-            let tri = triangles[t as usize];
-            if let Some(pd) = pair_distance(y[v as usize], tri.map(|w| y[w as usize]), false)
-                && pd.d < self.margin
-            {
-                let (_, de, _) = penalty(pd.d, area[v as usize], self);
-                g[v as usize] += pd.grad[0] * de;
-                for k in 0..3 {
-                    g[tri[k] as usize] += pd.grad[k + 1] * de;
+        for &pair in self.contacts(y, triangles, candidates).iter() {
+            let c = self.contact(pair, triangles);
+            if let Some((_, grad, _)) = self.pair_terms(y, area, c, None) {
+                for (w, gw) in c.stencil().into_iter().zip(grad) {
+                    g[w as usize] += gw;
                 }
             }
         }
@@ -318,25 +587,11 @@ impl SelfContact {
         exact: bool,
     ) -> Vec<([u32; 4], [[DMat3; 4]; 4])> {
         let mut out = Vec::new();
-        for &(v, t) in self.contacts(y, triangles, candidates).iter() {
-            let tri = triangles[t as usize];
-            let Some(pd) = pair_distance(y[v as usize], tri.map(|w| y[w as usize]), exact) else {
-                continue;
-            };
-            if pd.d >= self.margin {
-                continue;
+        for &pair in self.contacts(y, triangles, candidates).iter() {
+            let c = self.contact(pair, triangles);
+            if let Some((_, _, h)) = self.pair_terms(y, area, c, Some(exact)) {
+                out.push((c.stencil(), h));
             }
-            let (_, de, dde) = penalty(pd.d, area[v as usize], self);
-            let mut h = [[DMat3::ZERO; 4]; 4];
-            for i in 0..4 {
-                for j in 0..4 {
-                    h[i][j] = outer(pd.grad[i], pd.grad[j]) * dde;
-                    if exact {
-                        h[i][j] += pd.hess[i][j] * de;
-                    }
-                }
-            }
-            out.push(([v, tri[0], tri[1], tri[2]], h));
         }
         out
     }
@@ -355,30 +610,31 @@ impl SelfContact {
     ) -> bool {
         candidates
             .iter()
-            .any(|&(v, t)| self.meets(from, to, triangles[t as usize], v))
+            .any(|&pair| self.meets(from, to, self.contact(pair, triangles)))
     }
 
-    /// Whether the move from `from` to `to` carries vertex `v` through the triangle `tri`
-    /// or much closer to it ([`SelfContact::closes_in`]): what neither a Newton step nor
-    /// a carried prediction may do.
-    fn meets(&self, from: &[DVec3], to: &[DVec3], tri: [u32; 3], v: u32) -> bool {
-        crossing_time(from, to, tri, v).is_some() || self.closes_in(from, to, tri, v)
+    /// Whether the move from `from` to `to` carries the pair's vertex through its
+    /// triangle, or its edges through each other, or brings them much closer
+    /// ([`SelfContact::closes_in`]): what neither a Newton step nor a carried
+    /// prediction may do.
+    fn meets(&self, from: &[DVec3], to: &[DVec3], c: Contact) -> bool {
+        let crosses = match c {
+            Contact::Vertex { v, tri } => crossing_time(from, to, tri, v).is_some(),
+            Contact::Edges { e, f, .. } => {
+                edge_crossing_time(from, to, [e[0], e[1], f[0], f[1]]).is_some()
+            }
+        };
+        crosses || self.closes_in(from, to, c)
     }
 
-    /// Whether the move from `from` to `to` brings vertex `v` within a fifth of the
-    /// margin of the triangle `tri` and closer than a tenth of where it was: the
-    /// barrier's energy grows
+    /// Whether the move from `from` to `to` brings the pair within a fifth of the
+    /// margin and closer than a tenth of where it was: the barrier's energy grows
     /// only as the logarithm of the gap, so a line search could otherwise accept a state
     /// a nanometre from the cloth, where the force is beyond anything Newton recovers
     /// from (IPC keeps steps short of contact the same way).
-    fn closes_in(&self, from: &[DVec3], to: &[DVec3], tri: [u32; 3], v: u32) -> bool {
-        let dist = |y: &[DVec3]| {
-            let [a, b, c] = tri.map(|w| y[w as usize]);
-            let p = y[v as usize];
-            p.distance(closest_on_triangle_f64(p, a, b, c).0)
-        };
-        let after = dist(to);
-        after < 0.2 * self.margin && after < 0.1 * dist(from)
+    fn closes_in(&self, from: &[DVec3], to: &[DVec3], c: Contact) -> bool {
+        let after = self.pair_gap(to, c);
+        after < 0.2 * self.margin && after < 0.1 * self.pair_gap(from, c)
     }
 
     /// Limits a move of the whole garment from `from` to `to` (a prediction: the garment
@@ -410,24 +666,40 @@ impl SelfContact {
         let rounds = 8;
         for round in 0..=rounds {
             let mut met = false;
-            for &(v, t) in &candidates {
-                let tri = triangles[t as usize];
-                if !self.meets(from, to, tri, v) {
+            for &pair in &candidates {
+                let c = self.contact(pair, triangles);
+                if !self.meets(from, to, c) {
                     continue;
                 }
                 met = true;
-                changed[v as usize] = true;
                 if round == rounds {
-                    for w in [v, tri[0], tri[1], tri[2]] {
+                    for w in c.stencil() {
                         to[w as usize] = from[w as usize];
                         changed[w as usize] = true;
                     }
-                } else {
-                    let [a, b, c] = tri.map(|w| from[w as usize]);
-                    let (_, l, _) = closest_on_triangle_f64(from[v as usize], a, b, c);
-                    let moved = tri.map(|w| to[w as usize] - from[w as usize]);
-                    to[v as usize] =
-                        from[v as usize] + moved[0] * l.x + moved[1] * l.y + moved[2] * l.z;
+                    continue;
+                }
+                match c {
+                    Contact::Vertex { v, tri } => {
+                        changed[v as usize] = true;
+                        let [a, b, c] = tri.map(|w| from[w as usize]);
+                        let (_, l, _) = closest_on_triangle_f64(from[v as usize], a, b, c);
+                        let moved = tri.map(|w| to[w as usize] - from[w as usize]);
+                        to[v as usize] =
+                            from[v as usize] + moved[0] * l.x + moved[1] * l.y + moved[2] * l.z;
+                    }
+                    // the first edge's ends move as the second edge's point nearest to
+                    // it does (the edge stays on its side of the other)
+                    Contact::Edges { e, f, .. } => {
+                        let x = [e[0], e[1], f[0], f[1]].map(|w| from[w as usize]);
+                        let t = segment_closest(x[0], x[1], x[2], x[3]).map_or(0.5, |r| r.1);
+                        let moved = f.map(|w| to[w as usize] - from[w as usize]);
+                        let carry = moved[0].lerp(moved[1], t);
+                        for w in e {
+                            to[w as usize] = from[w as usize] + carry;
+                            changed[w as usize] = true;
+                        }
+                    }
                 }
             }
             if !met {
@@ -525,6 +797,56 @@ impl Grid {
     }
 }
 
+/// `h` (a symmetric 12×12 matrix as 4×4 blocks) with its negative eigenvalues set to
+/// zero.
+fn project_psd(h: &mut [[DMat3; 4]; 4]) {
+    let mut a = [[0.0; 12]; 12];
+    for (r, row) in a.iter_mut().enumerate() {
+        for (c, v) in row.iter_mut().enumerate() {
+            *v = h[r / 3][c / 3].col(c % 3)[r % 3];
+        }
+    }
+    let (values, vectors) = super::dense::sym_eigen(&a);
+    if values.iter().all(|&l| l >= 0.0) {
+        return;
+    }
+    for r in 0..12 {
+        for c in 0..12 {
+            a[r][c] = (0..12)
+                .map(|k| values[k].max(0.0) * vectors[r][k] * vectors[c][k])
+                .sum();
+        }
+    }
+    for (i, hi) in h.iter_mut().enumerate() {
+        for (j, hij) in hi.iter_mut().enumerate() {
+            *hij = DMat3::from_cols_array_2d(&std::array::from_fn(|c| {
+                std::array::from_fn(|r| a[3 * i + r][3 * j + c])
+            }));
+        }
+    }
+}
+
+/// Whether the segments (x₀, x₁) and (x₂, x₃) are closer than `reach` (metres): their
+/// boxes first, then their nearest points (the edge–edge test of every pair search).
+fn segments_within(x: [DVec3; 4], reach: f64) -> bool {
+    let outside = (x[0].min(x[1]) - x[2].max(x[3]))
+        .max(x[2].min(x[3]) - x[0].max(x[1]))
+        .max(DVec3::ZERO);
+    if outside.length_squared() >= reach * reach {
+        return false;
+    }
+    segment_gap(x) < reach
+}
+
+/// Distance between the segments (x₀, x₁) and (x₂, x₃), metres (infinite for a
+/// degenerate or non-finite one).
+fn segment_gap(x: [DVec3; 4]) -> f64 {
+    match segment_closest(x[0], x[1], x[2], x[3]) {
+        Some((s, t, _, _)) => x[0].lerp(x[1], s).distance(x[2].lerp(x[3], t)),
+        None => f64::INFINITY,
+    }
+}
+
 /// Whether the point `p` is closer than `reach` (metres) to the triangle `[a, b, c]`:
 /// the triangle's box first (most of a grid cell's triangles are out of reach), then
 /// its nearest point. The one test of every pair search, so that searches agree.
@@ -614,34 +936,49 @@ pub(crate) fn penalty(d: f64, area: f64, sc: &SelfContact) -> (f64, f64, f64) {
 /// Hessian over (p, x₀, x₁, x₂); `None` where the point lies on the triangle (within
 /// 1e-12 m: the direction is undefined there).
 pub(crate) fn pair_distance(p: DVec3, x: [DVec3; 3], hessian: bool) -> Option<PairDistance> {
-    let (c, lambda, feature) = closest_on_triangle_f64(p, x[0], x[1], x[2]);
-    let r = p - c;
-    let s = r.length_squared();
-    let d = s.sqrt();
+    let (_, lambda, feature) = closest_on_triangle_f64(p, x[0], x[1], x[2]);
+    // r = p − Σ λ_k x_k; the directions the closest point is free to move in, as
+    // changes of those weights
+    let w = [1.0, -lambda.x, -lambda.y, -lambda.z];
+    let free: &[[f64; 4]] = match feature {
+        Feature::Face => &[[0.0, 1.0, -1.0, 0.0], [0.0, 1.0, 0.0, -1.0]],
+        Feature::Edge(0) => &[[0.0, 1.0, -1.0, 0.0]],
+        Feature::Edge(1) => &[[0.0, 0.0, 1.0, -1.0]],
+        Feature::Edge(_) => &[[0.0, -1.0, 0.0, 1.0]],
+        Feature::Vertex(_) => &[],
+    };
+    weighted_distance([p, x[0], x[1], x[2]], w, free, hessian)
+}
+
+/// d = |r| for r = Σ_i w_i x_i, the difference of the nearest points of two features
+/// (a vertex and a triangle, two edges) whose weights `w` minimise d over the
+/// parameters β left free (`free[k][i]` = ∂w_i/∂β_k; at most two), with its gradient
+/// and (with `hessian`) its Hessian over the four points. By the envelope theorem
+/// ∇(d²) is that of the fixed nearest points, 2 w_i r, and its Hessian is
+/// f_qq − f_qβ f_ββ⁻¹ f_βq over the free parameters: exact inside each region of the
+/// nearest points. `None` where d ≤ 1e-12 m (the direction is undefined) or the free
+/// directions are degenerate.
+pub(crate) fn weighted_distance(
+    x: [DVec3; 4],
+    w: [f64; 4],
+    free: &[[f64; 4]],
+    hessian: bool,
+) -> Option<PairDistance> {
+    let r = x[0] * w[0] + x[1] * w[1] + x[2] * w[2] + x[3] * w[3];
+    let d = r.length();
     if d.is_nan() || d <= 1e-12 {
         return None;
     }
-    // ∇s_i = 2 w_i r, w = (1, −λ₀, −λ₁, −λ₂)
-    let w = [1.0, -lambda.x, -lambda.y, -lambda.z];
-    let mut grad = [DVec3::ZERO; 4];
-    for i in 0..4 {
-        grad[i] = r * (w[i] / d);
-    }
+    let grad = w.map(|wi| r * (wi / d));
     let mut hess = [[DMat3::ZERO; 4]; 4];
     if hessian {
-        // directions the closest point is free to move in, over the corners
-        let free: &[[f64; 3]] = match feature {
-            Feature::Face => &[[-1.0, 1.0, 0.0], [-1.0, 0.0, 1.0]],
-            Feature::Edge(0) => &[[-1.0, 1.0, 0.0]],
-            Feature::Edge(1) => &[[0.0, -1.0, 1.0]],
-            Feature::Edge(_) => &[[1.0, 0.0, -1.0]],
-            Feature::Vertex(_) => &[],
-        };
-        let m = free.len();
-        let e: Vec<DVec3> = free
-            .iter()
-            .map(|dm| x[0] * dm[0] + x[1] * dm[1] + x[2] * dm[2])
-            .collect();
+        let m = free.len().min(2);
+        // e_k = ∂r/∂β_k
+        let e: [DVec3; 2] = std::array::from_fn(|k| {
+            free.get(k).map_or(DVec3::ZERO, |dk| {
+                x[0] * dk[0] + x[1] * dk[1] + x[2] * dk[2] + x[3] * dk[3]
+            })
+        });
         // f_ββ = 2 EᵀE and its inverse
         let inv: [[f64; 2]; 2] = match m {
             0 => [[0.0; 2]; 2],
@@ -659,27 +996,21 @@ pub(crate) fn pair_distance(p: DVec3, x: [DVec3; 3], hessian: bool) -> Option<Pa
                 [[g11 / det, -g01 / det], [-g01 / det, g00 / det]]
             }
         };
-        // f_{q_i β_m} = −2 w_i E_m − 2 D_{m,i} r (D_{m,p} = 0)
-        let b = |i: usize, k: usize| -> DVec3 {
-            let dmi = if i == 0 { 0.0 } else { free[k][i - 1] };
-            -2.0 * w[i] * e[k] - 2.0 * dmi * r
-        };
-        let mut hs = [[DMat3::ZERO; 4]; 4];
+        if !(inv[0][0].is_finite()) {
+            return None;
+        }
+        // f_{q_i β_k} = ∂(2 w_i r)/∂β_k = 2 (∂w_i/∂β_k) r + 2 w_i e_k
+        let b = |i: usize, k: usize| -> DVec3 { 2.0 * free[k][i] * r + 2.0 * w[i] * e[k] };
         for i in 0..4 {
             for j in 0..4 {
-                let mut h = DMat3::from_diagonal(DVec3::splat(2.0 * w[i] * w[j]));
+                let mut hs = DMat3::from_diagonal(DVec3::splat(2.0 * w[i] * w[j]));
                 for k in 0..m {
                     for l in 0..m {
-                        h -= outer(b(i, k), b(j, l)) * inv[k][l];
+                        hs -= outer(b(i, k), b(j, l)) * inv[k][l];
                     }
                 }
-                hs[i][j] = h;
-            }
-        }
-        // d = √s: ∇²d = (∇²s − 2∇d∇dᵀ)/(2d)
-        for i in 0..4 {
-            for j in 0..4 {
-                hess[i][j] = (hs[i][j] - outer(grad[i], grad[j]) * 2.0) / (2.0 * d);
+                // d = √s: ∇²d = (∇²s − 2∇d∇dᵀ)/(2d)
+                hess[i][j] = (hs - outer(grad[i], grad[j]) * 2.0) / (2.0 * d);
             }
         }
     }

@@ -128,9 +128,11 @@ impl Cloth {
                 own[v].length(),
                 pairs
                     .iter()
-                    .filter(
-                        |p| p.0 as usize == v || self.triangles[p.1 as usize].contains(&(v as u32))
-                    )
+                    .filter(|p| {
+                        self.self_contact.as_ref().is_some_and(|sc| {
+                            sc.stencil(**p, &self.triangles).contains(&(v as u32))
+                        })
+                    })
                     .collect::<Vec<_>>()
             );
         }

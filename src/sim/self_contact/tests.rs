@@ -1,6 +1,7 @@
 //! Tests of the self-contact model: derivatives against finite differences, the
 //! barrier, pairs and exclusions, crossings and the carried move, the crossing count.
 
+use super::edges::{cross_norm2, edge_distance, mollifier, segment_closest};
 use super::*;
 
 fn tri() -> [DVec3; 3] {
@@ -109,12 +110,24 @@ fn edges_through_the_garment_are_counted() {
     assert_eq!(self_intersections(&[], &[]), 0);
 }
 
+/// The vertex–triangle pairs of `pairs` (the edge pairs left out).
+fn vertex_pairs(pairs: &[Pair]) -> Vec<Pair> {
+    pairs
+        .iter()
+        .copied()
+        .filter(|p| p.0 & EDGE_PAIR == 0)
+        .collect()
+}
+
 fn model(margin: f64) -> SelfContact {
     SelfContact {
         margin,
         stiffness: 1e5,
         excluded: Vec::new(),
         cell: 0.03,
+        edges: Vec::new(),
+        edge_rest2: Vec::new(),
+        parallel: 1e-3,
     }
 }
 
@@ -171,11 +184,11 @@ fn a_vertex_is_paired_with_far_triangles_only_and_a_step_through_one_is_a_crossi
         .iter()
         .map(|p| *p + DVec3::Y * if p.y > 0.0 { 1.0 } else { 0.0 })
         .collect::<Vec<_>>();
-    let sc = SelfContact::new(&far, &triangles, 0.003, 1e5);
+    let sc = SelfContact::new(&far, &triangles, 0.003, 1e5, 1e-3);
     assert_eq!(sc.excluded_count(), 0);
     let pairs = sc.pairs(&y, &triangles, 0.003);
     assert_eq!(
-        pairs,
+        vertex_pairs(&pairs),
         vec![(3, 0)],
         "only vertex 3 is within 3 mm of a triangle not its own"
     );
@@ -186,8 +199,10 @@ fn a_vertex_is_paired_with_far_triangles_only_and_a_step_through_one_is_a_crossi
         "forces balance"
     );
     // the same layout as modelled is excluded
-    let modelled = SelfContact::new(&y, &triangles, 0.003, 1e5);
-    assert_eq!(modelled.excluded_count(), 1);
+    let modelled = SelfContact::new(&y, &triangles, 0.003, 1e5, 1e-3);
+    // (vertex 3 over triangle 0, and vertex 3's two edges over triangle 0's far edge)
+    assert_eq!(vertex_pairs(&modelled.excluded), vec![(3, 0)]);
+    assert_eq!(modelled.excluded_count(), 3);
     assert!(modelled.pairs(&y, &triangles, 0.003).is_empty());
     // vertex 3 stepping 4 mm down goes through triangle 0; 4 mm sideways does not
     let mut down = y.clone();
@@ -284,6 +299,23 @@ fn pairs_by_brute_force(
             }
         }
     }
+    // edge pairs: every two edges sharing no vertex, the lower index first
+    for (i, e) in sc.edges.iter().enumerate() {
+        for (j, f) in sc.edges.iter().enumerate().skip(i + 1) {
+            let x = [e[0], e[1], f[0], f[1]].map(|w| y[w as usize]);
+            let pair = (EDGE_PAIR | i as u32, j as u32);
+            if x.iter().any(|p| !p.is_finite())
+                || f.contains(&e[0])
+                || f.contains(&e[1])
+                || sc.excluded.binary_search(&pair).is_ok()
+            {
+                continue;
+            }
+            if segment_gap(x) < reach {
+                out.push(pair);
+            }
+        }
+    }
     out
 }
 
@@ -295,7 +327,7 @@ fn crumpled_sheet(
     squash: f64,
 ) -> (SelfContact, Vec<DVec3>, Vec<[u32; 3]>, Vec<DVec3>) {
     let (rest, triangles) = sheet(8);
-    let sc = SelfContact::new(&rest, &triangles, 0.003, 1e5);
+    let sc = SelfContact::new(&rest, &triangles, 0.003, 1e5, 1e-3);
     let y = rest
         .iter()
         .zip(offsets)
@@ -425,7 +457,7 @@ fn a_fold_at_the_scale_of_one_edge_is_a_contact() {
         DVec3::new(0.01, 0.0, -0.015),
     ];
     let triangles = vec![[0, 1, 2], [0, 3, 1]];
-    let sc = SelfContact::new(&flat, &triangles, 0.003, 1e5);
+    let sc = SelfContact::new(&flat, &triangles, 0.003, 1e5, 1e-3);
     assert_eq!(sc.excluded_count(), 0, "flat, nothing is within the margin");
     assert!(sc.pairs(&flat, &triangles, 0.003).is_empty());
     // folded nearly shut: vertex 3 lies 2 mm over triangle 0
@@ -434,7 +466,7 @@ fn a_fold_at_the_scale_of_one_edge_is_a_contact() {
     let pairs = sc.pairs(&folded, &triangles, 0.003);
     assert!(pairs.contains(&(3, 0)), "{pairs:?}");
     assert!(
-        pairs
+        vertex_pairs(&pairs)
             .iter()
             .all(|&(v, t)| !triangles[t as usize].contains(&v)),
         "never the vertex's own triangle: {pairs:?}"
@@ -446,4 +478,262 @@ fn a_fold_at_the_scale_of_one_edge_is_a_contact() {
     let mut predicted = through.clone();
     assert_eq!(sc.limit_move(&folded, &mut predicted, &triangles), 1);
     assert_eq!(predicted[3], folded[3], "held: triangle 0 does not move");
+}
+
+/// Segment pairs whose nearest points lie in each kind of region: both inside their
+/// edges, one at an end, both at ends.
+fn segment_cases() -> Vec<([DVec3; 4], &'static str)> {
+    let a = DVec3::new(0.0, 0.0, 0.0);
+    let b = DVec3::new(0.03, 0.002, -0.001);
+    vec![
+        (
+            [
+                a,
+                b,
+                DVec3::new(0.012, 0.004, -0.01),
+                DVec3::new(0.016, 0.002, 0.012),
+            ],
+            "both inside",
+        ),
+        (
+            [
+                a,
+                b,
+                DVec3::new(0.036, 0.003, -0.01),
+                DVec3::new(0.034, 0.001, 0.012),
+            ],
+            "s at an end",
+        ),
+        (
+            [
+                a,
+                b,
+                DVec3::new(0.01, 0.004, 0.003),
+                DVec3::new(0.02, 0.01, 0.02),
+            ],
+            "t at an end",
+        ),
+        (
+            [
+                a,
+                b,
+                DVec3::new(-0.004, 0.003, -0.002),
+                DVec3::new(-0.01, 0.02, -0.01),
+            ],
+            "both at ends",
+        ),
+    ]
+}
+
+/// Central differences (1e-7 m) of `value` and `grad` over the 12 coordinates of
+/// `x` against `grad` and `hess` (relative tolerances `tg`, `th`).
+fn check_derivatives(
+    x: [DVec3; 4],
+    name: &str,
+    terms: impl Fn([DVec3; 4]) -> (f64, [DVec3; 4], [[DMat3; 4]; 4]),
+    tg: f64,
+    th: f64,
+) {
+    let h = 1e-7;
+    let (_, g0, h0) = terms(x);
+    let gscale = g0.iter().map(|g| g.abs().max_element()).fold(0.0, f64::max);
+    let hscale = h0
+        .iter()
+        .flatten()
+        .map(|m| m.to_cols_array().iter().fold(0.0f64, |a, v| a.max(v.abs())))
+        .fold(0.0, f64::max);
+    for k in 0..12 {
+        let moved = |s: f64| {
+            let mut y = x;
+            y[k / 3][k % 3] += s;
+            terms(y)
+        };
+        let (ep, gp, _) = moved(h);
+        let (em, gm, _) = moved(-h);
+        let fd = (ep - em) / (2.0 * h);
+        let an = g0[k / 3][k % 3];
+        assert!(
+            (fd - an).abs() <= tg * gscale,
+            "{name}: ∂/∂q{k}: fd {fd} analytic {an}"
+        );
+        for l in 0..12 {
+            let fd = (gp[l / 3][l % 3] - gm[l / 3][l % 3]) / (2.0 * h);
+            let an = h0[l / 3][k / 3].col(k % 3)[l % 3];
+            assert!(
+                (fd - an).abs() <= th * hscale,
+                "{name}: ∂²/∂q{l}∂q{k}: fd {fd} analytic {an}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_edge_distance_derivatives_match_finite_differences() {
+    let mut kinds = Vec::new();
+    for (x, name) in segment_cases() {
+        let (_, _, sf, tf) = segment_closest(x[0], x[1], x[2], x[3]).expect("segments");
+        kinds.push((sf, tf));
+        // the distance is what a brute-force search over the two segments finds
+        let pd = edge_distance(x, true).expect("apart");
+        let brute = (0..=400)
+            .flat_map(|i| (0..=400).map(move |j| (i as f64 / 400.0, j as f64 / 400.0)))
+            .map(|(s, t)| x[0].lerp(x[1], s).distance(x[2].lerp(x[3], t)))
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            pd.d <= brute + 1e-12 && brute - pd.d < 1e-4,
+            "{name}: {} vs {brute}",
+            pd.d
+        );
+        check_derivatives(
+            x,
+            name,
+            |y| {
+                let pd = edge_distance(y, true).expect("apart");
+                (pd.d, pd.grad, pd.hess)
+            },
+            1e-6,
+            1e-5,
+        );
+    }
+    for kind in [(true, true), (false, true), (true, false), (false, false)] {
+        assert!(kinds.contains(&kind), "{kind:?} not reached");
+    }
+}
+
+#[test]
+fn the_edge_barrier_derivatives_match_finite_differences_with_and_without_the_mollifier() {
+    let area = vec![1e-4; 4];
+    let a = DVec3::new(0.0, 0.0, 0.0);
+    let b = DVec3::new(0.03, 0.0005, -0.001);
+    // 1.2 mm apart, crossing at 60° (mollifier off) and at ~1° (on, with c = 1e-3)
+    let crossing = [
+        a,
+        b,
+        DVec3::new(0.01, 0.0012, -0.012),
+        DVec3::new(0.02, 0.0012, 0.0053),
+    ];
+    // (u turned by ~0.6° about y)
+    let dir = ((b - a).normalize() + DVec3::new(0.0, 0.0, 0.01)).normalize() * 0.03;
+    let near_parallel = [
+        a,
+        b,
+        DVec3::new(0.01, 0.0012, 0.0) - dir * 0.5,
+        DVec3::new(0.01, 0.0012, 0.0) + dir * 0.5,
+    ];
+    let mut sc = model(0.003);
+    sc.parallel = 1e-3;
+    for (x, name, mollified) in [
+        (crossing, "crossing", false),
+        (near_parallel, "near parallel", true),
+    ] {
+        let rest = x[0].distance_squared(x[1]) * x[2].distance_squared(x[3]);
+        let c = Contact::Edges {
+            e: [0, 1],
+            f: [2, 3],
+            rest,
+        };
+        let (xv, _, _) = cross_norm2(x);
+        assert_eq!(xv < sc.parallel * rest, mollified, "{name}");
+        let terms = |y: [DVec3; 4]| sc.pair_terms(&y, &area, c, Some(true)).expect("in reach");
+        let (e, g, _) = terms(x);
+        assert!(e > 0.0, "{name}");
+        // the pair is pushed apart: the second edge (above) is pushed up
+        assert!(g[2].y + g[3].y < 0.0, "{name}: ∇E {g:?}");
+        check_derivatives(x, name, terms, 1e-5, 1e-4);
+    }
+    // the mollifier fades the pair out as the edges turn parallel, and is C¹ at ε
+    let eps = 0.7;
+    assert_eq!(mollifier(0.0, eps).0, 0.0);
+    assert_eq!(mollifier(eps, eps), (1.0, 0.0, 0.0));
+    let (m, dm, _) = mollifier(eps * (1.0 - 1e-9), eps);
+    assert!((1.0 - m).abs() < 1e-12 && dm.abs() < 1e-8);
+    let (x, gx, hx) = cross_norm2(crossing);
+    let fd = (cross_norm2([
+        crossing[0],
+        crossing[1] + DVec3::X * 1e-7,
+        crossing[2],
+        crossing[3],
+    ])
+    .0 - cross_norm2([
+        crossing[0],
+        crossing[1] - DVec3::X * 1e-7,
+        crossing[2],
+        crossing[3],
+    ])
+    .0) / 2e-7;
+    assert!(
+        (fd - gx[1].x).abs() < 1e-6 * x.max(1e-12) / 1e-3,
+        "∂x/∂b: {fd} vs {}",
+        gx[1].x
+    );
+    assert!(hx[0][0].x_axis.x >= 0.0);
+}
+
+/// Two triangles whose edges cross, every vertex at least 2 cm from the other's
+/// triangle: the vertex–triangle pairs see nothing, the edge pair does. A triangle
+/// flat in z = 0 with its top edge along x, and one standing in x = 0.02 with its
+/// bottom edge 1 mm above the first's, along z.
+fn crossed_edges() -> (Vec<DVec3>, Vec<[u32; 3]>) {
+    let y = vec![
+        DVec3::new(0.0, 0.0, 0.0),
+        DVec3::new(0.04, 0.0, 0.0),
+        DVec3::new(0.02, -0.03, 0.0),
+        DVec3::new(0.02, 0.001, 0.02),
+        DVec3::new(0.02, 0.001, -0.02),
+        DVec3::new(0.02, 0.03, 0.0),
+    ];
+    (y, vec![[0, 1, 2], [3, 4, 5]])
+}
+
+#[test]
+fn an_edge_through_an_edge_is_a_contact_and_a_step_through_it_a_crossing() {
+    let (y, triangles) = crossed_edges();
+    // modelled 5 cm apart: nothing excluded
+    let far: Vec<DVec3> = y
+        .iter()
+        .enumerate()
+        .map(|(i, p)| if i >= 3 { *p + DVec3::Y * 0.05 } else { *p })
+        .collect();
+    let sc = SelfContact::new(&far, &triangles, 0.003, 1e5, 1e-3);
+    assert!(sc.excluded.is_empty());
+    let pairs = sc.pairs(&y, &triangles, sc.margin);
+    let e = |a: u32, b: u32| sc.edges.binary_search(&[a, b]).expect("edge") as u32;
+    assert_eq!(pairs, vec![(EDGE_PAIR | e(0, 1), e(3, 4))]);
+    // within the margin, the barrier pushes the standing triangle up
+    let area = vec![1e-4; y.len()];
+    assert!(sc.energy(&y, &triangles, &area, None) > 0.0);
+    let mut g = vec![DVec3::ZERO; y.len()];
+    sc.add_gradient(&y, &triangles, &area, None, &mut g);
+    assert!(g[3].y < 0.0 && g[4].y < 0.0, "pushed up: {g:?}");
+    assert!(g[0].y > 0.0 && g[1].y > 0.0, "pushed down: {g:?}");
+    // moving the standing triangle 2 mm down carries its edge through the other's edge
+    // and its bottom edge through the flat triangle; no vertex comes near a triangle
+    let down: Vec<DVec3> = y
+        .iter()
+        .enumerate()
+        .map(|(i, p)| if i >= 3 { *p - DVec3::Y * 0.002 } else { *p })
+        .collect();
+    // (the standing triangle's edge through the flat one, and the flat one's through
+    // the standing one)
+    assert_eq!(self_intersections(&down, &triangles), 2);
+    let reach = sc.margin + 2.0 * 0.002 + 1e-9;
+    let near = sc.pairs(&y, &triangles, reach);
+    assert!(near.iter().all(|p| p.0 & EDGE_PAIR != 0), "{near:?}");
+    assert!(sc.crossing(&y, &down, &triangles, &near));
+    // half of it stops short: not a crossing (0.8 mm above, not closing in tenfold)
+    let half: Vec<DVec3> = y.iter().zip(&down).map(|(a, b)| a.lerp(*b, 0.1)).collect();
+    assert!(!sc.crossing(&y, &half, &triangles, &near));
+    // moved sideways instead (along z, the edge's own direction) it does not cross
+    let slid: Vec<DVec3> = y
+        .iter()
+        .enumerate()
+        .map(|(i, p)| if i >= 3 { *p + DVec3::Z * 0.002 } else { *p })
+        .collect();
+    assert!(!sc.crossing(&y, &slid, &triangles, &near));
+    // a carried prediction that would cross is limited: the edge rides on the other
+    let mut to = down.clone();
+    let held = sc.limit_move(&y, &mut to, &triangles);
+    assert!(held > 0);
+    assert_eq!(self_intersections(&to, &triangles), 0);
+    assert!(!sc.crossing(&y, &to, &triangles, &near));
 }
