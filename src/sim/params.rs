@@ -49,11 +49,15 @@ pub struct SimParams {
     /// without bound as the gap closes.
     #[serde(skip_serializing_if = "is_default_self_contact_stiffness")]
     pub self_contact_stiffness: f64,
-    /// Edge pairs' mollifier threshold c, dimensionless (IPC, Li et al. 2020, Eq. 23–24:
-    /// 1e-3): an edge–edge pair's barrier fades out as |u × v|² falls below
-    /// c·|u₀|²·|v₀|², the edges within about 1.8° of parallel, where their nearest
-    /// points are not unique and the vertex–triangle pairs at their ends hold the layers
-    /// apart.
+    /// Edge pairs' mollifier threshold c, dimensionless: an edge–edge pair's barrier
+    /// fades out as |u × v|² falls below c·|u₀|²·|v₀|² (u, v the edges, u₀, v₀ as
+    /// modelled), where the edges turn parallel, their nearest points stop being unique
+    /// and the vertex–triangle pairs at their ends hold the layers apart (IPC, Li et al.
+    /// 2020, Eq. 23–24, whose default is 1e-3, about 1.8°). The default here is 1e-5
+    /// (0.18°): with 1e-3 the mollifier's pull towards parallel, strong where the
+    /// barrier is, made the default T-shirt's rest drape take 305 Newton iterations
+    /// instead of 123 (measured while the pairs' Hessian was still the Gauss–Newton
+    /// part, before it was projected as IPC projects it).
     #[serde(skip_serializing_if = "is_default_self_contact_parallel")]
     pub self_contact_parallel: f64,
     /// Friction coefficient between cloth and body (SOR §7: 0.3). Used when a garment is
