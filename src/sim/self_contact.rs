@@ -198,7 +198,6 @@ impl SelfContact {
         let Some(grid) = Grid::new(y, self.cell.max(reach)) else {
             return out;
         };
-        let mut count = vec![0u32; grid.cells() + 1];
         let mut spans: Vec<Option<[[usize; 3]; 2]>> = Vec::with_capacity(triangles.len());
         let mut huge = Vec::new();
         for (t, tri) in triangles.iter().enumerate() {
@@ -213,32 +212,17 @@ impl SelfContact {
                 a.min(b).min(c) - DVec3::splat(reach),
                 a.max(b).max(c) + DVec3::splat(reach),
             );
-            match span {
-                Some([lo, hi]) => grid.for_each_cell(lo, hi, |cell| count[cell + 1] += 1),
-                None => huge.push(t as u32),
+            if span.is_none() {
+                huge.push(t as u32);
             }
             spans.push(span);
         }
-        for i in 1..count.len() {
-            count[i] += count[i - 1];
-        }
-        let mut fill = count.clone();
-        let mut entries = vec![0u32; count[grid.cells()] as usize];
-        for (t, span) in spans.iter().enumerate() {
-            if let Some([lo, hi]) = *span {
-                grid.for_each_cell(lo, hi, |cell| {
-                    entries[fill[cell] as usize] = t as u32;
-                    fill[cell] += 1;
-                });
-            }
-        }
+        let binned = grid.bin(&spans);
         for (v, &p) in y.iter().enumerate() {
             if !p.is_finite() {
                 continue;
             }
-            let cell = grid.cell_of(p);
-            let binned = &entries[count[cell] as usize..count[cell + 1] as usize];
-            for t in merged(binned, &huge) {
+            for t in merged(binned.cell(grid.cell_of(p)), &huge) {
                 let tri = &triangles[t as usize];
                 if tri.contains(&(v as u32)) {
                     continue;
@@ -265,7 +249,6 @@ impl SelfContact {
             let (a, b) = (y[e[0] as usize], y[e[1] as usize]);
             (a.is_finite() && b.is_finite()).then_some((a, b))
         };
-        let mut count = vec![0u32; grid.cells() + 1];
         let mut own: Vec<Option<[[usize; 3]; 2]>> = Vec::with_capacity(self.edges.len());
         let mut spans: Vec<Option<[[usize; 3]; 2]>> = Vec::with_capacity(self.edges.len());
         let mut huge = Vec::new();
@@ -279,26 +262,13 @@ impl SelfContact {
                 a.min(b) - DVec3::splat(reach),
                 a.max(b) + DVec3::splat(reach),
             );
-            match span {
-                Some([lo, hi]) => grid.for_each_cell(lo, hi, |cell| count[cell + 1] += 1),
-                None => huge.push(i as u32),
+            if span.is_none() {
+                huge.push(i as u32);
             }
             spans.push(span);
             own.push(grid.span(a.min(b), a.max(b)));
         }
-        for i in 1..count.len() {
-            count[i] += count[i - 1];
-        }
-        let mut fill = count.clone();
-        let mut entries = vec![0u32; count[grid.cells()] as usize];
-        for (i, span) in spans.iter().enumerate() {
-            if let Some([lo, hi]) = *span {
-                grid.for_each_cell(lo, hi, |cell| {
-                    entries[fill[cell] as usize] = i as u32;
-                    fill[cell] += 1;
-                });
-            }
-        }
+        let binned = grid.bin(&spans);
         // the last edge each edge was tested against (each pair once, however many
         // cells the two share)
         let mut seen = vec![u32::MAX; self.edges.len()];
@@ -327,7 +297,7 @@ impl SelfContact {
             match own[i as usize] {
                 Some([lo, hi]) => {
                     grid.for_each_cell(lo, hi, |cell| {
-                        for &f in &entries[count[cell] as usize..count[cell + 1] as usize] {
+                        for &f in binned.cell(cell) {
                             test(f);
                         }
                     });
@@ -724,6 +694,19 @@ const MAX_TRIANGLE_CELLS: usize = 4096;
 /// cells, which costs time but not correctness.
 const MAX_GRID_CELLS: usize = 1 << 21;
 
+/// Items binned into a [`Grid`]'s cells, counting-sort style: cell c holds
+/// `entries[start[c]..start[c + 1]]`, in item order.
+struct Binned {
+    start: Vec<u32>,
+    entries: Vec<u32>,
+}
+
+impl Binned {
+    fn cell(&self, c: usize) -> &[u32] {
+        &self.entries[self.start[c] as usize..self.start[c + 1] as usize]
+    }
+}
+
 /// A uniform grid of cubic cells over a box: cell (i, j, k) holds points with
 /// `origin + h·(i, j, k) ≤ p < origin + h·(i + 1, j + 1, k + 1)`; points outside the box
 /// are clamped into its border cells.
@@ -789,6 +772,28 @@ impl Grid {
         let (a, b) = (self.coords(lo), self.coords(hi));
         let cells: usize = (0..3).map(|i| b[i] - a[i] + 1).product();
         (cells <= MAX_TRIANGLE_CELLS).then_some([a, b])
+    }
+
+    /// Item i binned into the cells of `spans[i]` (none where it is `None`).
+    fn bin(&self, spans: &[Option<[[usize; 3]; 2]>]) -> Binned {
+        let mut start = vec![0u32; self.cells() + 1];
+        for &[lo, hi] in spans.iter().flatten() {
+            self.for_each_cell(lo, hi, |cell| start[cell + 1] += 1);
+        }
+        for i in 1..start.len() {
+            start[i] += start[i - 1];
+        }
+        let mut fill = start.clone();
+        let mut entries = vec![0u32; start[self.cells()] as usize];
+        for (i, span) in spans.iter().enumerate() {
+            if let Some([lo, hi]) = *span {
+                self.for_each_cell(lo, hi, |cell| {
+                    entries[fill[cell] as usize] = i as u32;
+                    fill[cell] += 1;
+                });
+            }
+        }
+        Binned { start, entries }
     }
 
     fn for_each_cell(&self, lo: [usize; 3], hi: [usize; 3], mut f: impl FnMut(usize)) {
