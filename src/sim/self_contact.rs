@@ -43,10 +43,13 @@ use super::contact::outer;
 
 mod edges;
 mod intersections;
+mod search;
 use edges::{
     cross_norm2, edge_area, edge_crossing_time, edge_distance, mollifier, segment_closest,
 };
 pub use intersections::self_intersections;
+pub(crate) use search::PairCache;
+use search::{boxes_within, segment_gap, segments_within};
 
 /// A contact pair within reach: a vertex–triangle pair as (vertex index, triangle
 /// index), or an edge–edge pair as ([`EDGE_PAIR`] | e, f) for edges e < f of
@@ -112,29 +115,6 @@ pub(crate) struct PairDistance {
     pub(crate) hess: [[DMat3; 4]; 4],
 }
 
-/// How much farther than asked [`SelfContact::pairs_cached`] searches when it must
-/// search, metres: its pairs then serve every later search of the same reach until some
-/// vertex has moved half this far. (A performance setting with no effect on results:
-/// of 1, 2, 4 and 8 mm measured on a bake shard, 2 mm was never the slowest.)
-const PAIR_CACHE_SLACK: f64 = 0.002;
-
-/// Pairs found within a wider reach than was asked, with the positions they were found
-/// at. A pair's distance changes by at most twice the longest vertex move, so when every
-/// vertex has moved at most `drift` since, the pairs within `reach` are among these if
-/// they were found within reach + 2·drift, and filtering them by the search's own test
-/// gives the same pairs in the same order as a new search, without building its grid.
-/// Newton's iterations search the margin and each step's reach many times over a state
-/// that moves a fraction of a millimetre between them.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct PairCache {
-    /// Positions the pairs were found at (empty: none found yet).
-    at: Vec<DVec3>,
-    /// The reach they were found within, metres.
-    reach: f64,
-    /// The pairs, in (vertex, triangle) order.
-    pairs: Vec<Pair>,
-}
-
 impl SelfContact {
     /// The model of a garment with `triangles` over `positions` (as modelled).
     pub(crate) fn new(
@@ -182,137 +162,6 @@ impl SelfContact {
         self.excluded.len()
     }
 
-    /// Every vertex–triangle pair at `y` closer than `reach` (metres) that is a contact
-    /// (the triangle does not hold the vertex, and the pair is not excluded), sorted by
-    /// vertex then triangle.
-    ///
-    /// Search: each triangle is binned, counting-sort style, into
-    /// the cells of a uniform grid over the finite vertices' box that its own box, grown
-    /// by `reach`, overlaps (so within each cell triangles stay in index order), and
-    /// each vertex tests the triangles of its cell, and those spread over more than
-    /// [`MAX_TRIANGLE_CELLS`] cells (a diverging state), which are tested by every
-    /// vertex rather than filling memory. The result does not depend on the grid: it is
-    /// every such pair whose four vertices are finite.
-    pub(crate) fn pairs(&self, y: &[DVec3], triangles: &[[u32; 3]], reach: f64) -> Vec<Pair> {
-        let mut out = Vec::new();
-        let Some(grid) = Grid::new(y, self.cell.max(reach)) else {
-            return out;
-        };
-        let mut spans: Vec<Option<[[usize; 3]; 2]>> = Vec::with_capacity(triangles.len());
-        let mut huge = Vec::new();
-        for (t, tri) in triangles.iter().enumerate() {
-            let [a, b, c] = tri.map(|v| y[v as usize]);
-            // a triangle with a vertex that is not finite is no contact (its box, made
-            // with `min`/`max`, would ignore a NaN)
-            if !(a.is_finite() && b.is_finite() && c.is_finite()) {
-                spans.push(None);
-                continue;
-            }
-            let span = grid.span(
-                a.min(b).min(c) - DVec3::splat(reach),
-                a.max(b).max(c) + DVec3::splat(reach),
-            );
-            if span.is_none() {
-                huge.push(t as u32);
-            }
-            spans.push(span);
-        }
-        let binned = grid.bin(&spans);
-        for (v, &p) in y.iter().enumerate() {
-            if !p.is_finite() {
-                continue;
-            }
-            for t in merged(binned.cell(grid.cell_of(p)), &huge) {
-                let tri = &triangles[t as usize];
-                if tri.contains(&(v as u32)) {
-                    continue;
-                }
-                if self.excluded.binary_search(&(v as u32, t)).is_ok() {
-                    continue;
-                }
-                if within(p, tri.map(|w| y[w as usize]), reach) {
-                    out.push((v as u32, t));
-                }
-            }
-        }
-        self.edge_pairs(y, reach, &grid, &mut out);
-        out
-    }
-
-    /// Appends the edge–edge contact pairs closer than `reach` at `y` (edges sharing
-    /// no vertex, not excluded), ascending. Each edge is binned into the cells its box
-    /// grown by `reach` overlaps, and each edge e tests the edges f > e binned in the
-    /// cells its own box overlaps (any point of e within reach of f lies in one of
-    /// them), and those spread over too many cells (tested by every edge).
-    fn edge_pairs(&self, y: &[DVec3], reach: f64, grid: &Grid, out: &mut Vec<Pair>) {
-        let ends = |e: [u32; 2]| {
-            let (a, b) = (y[e[0] as usize], y[e[1] as usize]);
-            (a.is_finite() && b.is_finite()).then_some((a, b))
-        };
-        let mut own: Vec<Option<[[usize; 3]; 2]>> = Vec::with_capacity(self.edges.len());
-        let mut spans: Vec<Option<[[usize; 3]; 2]>> = Vec::with_capacity(self.edges.len());
-        let mut huge = Vec::new();
-        for (i, &e) in self.edges.iter().enumerate() {
-            let Some((a, b)) = ends(e) else {
-                own.push(None);
-                spans.push(None);
-                continue;
-            };
-            let span = grid.span(
-                a.min(b) - DVec3::splat(reach),
-                a.max(b) + DVec3::splat(reach),
-            );
-            if span.is_none() {
-                huge.push(i as u32);
-            }
-            spans.push(span);
-            own.push(grid.span(a.min(b), a.max(b)));
-        }
-        let binned = grid.bin(&spans);
-        // the last edge each edge was tested against (each pair once, however many
-        // cells the two share)
-        let mut seen = vec![u32::MAX; self.edges.len()];
-        let mut found = Vec::new();
-        for (i, &e) in self.edges.iter().enumerate() {
-            let Some((a, b)) = ends(e) else { continue };
-            let i = i as u32;
-            found.clear();
-            let mut test = |f: u32| {
-                if f <= i || seen[f as usize] == i {
-                    return;
-                }
-                seen[f as usize] = i;
-                let g = self.edges[f as usize];
-                if g.contains(&e[0]) || g.contains(&e[1]) {
-                    return;
-                }
-                let Some((c, d)) = ends(g) else { return };
-                if !segments_within([a, b, c, d], reach) {
-                    return;
-                }
-                if self.excluded.binary_search(&(EDGE_PAIR | i, f)).is_err() {
-                    found.push(f);
-                }
-            };
-            match own[i as usize] {
-                Some([lo, hi]) => {
-                    grid.for_each_cell(lo, hi, |cell| {
-                        for &f in binned.cell(cell) {
-                            test(f);
-                        }
-                    });
-                    for &f in &huge {
-                        test(f);
-                    }
-                }
-                // an edge spread over too many cells (a diverging state) tests them all
-                None => (0..self.edges.len() as u32).for_each(&mut test),
-            }
-            found.sort_unstable();
-            out.extend(found.iter().map(|&f| (EDGE_PAIR | i, f)));
-        }
-    }
-
     /// The four vertices of `pair`: (vertex, triangle's three) or (edge's two, other
     /// edge's two).
     pub(crate) fn stencil(&self, pair: Pair, triangles: &[[u32; 3]]) -> [u32; 4] {
@@ -334,19 +183,6 @@ impl SelfContact {
                 v: p,
                 tri: triangles[q as usize],
             }
-        }
-    }
-
-    /// Whether the pair's vertices are finite at `y` and the pair is closer than
-    /// `reach` there (the test of every pair search).
-    fn pair_within(&self, y: &[DVec3], c: Contact, reach: f64) -> bool {
-        let x = c.stencil().map(|w| y[w as usize]);
-        if !x.iter().all(|p| p.is_finite()) {
-            return false;
-        }
-        match c {
-            Contact::Vertex { .. } => within(x[0], [x[1], x[2], x[3]], reach),
-            Contact::Edges { .. } => segments_within(x, reach),
         }
     }
 
@@ -400,7 +236,7 @@ impl SelfContact {
                     return None;
                 }
                 let (b, db, ddb) = penalty(pd.d, edge_area(area, e, f), self);
-                let (xv, gx, hx) = cross_norm2(x);
+                let (xv, gx, hx) = cross_norm2(x, hessian.is_some());
                 let eps = self.parallel * rest;
                 let (m, dm, ddm) = mollifier(xv, eps);
                 let grad: [DVec3; 4] =
@@ -426,54 +262,6 @@ impl SelfContact {
                 Some((m * b, grad, h))
             }
         }
-    }
-
-    /// Every contact pair within `reach` at `y`, as [`SelfContact::pairs`] gives them,
-    /// answered from `cache` where it can be: see [`PairCache`].
-    pub(crate) fn pairs_cached(
-        &self,
-        y: &[DVec3],
-        triangles: &[[u32; 3]],
-        reach: f64,
-        cache: &mut PairCache,
-    ) -> Vec<Pair> {
-        let drift = if cache.at.len() == y.len() {
-            y.iter()
-                .zip(&cache.at)
-                .map(|(p, q)| p.distance(*q))
-                // (not f64::max, which passes over a NaN)
-                .fold(0.0, |m, d| if d > m || d.is_nan() { d } else { m })
-        } else {
-            f64::INFINITY
-        };
-        // (false for a NaN drift, from a non-finite state: it searches anew)
-        let covered = reach + 2.0 * drift * (1.0 + 1e-9) + 1e-12 <= cache.reach;
-        if !covered {
-            let wider = reach + PAIR_CACHE_SLACK;
-            cache.pairs = self.pairs(y, triangles, wider);
-            cache.at.clear();
-            cache.at.extend_from_slice(y);
-            cache.reach = wider;
-        }
-        self.pairs_among(y, triangles, &cache.pairs, reach)
-    }
-
-    /// The pairs of `among` (in their order) within `reach` at `y`: the same pairs as
-    /// [`SelfContact::pairs`] gives when `among` holds every contact pair within `reach`
-    /// at `y` (pairs found within a wider reach of a state no vertex has since moved
-    /// far from), by the same test, without building a grid.
-    pub(crate) fn pairs_among(
-        &self,
-        y: &[DVec3],
-        triangles: &[[u32; 3]],
-        among: &[Pair],
-        reach: f64,
-    ) -> Vec<Pair> {
-        among
-            .iter()
-            .copied()
-            .filter(|&pair| self.pair_within(y, self.contact(pair, triangles), reach))
-            .collect()
     }
 
     /// The contact pairs at `y`: those of `candidates` (a superset, when given: pairs
@@ -508,9 +296,10 @@ impl SelfContact {
                     penalty(p.distance(q), area[v as usize], self).0
                 }
                 c @ Contact::Edges { .. } => {
-                    // (the distance first: most pairs lie beyond the margin)
+                    // (the boxes first: most pairs lie beyond the margin; the
+                    // distance itself is `pair_terms`')
                     let x = c.stencil().map(|w| y[w as usize]);
-                    if !segments_within(x, self.margin) {
+                    if !boxes_within(x, self.margin) {
                         0.0
                     } else {
                         match self.pair_terms(y, area, c, None) {
@@ -686,128 +475,6 @@ impl SelfContact {
     }
 }
 
-/// Most cells one triangle may be binned into; a triangle spread over more (a
-/// diverging state) is tested against every vertex instead.
-const MAX_TRIANGLE_CELLS: usize = 4096;
-
-/// Most cells of the search grid: a state spread wider (a diverging one) gets coarser
-/// cells, which costs time but not correctness.
-const MAX_GRID_CELLS: usize = 1 << 21;
-
-/// Items binned into a [`Grid`]'s cells, counting-sort style: cell c holds
-/// `entries[start[c]..start[c + 1]]`, in item order.
-struct Binned {
-    start: Vec<u32>,
-    entries: Vec<u32>,
-}
-
-impl Binned {
-    fn cell(&self, c: usize) -> &[u32] {
-        &self.entries[self.start[c] as usize..self.start[c + 1] as usize]
-    }
-}
-
-/// A uniform grid of cubic cells over a box: cell (i, j, k) holds points with
-/// `origin + h·(i, j, k) ≤ p < origin + h·(i + 1, j + 1, k + 1)`; points outside the box
-/// are clamped into its border cells.
-struct Grid {
-    origin: DVec3,
-    /// Cell edge, metres.
-    h: f64,
-    dims: [usize; 3],
-}
-
-impl Grid {
-    /// A grid of cells at least `h` wide over the finite points of `y`, or `None` when
-    /// none is finite.
-    fn new(y: &[DVec3], h: f64) -> Option<Self> {
-        let (lo, hi) =
-            y.iter()
-                .filter(|p| p.is_finite())
-                .fold(None, |acc: Option<(DVec3, DVec3)>, &p| match acc {
-                    None => Some((p, p)),
-                    Some((lo, hi)) => Some((lo.min(p), hi.max(p))),
-                })?;
-        let mut h = if h.is_finite() && h > 0.0 { h } else { 1.0 };
-        loop {
-            let n = ((hi - lo) / h).floor() + DVec3::ONE;
-            let cells = n.element_product();
-            if cells.is_finite() && cells <= MAX_GRID_CELLS as f64 {
-                return Some(Self {
-                    origin: lo,
-                    h,
-                    dims: [n.x as usize, n.y as usize, n.z as usize],
-                });
-            }
-            h *= 2.0;
-        }
-    }
-
-    fn cells(&self) -> usize {
-        self.dims.iter().product()
-    }
-
-    fn coords(&self, p: DVec3) -> [usize; 3] {
-        let c = ((p - self.origin) / self.h).floor();
-        // clamped into the grid (`as` saturates a huge value; NaN.max(0) is 0)
-        let at = |x: f64, n: usize| (x.max(0.0) as usize).min(n - 1);
-        [
-            at(c.x, self.dims[0]),
-            at(c.y, self.dims[1]),
-            at(c.z, self.dims[2]),
-        ]
-    }
-
-    fn cell_of(&self, p: DVec3) -> usize {
-        let [i, j, k] = self.coords(p);
-        (i * self.dims[1] + j) * self.dims[2] + k
-    }
-
-    /// The cell range covering the box `lo..hi`, or `None` if it is not finite or spans
-    /// more than [`MAX_TRIANGLE_CELLS`] cells.
-    fn span(&self, lo: DVec3, hi: DVec3) -> Option<[[usize; 3]; 2]> {
-        if !(lo.is_finite() && hi.is_finite()) {
-            return None;
-        }
-        let (a, b) = (self.coords(lo), self.coords(hi));
-        let cells: usize = (0..3).map(|i| b[i] - a[i] + 1).product();
-        (cells <= MAX_TRIANGLE_CELLS).then_some([a, b])
-    }
-
-    /// Item i binned into the cells of `spans[i]` (none where it is `None`).
-    fn bin(&self, spans: &[Option<[[usize; 3]; 2]>]) -> Binned {
-        let mut start = vec![0u32; self.cells() + 1];
-        for &[lo, hi] in spans.iter().flatten() {
-            self.for_each_cell(lo, hi, |cell| start[cell + 1] += 1);
-        }
-        for i in 1..start.len() {
-            start[i] += start[i - 1];
-        }
-        let mut fill = start.clone();
-        let mut entries = vec![0u32; start[self.cells()] as usize];
-        for (i, span) in spans.iter().enumerate() {
-            if let Some([lo, hi]) = *span {
-                self.for_each_cell(lo, hi, |cell| {
-                    entries[fill[cell] as usize] = i as u32;
-                    fill[cell] += 1;
-                });
-            }
-        }
-        Binned { start, entries }
-    }
-
-    fn for_each_cell(&self, lo: [usize; 3], hi: [usize; 3], mut f: impl FnMut(usize)) {
-        for i in lo[0]..=hi[0] {
-            for j in lo[1]..=hi[1] {
-                let row = (i * self.dims[1] + j) * self.dims[2];
-                for k in lo[2]..=hi[2] {
-                    f(row + k);
-                }
-            }
-        }
-    }
-}
-
 /// `h` (a symmetric 12×12 matrix as 4×4 blocks) with its negative eigenvalues set to
 /// zero.
 fn project_psd(h: &mut [[DMat3; 4]; 4]) {
@@ -835,57 +502,6 @@ fn project_psd(h: &mut [[DMat3; 4]; 4]) {
             }));
         }
     }
-}
-
-/// Whether the segments (x₀, x₁) and (x₂, x₃) are closer than `reach` (metres): their
-/// boxes first, then their nearest points (the edge–edge test of every pair search).
-fn segments_within(x: [DVec3; 4], reach: f64) -> bool {
-    let outside = (x[0].min(x[1]) - x[2].max(x[3]))
-        .max(x[2].min(x[3]) - x[0].max(x[1]))
-        .max(DVec3::ZERO);
-    if outside.length_squared() >= reach * reach {
-        return false;
-    }
-    segment_gap(x) < reach
-}
-
-/// Distance between the segments (x₀, x₁) and (x₂, x₃), metres (infinite for a
-/// degenerate or non-finite one).
-fn segment_gap(x: [DVec3; 4]) -> f64 {
-    match segment_closest(x[0], x[1], x[2], x[3]) {
-        Some((s, t, _, _)) => x[0].lerp(x[1], s).distance(x[2].lerp(x[3], t)),
-        None => f64::INFINITY,
-    }
-}
-
-/// Whether the point `p` is closer than `reach` (metres) to the triangle `[a, b, c]`:
-/// the triangle's box first (most of a grid cell's triangles are out of reach), then
-/// its nearest point. The one test of every pair search, so that searches agree.
-fn within(p: DVec3, [a, b, c]: [DVec3; 3], reach: f64) -> bool {
-    let outside = (a.min(b).min(c) - p)
-        .max(p - a.max(b).max(c))
-        .max(DVec3::ZERO);
-    if outside.length_squared() >= reach * reach {
-        return false;
-    }
-    let (q, _, _) = closest_on_triangle_f64(p, a, b, c);
-    p.distance_squared(q) < reach * reach
-}
-
-/// The union of two ascending lists without repeats, ascending.
-fn merged<'a>(a: &'a [u32], b: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
-    let (mut i, mut j) = (0, 0);
-    std::iter::from_fn(move || {
-        let (x, y) = (a.get(i).copied(), b.get(j).copied());
-        let next = match (x, y) {
-            (Some(x), Some(y)) => x.min(y),
-            (Some(v), None) | (None, Some(v)) => v,
-            (None, None) => return None,
-        };
-        i += usize::from(x == Some(next));
-        j += usize::from(y == Some(next));
-        Some(next)
-    })
 }
 
 /// When (as a share of the step, in [0, 1]) vertex `v` passes through the triangle

@@ -84,21 +84,24 @@ pub(crate) fn edge_distance(x: [DVec3; 4], hessian: bool) -> Option<PairDistance
 }
 
 /// x = |u × v|² of the edges u = b − a, v = d − c, with its gradient over (a, b, c, d)
-/// and its Hessian (`hess[i][j]` = ∂²x/∂q_i∂q_j).
-pub(crate) fn cross_norm2(x: [DVec3; 4]) -> (f64, [DVec3; 4], [[DMat3; 4]; 4]) {
+/// and (with `hessian`; zero otherwise) its Hessian (`hess[i][j]` = ∂²x/∂q_i∂q_j).
+pub(crate) fn cross_norm2(x: [DVec3; 4], hessian: bool) -> (f64, [DVec3; 4], [[DMat3; 4]; 4]) {
     let (u, v) = (x[1] - x[0], x[3] - x[2]);
     let (aa, bb, cc) = (u.dot(u), u.dot(v), v.dot(v));
     let val = aa * cc - bb * bb;
     let gu = u * (2.0 * cc) - v * (2.0 * bb);
     let gv = v * (2.0 * aa) - u * (2.0 * bb);
+    let grad = [-gu, gu, -gv, gv];
+    let mut hess = [[DMat3::ZERO; 4]; 4];
+    if !hessian {
+        return (val, grad, hess);
+    }
     let huu = DMat3::from_diagonal(DVec3::splat(2.0 * cc)) - outer(v, v) * 2.0;
     let hvv = DMat3::from_diagonal(DVec3::splat(2.0 * aa)) - outer(u, u) * 2.0;
     // (∂²x/∂u_i∂v_j) = 4 u_i v_j − 2 v_i u_j − 2 (u·v) δ_ij
     let huv = outer(u, v) * 4.0 - outer(v, u) * 2.0 - DMat3::from_diagonal(DVec3::splat(2.0 * bb));
     // q = (a, b, c, d): u = b − a, v = d − c
     let sign = [-1.0, 1.0, -1.0, 1.0];
-    let grad = [-gu, gu, -gv, gv];
-    let mut hess = [[DMat3::ZERO; 4]; 4];
     for i in 0..4 {
         for j in 0..4 {
             let block = match (i < 2, j < 2) {
