@@ -9,7 +9,7 @@ use glam::DVec3;
 
 use super::cloth::Cloth;
 use super::contact::Collider;
-use super::self_contact::PairCache;
+use super::self_contact::{PairCache, relative_move};
 use super::sparse::FactorError;
 
 /// Why a solve failed.
@@ -241,15 +241,15 @@ impl Cloth {
                     dir.iter_mut().for_each(|d| *d *= s);
                 }
                 // garment triangles a vertex could reach in this step (no vertex moves
-                // farther than `step`, so no pair's distance changes by more than twice
-                // that): no step may carry a vertex through one of them, and the
+                // farther than `step` from the common part of all the moves, so no pair's
+                // distance changes by more than twice that): no step may carry a vertex through one of them, and the
                 // self-contact energy of every state the line search tries is among them
                 // (the slack, relative and 1 pm, covers rounding in the moves and the
                 // distances; pairs beyond the margin have no energy and a pair beyond
                 // the step's reach cannot cross, so it changes no result)
-                let step = (0..n)
-                    .map(|v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]).length())
-                    .fold(0.0, f64::max);
+                let step = relative_move(n, |v| {
+                    DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2])
+                });
                 let near = if self.self_contact.is_some() && step.is_finite() {
                     self.self_contact_pairs_cached(
                         y,

@@ -15,8 +15,8 @@ use super::{Contact, EDGE_PAIR, Pair, SelfContact};
 const PAIR_CACHE_SLACK: f64 = 0.002;
 
 /// Pairs found within a wider reach than was asked, with the positions they were found
-/// at. A pair's distance changes by at most twice the longest vertex move, so when every
-/// vertex has moved at most `drift` since, the pairs within `reach` are among these if
+/// at. A pair's distance changes by at most twice the longest vertex move relative to
+/// the others ([`relative_move`]), so when that is at most `drift` since, the pairs within `reach` are among these if
 /// they were found within reach + 2·drift, and filtering them by the search's own test
 /// gives the same pairs in the same order as a new search, without building its grid.
 /// Newton's iterations search the margin and each step's reach many times over a state
@@ -186,11 +186,7 @@ impl SelfContact {
         cache: &mut PairCache,
     ) -> Vec<Pair> {
         let drift = if cache.at.len() == y.len() {
-            y.iter()
-                .zip(&cache.at)
-                .map(|(p, q)| p.distance(*q))
-                // (not f64::max, which passes over a NaN)
-                .fold(0.0, |m, d| if d > m || d.is_nan() { d } else { m })
+            relative_move(y.len(), |v| y[v] - cache.at[v])
         } else {
             f64::INFINITY
         };
@@ -223,6 +219,26 @@ impl SelfContact {
             .filter(|&pair| self.pair_within(y, self.contact(pair, triangles), reach))
             .collect()
     }
+}
+
+/// How far vertex v's move `moves(v)` (metres; v < `n`) strays from the common part of
+/// all the moves: the largest distance of a move from the centre of the moves' box.
+/// Moving every vertex by one vector changes no pair's distance, so when each vertex
+/// moves by `moves(v)` no pair's distance changes by more than twice this (the bound
+/// the searches need: a cloth falling or carried as a whole moves far but bends
+/// little). Not finite when a move is not (0 for no vertices).
+pub(crate) fn relative_move(n: usize, moves: impl Fn(usize) -> DVec3) -> f64 {
+    let (mut lo, mut hi) = (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY));
+    for v in 0..n {
+        let m = moves(v);
+        lo = lo.min(m);
+        hi = hi.max(m);
+    }
+    let centre = (lo + hi) * 0.5;
+    (0..n)
+        .map(|v| moves(v).distance(centre))
+        // (not f64::max, which passes over a NaN)
+        .fold(0.0, |m, d| if d > m || d.is_nan() { d } else { m })
 }
 
 /// Most cells one triangle may be binned into; a triangle spread over more (a

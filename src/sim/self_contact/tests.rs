@@ -371,26 +371,29 @@ proptest::proptest! {
         );
     }
 
-    /// After a move of at most `step` per vertex, the pairs within the margin are
-    /// exactly those of the pairs within margin + 2·step before it (the search each
-    /// Newton iteration reuses from its last step), in the same order.
+    /// After a move that strays at most `step` per vertex from a common shift, the
+    /// pairs within the margin are exactly those of the pairs within margin + 2·r
+    /// before it, r the move's [`relative_move`] (the search each Newton iteration reuses from its last step), in the
+    /// same order.
     #[test]
     fn a_steps_pairs_hold_every_pair_within_the_margin_after_it(
         offsets in proptest::collection::vec((-0.02f64..0.02, -0.02f64..0.02, -0.02f64..0.02), 64),
         moves in proptest::collection::vec((-1.0f64..1.0, -1.0f64..1.0, -1.0f64..1.0), 64),
+        shift in (-0.05f64..0.05, -0.05f64..0.05, -0.05f64..0.05),
         squash in 0.05f64..1.0,
         step in 0.0f64..0.01,
         alpha in 0.0f64..1.0,
     ) {
         let (sc, _, triangles, y) = crumpled_sheet(&offsets, squash);
         let margin = sc.margin;
-        // moves of length at most `step`, the longest exactly `step`, taken `alpha` of
-        // the way as a line search does
+        // a shift (which changes no distance, often farther than the margin) plus moves
+        // of length at most `step`, taken `alpha` of the way as a line search does
+        let shift = DVec3::new(shift.0, shift.1, shift.2);
         let dir: Vec<DVec3> = moves
             .iter()
-            .map(|m| DVec3::new(m.0, m.1, m.2).clamp_length_max(1.0) * step)
+            .map(|m| shift + DVec3::new(m.0, m.1, m.2).clamp_length_max(1.0) * step)
             .collect();
-        let longest = dir.iter().map(|d| d.length()).fold(0.0, f64::max);
+        let longest = relative_move(dir.len(), |v| dir[v]);
         let moved: Vec<DVec3> = y.iter().zip(&dir).map(|(p, d)| *p + *d * alpha).collect();
         let near = sc.pairs(&y, &triangles, margin + 2.0 * longest * (1.0 + 1e-9) + 1e-12);
         let reused = sc.pairs_among(&moved, &triangles, &near, margin);
@@ -404,13 +407,18 @@ proptest::proptest! {
     }
 
     /// A cache of pairs answers a run of searches of varying reach over a state moving
-    /// by steps of varying length (at times farther than its slack, at times by a
-    /// non-finite vertex) with exactly the pairs a new search finds each time.
+    /// by shifts and steps of varying length (at times farther than its slack, at times
+    /// by a non-finite vertex) with exactly the pairs a new search finds each time.
     #[test]
     fn the_pair_cache_answers_as_a_new_search_does(
         offsets in proptest::collection::vec((-0.02f64..0.02, -0.02f64..0.02, -0.02f64..0.02), 64),
         moves in proptest::collection::vec(
-            (proptest::collection::vec((-1.0f64..1.0, -1.0f64..1.0, -1.0f64..1.0), 64), 0.0f64..0.003, 0.001f64..0.01),
+            (
+                proptest::collection::vec((-1.0f64..1.0, -1.0f64..1.0, -1.0f64..1.0), 64),
+                0.0f64..0.003,
+                0.001f64..0.01,
+                (-0.05f64..0.05, -0.05f64..0.05, -0.05f64..0.05),
+            ),
             1..8,
         ),
         squash in 0.05f64..1.0,
@@ -418,9 +426,11 @@ proptest::proptest! {
     ) {
         let (sc, rest, triangles, mut y) = crumpled_sheet(&offsets, squash);
         let mut cache = PairCache::default();
-        for (k, (dirs, step, reach)) in moves.iter().enumerate() {
+        for (k, (dirs, step, reach, shift)) in moves.iter().enumerate() {
+            // (the shift, common to all vertices, is often farther than the slack)
+            let shift = DVec3::new(shift.0, shift.1, shift.2);
             for (p, d) in y.iter_mut().zip(dirs) {
-                *p += DVec3::new(d.0, d.1, d.2).clamp_length_max(1.0) * *step;
+                *p += shift + DVec3::new(d.0, d.1, d.2).clamp_length_max(1.0) * *step;
             }
             if let Some((at, v)) = broken {
                 if at == k {
@@ -733,4 +743,27 @@ fn an_edge_through_an_edge_is_a_contact_and_a_step_through_it_a_crossing() {
     assert!(held > 0);
     assert_eq!(self_intersections(&to, &triangles), 0);
     assert!(!sc.crossing(&y, &to, &triangles, &near));
+}
+
+/// A common shift is no move at all; the bound is the largest distance from the centre
+/// of the moves' box; a move that is not finite gives a bound that is not finite (so
+/// the cache searches anew and a step bounds nothing).
+#[test]
+fn the_relative_move_leaves_out_the_common_shift() {
+    let shift = DVec3::new(0.3, -2.0, 5.0);
+    let same = [shift; 5];
+    assert_eq!(relative_move(same.len(), |v| same[v]), 0.0);
+    let moves = [
+        shift + DVec3::new(0.01, 0.0, 0.0),
+        shift - DVec3::new(0.01, 0.0, 0.0),
+        shift + DVec3::new(0.0, 0.004, 0.0),
+    ];
+    let r = relative_move(moves.len(), |v| moves[v]);
+    // box centre: shift + (0, 0.002, 0); farthest: the x moves at √(0.01² + 0.002²)
+    assert!((r - (0.01f64.powi(2) + 0.002f64.powi(2)).sqrt()).abs() < 1e-12, "{r}");
+    assert_eq!(relative_move(0, |_| DVec3::ZERO), 0.0);
+    for bad in [f64::NAN, f64::INFINITY] {
+        let broken = [DVec3::ZERO, DVec3::new(bad, 0.0, 0.0), DVec3::ONE];
+        assert!(!relative_move(broken.len(), |v| broken[v]).is_finite(), "{bad}");
+    }
 }
