@@ -53,14 +53,11 @@ pub struct SimParams {
     /// fades out as |u × v|² falls below c·|u₀|²·|v₀|² (u, v the edges, u₀, v₀ as
     /// modelled), where the edges turn parallel, their nearest points stop being unique
     /// and the vertex–triangle pairs at their ends hold the layers apart (IPC, Li et al.
-    /// 2020, Eq. 23–24, whose default is 1e-3, about 1.8°). The default here is 1e-5
-    /// (0.18°): with 1e-3 the mollifier's pull towards parallel, strong where the
-    /// barrier is, made the default T-shirt's rest drape take 305 Newton iterations
-    /// instead of 123 (measured while the pairs' Hessian was still the Gauss–Newton
-    /// part, before it was projected as IPC projects it). With the projected Hessian
-    /// 1e-3 drapes as well as 1e-5 (rest 123 iterations against 125, walking 309 against
-    /// 305), so the paper's value could come back with the next rebake of the default
-    /// database.
+    /// 2020, Eq. 23–24; its default 1e-3 is about 1.8°). With the pairs' Hessian
+    /// projected as IPC projects it, the paper's value drapes the default T-shirt as
+    /// well as 1e-5 did (sim REVISION 6's default, needed while that Hessian was only
+    /// its Gauss–Newton part: then 1e-3 took the rest drape 305 Newton iterations
+    /// instead of 123).
     #[serde(skip_serializing_if = "is_default_self_contact_parallel")]
     pub self_contact_parallel: f64,
     /// Friction coefficient between cloth and body (SOR §7: 0.3). Used when a garment is
@@ -117,7 +114,7 @@ impl Default for SimParams {
             contact_stiffness: 1e5,
             self_contact_margin: 0.0,
             self_contact_stiffness: 1e5,
-            self_contact_parallel: 1e-5,
+            self_contact_parallel: 1e-3,
             friction: 0.3,
             friction_slip: 0.001,
             tolerance: 1e-2,

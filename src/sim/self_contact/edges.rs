@@ -10,7 +10,7 @@
 //! with the area the edges carry ([`edge_area`]), and m a mollifier of
 //! x = |u × v|² (u, v the edge vectors) that fades the pair out as the edges turn
 //! parallel, m(x) = (2 − x/εₓ)·x/εₓ below εₓ = c·|u₀|²·|v₀|² (rest lengths, c =
-//! `SimParams::self_contact_parallel`, 1e-5 where IPC has 1e-3; its doc says why) and 1
+//! `SimParams::self_contact_parallel`, IPC's 1e-3 by default) and 1
 //! above: there the nearest points of the two segments jump along them, d has no
 //! Hessian, and the vertex–triangle pairs at the edges' ends already hold the two
 //! layers apart.
