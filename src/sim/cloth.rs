@@ -325,6 +325,21 @@ impl Cloth {
         }
     }
 
+    /// The pairs of `among` that moves of at most `moved[v]` per vertex from a common
+    /// shift could bring within `margin` ([`SelfContact::pairs_reaching`]).
+    pub(crate) fn self_contact_pairs_reaching(
+        &self,
+        y: &[DVec3],
+        among: &[Pair],
+        margin: f64,
+        moved: &[f64],
+    ) -> Vec<Pair> {
+        match &self.self_contact {
+            Some(sc) => sc.pairs_reaching(y, &self.triangles, among, margin, moved),
+            None => Vec::new(),
+        }
+    }
+
     /// Whether the straight step from `from` to `to` carries a vertex through one of the
     /// triangles in `candidates` (pairs from [`Cloth::self_contact_pairs`] at `from`).
     pub(crate) fn self_crossing(&self, from: &[DVec3], to: &[DVec3], candidates: &[Pair]) -> bool {

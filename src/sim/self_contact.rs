@@ -48,7 +48,9 @@ use edges::{
     cross_norm2, edge_area, edge_crossing_time, edge_distance, mollifier, segment_closest,
 };
 pub use intersections::self_intersections;
-pub(crate) use search::{PairCache, relative_move};
+pub(crate) use search::{PairCache, relative_moves};
+#[cfg(test)]
+use search::relative_move;
 use search::{boxes_within, segment_gap, segments_within};
 
 /// A contact pair within reach: a vertex–triangle pair as (vertex index, triangle

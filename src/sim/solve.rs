@@ -9,7 +9,7 @@ use glam::DVec3;
 
 use super::cloth::Cloth;
 use super::contact::Collider;
-use super::self_contact::{PairCache, relative_move};
+use super::self_contact::{PairCache, relative_moves};
 use super::sparse::FactorError;
 
 /// Why a solve failed.
@@ -175,6 +175,8 @@ impl Cloth {
         // self-contact pairs found within a wider reach, reused while the cloth moves
         // less than that (the same pairs as a new search)
         let mut pair_cache = PairCache::default();
+        // per vertex, how far a step moves it from the step's common shift
+        let mut moved = Vec::with_capacity(n);
         for it in 0..self.params.max_iterations {
             // the self-contact pairs within the margin: the gradient's and the Hessian's
             // (each step's own, within its reach, are found once its length is known)
@@ -247,15 +249,19 @@ impl Cloth {
                 // (the slack, relative and 1 pm, covers rounding in the moves and the
                 // distances; pairs beyond the margin have no energy and a pair beyond
                 // the step's reach cannot cross, so it changes no result)
-                let step = relative_move(n, |v| {
-                    DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2])
-                });
+                let step = relative_moves(
+                    n,
+                    |v| DVec3::new(dir[3 * v], dir[3 * v + 1], dir[3 * v + 2]),
+                    &mut moved,
+                );
+                // (and of those, only the pairs whose own vertices move far enough)
                 let near = if self.self_contact.is_some() && step.is_finite() {
-                    self.self_contact_pairs_cached(
+                    let within = self.self_contact_pairs_cached(
                         y,
                         margin + 2.0 * step * (1.0 + 1e-9) + 1e-12,
                         &mut pair_cache,
-                    )
+                    );
+                    self.self_contact_pairs_reaching(y, &within, margin, &moved)
                 } else {
                     Vec::new()
                 };

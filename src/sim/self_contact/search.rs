@@ -219,6 +219,39 @@ impl SelfContact {
             .filter(|&pair| self.pair_within(y, self.contact(pair, triangles), reach))
             .collect()
     }
+
+    /// The pairs of `among` (in their order) that a move of vertex v by at most
+    /// `moved[v]` from a common shift ([`relative_moves`]) could bring within `margin`,
+    /// or through each other: those closer at `y` than `margin` plus the most one side of
+    /// the pair moves plus the most the other side does (a point of a triangle or an
+    /// edge moves no farther than its farthest corner). A Newton step's pairs: the
+    /// global bound, twice the farthest move, takes in pairs of cloth that hardly moves
+    /// wherever one vertex moves far. `among` must hold every pair within that global
+    /// bound (as [`SelfContact::pairs_among`]).
+    pub(crate) fn pairs_reaching(
+        &self,
+        y: &[DVec3],
+        triangles: &[[u32; 3]],
+        among: &[Pair],
+        margin: f64,
+        moved: &[f64],
+    ) -> Vec<Pair> {
+        let most = |w: &[u32]| w.iter().map(|&w| moved[w as usize]).fold(0.0, nan_max);
+        among
+            .iter()
+            .copied()
+            .filter(|&pair| {
+                let c = self.contact(pair, triangles);
+                let sides = match c {
+                    Contact::Vertex { v, tri } => most(&[v]) + most(&tri),
+                    Contact::Edges { e, f, .. } => most(&e) + most(&f),
+                };
+                // (the slack as for the global bound; a NaN move keeps the pair)
+                let reach = margin + sides * (1.0 + 1e-9) + 1e-12;
+                reach.is_nan() || self.pair_within(y, c, reach)
+            })
+            .collect()
+    }
 }
 
 /// How far vertex v's move `moves(v)` (metres; v < `n`) strays from the common part of
@@ -228,17 +261,43 @@ impl SelfContact {
 /// the searches need: a cloth falling or carried as a whole moves far but bends
 /// little). Not finite when a move is not (0 for no vertices).
 pub(crate) fn relative_move(n: usize, moves: impl Fn(usize) -> DVec3) -> f64 {
+    let centre = common_shift(n, &moves);
+    (0..n)
+        .map(|v| moves(v).distance(centre))
+        .fold(0.0, nan_max)
+}
+
+/// [`relative_move`], with each vertex's own distance from the common shift into `out`
+/// (cleared first; metres, one per vertex): a pair's distance changes by at most the
+/// largest of its one side's plus the largest of its other side's
+/// ([`SelfContact::pairs_reaching`]).
+pub(crate) fn relative_moves(
+    n: usize,
+    moves: impl Fn(usize) -> DVec3,
+    out: &mut Vec<f64>,
+) -> f64 {
+    let centre = common_shift(n, &moves);
+    out.clear();
+    out.extend((0..n).map(|v| moves(v).distance(centre)));
+    out.iter().copied().fold(0.0, nan_max)
+}
+
+/// The centre of the box of the moves (NaN components ignored, as `min`/`max` do;
+/// a move that is not finite still shows in its own distance from it).
+fn common_shift(n: usize, moves: &impl Fn(usize) -> DVec3) -> DVec3 {
     let (mut lo, mut hi) = (DVec3::splat(f64::INFINITY), DVec3::splat(f64::NEG_INFINITY));
     for v in 0..n {
         let m = moves(v);
         lo = lo.min(m);
         hi = hi.max(m);
     }
-    let centre = (lo + hi) * 0.5;
-    (0..n)
-        .map(|v| moves(v).distance(centre))
-        // (not f64::max, which passes over a NaN)
-        .fold(0.0, |m, d| if d > m || d.is_nan() { d } else { m })
+    (lo + hi) * 0.5
+}
+
+/// The larger of `m` and `d`, or NaN if `d` is (not `f64::max`, which passes over a
+/// NaN).
+fn nan_max(m: f64, d: f64) -> f64 {
+    if d > m || d.is_nan() { d } else { m }
 }
 
 /// Most cells one triangle may be binned into; a triangle spread over more (a

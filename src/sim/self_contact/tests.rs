@@ -373,8 +373,10 @@ proptest::proptest! {
 
     /// After a move that strays at most `step` per vertex from a common shift, the
     /// pairs within the margin are exactly those of the pairs within margin + 2·r
-    /// before it, r the move's [`relative_move`] (the search each Newton iteration reuses from its last step), in the
-    /// same order.
+    /// before it, r the move's [`relative_move`] (the search each Newton iteration
+    /// reuses from its last step), in the same order, and so are those of
+    /// [`SelfContact::pairs_reaching`] (each pair's own bound); both see the same
+    /// crossings.
     #[test]
     fn a_steps_pairs_hold_every_pair_within_the_margin_after_it(
         offsets in proptest::collection::vec((-0.02f64..0.02, -0.02f64..0.02, -0.02f64..0.02), 64),
@@ -393,16 +395,28 @@ proptest::proptest! {
             .iter()
             .map(|m| shift + DVec3::new(m.0, m.1, m.2).clamp_length_max(1.0) * step)
             .collect();
-        let longest = relative_move(dir.len(), |v| dir[v]);
+        let mut each = Vec::new();
+        let longest = relative_moves(dir.len(), |v| dir[v], &mut each);
+        proptest::prop_assert_eq!(longest, relative_move(dir.len(), |v| dir[v]));
         let moved: Vec<DVec3> = y.iter().zip(&dir).map(|(p, d)| *p + *d * alpha).collect();
         let near = sc.pairs(&y, &triangles, margin + 2.0 * longest * (1.0 + 1e-9) + 1e-12);
-        let reused = sc.pairs_among(&moved, &triangles, &near, margin);
+        // and of those, the pairs each within its own vertices' moves
+        let reaching = sc.pairs_reaching(&y, &triangles, &near, margin, &each);
         let searched = sc.pairs(&moved, &triangles, margin);
-        proptest::prop_assert!(
-            reused == searched,
-            "{} pairs reused, {} searched",
-            reused.len(),
-            searched.len()
+        for (what, among) in [("global", &near), ("per pair", &reaching)] {
+            let reused = sc.pairs_among(&moved, &triangles, among, margin);
+            proptest::prop_assert!(
+                reused == searched,
+                "{}: {} pairs reused, {} searched",
+                what,
+                reused.len(),
+                searched.len()
+            );
+        }
+        // a step through the cloth is seen among either
+        proptest::prop_assert_eq!(
+            sc.crossing(&y, &moved, &triangles, &near),
+            sc.crossing(&y, &moved, &triangles, &reaching)
         );
     }
 
@@ -761,6 +775,13 @@ fn the_relative_move_leaves_out_the_common_shift() {
     let r = relative_move(moves.len(), |v| moves[v]);
     // box centre: shift + (0, 0.002, 0); farthest: the x moves at √(0.01² + 0.002²)
     assert!((r - (0.01f64.powi(2) + 0.002f64.powi(2)).sqrt()).abs() < 1e-12, "{r}");
+    let mut each = vec![1.0; 7];
+    assert_eq!(relative_moves(moves.len(), |v| moves[v], &mut each), r);
+    let x = (0.01f64.powi(2) + 0.002f64.powi(2)).sqrt();
+    for (got, want) in each.iter().zip([x, x, 0.002]) {
+        assert!((got - want).abs() < 1e-12, "{each:?}");
+    }
+    assert_eq!(each.len(), 3);
     assert_eq!(relative_move(0, |_| DVec3::ZERO), 0.0);
     for bad in [f64::NAN, f64::INFINITY] {
         let broken = [DVec3::ZERO, DVec3::new(bad, 0.0, 0.0), DVec3::ONE];
