@@ -32,10 +32,11 @@ pub use sparse::FactorError;
 /// that hold its neighbours too; 5: a carried prediction may not bring a vertex much
 /// closer to a triangle, as a Newton step may not; 6: two edges are a self-contact pair
 /// too; 7: [`SimParams::self_contact_parallel`]'s default is IPC's 1e-3, not 1e-5,
-/// and records leave a default value out, so the old default would read as the new),
-/// so that what is cached from its
+/// and records leave a default value out, so the old default would read as the new;
+/// 8: a vertex's crossing of a triangle is placed by bisection, not by interpolating
+/// its height linearly), so that what is cached from its
 /// results, the default database and kept ground truths, is simulated afresh.
-pub const REVISION: u32 = 7;
+pub const REVISION: u32 = 8;
 
 #[cfg(test)]
 mod drape_tests;
