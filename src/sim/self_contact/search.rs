@@ -236,18 +236,13 @@ impl SelfContact {
         margin: f64,
         moved: &[f64],
     ) -> Vec<Pair> {
-        let most = |w: &[u32]| w.iter().map(|&w| moved[w as usize]).fold(0.0, nan_max);
         among
             .iter()
             .copied()
             .filter(|&pair| {
                 let c = self.contact(pair, triangles);
-                let sides = match c {
-                    Contact::Vertex { v, tri } => most(&[v]) + most(&tri),
-                    Contact::Edges { e, f, .. } => most(&e) + most(&f),
-                };
-                // (the slack as for the global bound; a NaN move keeps the pair)
-                let reach = margin + sides * (1.0 + 1e-9) + 1e-12;
+                // (a NaN move keeps the pair)
+                let reach = pair_reach(c, margin, moved);
                 reach.is_nan() || self.pair_within(y, c, reach)
             })
             .collect()
@@ -292,6 +287,34 @@ fn common_shift(n: usize, moves: &impl Fn(usize) -> DVec3) -> DVec3 {
         hi = hi.max(m);
     }
     (lo + hi) * 0.5
+}
+
+/// How close a pair must be for moves of at most `moved[v]` per vertex from a common
+/// shift (metres, [`relative_moves`]) to bring it within `margin`, or through itself:
+/// the margin plus the farthest move of one side plus that of the other (a point of a
+/// triangle or an edge moves no farther than its farthest corner), with the slack of
+/// the global bound for rounding. NaN if a move is.
+pub(super) fn pair_reach(c: Contact, margin: f64, moved: &[f64]) -> f64 {
+    let most = |w: &[u32]| w.iter().map(|&w| moved[w as usize]).fold(0.0, nan_max);
+    let sides = match c {
+        Contact::Vertex { v, tri } => most(&[v]) + most(&tri),
+        Contact::Edges { e, f, .. } => most(&e) + most(&f),
+    };
+    margin + sides * (1.0 + 1e-9) + 1e-12
+}
+
+/// A lower bound of a pair's distance at its stencil's points `x`, metres: the gap
+/// between the vertex and the triangle's box, or between the two edges' boxes.
+pub(super) fn box_gap(c: Contact, x: [DVec3; 4]) -> f64 {
+    let outside = match c {
+        Contact::Vertex { .. } => {
+            (x[1].min(x[2]).min(x[3]) - x[0]).max(x[0] - x[1].max(x[2]).max(x[3]))
+        }
+        Contact::Edges { .. } => {
+            (x[0].min(x[1]) - x[2].max(x[3])).max(x[2].min(x[3]) - x[0].max(x[1]))
+        }
+    };
+    outside.max(DVec3::ZERO).length()
 }
 
 /// The larger of `m` and `d`, or NaN if `d` is (not `f64::max`, which passes over a

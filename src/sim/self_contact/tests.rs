@@ -322,7 +322,7 @@ fn pairs_by_brute_force(
 /// The 8×8 sheet with a 3 mm margin, crumpled: squashed by `squash` towards the origin
 /// and each vertex moved by its offset (metres). Returns the model, its rest positions,
 /// triangles and the crumpled state.
-fn crumpled_sheet(
+pub(super) fn crumpled_sheet(
     offsets: &[(f64, f64, f64)],
     squash: f64,
 ) -> (SelfContact, Vec<DVec3>, Vec<[u32; 3]>, Vec<DVec3>) {
