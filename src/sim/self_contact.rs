@@ -46,6 +46,7 @@ mod intersections;
 mod search;
 use edges::{
     cross_norm2, edge_area, edge_crossing_time, edge_distance, mollifier, segment_closest,
+    sign_change,
 };
 pub use intersections::self_intersections;
 pub(crate) use search::{PairCache, relative_moves};
@@ -560,17 +561,7 @@ fn crossing_time(from: &[DVec3], to: &[DVec3], tri: [u32; 3], v: u32) -> Option<
         return None;
     }
     let at = |s: f64| x.map(|w| from[w as usize].lerp(to[w as usize], s));
-    let (mut lo, mut hi) = (0.0, 1.0);
-    for _ in 0..48 {
-        let mid = 0.5 * (lo + hi);
-        let hm = height(at(mid));
-        if (hm < 0.0) == (h0 < 0.0) && hm != 0.0 {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let s = 0.5 * (lo + hi);
+    let s = sign_change(|s| height(at(s)), h0);
     let [p, a, b, c] = at(s);
     let n = (b - a).cross(c - a);
     let nn = n.length_squared();

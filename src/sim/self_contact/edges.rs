@@ -141,6 +141,22 @@ fn volume([a, b, c, d]: [DVec3; 4]) -> f64 {
     (b - a).cross(c - a).dot(d - a)
 }
 
+/// Where in [0, 1] `f` changes sign, by 48 bisections from `f(0) = f0` (the other end
+/// of the opposite sign or zero): the middle of the last bracket.
+pub(super) fn sign_change(f: impl Fn(f64) -> f64, f0: f64) -> f64 {
+    let (mut lo, mut hi) = (0.0, 1.0);
+    for _ in 0..48 {
+        let mid = 0.5 * (lo + hi);
+        let fm = f(mid);
+        if (fm < 0.0) == (f0 < 0.0) && fm != 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    0.5 * (lo + hi)
+}
+
 /// When (as a share of the step, in [0, 1]) the edges `x` pass through each other while
 /// every vertex moves linearly from `from` to `to` (`x` indexes both): their volume
 /// changes sign over the step, and where it is zero (found by bisection) the two lines
@@ -152,17 +168,7 @@ pub(crate) fn edge_crossing_time(from: &[DVec3], to: &[DVec3], x: [u32; 4]) -> O
     if (v0 * v1).is_nan() || v0 * v1 > 0.0 || (v0 == 0.0 && v1 == 0.0) {
         return None;
     }
-    let (mut lo, mut hi) = (0.0, 1.0);
-    for _ in 0..48 {
-        let mid = 0.5 * (lo + hi);
-        let vm = volume(at(mid));
-        if (vm < 0.0) == (v0 < 0.0) && vm != 0.0 {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let s = 0.5 * (lo + hi);
+    let s = sign_change(|s| volume(at(s)), v0);
     let [a, b, c, d] = at(s);
     // where the two lines come nearest (they meet, up to the bisection's width)
     let (u, v, r0) = (b - a, d - c, a - c);
