@@ -325,17 +325,19 @@ impl Cloth {
         }
     }
 
-    /// The pairs of `among` that moves of at most `moved[v]` per vertex from a common
-    /// shift could bring within `margin` ([`SelfContact::pairs_reaching`]).
+    /// The pairs that moves of at most `moved[v]` per vertex from a common shift could
+    /// bring within `margin`, answered from `cache` (`reach`: the moves' global bound;
+    /// [`SelfContact::pairs_cached_reaching`]).
     pub(crate) fn self_contact_pairs_reaching(
         &self,
         y: &[DVec3],
-        among: &[Pair],
+        reach: f64,
+        cache: &mut PairCache,
         margin: f64,
         moved: &[f64],
     ) -> Vec<Pair> {
         match &self.self_contact {
-            Some(sc) => sc.pairs_reaching(y, &self.triangles, among, margin, moved),
+            Some(sc) => sc.pairs_cached_reaching(y, &self.triangles, reach, cache, margin, moved),
             None => Vec::new(),
         }
     }

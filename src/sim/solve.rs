@@ -256,12 +256,13 @@ impl Cloth {
                 );
                 // (and of those, only the pairs whose own vertices move far enough)
                 let near = if self.self_contact.is_some() && step.is_finite() {
-                    let within = self.self_contact_pairs_cached(
+                    self.self_contact_pairs_reaching(
                         y,
                         margin + 2.0 * step * (1.0 + 1e-9) + 1e-12,
                         &mut pair_cache,
-                    );
-                    self.self_contact_pairs_reaching(y, &within, margin, &moved)
+                        margin,
+                        &moved,
+                    )
                 } else {
                     Vec::new()
                 };

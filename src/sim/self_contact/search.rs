@@ -185,6 +185,37 @@ impl SelfContact {
         reach: f64,
         cache: &mut PairCache,
     ) -> Vec<Pair> {
+        let among = self.cache_covering(y, triangles, reach, cache);
+        self.pairs_among(y, triangles, among, reach)
+    }
+
+    /// The pairs of [`SelfContact::pairs_reaching`] (moves of at most `moved[v]` per
+    /// vertex from a common shift, `reach` their global bound: the margin plus twice
+    /// the farthest), filtered straight from `cache`: each pair's own bound lies
+    /// within the global one, so the global filter of [`SelfContact::pairs_cached`]
+    /// would only compute every distance twice.
+    pub(crate) fn pairs_cached_reaching(
+        &self,
+        y: &[DVec3],
+        triangles: &[[u32; 3]],
+        reach: f64,
+        cache: &mut PairCache,
+        margin: f64,
+        moved: &[f64],
+    ) -> Vec<Pair> {
+        let among = self.cache_covering(y, triangles, reach, cache);
+        self.pairs_reaching(y, triangles, among, margin, moved)
+    }
+
+    /// `cache`'s pairs, searched anew unless they hold every pair within `reach` at `y`
+    /// (see [`PairCache`]).
+    fn cache_covering<'c>(
+        &self,
+        y: &[DVec3],
+        triangles: &[[u32; 3]],
+        reach: f64,
+        cache: &'c mut PairCache,
+    ) -> &'c [Pair] {
         let drift = if cache.at.len() == y.len() {
             relative_move(y.len(), |v| y[v] - cache.at[v])
         } else {
@@ -199,7 +230,7 @@ impl SelfContact {
             cache.at.extend_from_slice(y);
             cache.reach = wider;
         }
-        self.pairs_among(y, triangles, &cache.pairs, reach)
+        &cache.pairs
     }
 
     /// The pairs of `among` (in their order) within `reach` at `y`: the same pairs as
