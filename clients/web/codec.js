@@ -1,4 +1,4 @@
-// clothcast garment stream decoder, format v4: the JavaScript twin of the Rust `codec`
+// clothcast garment stream decoder, format v5: the JavaScript twin of the Rust `codec`
 // module (src/codec/). Dependency-free ES module. Every operation is integer arithmetic
 // below 2^53, so this decoder reproduces the Rust encoder's reconstruction bit for bit.
 //
@@ -14,7 +14,7 @@
 // Every error is a CodecError with a `code` naming the problem ("truncated",
 // "missing-reference", "checksum", ...); a refused frame changes nothing.
 
-export const FORMAT_VERSION = 4;
+export const FORMAT_VERSION = 5;
 export const FRAME_HEADER_LEN = 40;
 const SETUP_HEADER_LEN = 24;
 const NO_REF = 0xffffffff;
@@ -31,9 +31,14 @@ const SPATIAL_NONE = 0;
 const SPATIAL_MEAN = 1;
 const SPATIAL_PARALLELOGRAM = 2;
 const BASE_SKINNED = 1;
-const PROB_BITS = 11;
+// an adaptive probability's state (format.rs PROB_*): the probability of a 0 bit in
+// units of 2^-15 in the low 16 bits, the count of bits it has adapted to above them;
+// its shift is floor(log2(count + 2)), at most 6 (format v5)
+const PROB_BITS = 15;
+const PROB_COUNT_SHIFT = 16;
 const PROB_INIT = 1 << (PROB_BITS - 1);
-const PROB_SHIFT = 5;
+const PROB_SHIFT = 6;
+const DECISION_BITS = 10;
 const RANGE_TOP = 1 << 24;
 const ACTIVITY_CLASSES = 5;
 const HINTS = 2 * ACTIVITY_CLASSES;
@@ -182,10 +187,10 @@ export function parseFrameHeader(data, into = {}) {
 
 /** Largest possible frame for these counts, bytes (as the Rust `max_frame_bytes`). */
 export function maxFrameBytes(vertices, bones) {
-  const ints = 3 * vertices + 6 * bones;
-  const bitsPerInt = 7 * (2 + MAX_PREFIX + 1) + MAX_PREFIX;
+  const ints = 3 * vertices + 7 * bones;
+  const bitsPerInt = DECISION_BITS * (2 + MAX_PREFIX + 1) + MAX_PREFIX;
   const patches = Math.ceil(vertices / PATCH_SIZE);
-  const bits = ints * bitsPerInt + patches * 4 * 7;
+  const bits = ints * bitsPerInt + patches * 4 * DECISION_BITS;
   return FRAME_HEADER_LEN + 5 + Math.ceil(bits / 8) + 8;
 }
 
@@ -207,17 +212,19 @@ class RangeDecoder {
     }
   }
   bit(probs, i) {
-    const p = probs[i];
+    const s = probs[i], p = s & 0xffff, n = s >>> PROB_COUNT_SHIFT;
+    const shift = Math.min(31 - Math.clz32(n + 2), PROB_SHIFT);
+    const count = (shift < PROB_SHIFT ? n + 1 : n) << PROB_COUNT_SHIFT;
     const bound = (this.range >>> PROB_BITS) * p;
     let bit;
     if (this.code < bound) {
       this.range = bound;
-      probs[i] = p + (((1 << PROB_BITS) - p) >> PROB_SHIFT);
+      probs[i] = (p + (((1 << PROB_BITS) - p) >> shift)) | count;
       bit = 0;
     } else {
       this.code -= bound;
       this.range -= bound;
-      probs[i] = p - (p >> PROB_SHIFT);
+      probs[i] = (p - (p >> shift)) | count;
       bit = 1;
     }
     if (this.range < RANGE_TOP) this.normalize();
@@ -250,12 +257,12 @@ class RangeDecoder {
 }
 
 function intModel() {
-  return { zero: new Uint16Array(ZERO_CONTEXTS), sign: new Uint16Array(SIGN_CONTEXTS), prefix: new Uint16Array(MAX_PREFIX + 1) };
+  return { zero: new Int32Array(ZERO_CONTEXTS), sign: new Int32Array(SIGN_CONTEXTS), prefix: new Int32Array(MAX_PREFIX + 1) };
 }
 
 function models() {
   return { coords: [intModel(), intModel(), intModel()], rotation: intModel(), w: intModel(), translation: intModel(),
-    skip: new Uint16Array(2), skinned: new Uint16Array(2), spatial: new Uint16Array(3), parallelogram: new Uint16Array(3) };
+    skip: new Int32Array(2), skinned: new Int32Array(2), spatial: new Int32Array(3), parallelogram: new Int32Array(3) };
 }
 
 function resetInt(im) {

@@ -8,8 +8,8 @@ use std::sync::{Arc, OnceLock};
 use clothcast::codec::{Decoder, GarmentSetup};
 use libfuzzer_sys::fuzz_target;
 
-static SETUP: &[u8] = include_bytes!("../../tests/fixtures/codec/v4/setup.bin");
-static STREAM: &[u8] = include_bytes!("../../tests/fixtures/codec/v4/stream.bin");
+static SETUP: &[u8] = include_bytes!("../../tests/fixtures/codec/v5/setup.bin");
+static STREAM: &[u8] = include_bytes!("../../tests/fixtures/codec/v5/stream.bin");
 
 fn golden() -> &'static (Arc<GarmentSetup>, Vec<u8>) {
     static G: OnceLock<(Arc<GarmentSetup>, Vec<u8>)> = OnceLock::new();

@@ -41,7 +41,7 @@ pub(crate) struct CodecBench {
     /// Seconds between keyframes.
     #[arg(long, default_value_t = 2.0, value_parser = super::common::parse_seconds)]
     keyframe_interval: f32,
-    /// Write the golden streams (tests/fixtures/codec/v4) into this folder and stop: the
+    /// Write the golden streams (tests/fixtures/codec/v5) into this folder and stop: the
     /// server's coarse-to-fine traversal there, the breadth-first one in
     /// `breadth-first/` below it.
     #[arg(long)]
@@ -337,21 +337,21 @@ fn run_methods(
     }
     // ours; its reconstruction is the quantised sequence every other method then codes
     let coded = code_ours(setup, seq, key_every, passes, Effort::Fast)?;
-    let ours = coded.summary("clothcast v4", seq, n);
+    let ours = coded.summary("clothcast v5", seq, n);
     let small = code_ours(setup, seq, key_every, passes, Effort::Small)?.summary(
-        "clothcast v4 small",
+        "clothcast v5 small",
         seq,
         n,
     );
     let fastest = code_ours(setup, seq, key_every, passes, Effort::Fastest)?.summary(
-        "clothcast v4 fastest",
+        "clothcast v5 fastest",
         seq,
         n,
     );
     // the same coder over the breadth-first traversal (the baseline of the coarse-to-fine
     // one the server uses)
     let bfs = code_ours(breadth_first, seq, key_every, passes, Effort::Fast)?.summary(
-        "clothcast v4 bfs",
+        "clothcast v5 bfs",
         seq,
         n,
     );
@@ -376,7 +376,7 @@ fn run_methods(
             decoded.last().map_or(&[][..], Vec::as_slice),
         )?;
         results.push(MethodResult {
-            method: "clothcast v4 (JS)",
+            method: "clothcast v5 (JS)",
             enc_us: f64::NAN,
             dec_us: us,
             ..ours

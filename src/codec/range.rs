@@ -1,5 +1,6 @@
-//! Adaptive binary range coder (the LZMA design: 11-bit probabilities, adaptation
-//! shift 5, carry-propagating 64-bit `low`) and the integer binarisation used for all
+//! Adaptive binary range coder (the LZMA design, carry-propagating 64-bit `low`, with
+//! 15-bit probabilities whose adaptation shift grows with the bits they have seen, up
+//! to 6) and the integer binarisation used for all
 //! residuals: zero flag, sign, adaptive Elias-gamma prefix, raw mantissa bits.
 //!
 //! Everything is integer arithmetic below 2^53, so the JavaScript decoder reproduces it
@@ -7,11 +8,34 @@
 
 use super::CodecError;
 use super::format::{
-    HINTS, MAX_PREFIX, PROB_BITS, PROB_INIT, PROB_SHIFT, RANGE_TOP, SIGN_CONTEXTS, ZERO_CONTEXTS,
+    HINTS, MAX_PREFIX, PROB_BITS, PROB_COUNT_SHIFT, PROB_INIT, PROB_SHIFT, RANGE_TOP,
+    SIGN_CONTEXTS, ZERO_CONTEXTS,
 };
 
-/// An adaptive probability of a 0 bit, in units of 2^-[`PROB_BITS`].
-pub(crate) type Prob = u16;
+/// An adaptive probability of a 0 bit: its state, as [`PROB_COUNT_SHIFT`] lays it out.
+pub(crate) type Prob = u32;
+
+/// The probability of a 0 bit in state `s`, in units of 2^-[`PROB_BITS`] (in
+/// [1, 2^PROB_BITS − 1]).
+#[inline(always)]
+fn probability(s: Prob) -> u32 {
+    s & ((1 << PROB_COUNT_SHIFT) - 1)
+}
+
+/// Moves state `s` towards the bit just coded, by the shift its count of bits seen
+/// gives ([`PROB_SHIFT`]).
+#[inline(always)]
+fn adapt(s: &mut Prob, bit: bool) {
+    let p = probability(*s);
+    let n = *s >> PROB_COUNT_SHIFT;
+    let shift = (31 - (n + 2).leading_zeros()).min(PROB_SHIFT);
+    let p = if bit {
+        p - (p >> shift)
+    } else {
+        p + (((1 << PROB_BITS) - p) >> shift)
+    };
+    *s = p | ((n + u32::from(shift < PROB_SHIFT)) << PROB_COUNT_SHIFT);
+}
 
 /// Adaptive model of one stream of signed integers.
 #[derive(Clone, Debug)]
@@ -133,15 +157,14 @@ impl<'a> RangeEncoder<'a> {
     /// Encodes one bit with an adaptive probability.
     #[inline(always)]
     pub(crate) fn bit(&mut self, p: &mut Prob, bit: bool) {
-        let bound = (self.range >> PROB_BITS) * u32::from(*p);
+        let bound = (self.range >> PROB_BITS) * probability(*p);
         if bit {
             self.low += u64::from(bound);
             self.range -= bound;
-            *p -= *p >> PROB_SHIFT;
         } else {
             self.range = bound;
-            *p += ((1 << PROB_BITS) - *p) >> PROB_SHIFT;
         }
+        adapt(p, bit);
         self.normalize();
     }
 
@@ -231,17 +254,16 @@ impl<'a> RangeDecoder<'a> {
 
     #[inline]
     pub(crate) fn bit(&mut self, p: &mut Prob) -> Result<bool, CodecError> {
-        let bound = (self.range >> PROB_BITS) * u32::from(*p);
+        let bound = (self.range >> PROB_BITS) * probability(*p);
         let bit = if self.code < bound {
             self.range = bound;
-            *p += ((1 << PROB_BITS) - *p) >> PROB_SHIFT;
             false
         } else {
             self.code -= bound;
             self.range -= bound;
-            *p -= *p >> PROB_SHIFT;
             true
         };
+        adapt(p, bit);
         self.normalize()?;
         Ok(bit)
     }
@@ -350,6 +372,38 @@ mod tests {
             ZERO_CONTEXTS,
             "every zero-flag context is reachable"
         );
+    }
+
+    /// A probability fed one bit value forever settles within the bounds that
+    /// [`super::super::format::max_frame_bytes`] counts on (63 units of 2^-15 from
+    /// either end: under [`DECISION_BITS`] bits a decision), and its first bits move it
+    /// as a running count would: half way, then by a third or a quarter.
+    #[test]
+    fn probabilities_warm_up_and_stay_within_the_size_bound() {
+        use super::super::format::DECISION_BITS;
+        for bit in [false, true] {
+            let mut s = PROB_INIT;
+            adapt(&mut s, bit);
+            let p = probability(s);
+            assert_eq!(p, if bit { 1 << 13 } else { 3 << 13 });
+            let mut extreme = p;
+            for _ in 0..10_000 {
+                adapt(&mut s, bit);
+                extreme = probability(s);
+            }
+            assert_eq!(s >> PROB_COUNT_SHIFT, 62, "the count stops once the shift is 6");
+            let least = if bit { extreme } else { (1 << PROB_BITS) - extreme };
+            assert_eq!(least, 63, "the extreme probability");
+            let bits = f64::from(PROB_BITS) - f64::from(least).log2();
+            assert!(bits + 0.01 < DECISION_BITS as f64, "{bits} bits");
+        }
+        // the unlikely bit after a run: still codable, and the state recovers
+        let mut s = PROB_INIT;
+        for _ in 0..100 {
+            adapt(&mut s, true);
+        }
+        adapt(&mut s, false);
+        assert!(probability(s) > 63);
     }
 
     #[test]

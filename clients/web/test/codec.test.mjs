@@ -1,5 +1,5 @@
 // The JavaScript decoder against the Rust encoder's frozen golden streams
-// (tests/fixtures/codec/v4, written by `clothcast bench codec --golden`), and hostile
+// (tests/fixtures/codec/v5, written by `clothcast bench codec --golden`), and hostile
 // input. Run: node --test clients/web/test/
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -7,8 +7,8 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { GarmentSetup, GarmentDecoder, CodecError, wordHash } from "../codec.js";
 
-const dir = fileURLToPath(new URL("../../../tests/fixtures/codec/v4/", import.meta.url));
-const v3 = fileURLToPath(new URL("../../../tests/fixtures/codec/v3/", import.meta.url));
+const dir = fileURLToPath(new URL("../../../tests/fixtures/codec/v5/", import.meta.url));
+const v4 = fileURLToPath(new URL("../../../tests/fixtures/codec/v4/", import.meta.url));
 const setupBytes = new Uint8Array(readFileSync(dir + "setup.bin"));
 const stream = new Uint8Array(readFileSync(dir + "stream.bin"));
 
@@ -22,10 +22,10 @@ function records(stream) {
   return out;
 }
 
-// v4/: a setup with the traversal the server sends (coarse vertices first, references
-// anywhere earlier); v4/breadth-first/: one with the breadth-first traversal
+// v5/: a setup with the traversal the server sends (coarse vertices first, references
+// anywhere earlier); v5/breadth-first/: one with the breadth-first traversal
 for (const sub of ["", "breadth-first/"]) {
-  test(`golden v4 stream ${sub || "(coarse-to-fine) "}decodes bit-exactly`, () => {
+  test(`golden v5 stream ${sub || "(coarse-to-fine) "}decodes bit-exactly`, () => {
     const setup = GarmentSetup.parse(new Uint8Array(readFileSync(dir + sub + "setup.bin")));
     const stream = new Uint8Array(readFileSync(dir + sub + "stream.bin"));
     const expected = JSON.parse(readFileSync(dir + sub + "frames.json", "utf8"));
@@ -117,9 +117,9 @@ test("keyframes whose bones decode off their range are refused as Rust refuses t
   }
 });
 
-test("a setup and a frame frozen at format version 3 are refused by version", () => {
+test("a setup and a frame frozen at format version 4 are refused by version", () => {
   const code = (f) => { try { f(); } catch (e) { assert.ok(e instanceof CodecError, String(e)); return e.code; } return "accepted"; };
-  assert.equal(code(() => GarmentSetup.parse(new Uint8Array(readFileSync(v3 + "setup.bin")))), "unsupported-version");
-  const first = records(new Uint8Array(readFileSync(v3 + "stream.bin")))[0];
+  assert.equal(code(() => GarmentSetup.parse(new Uint8Array(readFileSync(v4 + "setup.bin")))), "unsupported-version");
+  const first = records(new Uint8Array(readFileSync(v4 + "stream.bin")))[0];
   assert.equal(code(() => new GarmentDecoder(GarmentSetup.parse(setupBytes)).decode(first, new Float32Array(9000))), "unsupported-version");
 });

@@ -3,49 +3,48 @@
 
 use super::*;
 
-/// The frozen v4 streams (SOR output of the default T-shirt on CMU 131_01, written by
+/// The frozen v5 streams (SOR output of the default T-shirt on CMU 131_01, written by
 /// `clothcast bench codec --golden`): decoded bit-exactly, as the JavaScript decoder
-/// must. `v4/` holds a setup with the coarse-to-fine traversal of
-/// [`GarmentSetup::with_rest`] (what the server sends), `v4/breadth-first/` one with the
+/// must. `v5/` holds a setup with the coarse-to-fine traversal of
+/// [`GarmentSetup::with_rest`] (what the server sends), `v5/breadth-first/` one with the
 /// traversal of [`GarmentSetup::new`]: the same format, and a decoder follows either.
 /// Both carry the canonical skeleton, as the server's setups do.
 #[test]
-fn golden_v4_streams_decode_bit_exactly() {
-    let v4 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v4");
-    check_golden(&v4);
-    check_golden(&v4.join("breadth-first"));
+fn golden_v5_streams_decode_bit_exactly() {
+    let v5 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v5");
+    check_golden(&v5);
+    check_golden(&v5.join("breadth-first"));
 }
 
-/// A setup and a stream frozen at format version 3 (before version 4 sent w's
-/// difference from the w x, y, z imply) are refused by version, not decoded into
-/// garbage.
+/// A setup and a stream frozen at format version 4 (before version 5's probabilities
+/// adapted faster while new) are refused by version, not decoded into garbage.
 #[test]
-fn version_3_setups_and_frames_are_refused_by_version() {
-    let v3 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v3");
-    let read = |name: &str| std::fs::read(v3.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+fn version_4_setups_and_frames_are_refused_by_version() {
+    let v4 = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/codec/v4");
+    let read = |name: &str| std::fs::read(v4.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
     let refused = |e: CodecError| {
         assert!(
             matches!(
                 e,
                 CodecError::UnsupportedVersion {
-                    found: 3,
+                    found: 4,
                     supported: format::FORMAT_VERSION
                 }
             ),
             "{e}"
         );
     };
-    refused(GarmentSetup::from_bytes(&read("setup.bin")).expect_err("a v3 setup"));
+    refused(GarmentSetup::from_bytes(&read("setup.bin")).expect_err("a v4 setup"));
     let stream = read("stream.bin");
     let len = u32::from_le_bytes(stream[..4].try_into().expect("4 bytes")) as usize;
     let first = &stream[4..4 + len];
-    refused(FrameHeader::parse(first).expect_err("a v3 frame"));
+    refused(FrameHeader::parse(first).expect_err("a v4 frame"));
     let (s, _, _) = setup(4, 4);
     let n = s.vertex_count();
     refused(
         Decoder::new(s)
             .decode(first, &mut vec![0f32; 3 * n])
-            .expect_err("a v3 frame"),
+            .expect_err("a v4 frame"),
     );
 }
 

@@ -191,7 +191,7 @@ fn bones_decoded_off_their_range_are_refused() {
     // the same frames frozen for the JavaScript decoder's test (keyframes: a fresh
     // decoder of the setup must refuse each); rewritten with CLOTHCAST_WRITE_GOLDEN=1
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/codec/v4/hostile-bones");
+        .join("tests/fixtures/codec/v5/hostile-bones");
     let files = std::iter::once(("setup".to_string(), s.to_bytes())).chain(crafted);
     for (name, bytes) in files {
         let path = dir.join(format!("{name}.bin"));
