@@ -98,7 +98,12 @@ export class GarmentSetup {
     if (n === 0 || n > MAX_VERTICES) throw new CodecError("too-large", `vertex count ${n}`);
     if (t > MAX_TRIANGLES) throw new CodecError("too-large", `triangle count ${t}`);
     if (bones === 0 || bones > MAX_BONES) throw new CodecError("too-large", `bone count ${bones}`);
-    const expected = SETUP_HEADER_LEN + 12 * t + 24 * n + 16 * bones;
+    // the skeleton ends the v4 layout; v5 adds a rest flag and, where it is 1, the rest shape
+    const skeletonEnd = SETUP_HEADER_LEN + 12 * t + 24 * n + 16 * bones;
+    if (b.length < skeletonEnd + 4) throw new CodecError("truncated", "setup");
+    const flag = u32(b, skeletonEnd);
+    if (flag > 1) throw new CodecError("corrupt", "setup rest flag");
+    const expected = skeletonEnd + 4 + (flag === 1 ? 12 * n : 0);
     if (b.length < expected) throw new CodecError("truncated", "setup");
     if (b.length > expected) throw new CodecError("trailing-bytes", `${b.length - expected} extra bytes`);
     const s = new GarmentSetup();
@@ -155,6 +160,18 @@ export class GarmentSetup {
         const c = u32(b, o + 4 + 4 * k) | 0;
         if (Math.abs(c) >= LATTICE_LIMIT) throw new CodecError("invalid", "bone pivot (outside the lattice)");
         s.bonePivots[3 * i + k] = c;
+      }
+    }
+    // the rest shape (format v5): the reference of every keyframe, with identity bones;
+    // all zero for a setup without one
+    o += 4;
+    s.hasRest = flag === 1;
+    s.rest = new Int32Array(3 * n);
+    if (s.hasRest) {
+      for (let i = 0; i < 3 * n; i++, o += 4) {
+        const c = u32(b, o) | 0;
+        if (Math.abs(c) >= LATTICE_LIMIT) throw new CodecError("invalid", "rest position (outside the lattice)");
+        s.rest[i] = c;
       }
     }
     s.id = wordHash(bytesAsWords(b));
@@ -342,6 +359,11 @@ export class GarmentDecoder {
     this.rc = new Float64Array(9);
     this.qa = new Float64Array(4);
     this.qb = new Float64Array(4);
+    // the reference of the frame being decoded: q (a delta), or the setup's rest shape
+    // (a keyframe); and its bones, bonesQ or the identity
+    this.ref = this.q;
+    this.identity = new Int32Array(7 * nb);
+    for (let i = 0; i < nb; i++) this.identity[7 * i + 3] = ONE;
   }
 
   /**
@@ -381,33 +403,32 @@ export class GarmentDecoder {
     const m = this.models;
     resetModels(m);
     const delta = h.kind === "delta";
+    // a keyframe (format v5) is decoded as a delta from the setup's rest shape at
+    // identity bones; its bones are predicted from their parents alone
+    this.ref = delta ? this.q : s.rest;
     this.decodeBones(dec, m, delta);
     this.prev[0] = this.prev[1] = this.prev[2] = 0;
-    const order = s.order;
-    if (!delta) {
-      for (let i = 0; i < order.length; i++) this.vertex(dec, m, null, SPATIAL_PARALLELOGRAM, order[i]);
-    } else {
-      this.mcDone.fill(0);
-      let last = MODE_SKIP;
-      for (let start = 0; start < order.length; start += PATCH_SIZE) {
-        const end = Math.min(start + PATCH_SIZE, order.length);
-        const mode = this.decodeMode(dec, m, last);
-        if (mode === MODE_SKIP) {
-          for (let i = start; i < end; i++) {
-            const v = 3 * order[i];
-            this.qNew[v] = this.q[v]; this.qNew[v + 1] = this.q[v + 1]; this.qNew[v + 2] = this.q[v + 2];
-          }
-        } else {
-          const skinned = Math.floor((mode - 1) / 3) === BASE_SKINNED;
-          // motion compensation only where a patch uses it: its vertices and their
-          // predictor references (which may lie in earlier patches)
-          if (skinned) this.compensate(order, start, end);
-          const base = skinned ? this.mc : this.q;
-          const sp = (mode - 1) % 3;
-          for (let i = start; i < end; i++) this.vertex(dec, m, base, sp, order[i]);
+    const order = s.order, ref = this.ref;
+    this.mcDone.fill(0);
+    let last = MODE_SKIP;
+    for (let start = 0; start < order.length; start += PATCH_SIZE) {
+      const end = Math.min(start + PATCH_SIZE, order.length);
+      const mode = this.decodeMode(dec, m, last);
+      if (mode === MODE_SKIP) {
+        for (let i = start; i < end; i++) {
+          const v = 3 * order[i];
+          this.qNew[v] = ref[v]; this.qNew[v + 1] = ref[v + 1]; this.qNew[v + 2] = ref[v + 2];
         }
-        last = mode;
+      } else {
+        const skinned = Math.floor((mode - 1) / 3) === BASE_SKINNED;
+        // motion compensation only where a patch uses it: its vertices and their
+        // predictor references (which may lie in earlier patches)
+        if (skinned) this.compensate(order, start, end);
+        const base = skinned ? this.mc : ref;
+        const sp = (mode - 1) % 3;
+        for (let i = start; i < end; i++) this.vertex(dec, m, base, sp, order[i]);
       }
+      last = mode;
     }
     dec.finish();
     const sum = hashInt32(this.qNew);
@@ -474,9 +495,9 @@ export class GarmentDecoder {
         cur[o + 4 + k] = v;
       }
     }
-    if (!delta) return;
+    // each bone's motion from the reference's bones (a keyframe's: the identity)
     for (let bi = 0; bi < this.setup.bones; bi++) {
-      const p = this.bonesQ, c = this.bonesNew, o = 7 * bi;
+      const p = delta ? this.bonesQ : this.identity, c = this.bonesNew, o = 7 * bi;
       const rp = rotation(p, o, this.rp), rc = rotation(c, o, this.rc);
       const a = this.relA;
       for (let i = 0; i < 3; i++) {
@@ -508,7 +529,7 @@ export class GarmentDecoder {
     // integers below 2^53 throughout, so every product and sum is exact in doubles
     const s = this.setup, D = WEIGHT_ONE * ONE, half = D / 2, limit = 2 * LATTICE_LIMIT;
     const weights = s.weights, joints = s.joints, relA = this.relA, relC = this.relC;
-    const q = this.q, mc = this.mc;
+    const q = this.ref, mc = this.mc;
     let m0 = 0, m1 = 0, m2 = 0, m3 = 0, m4 = 0, m5 = 0, m6 = 0, m7 = 0, m8 = 0, c0 = 0, c1 = 0, c2 = 0;
     for (let k = 4 * v; k < 4 * v + 4; k++) {
       const w = weights[k];

@@ -13,7 +13,7 @@ use super::format::{
 #[cfg(target_arch = "x86_64")]
 use super::motion::compensate_vertex_avx2;
 use super::motion::{
-    QBone, RelMotion, compensate_vertex, derived_w, predict_rotation, predict_translation,
+    IDENTITY_BONE, QBone, RelMotion, compensate_vertex, derived_w, predict_rotation, predict_translation,
     valid_bone,
 };
 use super::range::{IntModel, Prob, RangeDecoder, RangeEncoder, zero_context};
@@ -189,6 +189,9 @@ pub(super) struct Frames {
     /// Whether `mc` holds vertex v's compensated position this frame.
     mc_done: Vec<bool>,
     motions: Vec<RelMotion>,
+    /// Whether the reference is the setup's keyframe base with identity bones (a
+    /// keyframe) rather than `q` and `bones` (a delta).
+    from_rest: bool,
     /// Whether the CPU has AVX2 and FMA (motion compensation then runs four lanes wide).
     wide: bool,
 }
@@ -203,6 +206,7 @@ impl Frames {
             mc: vec![[0; 3]; vertices],
             mc_done: vec![false; vertices],
             motions: vec![RelMotion::default(); bones],
+            from_rest: false,
             #[cfg(target_arch = "x86_64")]
             wide: std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma"),
@@ -211,17 +215,29 @@ impl Frames {
         }
     }
 
-    /// Starts a delta once `bones_new` is set: each bone's motion from the reference,
-    /// and no vertex compensated yet.
-    pub(super) fn start_delta(&mut self) {
+    /// Starts a frame once `bones_new` is set: each bone's motion from the reference
+    /// (`bones`, or for a keyframe, `from_rest`, the identity), and no vertex
+    /// compensated yet.
+    pub(super) fn start(&mut self, from_rest: bool) {
+        self.from_rest = from_rest;
         for (m, (p, c)) in self
             .motions
             .iter_mut()
             .zip(self.bones.iter().zip(&self.bones_new))
         {
-            *m = RelMotion::new(p, c);
+            *m = RelMotion::new(if from_rest { &IDENTITY_BONE } else { p }, c);
         }
         self.mc_done.fill(false);
+    }
+
+    /// The reference positions of the frame being coded: `q`, or for a keyframe the
+    /// setup's keyframe base.
+    pub(super) fn reference<'a>(&'a self, setup: &'a GarmentSetup) -> &'a [[i32; 3]] {
+        if self.from_rest {
+            setup.keyframe_base()
+        } else {
+            &self.q
+        }
     }
 
     /// Motion compensation of `vertices` and their predictor references into `mc`,
@@ -253,7 +269,12 @@ impl Frames {
             for u in std::iter::once(v).chain(refs.iter().copied()) {
                 let u = u as usize;
                 if u < self.mc_done.len() && !self.mc_done[u] {
-                    let (j, w, p) = (&setup.joints[u], &setup.weights[u], self.q[u]);
+                    let q = if self.from_rest {
+                        setup.keyframe_base()
+                    } else {
+                        &self.q
+                    };
+                    let (j, w, p) = (&setup.joints[u], &setup.weights[u], q[u]);
                     self.mc[u] = if WIDE {
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: the WIDE form runs only inside `compensate_wide`,

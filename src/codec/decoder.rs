@@ -108,67 +108,49 @@ impl Decoder {
         let mut dec = RangeDecoder::new(&bytes[FRAME_HEADER_LEN..])?;
         let mut m = Models::new();
         let mut prev = [0i32; 3];
-        match h.kind {
-            FrameKind::Key => {
-                decode_bones(
-                    &mut dec,
-                    &mut m,
-                    &mut self.f.bones_new,
-                    None,
-                    Skeleton::of(&s),
-                )?;
+        // a keyframe is predicted as a delta is, from the setup's rest shape (zeros
+        // without one) at identity bones; its bones from their parents alone
+        let key = h.kind == FrameKind::Key;
+        decode_bones(
+            &mut dec,
+            &mut m,
+            &mut self.f.bones_new,
+            (!key).then_some(&self.f.bones[..]),
+            Skeleton::of(&s),
+        )?;
+        self.f.start(key);
+        let mut last_mode = MODE_SKIP;
+        for patch in s.order.chunks(PATCH_SIZE) {
+            let mode = m.decode_mode(&mut dec, last_mode)?;
+            let reference = if key { s.keyframe_base() } else { &self.f.q[..] };
+            if mode == MODE_SKIP {
+                for &v in patch {
+                    self.f.q_new[v as usize] = reference[v as usize];
+                }
+            } else {
+                let (b, sp) = split_mode(mode);
+                if b == BASE_SKINNED {
+                    self.f.compensate(&s, patch);
+                }
+                let base = if b == BASE_SKINNED {
+                    &self.f.mc[..]
+                } else if key {
+                    s.keyframe_base()
+                } else {
+                    &self.f.q[..]
+                };
                 let run = Run {
                     setup: &s,
-                    vertices: &s.order,
+                    vertices: patch,
                 };
-                run.go::<SPATIAL_PARALLELOGRAM, false>(
-                    &mut dec,
-                    &mut m,
-                    &[],
-                    &mut self.f.q_new,
-                    &mut prev,
-                )?;
+                let (d, m, q_new, prev) = (&mut dec, &mut m, &mut self.f.q_new, &mut prev);
+                match sp {
+                    SPATIAL_NONE => run.go::<SPATIAL_NONE, true>(d, m, base, q_new, prev),
+                    SPATIAL_MEAN => run.go::<SPATIAL_MEAN, true>(d, m, base, q_new, prev),
+                    _ => run.go::<SPATIAL_PARALLELOGRAM, true>(d, m, base, q_new, prev),
+                }?;
             }
-            FrameKind::Delta => {
-                decode_bones(
-                    &mut dec,
-                    &mut m,
-                    &mut self.f.bones_new,
-                    Some(&self.f.bones),
-                    Skeleton::of(&s),
-                )?;
-                self.f.start_delta();
-                let mut last_mode = MODE_SKIP;
-                for patch in s.order.chunks(PATCH_SIZE) {
-                    let mode = m.decode_mode(&mut dec, last_mode)?;
-                    if mode == MODE_SKIP {
-                        for &v in patch {
-                            self.f.q_new[v as usize] = self.f.q[v as usize];
-                        }
-                    } else {
-                        let (b, sp) = split_mode(mode);
-                        if b == BASE_SKINNED {
-                            self.f.compensate(&s, patch);
-                        }
-                        let base = if b == BASE_SKINNED {
-                            &self.f.mc
-                        } else {
-                            &self.f.q
-                        };
-                        let run = Run {
-                            setup: &s,
-                            vertices: patch,
-                        };
-                        let (d, m, q_new, prev) = (&mut dec, &mut m, &mut self.f.q_new, &mut prev);
-                        match sp {
-                            SPATIAL_NONE => run.go::<SPATIAL_NONE, true>(d, m, base, q_new, prev),
-                            SPATIAL_MEAN => run.go::<SPATIAL_MEAN, true>(d, m, base, q_new, prev),
-                            _ => run.go::<SPATIAL_PARALLELOGRAM, true>(d, m, base, q_new, prev),
-                        }?;
-                    }
-                    last_mode = mode;
-                }
-            }
+            last_mode = mode;
         }
         dec.finish()?;
         let sum = checksum(&self.f.q_new);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::CodecError;
 use super::coder::{
-    Checksum, Frames, Lattice, Models, Skeleton, checksum, code_bones, predict_in, split_mode,
+    Checksum, Frames, Lattice, Models, Skeleton, code_bones, predict_in, split_mode,
     write_out,
 };
 use super::format::{
@@ -349,7 +349,11 @@ pub struct Encoder {
     residual: Lattice,
     /// The prediction hints of `residual`'s axes (the contexts they are coded in).
     hints: Vec<[u8; 3]>,
+    /// Per patch, the mode of the last delta (what `Effort::Fastest` keeps).
     modes: Vec<u32>,
+    /// Per patch, the mode of the frame being coded when it is a keyframe (kept apart
+    /// so that the deltas around a keyframe follow each other's modes).
+    key_modes: Vec<u32>,
 }
 
 impl Encoder {
@@ -370,6 +374,7 @@ impl Encoder {
             residual: vec![[0; 3]; n],
             hints: vec![[0; 3]; n],
             modes: vec![0; n.div_ceil(PATCH_SIZE)],
+            key_modes: vec![0; n.div_ceil(PATCH_SIZE)],
             setup,
         }
     }
@@ -525,39 +530,14 @@ impl Encoder {
         h
     }
 
-    /// Intra-codes `target`/`bones_new` into `q_new` with snapping radius `r`.
+    /// Codes `target`/`bones_new` into `q_new` as a keyframe with snapping radius `r`:
+    /// predicted as a delta is, from the setup's rest shape (or zeros) at identity
+    /// bones (format version 5).
     fn code_key(&mut self, frame: u32, r: f64, out: &mut Vec<u8>) -> FrameHeader {
-        let s = &*self.setup;
-        trial(
-            s,
-            &s.order,
-            None,
-            SPATIAL_PARALLELOGRAM,
-            &self.target,
-            r,
-            self.effort,
-            &mut self.f.q_new,
-            &mut self.residual,
-            &mut self.hints,
-        );
-        out.clear();
-        out.resize(FRAME_HEADER_LEN, 0);
-        let mut m = Models::new();
-        let mut enc = RangeEncoder::new(out);
-        code_bones(
-            &mut enc,
-            &mut m,
-            &self.f.bones_new,
-            None,
-            Skeleton::of(&self.setup),
-        );
-        let mut prev = [0i32; 3];
-        for (cur, hint) in self.residual.iter().zip(&self.hints) {
-            code_residual(&mut enc, &mut m, &mut prev, cur, hint);
-        }
-        enc.finish();
-        let sum = checksum(&self.f.q_new);
-        self.finish(FrameKind::Key, frame, frame, sum, out)
+        std::mem::swap(&mut self.modes, &mut self.key_modes);
+        let h = self.code_predicted(FrameKind::Key, frame, r, out);
+        std::mem::swap(&mut self.modes, &mut self.key_modes);
+        h
     }
 
     /// The prediction mode for a patch that moved, `previous` its mode last frame.
@@ -584,9 +564,9 @@ impl Encoder {
                 self.f.compensate(s, probe);
             }
             let base = if b == BASE_SKINNED {
-                &self.f.mc
+                &self.f.mc[..]
             } else {
-                &self.f.q
+                self.f.reference(s)
             };
             let c = estimate(s, probe, base, &self.target, self.radius);
             costs[1 + 3 * b as usize..4 + 3 * b as usize].copy_from_slice(&c);
@@ -602,14 +582,26 @@ impl Encoder {
 
     /// Codes `target`/`bones_new` into `q_new` as a delta against `q`/`bones`.
     fn code_delta(&mut self, frame: u32, out: &mut Vec<u8>) -> FrameHeader {
-        self.f.start_delta();
+        self.code_predicted(FrameKind::Delta, frame, self.radius, out)
+    }
+
+    /// Codes `target`/`bones_new` into `q_new` with snapping radius `r`: a delta from
+    /// `q`/`bones`, or a keyframe from the setup's keyframe base at identity bones.
+    fn code_predicted(
+        &mut self,
+        kind: FrameKind,
+        frame: u32,
+        r: f64,
+        out: &mut Vec<u8>,
+    ) -> FrameHeader {
+        let key = kind == FrameKind::Key;
+        self.f.start(key);
         let setup = Arc::clone(&self.setup);
         let s = &*setup;
-        let r = self.radius;
         // choose a mode per patch, fixing its vertices' coded points as we go
         for (pi, patch) in s.order.chunks(PATCH_SIZE).enumerate() {
             let still = patch.iter().all(|&v| {
-                let (q, x) = (self.f.q[v as usize], self.target[v as usize]);
+                let (q, x) = (self.f.reference(s)[v as usize], self.target[v as usize]);
                 (0..3)
                     .map(|k| (f64::from(q[k]) - x[k]).powi(2))
                     .sum::<f64>()
@@ -618,13 +610,15 @@ impl Encoder {
             if still {
                 self.modes[pi] = MODE_SKIP;
                 for &v in patch {
-                    self.f.q_new[v as usize] = self.f.q[v as usize];
+                    self.f.q_new[v as usize] = self.f.reference(s)[v as usize];
                 }
                 continue;
             }
             // with Effort::Fastest a patch that moved last frame mostly keeps its mode
+            // (a keyframe's modes are all chosen afresh)
             let previous = self.modes[pi];
             let keep = self.effort == Effort::Fastest
+                && !key
                 && previous != MODE_SKIP
                 && !(frame as usize + pi).is_multiple_of(MODE_REFRESH);
             let mode = if keep {
@@ -637,9 +631,11 @@ impl Encoder {
                 self.f.compensate(s, patch);
             }
             let base = if b == BASE_SKINNED {
-                &self.f.mc
+                &self.f.mc[..]
+            } else if key {
+                s.keyframe_base()
             } else {
-                &self.f.q
+                &self.f.q[..]
             };
             trial(
                 s,
@@ -659,11 +655,13 @@ impl Encoder {
         out.resize(FRAME_HEADER_LEN, 0);
         let mut m = Models::new();
         let mut enc = RangeEncoder::new(out);
+        // (a keyframe's bones are predicted as from identity bones: from their parents
+        // alone)
         code_bones(
             &mut enc,
             &mut m,
             &self.f.bones_new,
-            Some(&self.f.bones),
+            (!key).then_some(&self.f.bones[..]),
             Skeleton::of(s),
         );
         let mut prev = [0i32; 3];
@@ -685,7 +683,8 @@ impl Encoder {
         }
         enc.finish();
         let sum = sum.finish(&self.f.q_new);
-        self.finish(FrameKind::Delta, frame, self.frame, sum, out)
+        let reference = if key { frame } else { self.frame };
+        self.finish(kind, frame, reference, sum, out)
     }
 }
 

@@ -27,10 +27,13 @@
 //! then translation in lattice steps, the difference from its prediction (version 3
 //! predicted the bones from the skeleton; version 2 sent all seven as differences from
 //! the reference frame's); see `motion::predict_rotation` and
-//! `motion::predict_translation`), then for a delta frame one mode per patch of [`PATCH_SIZE`] vertices in
-//! traversal order (a skip bit; then the base bit and the spatial predictor as two bits)
-//! followed by that patch's residuals, or for a keyframe the residuals
-//! of every vertex (x, y, z interleaved) in traversal order. Each residual axis is a
+//! `motion::predict_translation`), then one mode per patch of [`PATCH_SIZE`] vertices
+//! in traversal order (a skip bit; then the base bit and the spatial predictor as two
+//! bits) followed by that patch's residuals (x, y, z interleaved per vertex). A delta
+//! frame predicts from its reference frame; a keyframe (new in version 5) the same way
+//! from the setup's rest shape (all zero without one) with identity bones as its
+//! reference, so its skinned base is the rest shape posed by the frame's bones (version
+//! 4 coded a keyframe's every vertex by intra prediction alone). Each residual axis is a
 //! zero flag, a sign, an adaptive Elias-gamma prefix and raw bits; its zero flag and sign
 //! are coded in contexts of the previous vertex's residual and of the prediction's hint
 //! ([`HINTS`], new in version 2: version 1 had no hints and one sign probability).
@@ -46,7 +49,9 @@
 //! (per vertex 3 × u32 ids of vertices a, b, c earlier in the traversal, [`NO_REF`]
 //! where absent: a, b, c → parallelogram a + b − c; a, b → the rounded-down mean; a → a;
 //! none → 0), skeleton (new in version 3; per bone its parent as u32, an earlier bone
-//! or [`NO_REF`] for a root, then its rest joint as 3 × i32 lattice steps).
+//! or [`NO_REF`] for a root, then its rest joint as 3 × i32 lattice steps), and (new in
+//! version 5) a rest flag (u32: 0 or 1) followed, where it is 1, by the garment at the
+//! bones' bind pose as 3 × i32 lattice steps per vertex.
 
 /// Frame magic.
 pub const FRAME_MAGIC: [u8; 4] = *b"CCGF";

@@ -10,7 +10,9 @@
 //! predicts the remaining offset from already-decoded neighbours along a fixed
 //! traversal (parallelogram, mean or copy), and codes the residual with an adaptive
 //! binary range coder; patches that did not move cost a fraction of a bit. Keyframes
-//! use the same traversal with intra (parallelogram) prediction.
+//! are coded the same way from the setup's rest shape at identity bones (so their
+//! skinned base is the rest shape posed by the frame's bones), or from zeros where the
+//! setup has no rest shape (intra prediction alone).
 //!
 //! Pure: no I/O, no dependency on the rest of the crate. The byte layout and all
 //! constants are in [`format`](mod@format).

@@ -30,6 +30,10 @@ pub(crate) type QBone = [i32; 7];
 const ONE: i64 = 1 << ROT_BITS;
 const HALF: i64 = 1 << (ROT_BITS - 1);
 
+/// The quantised identity transform: the bones of a keyframe's reference (the setup's
+/// rest shape is at the bind pose).
+pub(crate) const IDENTITY_BONE: QBone = [0, 0, 0, ONE as i32, 0, 0, 0];
+
 /// Quantises a bone transform; refuses non-finite or degenerate rotations and
 /// translations outside the lattice.
 pub(crate) fn quantize_bone(b: &BoneTransform, step: f32) -> Result<QBone, CodecError> {

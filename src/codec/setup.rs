@@ -55,6 +55,13 @@ pub struct GarmentSetup {
     /// Per bone: its joint in the rest pose (the point the bone turns about), lattice
     /// steps in the garment's frame. New in format version 3.
     pub bone_pivots: Vec<[i32; 3]>,
+    /// Per vertex: the garment at the bones' bind pose, lattice steps in the frames'
+    /// frame (from [`GarmentSetup::with_rest`]; all zero without a rest shape): the
+    /// reference every keyframe is predicted from, as a delta from this shape and
+    /// identity bones. New in format version 5.
+    base: Vec<[i32; 3]>,
+    /// Whether the setup carries a rest shape (else `base` is all zero).
+    has_rest: bool,
     id: u32,
 }
 
@@ -74,16 +81,22 @@ impl GarmentSetup {
         Self::build(triangles, joints, weights, bones, config, None)
     }
 
-    /// As [`GarmentSetup::new`], with the traversal chosen from the garment's shape:
-    /// `rest` holds each vertex's position (any fixed frame; metres or any unit, only
-    /// ratios of distances matter), and the traversal is coarse to fine so that most
+    /// As [`GarmentSetup::new`], with the traversal chosen from the garment's shape and
+    /// keyframes predicted from it: `rest` holds each vertex's position at the bones'
+    /// bind pose (the pose whose skinning transforms are the identity), in metres in
+    /// the frame the frames' positions are in. Keyframes are then coded as deltas from
+    /// that shape skinned by the frame's bones (format version 5: on `bench codec`'s
+    /// streams a fifth smaller than the intra prediction that setups without a rest
+    /// shape use); a shape in another frame or unit costs bits, never accuracy. The
+    /// traversal is coarse to fine so that most
     /// vertices are predicted by interpolating between decoded vertices on either
     /// side of them (levels from repeated maximal independent sets of the mesh graph)
     /// instead of extrapolating from the decoded side (the breadth-first traversal of
     /// [`GarmentSetup::new`]). Frames are the same format; decoders follow whichever
     /// traversal the setup carries.
     ///
-    /// `rest` must hold one finite position per vertex (refused by name otherwise).
+    /// `rest` must hold one finite position per vertex within the lattice (±2^21 steps;
+    /// refused by name otherwise).
     pub fn with_rest(
         triangles: &[[u32; 3]],
         joints: &[[u8; 4]],
@@ -135,6 +148,7 @@ impl GarmentSetup {
             qj.push(j);
             qw.push(w);
         }
+        let mut base = vec![[0i32; 3]; n];
         let (order, predictor) = match rest {
             Some(r) => {
                 if r.len() != n {
@@ -148,6 +162,17 @@ impl GarmentSetup {
                     return Err(CodecError::Invalid {
                         what: "rest position (not finite)",
                     });
+                }
+                for (b, p) in base.iter_mut().zip(r) {
+                    for k in 0..3 {
+                        let t = (f64::from(p[k]) / f64::from(config.step)).round();
+                        if t.abs() >= f64::from(LATTICE_LIMIT) {
+                            return Err(CodecError::Invalid {
+                                what: "rest position (outside the lattice)",
+                            });
+                        }
+                        b[k] = t as i32;
+                    }
                 }
                 hierarchical(n, triangles, r)?
             }
@@ -163,6 +188,8 @@ impl GarmentSetup {
             predictor,
             bone_parents: vec![NO_REF; bones as usize],
             bone_pivots: vec![[0; 3]; bones as usize],
+            has_rest: rest.is_some(),
+            base,
             id: 0,
         };
         s.id = word_hash(words(&s.to_bytes()));
@@ -233,6 +260,27 @@ impl GarmentSetup {
         self.joints.len()
     }
 
+    /// The rest shape keyframes are predicted from (lattice steps per vertex), if the
+    /// setup carries one ([`GarmentSetup::with_rest`]).
+    pub fn rest(&self) -> Option<&[[i32; 3]]> {
+        self.has_rest.then_some(&self.base[..])
+    }
+
+    /// The same setup without its rest shape (keyframes then predicted from zeros),
+    /// the traversal kept: what a test compares keyframes from the rest shape with.
+    #[cfg(test)]
+    pub(super) fn without_rest(mut self) -> Self {
+        self.base.fill([0; 3]);
+        self.has_rest = false;
+        self.id = word_hash(words(&self.to_bytes()));
+        self
+    }
+
+    /// The reference of every keyframe: the rest shape, or all zero without one.
+    pub(super) fn keyframe_base(&self) -> &[[i32; 3]] {
+        &self.base
+    }
+
     /// The setup id: FNV-1a of [`GarmentSetup::to_bytes`]; frames carry it.
     pub fn id(&self) -> u32 {
         self.id
@@ -264,6 +312,12 @@ impl GarmentSetup {
         for (p, j) in self.bone_parents.iter().zip(&self.bone_pivots) {
             b.extend_from_slice(&p.to_le_bytes());
             j.iter().for_each(|c| b.extend_from_slice(&c.to_le_bytes()));
+        }
+        b.extend_from_slice(&u32::from(self.has_rest).to_le_bytes());
+        if self.has_rest {
+            for p in &self.base {
+                p.iter().for_each(|c| b.extend_from_slice(&c.to_le_bytes()));
+            }
         }
         b
     }
@@ -324,7 +378,21 @@ impl GarmentSetup {
         }
         let (n, t) = (n as usize, t as usize);
         let nb = bones as usize;
-        let expected = SETUP_HEADER_LEN + 12 * t + 8 * n + 4 * n + 12 * n + 16 * nb;
+        let skeleton_end = SETUP_HEADER_LEN + 12 * t + 8 * n + 4 * n + 12 * n + 16 * nb;
+        // the rest flag, then the rest shape if the flag is 1
+        if bytes.len() < skeleton_end + 4 {
+            return Err(E::Truncated { what: "setup" });
+        }
+        let has_rest = match u32_at(skeleton_end) {
+            0 => false,
+            1 => true,
+            _ => {
+                return Err(E::Corrupt {
+                    what: "setup rest flag",
+                });
+            }
+        };
+        let expected = skeleton_end + 4 + if has_rest { 12 * n } else { 0 };
         if bytes.len() < expected {
             return Err(E::Truncated { what: "setup" });
         }
@@ -414,6 +482,19 @@ impl GarmentSetup {
             bone_pivots.push(j);
             o += 16;
         }
+        o += 4;
+        let mut base = vec![[0i32; 3]; n];
+        if has_rest {
+            for b in &mut base {
+                *b = [0, 4, 8].map(|k| u32_at(o + k) as i32);
+                if b.iter().any(|c| c.unsigned_abs() >= LATTICE_LIMIT as u32) {
+                    return Err(E::Invalid {
+                        what: "rest position (outside the lattice)",
+                    });
+                }
+                o += 12;
+            }
+        }
         Ok(Self {
             step,
             bones,
@@ -424,6 +505,8 @@ impl GarmentSetup {
             predictor,
             bone_parents,
             bone_pivots,
+            base,
+            has_rest,
             id: word_hash(words(bytes)),
         })
     }

@@ -6,7 +6,8 @@ use crate::skeleton::{JOINT_COUNT, JointId, Skeleton};
 
 /// The codec setup of a garment skinned to the canonical `skeleton` (default lattice),
 /// its traversal chosen from the garment's shape at rest (`rest`, metres, one per
-/// vertex: [`GarmentSetup::with_rest`]), or breadth-first from the topology alone
+/// vertex, at the bind pose in the frame the engine codes: [`GarmentSetup::with_rest`],
+/// which also predicts every keyframe from it), or breadth-first from the topology alone
 /// without it ([`GarmentSetup::new`]; `bench codec`'s baseline). The setup carries the
 /// skeleton's hierarchy and rest joints ([`GarmentSetup::with_skeleton`]), so that
 /// frames code each bone's transform from its parent's.

@@ -87,9 +87,17 @@ test("hostile frames are refused with named errors and lose nothing", () => {
   // after all that the real stream still decodes
   recs.slice(0, 3).forEach((r) => dec.decode(r, out));
   assert.equal(code(() => GarmentSetup.parse(setupBytes.subarray(0, 100))), "truncated");
-  // the skeleton block (format v3), 16 bytes per bone at the setup's end: a bone that
+  // the rest shape (format v5) ends the setup, after its flag: a coordinate off the
+  // lattice, a flag other than 0 or 1; each refused as Rust refuses it
+  assert.ok(setup.hasRest, "the server's setups carry the rest shape");
+  const n = setup.vertexCount, flagAt = setupBytes.length - 12 * n - 4;
+  const offRest = setupBytes.slice(); new DataView(offRest.buffer).setInt32(flagAt + 4 + 12 * 7, -2147483648, true);
+  assert.equal(code(() => GarmentSetup.parse(offRest)), "invalid");
+  const flag = setupBytes.slice(); flag[flagAt] = 2;
+  assert.equal(code(() => GarmentSetup.parse(flag)), "corrupt");
+  // the skeleton block (format v3), 16 bytes per bone before the flag: a bone that
   // names itself as parent, a pivot off the lattice; each refused as Rust refuses it
-  const bones = setup.bones, at = setupBytes.length - 16 * bones;
+  const bones = setup.bones, at = flagAt - 16 * bones;
   const own = setupBytes.slice(); new DataView(own.buffer).setUint32(at + 16 * (bones - 1), bones - 1, true);
   assert.equal(code(() => GarmentSetup.parse(own)), "invalid");
   const far = setupBytes.slice(); new DataView(far.buffer).setInt32(at + 4, -2147483648, true);

@@ -129,9 +129,26 @@ fn setup_round_trips_and_refuses_bad_bytes() {
         GarmentSetup::from_bytes(&bad),
         Err(CodecError::UnsupportedVersion { found: 9, .. })
     ));
-    // the skeleton, the setup's last 16 bytes per bone: a parent that is not an earlier
+    // the rest flag, the setup's last word here (no rest shape): only 0 or 1
+    let flag = bytes.len() - 4;
+    assert_eq!(bytes[flag..], [0, 0, 0, 0]);
+    let mut two = bytes.clone();
+    two[flag] = 2;
+    assert_eq!(
+        GarmentSetup::from_bytes(&two),
+        Err(CodecError::Corrupt {
+            what: "setup rest flag"
+        })
+    );
+    // a flag of 1 without the shape after it
+    two[flag] = 1;
+    assert_eq!(
+        GarmentSetup::from_bytes(&two),
+        Err(CodecError::Truncated { what: "setup" })
+    );
+    // the skeleton, 16 bytes per bone before the flag: a parent that is not an earlier
     // bone, a pivot off the lattice
-    let skeleton = bytes.len() - 16 * s.bones as usize;
+    let skeleton = flag - 16 * s.bones as usize;
     let mut own = bytes.clone();
     own[skeleton + 16..skeleton + 20].copy_from_slice(&1u32.to_le_bytes());
     assert_eq!(
@@ -560,6 +577,66 @@ fn swing_bytes(
     total
 }
 
+/// A keyframe is predicted from the setup's rest shape posed by the frame's bones
+/// (format version 5): a posed, rippling sleeve's keyframe codes in well under the
+/// bytes of the same setup without the shape (predicted from zeros, the intra
+/// prediction), and decodes bit-exactly; so does a resync keyframe mid-stream, which
+/// a fresh decoder takes up and follows with the next delta.
+#[test]
+fn keyframes_are_predicted_from_the_rest_shape() {
+    let (pos, tris, joints, weights) = sleeve(48, 40);
+    let config = CodecConfig::default();
+    let shaped = GarmentSetup::with_rest(&tris, &joints, &weights, 2, &config, &pos)
+        .and_then(|s| s.with_skeleton(&SLEEVE_PARENTS, &SLEEVE_PIVOTS))
+        .expect("setup");
+    let bare = Arc::new(shaped.clone().without_rest());
+    let shaped = Arc::new(shaped);
+    assert!(bare.rest().is_none() && bare.id() != shaped.id());
+    let n = shaped.vertex_count();
+    let (p, b) = swing_with(&pos, &weights, 10, 0.02);
+    let key_bytes = |s: &Arc<GarmentSetup>| {
+        let mut enc = Encoder::new(Arc::clone(s), 1);
+        let mut buf = Vec::new();
+        enc.encode(&p, &b, true, &mut buf).expect("encodes");
+        let mut out = vec![0f32; 3 * n];
+        Decoder::new(Arc::clone(s))
+            .decode(&buf, &mut out)
+            .expect("decodes");
+        let mut rec = vec![0f32; 3 * n];
+        enc.reconstruction(&mut rec).expect("len");
+        assert_eq!(out, rec);
+        buf.len()
+    };
+    let (from_rest, from_zeros) = (key_bytes(&shaped), key_bytes(&bare));
+    eprintln!("keyframe {from_zeros} bytes from zeros, {from_rest} from the rest shape");
+    assert!(
+        (from_rest as f64) < 0.8 * from_zeros as f64,
+        "{from_rest} against {from_zeros}"
+    );
+    // a resync keyframe mid-stream, then a delta after it
+    let mut enc = Encoder::new(Arc::clone(&shaped), 2);
+    let mut dec = Decoder::new(Arc::clone(&shaped));
+    let (mut out, mut rec, mut buf) = (vec![0f32; 3 * n], vec![0f32; 3 * n], Vec::new());
+    for f in 0..12 {
+        let (p, b) = swing_with(&pos, &weights, f, 0.02);
+        enc.encode(&p, &b, false, &mut buf).expect("encodes");
+        dec.decode(&buf, &mut out).expect("decodes");
+    }
+    let h = enc.keyframe(&mut buf).expect("a keyframe");
+    assert_eq!(h.kind, FrameKind::Key);
+    let mut late = Decoder::new(Arc::clone(&shaped));
+    let mut late_out = vec![0f32; 3 * n];
+    late.decode(&buf, &mut late_out).expect("the resync keyframe decodes");
+    assert_eq!(late_out, out, "the keyframe holds the last frame exactly");
+    let (p, b) = swing_with(&pos, &weights, 12, 0.02);
+    enc.encode(&p, &b, false, &mut buf).expect("encodes");
+    dec.decode(&buf, &mut out).expect("decodes");
+    late.decode(&buf, &mut late_out).expect("the late decoder follows");
+    enc.reconstruction(&mut rec).expect("len");
+    assert_eq!(out, rec);
+    assert_eq!(late_out, rec);
+}
+
 /// The coarse-to-fine traversal predicts a vertex between decoded neighbours on either
 /// side of it: on a sleeve whose ripple the skinning does not explain it codes fewer
 /// bytes than the breadth-first traversal, keyframe and deltas alike, and every vertex
@@ -617,6 +694,30 @@ fn a_coarse_to_fine_setup_refuses_bad_rest_positions_and_handles_a_fan() {
             what: "rest position (not finite)"
         })
     ));
+    let mut far = pos.clone();
+    far[2][0] = 2100.0; // 2.1 km: beyond the 2^21 steps of a 1 mm lattice
+    assert!(matches!(
+        GarmentSetup::with_rest(&tris, &joints, &weights, 2, &config, &far),
+        Err(CodecError::Invalid {
+            what: "rest position (outside the lattice)"
+        })
+    ));
+    // the rest shape round-trips; one off the lattice in the bytes is refused
+    let shaped = GarmentSetup::with_rest(&tris, &joints, &weights, 2, &config, &pos)
+        .expect("setup");
+    let rest = shaped.rest().expect("a rest shape");
+    assert_eq!(rest[3], pos[3].map(|x| (x / config.step).round() as i32));
+    let bytes = shaped.to_bytes();
+    assert_eq!(GarmentSetup::from_bytes(&bytes).as_ref(), Ok(&shaped));
+    let mut off = bytes.clone();
+    let at = off.len() - 12 * pos.len();
+    off[at..at + 4].copy_from_slice(&i32::MIN.to_le_bytes());
+    assert_eq!(
+        GarmentSetup::from_bytes(&off),
+        Err(CodecError::Invalid {
+            what: "rest position (outside the lattice)"
+        })
+    );
     let rim = 600;
     let mut fan = vec![[0.0f32; 3]];
     fan.extend((0..rim).map(|i| {
