@@ -15,6 +15,10 @@ export declare class GarmentSetup {
   readonly vertexCount: number;
   readonly bones: number;
   readonly triangles: Uint32Array;
+  /** Whether the setup carries the garment's rest shape (format v5), which keyframes are predicted from. */
+  readonly hasRest: boolean;
+  /** The rest shape, 3 × vertices lattice steps (multiply by `step` for metres); all zero without one. */
+  readonly rest: Int32Array;
   readonly id: number;
 }
 
