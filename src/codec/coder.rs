@@ -230,6 +230,25 @@ impl Frames {
         self.mc_done.fill(false);
     }
 
+    /// The base a patch coded with base `b` is predicted from (the reference, or the
+    /// reference moved by the bones' motion, compensated here for the patch's
+    /// vertices and their predictor references), with the frame being coded.
+    pub(super) fn patch_base<'a>(
+        &'a mut self,
+        setup: &'a GarmentSetup,
+        patch: &[u32],
+        b: u32,
+    ) -> (&'a [[i32; 3]], &'a mut Lattice) {
+        if b == BASE_SKINNED {
+            self.compensate(setup, patch);
+            (&self.mc, &mut self.q_new)
+        } else if self.from_rest {
+            (setup.keyframe_base(), &mut self.q_new)
+        } else {
+            (&self.q, &mut self.q_new)
+        }
+    }
+
     /// The reference positions of the frame being coded: `q`, or for a keyframe the
     /// setup's keyframe base.
     pub(super) fn reference<'a>(&'a self, setup: &'a GarmentSetup) -> &'a [[i32; 3]] {

@@ -7,7 +7,7 @@ use super::coder::{
     Frames, Lattice, Models, Skeleton, checksum, decode_bones, predict_in, split_mode, write_out,
 };
 use super::format::{
-    BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, PATCH_SIZE,
+    FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, PATCH_SIZE,
     SPATIAL_MEAN, SPATIAL_NONE, SPATIAL_PARALLELOGRAM,
 };
 use super::motion::{BoneTransform, dequantize_bone};
@@ -129,21 +129,12 @@ impl Decoder {
                 }
             } else {
                 let (b, sp) = split_mode(mode);
-                if b == BASE_SKINNED {
-                    self.f.compensate(&s, patch);
-                }
-                let base = if b == BASE_SKINNED {
-                    &self.f.mc[..]
-                } else if key {
-                    s.keyframe_base()
-                } else {
-                    &self.f.q[..]
-                };
+                let (base, q_new) = self.f.patch_base(&s, patch, b);
                 let run = Run {
                     setup: &s,
                     vertices: patch,
                 };
-                let (d, m, q_new, prev) = (&mut dec, &mut m, &mut self.f.q_new, &mut prev);
+                let (d, m, prev) = (&mut dec, &mut m, &mut prev);
                 match sp {
                     SPATIAL_NONE => run.go::<SPATIAL_NONE, true>(d, m, base, q_new, prev),
                     SPATIAL_MEAN => run.go::<SPATIAL_MEAN, true>(d, m, base, q_new, prev),

@@ -627,16 +627,7 @@ impl Encoder {
                 self.choose_mode(patch, previous)
             };
             let (b, sp) = split_mode(mode);
-            if b == BASE_SKINNED {
-                self.f.compensate(s, patch);
-            }
-            let base = if b == BASE_SKINNED {
-                &self.f.mc[..]
-            } else if key {
-                s.keyframe_base()
-            } else {
-                &self.f.q[..]
-            };
+            let (base, q_new) = self.f.patch_base(s, patch, b);
             trial(
                 s,
                 patch,
@@ -645,7 +636,7 @@ impl Encoder {
                 &self.target,
                 r,
                 self.effort,
-                &mut self.f.q_new,
+                q_new,
                 &mut self.residual[pi * PATCH_SIZE..pi * PATCH_SIZE + patch.len()],
                 &mut self.hints[pi * PATCH_SIZE..pi * PATCH_SIZE + patch.len()],
             );
