@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | 0 | 4 | magic `CCGF` |
 //! | 4 | 1 | format version ([`FORMAT_VERSION`]) |
-//! | 5 | 1 | kind: 0 keyframe (intra), 1 delta (predicted) |
+//! | 5 | 1 | kind: 0 keyframe (predicted from the setup alone), 1 delta (from the reference frame) |
 //! | 6 | 2 | reserved, must be 0 |
 //! | 8 | 4 | setup id (FNV-1a of the setup bytes, [`word_hash`]) |
 //! | 12 | 4 | stream id |
@@ -173,7 +173,7 @@ pub fn max_frame_bytes(vertices: usize, bones: usize) -> usize {
 /// Frame kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameKind {
-    /// Intra-coded: decodable alone.
+    /// Decodable alone: predicted from the setup (its rest shape) and its own bones.
     Key,
     /// Predicted from the frame named by `reference`.
     Delta,
