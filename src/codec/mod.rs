@@ -24,6 +24,7 @@ pub mod format;
 mod motion;
 mod range;
 mod setup;
+mod traversal;
 #[cfg(test)]
 mod tests;
 
