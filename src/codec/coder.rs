@@ -117,11 +117,10 @@ fn hint(a: i64, b: i64, mean: bool) -> u8 {
     2 * class + u8::from(mean && (a + b) & 1 != 0)
 }
 
-/// The offset of an earlier vertex `u` from its base (from zero without `BASE`).
+/// The offset of an earlier vertex `u` from its base.
 #[inline(always)]
-fn offset<const BASE: bool>(u: u32, base: &[[i32; 3]], cur: &[[i32; 3]]) -> [i64; 3] {
-    let c = cur[u as usize];
-    let b = if BASE { base[u as usize] } else { [0; 3] };
+fn offset(u: u32, base: &[[i32; 3]], cur: &[[i32; 3]]) -> [i64; 3] {
+    let (c, b) = (cur[u as usize], base[u as usize]);
     std::array::from_fn(|k| i64::from(c[k]) - i64::from(b[k]))
 }
 
@@ -136,18 +135,18 @@ fn mean(oa: [i64; 3], ob: [i64; 3]) -> ([i64; 3], [u8; 3]) {
 
 /// Prediction of vertex `v` from earlier-decoded vertices: `base[v]` plus, by spatial
 /// predictor `SP`, nothing, the mean, or the parallelogram of the references' offsets
-/// from their own bases (without `BASE`: from zero, for keyframes); and per axis the
+/// from their own bases; and per axis the
 /// prediction hint its residual is coded with ([`super::format::HINTS`]). The
 /// encoder's trials and the decoder's runs are instantiated per mode, so that nothing
 /// is decided per vertex but which references exist.
 #[inline(always)]
-pub(super) fn predict_in<const SP: u32, const BASE: bool>(
+pub(super) fn predict_in<const SP: u32>(
     v: usize,
     refs: &[u32; 3],
     base: &[[i32; 3]],
     cur: &[[i32; 3]],
 ) -> ([i64; 3], [u8; 3]) {
-    let off = |u: u32| offset::<BASE>(u, base, cur);
+    let off = |u: u32| offset(u, base, cur);
     let (s, h): ([i64; 3], [u8; 3]) = match SP {
         SPATIAL_NONE => ([0; 3], [0; 3]),
         SPATIAL_MEAN => match (refs[0], refs[1]) {
@@ -168,12 +167,8 @@ pub(super) fn predict_in<const SP: u32, const BASE: bool>(
             }
         },
     };
-    if BASE {
-        let bv = base[v];
-        (std::array::from_fn(|k| i64::from(bv[k]) + s[k]), h)
-    } else {
-        (s, h)
-    }
+    let bv = base[v];
+    (std::array::from_fn(|k| i64::from(bv[k]) + s[k]), h)
 }
 
 /// What the encoder and the decoder of a stream both hold, identically: the reference
@@ -283,17 +278,17 @@ impl Frames {
 
     #[inline(always)]
     fn compensate_in<const WIDE: bool>(&mut self, setup: &GarmentSetup, vertices: &[u32]) {
+        let reference = if self.from_rest {
+            setup.keyframe_base()
+        } else {
+            &self.q
+        };
         for &v in vertices {
             let refs = &setup.predictor[v as usize];
             for u in std::iter::once(v).chain(refs.iter().copied()) {
                 let u = u as usize;
                 if u < self.mc_done.len() && !self.mc_done[u] {
-                    let q = if self.from_rest {
-                        setup.keyframe_base()
-                    } else {
-                        &self.q
-                    };
-                    let (j, w, p) = (&setup.joints[u], &setup.weights[u], q[u]);
+                    let (j, w, p) = (&setup.joints[u], &setup.weights[u], reference[u]);
                     self.mc[u] = if WIDE {
                         #[cfg(target_arch = "x86_64")]
                         // SAFETY: the WIDE form runs only inside `compensate_wide`,
@@ -518,15 +513,15 @@ mod tests {
         // vertex 3 predicted from 0, 1 (and 2); offsets from a zero base
         let cur = [[10, 0, 0], [13, 0, 4], [0, 0, 0], [0; 3]];
         let base = [[0; 3]; 4];
-        let (p, h) = predict_in::<SPATIAL_MEAN, true>(3, &[0, 1, NO_REF], &base, &cur);
+        let (p, h) = predict_in::<SPATIAL_MEAN>(3, &[0, 1, NO_REF], &base, &cur);
         assert_eq!(p, [11, 0, 2]); // floor(23 / 2), 0, 2
         assert_eq!(h, [2 * 2 + 1, 0, 2 * 3]);
-        let (p, h) = predict_in::<SPATIAL_PARALLELOGRAM, true>(3, &[0, 1, 2], &base, &cur);
+        let (p, h) = predict_in::<SPATIAL_PARALLELOGRAM>(3, &[0, 1, 2], &base, &cur);
         assert_eq!(p, [23, 0, 4]);
         assert_eq!(h, [2 * 2, 0, 2 * 3]);
-        let (_, h) = predict_in::<SPATIAL_NONE, true>(3, &[0, 1, 2], &base, &cur);
+        let (_, h) = predict_in::<SPATIAL_NONE>(3, &[0, 1, 2], &base, &cur);
         assert_eq!(h, [0; 3]);
-        let (p, h) = predict_in::<SPATIAL_MEAN, false>(3, &[0, NO_REF, NO_REF], &[], &cur);
+        let (p, h) = predict_in::<SPATIAL_MEAN>(3, &[0, NO_REF, NO_REF], &base, &cur);
         assert_eq!((p, h), ([10, 0, 0], [0; 3]));
     }
 }

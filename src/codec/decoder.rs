@@ -7,7 +7,7 @@ use super::coder::{
     Frames, Lattice, Models, Skeleton, checksum, decode_bones, predict_in, split_mode, write_out,
 };
 use super::format::{
-    FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, PATCH_SIZE,
+    BASE_PREVIOUS, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT, MODE_SKIP, PATCH_SIZE,
     SPATIAL_MEAN, SPATIAL_NONE, SPATIAL_PARALLELOGRAM,
 };
 use super::motion::{BoneTransform, dequantize_bone};
@@ -122,10 +122,10 @@ impl Decoder {
         let mut last_mode = MODE_SKIP;
         for patch in s.order.chunks(PATCH_SIZE) {
             let mode = m.decode_mode(&mut dec, last_mode)?;
-            let reference = if key { s.keyframe_base() } else { &self.f.q[..] };
             if mode == MODE_SKIP {
+                let (reference, q_new) = self.f.patch_base(&s, patch, BASE_PREVIOUS);
                 for &v in patch {
-                    self.f.q_new[v as usize] = reference[v as usize];
+                    q_new[v as usize] = reference[v as usize];
                 }
             } else {
                 let (b, sp) = split_mode(mode);
@@ -136,9 +136,9 @@ impl Decoder {
                 };
                 let (d, m, prev) = (&mut dec, &mut m, &mut prev);
                 match sp {
-                    SPATIAL_NONE => run.go::<SPATIAL_NONE, true>(d, m, base, q_new, prev),
-                    SPATIAL_MEAN => run.go::<SPATIAL_MEAN, true>(d, m, base, q_new, prev),
-                    _ => run.go::<SPATIAL_PARALLELOGRAM, true>(d, m, base, q_new, prev),
+                    SPATIAL_NONE => run.go::<SPATIAL_NONE>(d, m, base, q_new, prev),
+                    SPATIAL_MEAN => run.go::<SPATIAL_MEAN>(d, m, base, q_new, prev),
+                    _ => run.go::<SPATIAL_PARALLELOGRAM>(d, m, base, q_new, prev),
                 }?;
             }
             last_mode = mode;
@@ -166,13 +166,12 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Decodes the run's residuals with spatial predictor `SP` from `base` (`BASE`) or
-    /// none (keyframes) into `q_new`; `prev` is the previous vertex's residual (the
+    /// Decodes the run's residuals with spatial predictor `SP` from `base` into `q_new`; `prev` is the previous vertex's residual (the
     /// contexts' state, carried from run to run). Instantiated per mode, as the
     /// encoder's trials are, so that nothing is decided per vertex but which references
     /// exist.
     #[inline(always)]
-    fn go<const SP: u32, const BASE: bool>(
+    fn go<const SP: u32>(
         &self,
         dec: &mut RangeDecoder<'_>,
         m: &mut Models,
@@ -183,7 +182,7 @@ impl Run<'_> {
         let limit = i64::from(LATTICE_LIMIT);
         for &v in self.vertices {
             let v = v as usize;
-            let (p, hint) = predict_in::<SP, BASE>(v, &self.setup.predictor[v], base, q_new);
+            let (p, hint) = predict_in::<SP>(v, &self.setup.predictor[v], base, q_new);
             let mut cur = [0i32; 3];
             for k in 0..3 {
                 let e = dec.int(&mut m.coords[k], coord_context(prev, &cur, k, hint[k]))?;

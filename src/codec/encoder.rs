@@ -200,7 +200,7 @@ fn code_residual(
 fn trial(
     setup: &GarmentSetup,
     vertices: &[u32],
-    base: Option<&[[i32; 3]]>,
+    base: &[[i32; 3]],
     spatial: u32,
     target: &[[f64; 3]],
     r: f64,
@@ -218,13 +218,10 @@ fn trial(
         r,
         effort,
     };
-    match (base, spatial) {
-        (None, SPATIAL_NONE) => t.run::<SPATIAL_NONE, false>(&[], q_new, residual, hints),
-        (None, SPATIAL_MEAN) => t.run::<SPATIAL_MEAN, false>(&[], q_new, residual, hints),
-        (None, _) => t.run::<SPATIAL_PARALLELOGRAM, false>(&[], q_new, residual, hints),
-        (Some(b), SPATIAL_NONE) => t.run::<SPATIAL_NONE, true>(b, q_new, residual, hints),
-        (Some(b), SPATIAL_MEAN) => t.run::<SPATIAL_MEAN, true>(b, q_new, residual, hints),
-        (Some(b), _) => t.run::<SPATIAL_PARALLELOGRAM, true>(b, q_new, residual, hints),
+    match spatial {
+        SPATIAL_NONE => t.run::<SPATIAL_NONE>(base, q_new, residual, hints),
+        SPATIAL_MEAN => t.run::<SPATIAL_MEAN>(base, q_new, residual, hints),
+        _ => t.run::<SPATIAL_PARALLELOGRAM>(base, q_new, residual, hints),
     }
 }
 
@@ -239,7 +236,7 @@ struct Trial<'a> {
 
 impl Trial<'_> {
     #[inline(always)]
-    fn run<const SP: u32, const BASE: bool>(
+    fn run<const SP: u32>(
         &self,
         base: &[[i32; 3]],
         q_new: &mut [[i32; 3]],
@@ -248,7 +245,7 @@ impl Trial<'_> {
     ) {
         for ((&v, e), h) in self.vertices.iter().zip(residual).zip(hints) {
             let v = v as usize;
-            let (p, hint) = predict_in::<SP, BASE>(v, &self.setup.predictor[v], base, q_new);
+            let (p, hint) = predict_in::<SP>(v, &self.setup.predictor[v], base, q_new);
             *h = hint;
             let q = snap(p, self.target[v], self.r, self.effort);
             q_new[v] = q;
@@ -600,8 +597,9 @@ impl Encoder {
         let s = &*setup;
         // choose a mode per patch, fixing its vertices' coded points as we go
         for (pi, patch) in s.order.chunks(PATCH_SIZE).enumerate() {
+            let reference = self.f.reference(s);
             let still = patch.iter().all(|&v| {
-                let (q, x) = (self.f.reference(s)[v as usize], self.target[v as usize]);
+                let (q, x) = (reference[v as usize], self.target[v as usize]);
                 (0..3)
                     .map(|k| (f64::from(q[k]) - x[k]).powi(2))
                     .sum::<f64>()
@@ -609,8 +607,9 @@ impl Encoder {
             });
             if still {
                 self.modes[pi] = MODE_SKIP;
+                let (reference, q_new) = self.f.patch_base(s, patch, BASE_PREVIOUS);
                 for &v in patch {
-                    self.f.q_new[v as usize] = self.f.reference(s)[v as usize];
+                    q_new[v as usize] = reference[v as usize];
                 }
                 continue;
             }
@@ -631,7 +630,7 @@ impl Encoder {
             trial(
                 s,
                 patch,
-                Some(base),
+                base,
                 sp,
                 &self.target,
                 r,
