@@ -13,8 +13,8 @@ use super::format::{
 #[cfg(target_arch = "x86_64")]
 use super::motion::compensate_vertex_avx2;
 use super::motion::{
-    IDENTITY_BONE, QBone, RelMotion, compensate_vertex, derived_w, predict_rotation, predict_translation,
-    valid_bone,
+    IDENTITY_BONE, QBone, RelMotion, compensate_vertex, derived_w, predict_rotation,
+    predict_translation, valid_bone,
 };
 use super::range::{IntModel, Prob, RangeDecoder, RangeEncoder, zero_context};
 use super::setup::GarmentSetup;

@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use super::CodecError;
 use super::coder::{
-    Checksum, Frames, Lattice, Models, Skeleton, code_bones, predict_in, split_mode,
-    write_out,
+    Checksum, Frames, Lattice, Models, Skeleton, code_bones, predict_in, split_mode, write_out,
 };
 use super::format::{
     BASE_PREVIOUS, BASE_SKINNED, FRAME_HEADER_LEN, FrameHeader, FrameKind, LATTICE_LIMIT,

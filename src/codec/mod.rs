@@ -24,9 +24,9 @@ pub mod format;
 mod motion;
 mod range;
 mod setup;
-mod traversal;
 #[cfg(test)]
 mod tests;
+mod traversal;
 
 pub use decoder::Decoder;
 pub use encoder::{Effort, Encoder};

@@ -47,7 +47,11 @@ const ADAPT_SHIFT: [u8; 64] = {
     let mut n = 0;
     while n < 64 {
         let s = 31 - (n as u32 + 2).leading_zeros();
-        t[n] = if s < PROB_SHIFT { s as u8 } else { PROB_SHIFT as u8 };
+        t[n] = if s < PROB_SHIFT {
+            s as u8
+        } else {
+            PROB_SHIFT as u8
+        };
         n += 1;
     }
     t
@@ -407,8 +411,16 @@ mod tests {
                 adapt(&mut s, bit);
                 extreme = probability(s);
             }
-            assert_eq!(s >> PROB_COUNT_SHIFT, 62, "the count stops once the shift is 6");
-            let least = if bit { extreme } else { (1 << PROB_BITS) - extreme };
+            assert_eq!(
+                s >> PROB_COUNT_SHIFT,
+                62,
+                "the count stops once the shift is 6"
+            );
+            let least = if bit {
+                extreme
+            } else {
+                (1 << PROB_BITS) - extreme
+            };
             assert_eq!(least, 63, "the extreme probability");
             let bits = f64::from(PROB_BITS) - f64::from(least).log2();
             assert!(bits + 0.01 < DECISION_BITS as f64, "{bits} bits");

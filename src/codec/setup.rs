@@ -3,11 +3,11 @@
 //! encoder's side, carried in the setup so decoders need not rebuild it).
 
 use super::CodecError;
-use super::traversal::{hierarchical, traversal};
 use super::format::{
     FORMAT_VERSION, LATTICE_LIMIT, MAX_BONES, MAX_VERTICES, NO_REF, SETUP_HEADER_LEN, SETUP_MAGIC,
     WEIGHT_ONE, word_hash,
 };
+use super::traversal::{hierarchical, traversal};
 
 /// Largest triangle count a setup may declare.
 const MAX_TRIANGLES: u32 = 1 << 23;

@@ -11,7 +11,10 @@ use super::format::NO_REF;
 /// in order of their lowest vertex) and, per vertex, the best predictor available from
 /// vertices already traversed: a parallelogram across an edge of a traversed triangle,
 /// else up to two traversed neighbours.
-pub(super) fn traversal(n: usize, triangles: &[[u32; 3]]) -> Result<(Vec<u32>, Vec<[u32; 3]>), CodecError> {
+pub(super) fn traversal(
+    n: usize,
+    triangles: &[[u32; 3]],
+) -> Result<(Vec<u32>, Vec<[u32; 3]>), CodecError> {
     let neighbours = neighbours(n, triangles)?;
     let mut incident: Vec<Vec<u32>> = vec![Vec::new(); n];
     let mut opposite: HashMap<(u32, u32), Vec<u32>> = HashMap::new();

@@ -49,9 +49,9 @@ use edges::{
     sign_change,
 };
 pub use intersections::self_intersections;
-pub(crate) use search::{PairCache, relative_moves};
 #[cfg(test)]
 use search::relative_move;
+pub(crate) use search::{PairCache, relative_moves};
 use search::{box_gap, boxes_within, segment_gap, segments_within};
 
 /// A contact pair within reach: a vertex–triangle pair as (vertex index, triangle

@@ -626,12 +626,14 @@ fn keyframes_are_predicted_from_the_rest_shape() {
     assert_eq!(h.kind, FrameKind::Key);
     let mut late = Decoder::new(Arc::clone(&shaped));
     let mut late_out = vec![0f32; 3 * n];
-    late.decode(&buf, &mut late_out).expect("the resync keyframe decodes");
+    late.decode(&buf, &mut late_out)
+        .expect("the resync keyframe decodes");
     assert_eq!(late_out, out, "the keyframe holds the last frame exactly");
     let (p, b) = swing_with(&pos, &weights, 12, 0.02);
     enc.encode(&p, &b, false, &mut buf).expect("encodes");
     dec.decode(&buf, &mut out).expect("decodes");
-    late.decode(&buf, &mut late_out).expect("the late decoder follows");
+    late.decode(&buf, &mut late_out)
+        .expect("the late decoder follows");
     enc.reconstruction(&mut rec).expect("len");
     assert_eq!(out, rec);
     assert_eq!(late_out, rec);
@@ -703,8 +705,8 @@ fn a_coarse_to_fine_setup_refuses_bad_rest_positions_and_handles_a_fan() {
         })
     ));
     // the rest shape round-trips; one off the lattice in the bytes is refused
-    let shaped = GarmentSetup::with_rest(&tris, &joints, &weights, 2, &config, &pos)
-        .expect("setup");
+    let shaped =
+        GarmentSetup::with_rest(&tris, &joints, &weights, 2, &config, &pos).expect("setup");
     let rest = shaped.rest().expect("a rest shape");
     assert_eq!(rest[3], pos[3].map(|x| (x / config.step).round() as i32));
     let bytes = shaped.to_bytes();

@@ -288,20 +288,14 @@ impl SelfContact {
 /// little). Not finite when a move is not (0 for no vertices).
 pub(crate) fn relative_move(n: usize, moves: impl Fn(usize) -> DVec3) -> f64 {
     let centre = common_shift(n, &moves);
-    (0..n)
-        .map(|v| moves(v).distance(centre))
-        .fold(0.0, nan_max)
+    (0..n).map(|v| moves(v).distance(centre)).fold(0.0, nan_max)
 }
 
 /// [`relative_move`], with each vertex's own distance from the common shift into `out`
 /// (cleared first; metres, one per vertex): a pair's distance changes by at most the
 /// largest of its one side's plus the largest of its other side's
 /// ([`SelfContact::pairs_reaching`]).
-pub(crate) fn relative_moves(
-    n: usize,
-    moves: impl Fn(usize) -> DVec3,
-    out: &mut Vec<f64>,
-) -> f64 {
+pub(crate) fn relative_moves(n: usize, moves: impl Fn(usize) -> DVec3, out: &mut Vec<f64>) -> f64 {
     let centre = common_shift(n, &moves);
     out.clear();
     out.extend((0..n).map(|v| moves(v).distance(centre)));

@@ -774,7 +774,10 @@ fn the_relative_move_leaves_out_the_common_shift() {
     ];
     let r = relative_move(moves.len(), |v| moves[v]);
     // box centre: shift + (0, 0.002, 0); farthest: the x moves at √(0.01² + 0.002²)
-    assert!((r - (0.01f64.powi(2) + 0.002f64.powi(2)).sqrt()).abs() < 1e-12, "{r}");
+    assert!(
+        (r - (0.01f64.powi(2) + 0.002f64.powi(2)).sqrt()).abs() < 1e-12,
+        "{r}"
+    );
     let mut each = vec![1.0; 7];
     assert_eq!(relative_moves(moves.len(), |v| moves[v], &mut each), r);
     let x = (0.01f64.powi(2) + 0.002f64.powi(2)).sqrt();
@@ -785,6 +788,9 @@ fn the_relative_move_leaves_out_the_common_shift() {
     assert_eq!(relative_move(0, |_| DVec3::ZERO), 0.0);
     for bad in [f64::NAN, f64::INFINITY] {
         let broken = [DVec3::ZERO, DVec3::new(bad, 0.0, 0.0), DVec3::ONE];
-        assert!(!relative_move(broken.len(), |v| broken[v]).is_finite(), "{bad}");
+        assert!(
+            !relative_move(broken.len(), |v| broken[v]).is_finite(),
+            "{bad}"
+        );
     }
 }
