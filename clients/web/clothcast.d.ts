@@ -78,6 +78,9 @@ export declare class ClothcastClient extends EventTarget {
   tickHz: number;
   /** Connections opened so far (reconnects included). */
   readonly connections: number;
+  /** Milliseconds this thread has spent handling the server's messages (parsing,
+   *  decoding garments, the listeners of the events they raise). */
+  readonly busyMs: number;
   connect(): this;
   /** Closes for good: no reconnecting. */
   close(): void;

@@ -33,6 +33,9 @@
 //             filled only with { pose: true }, zeros otherwise),
 //           world: Float32Array(7) (garment canonical → world: quaternion, translation),
 //           seq, frames, bytes, dropped, latencyMs }
+// client.busyMs: milliseconds this thread has spent handling the server's messages
+// (parsing, decoding, the event listeners they run). ClothcastWorkerClient
+// (worker-client.js) runs all of this in a Web Worker instead, off the page's thread.
 //
 // The client subscribes without the body pose in its frames (364 bytes a frame, about a
 // sixth of a walking 3 000-vertex avatar's): the codec frames carry the bones, which
@@ -78,6 +81,9 @@ export class ClothcastClient extends EventTarget {
     this.tickHz = 0;
     this.ws = null;
     this.clockOffset = Infinity; // min(receive time − server timestamp), ms
+    // milliseconds spent handling the server's messages (parsing, decoding garments,
+    // and the listeners of the events they raise), since the client was made
+    this.busyMs = 0;
   }
 
   connect() {
@@ -114,6 +120,7 @@ export class ClothcastClient extends EventTarget {
       } catch (e) {
         this.dispatchEvent(new CustomEvent("error", { detail: e }));
       }
+      this.busyMs += performance.now() - heard;
     };
     ws.onclose = (ev) => this.lost(ws, ev.code, ev.reason);
     this.ws = ws;

@@ -2,16 +2,22 @@
 // the streamed pose) and garment (decoded from the stream), lit, on a ground grid, with
 // an orbit camera, labels, a stats overlay and WebXR "Enter VR". WebGL2, no build step.
 // URL options: ?url=ws://…/ws&token=…&avatars=a,b ; ?mirror=1[&avatar=ID] for kiosks
-// (one avatar, mirrored, facing the viewer, no UI chrome).
+// (one avatar, mirrored, facing the viewer, no UI chrome); ?decode=page decodes the
+// garments on the page's own thread instead of in a Web Worker (worker-client.js).
 
 import { ClothcastClient, boneMatrices } from "./clothcast.js";
+import { ClothcastWorkerClient } from "./worker-client.js";
 
 const params = new URLSearchParams(location.search);
 const mirror = params.get("mirror") === "1";
 if (mirror) document.body.classList.add("mirror");
 const wsUrl = params.get("url") ?? `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
 const only = mirror && params.get("avatar") ? [params.get("avatar")] : params.get("avatars")?.split(",") ?? null;
-const client = new ClothcastClient(wsUrl, { token: params.get("token"), avatars: only }).connect();
+// the stream is decoded in a worker, so that rendering (and a headset's frames) never
+// waits for it, unless asked otherwise or workers of modules are missing
+const inWorker = params.get("decode") !== "page" && typeof Worker !== "undefined";
+const Client = inWorker ? ClothcastWorkerClient : ClothcastClient;
+const client = new Client(wsUrl, { token: params.get("token"), avatars: only }).connect();
 
 const canvas = document.getElementById("view");
 const gl = canvas.getContext("webgl2", { antialias: true, xrCompatible: true });
@@ -273,19 +279,28 @@ function avatarSpread() {
 let fitDist = 0, lastRender = 0;
 
 let frames = 0, fps = 0, lastFps = performance.now();
-const stats = { bytes: 0, lastBytes: 0, kbps: 0 };
+const stats = { bytes: 0, lastBytes: 0, kbps: 0, lastBusy: 0, lastPage: 0, busy: 0, page: 0 };
 function updateOverlay(now) {
   frames++;
   if (now - lastFps < 1000) return;
   const total = [...client.avatars.values()].reduce((s, a) => s + a.bytes, 0);
   stats.kbps = (total - stats.lastBytes) * 8 / (now - lastFps);
   stats.lastBytes = total;
+  // share of a thread spent on the stream: the decoding thread's, and the page's (the
+  // worker client decodes on the page where no worker could start)
+  const worker = client.inWorker === true;
+  const pageMs = worker ? client.pageMs : client.busyMs;
+  stats.busy = (client.busyMs - stats.lastBusy) / (now - lastFps);
+  stats.page = (pageMs - stats.lastPage) / (now - lastFps);
+  stats.lastBusy = client.busyMs;
+  stats.lastPage = pageMs;
   fps = frames * 1000 / (now - lastFps);
   frames = 0; lastFps = now;
-  const lines = [`render ${fps.toFixed(0)} fps   stream ${stats.kbps.toFixed(0)} kbit/s   tick ${client.tickHz} Hz   ${link}`];
+  const lines = [`render ${fps.toFixed(0)} fps   stream ${stats.kbps.toFixed(0)} kbit/s   tick ${client.tickHz} Hz   ${link}`,
+    `decoding ${(100 * stats.busy).toFixed(1)} % of ${worker ? "a worker" : "the page's thread"}   page's thread ${(100 * stats.page).toFixed(1)} %`];
   for (const av of client.avatars.values()) lines.push(`${av.id.padEnd(14)} frame ${String(av.seq).padStart(6)}  dropped ${av.dropped}  latency ${av.latencyMs.toFixed(0)} ms`);
   overlay.textContent = lines.join("\n");
-  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)), layers: a.layers.map((l) => ({ garment: l.asset.garment, sample: Array.from(l.garment.subarray(0, 30)) })) })) };
+  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, decode: worker ? "worker" : "page", busy: stats.busy, page: stats.page, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)), layers: a.layers.map((l) => ({ garment: l.asset.garment, sample: Array.from(l.garment.subarray(0, 30)) })) })) };
 }
 
 function render(now) {

@@ -662,7 +662,7 @@ async fn start_listening(
 
 /// The browser viewer (clients/web), built into the binary so `serve` and `demo` need
 /// no files at run time.
-const WEB_FILES: [(&str, &str, &str); 7] = [
+const WEB_FILES: [(&str, &str, &str); 10] = [
     (
         "index.html",
         "text/html; charset=utf-8",
@@ -677,6 +677,21 @@ const WEB_FILES: [(&str, &str, &str); 7] = [
         "clothcast.js",
         "text/javascript",
         include_str!("../../clients/web/clothcast.js"),
+    ),
+    (
+        "worker-client.js",
+        "text/javascript",
+        include_str!("../../clients/web/worker-client.js"),
+    ),
+    (
+        "decode-worker.js",
+        "text/javascript",
+        include_str!("../../clients/web/decode-worker.js"),
+    ),
+    (
+        "decode-relay.js",
+        "text/javascript",
+        include_str!("../../clients/web/decode-relay.js"),
     ),
     (
         "codec.js",

@@ -104,9 +104,13 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     assert.deepEqual(b.avatars.find((x) => x.id === 'performer-0').layers.map((l) => l.garment), ['tshirt']);
     assert.deepEqual(b.avatars.find((x) => x.id === 'performer-1').layers, []);
     assert.ok(b.kbps > 0 && b.fps > 0, `overlay not live: ${JSON.stringify({ fps: b.fps, kbps: b.kbps })}`);
+    // the stream is decoded in a worker: the worker is busy, the page's thread hardly
+    assert.equal(b.decode, 'worker');
+    assert.ok(b.busy > 0, `the worker decoded nothing: ${b.busy}`);
     const overlay = await page.locator('#overlay').innerText();
     assert.match(overlay, /performer-0/);
     assert.match(overlay, /kbit\/s/);
+    assert.match(overlay, /decoding [0-9.]+ % of a worker/);
     const png = await page.screenshot({ path: shot });
     const { w, h, bpp, px } = pngPixels(png);
     // not blank: many pixels differ from the background, in many colours
@@ -120,6 +124,17 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     writeFileSync(shot.replace(/\.png$/, '.json'), JSON.stringify({ lit: lit / (w * h), colours: colours.size, overlay }, null, 1));
     assert.ok(lit > 0.02 * w * h, `only ${lit} lit pixels`);
     assert.ok(colours.size > 50, `only ${colours.size} colours`);
+    // ?decode=page: the same page decoding on its own thread
+    await page.goto(`http://${addr}/?decode=page`);
+    await page.waitForFunction(() => window.__clothcast?.avatars?.length === 2 && window.__clothcast.avatars.every((a) => a.frames > 10) && window.__clothcast.busy > 0, null, { timeout: 60000 });
+    const c = await page.evaluate(() => window.__clothcast);
+    await page.waitForTimeout(1000);
+    const d = await page.evaluate(() => window.__clothcast);
+    assert.equal(d.decode, 'page');
+    for (const av of d.avatars) assert.notDeepEqual(av.sample, c.avatars.find((x) => x.id === av.id).sample, `${av.id}: no live garment decoding on the page`);
+    // the figures of both ways, for the record (two avatars, one in two garments)
+    console.log(`decoding in a worker: ${(100 * b.busy).toFixed(1)} % of the worker, ${(100 * b.page).toFixed(2)} % of the page's thread; on the page: ${(100 * d.busy).toFixed(1)} % of the page's thread`);
+    assert.deepEqual(errors, []);
     // mirror mode: one avatar, no UI chrome
     await page.goto(`http://${addr}/?mirror=1&avatar=performer-1`);
     await page.waitForFunction(() => window.__clothcast?.avatars?.length === 1 && window.__clothcast.avatars[0].frames > 5, null, { timeout: 60000 });
@@ -200,6 +215,79 @@ test('the client poses the body from the codec frames as from the body pose', { 
     // the frames carried the pose to the one client and not to the other
     assert.ok(r.posed.pose.some((x) => x !== 0), 'the client that asked got the pose');
     assert.ok(r.lean.pose.every((x) => x === 0), 'the client that did not ask got no pose');
+  } finally {
+    await browser.close();
+    play.kill();
+    srv.kill();
+  }
+});
+
+test('the worker client decodes the same garments as the page client, frame by frame', { timeout: 120000 }, async () => {
+  const { srv, addr } = await startServer();
+  const play = playClip(addr, 1);
+  const browser = await launchBrowser();
+  try {
+    const { page, errors } = await pageWithErrors(browser, { width: 400, height: 300 });
+    await page.goto(`http://${addr}/?decode=page`);
+    const r = await page.evaluate(async (url) => {
+      const { ClothcastClient } = await import('/clothcast.js');
+      const { ClothcastWorkerClient } = await import('/worker-client.js');
+      // each client's garment, bones and world by frame number, until 40 frames
+      const run = (Client) => new Promise((ok) => {
+        const c = new Client(url, {});
+        const seen = new Map();
+        c.addEventListener('frame', (e) => {
+          const av = e.detail;
+          // (copies: the page client decodes into the same arrays every frame)
+          seen.set(av.seq, { garment: Array.from(av.garment), bones: Array.from(av.bones), world: Array.from(av.world), vertices: av.asset.setup.vertexCount });
+          if (seen.size >= 40) { c.close(); ok({ seen: [...seen.entries()], busyMs: c.busyMs, pageMs: c.pageMs ?? null }); }
+        });
+        c.connect();
+      });
+      const [page, worker] = await Promise.all([run(ClothcastClient), run(ClothcastWorkerClient)]);
+      const theirs = new Map(worker.seen);
+      let same = 0, differ = [];
+      for (const [seq, f] of page.seen) {
+        const g = theirs.get(seq);
+        if (!g) continue;
+        const equal = f.garment.length === g.garment.length && f.garment.every((x, i) => x === g.garment[i])
+          && f.bones.every((x, i) => x === g.bones[i]) && f.world.every((x, i) => x === g.world[i]);
+        if (equal) same++; else differ.push(seq);
+      }
+      return { same, differ, vertices: page.seen[0][1].vertices, lengths: [page.seen[0][1].garment.length, worker.seen[0][1].garment.length], workerPageMs: worker.pageMs, workerBusyMs: worker.busyMs };
+    }, `ws://${addr}/ws`);
+    assert.deepEqual(errors, []);
+    assert.deepEqual(r.differ, [], `frames decoded differently: ${r.differ}`);
+    // where no module worker can start, the worker client decodes on the page instead
+    const fallback = await page.evaluate(async (url) => {
+      const { ClothcastWorkerClient } = await import('/worker-client.js');
+      const real = window.Worker;
+      const run = () => new Promise((ok, fail) => {
+        const c = new ClothcastWorkerClient(url, {});
+        c.addEventListener('error', (e) => fail(e.detail));
+        c.addEventListener('frame', (e) => {
+          if (e.detail.frames >= 10) { c.close(); ok({ inWorker: c.inWorker, finite: Array.from(e.detail.garment).every(Number.isFinite), busyMs: c.busyMs }); }
+        });
+        c.connect();
+      });
+      try {
+        // a browser without workers at all, and one whose worker fails to load
+        window.Worker = undefined;
+        const none = await run();
+        window.Worker = class extends real { constructor(_, o) { super('data:text/javascript,import "./nowhere.js";', o); } };
+        const broken = await run();
+        return { none, broken };
+      } finally {
+        window.Worker = real;
+      }
+    }, `ws://${addr}/ws`);
+    for (const [how, f] of Object.entries(fallback)) {
+      assert.equal(f.inWorker, false, `${how}: still in a worker`);
+      assert.ok(f.finite && f.busyMs > 0, `${how}: ${JSON.stringify(f)}`);
+    }
+    assert.ok(r.same >= 20, `only ${r.same} frames in common`);
+    assert.deepEqual(r.lengths, [3 * r.vertices, 3 * r.vertices]);
+    assert.ok(r.workerBusyMs > 0, 'the worker reported no decoding time');
   } finally {
     await browser.close();
     play.kill();

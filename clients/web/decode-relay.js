@@ -1,0 +1,43 @@
+// What ClothcastWorkerClient (worker-client.js) runs where the decoding happens: a
+// ClothcastClient whose every event is handed to `post` as a plain message, a frame's
+// arrays as copies with the list of their buffers (to transfer). decode-worker.js runs
+// it in a Web Worker; worker-client.js runs it on the page itself where a module worker
+// cannot start (browsers without module workers).
+//
+// Messages: { ev: "connecting" | "welcome" | "asset" | "frame" | "gone" | "close" |
+// "error", ... }; read by ClothcastWorkerClient.onEvent.
+
+import { ClothcastClient } from "./clothcast.js";
+
+/** An asset as the page needs it: plain data (its setup has no methods to lose). */
+function assetData(a) {
+  return { hash: a.hash, garment: a.garment, setup: a.setup, bodyPositions: a.bodyPositions, bodyTriangles: a.bodyTriangles,
+    bodyJoints: a.bodyJoints, bodyWeights: a.bodyWeights, skeleton: a.skeleton, parents: a.parents };
+}
+
+/** A frame's message and the buffers it moves: copies of the avatar's arrays (the
+ * client's own go on being decoded into). */
+function frameData(client, av) {
+  const garment = av.garment.slice();
+  const layers = av.layers.map((l) => l.garment.slice());
+  const bones = av.bones.slice(), pose = av.pose.slice(), world = av.world.slice();
+  const msg = { ev: "frame", id: av.id, asset: av.asset.hash, layerAssets: av.layers.map((l) => l.asset.hash),
+    garment, layers, bones, pose, world, seq: av.seq, frames: av.frames, bytes: av.bytes, dropped: av.dropped,
+    latencyMs: av.latencyMs, busyMs: client.busyMs };
+  return [msg, [garment.buffer, ...layers.map((l) => l.buffer), bones.buffer, pose.buffer, world.buffer]];
+}
+
+/** Connects a ClothcastClient (`url`, `options`: its constructor's arguments) that
+ * hands every event to `post(message, transfer)`; returns the client. */
+export function relay(url, options, post) {
+  const client = new ClothcastClient(url, options);
+  client.addEventListener("welcome", (e) => post({ ev: "welcome", detail: e.detail, tickHz: client.tickHz, connections: client.connections }, []));
+  client.addEventListener("asset", (e) => post({ ev: "asset", asset: assetData(e.detail) }, []));
+  client.addEventListener("frame", (e) => post(...frameData(client, e.detail)));
+  client.addEventListener("gone", (e) => post({ ev: "gone", id: e.detail }, []));
+  client.addEventListener("close", (e) => post({ ev: "close", detail: e.detail, connections: client.connections }, []));
+  client.addEventListener("error", (e) => post({ ev: "error", message: String(e.detail?.message ?? e.detail) }, []));
+  client.connect();
+  post({ ev: "connecting", connections: client.connections }, []);
+  return client;
+}

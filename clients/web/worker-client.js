@@ -1,0 +1,167 @@
+// ClothcastClient with the connection and the garment decoding in a Web Worker
+// (decode-worker.js), so that the page's thread — the one that renders, and in WebXR
+// the one that must make every headset frame — only receives decoded arrays. Decoding
+// costs ~0.45 ms per 3 000-vertex avatar frame in V8 on a server core, so twenty
+// avatars at 30 Hz keep the decoding thread ~25 % busy; on the page's thread that is
+// time taken from rendering, in bursts as each tick's frames arrive.
+//
+//   import { ClothcastWorkerClient } from "./worker-client.js";
+//   const cc = new ClothcastWorkerClient("ws://127.0.0.1:8470/ws", { token: "…" });
+//   cc.addEventListener("frame", (e) => draw(e.detail));   // e.detail: the Avatar
+//   cc.connect();
+//
+// The same constructor options, events (welcome, asset, avatar, frame, gone, close,
+// error) and Avatar and Asset shapes as ClothcastClient (clothcast.js), but:
+// - an Avatar has no `decoder` (it lives in the worker); its arrays (garment, each
+//   layer's garment, bones, pose, world) are *replaced* by every frame, not written
+//   in place, so read them from the avatar when drawing rather than keeping them;
+// - an Asset's setup is a plain copy of the worker's GarmentSetup (the same fields);
+// - an "error" event's detail is an Error carrying the worker's message;
+// - busyMs is the time the worker has spent handling messages, pageMs the time this
+//   thread has spent taking its results in.
+// The worker script is found next to this module (decode-worker.js), as a module
+// worker (Chrome 80, Firefox 114, Safari 15 and later). Where one cannot start (an older
+// browser, a page whose policy forbids workers) the client decodes on the page's thread
+// instead, with the same events (`inWorker` then turns false).
+
+import { relay } from "./decode-relay.js";
+
+export class ClothcastWorkerClient extends EventTarget {
+  constructor(url, options = {}) {
+    super();
+    this.url = url;
+    this.options = options;
+    this.assets = new Map();
+    this.avatars = new Map();
+    this.tickHz = 0;
+    this.connections = 0;
+    this.busyMs = 0;
+    this.pageMs = 0;
+    this.inWorker = true;
+    this.worker = null; // the worker, while connected through one
+    this.here = null; // the ClothcastClient on this thread, where no worker could start
+    this.earlier = 0; // connections of the workers before this one (connect after close)
+    this.generation = 0; // connect() calls: what an earlier worker says late is dropped
+  }
+
+  connect() {
+    if (this.worker || this.here) return this;
+    const { token = null, avatars = null, reconnect = true, pingAfterMs, deadAfterMs, pose = false } = this.options;
+    const options = { token, avatars, reconnect, pose };
+    if (pingAfterMs !== undefined) options.pingAfterMs = pingAfterMs;
+    if (deadAfterMs !== undefined) options.deadAfterMs = deadAfterMs;
+    this.earlier = this.connections;
+    const generation = ++this.generation;
+    const take = (m) => {
+      if (generation !== this.generation) return;
+      const t = performance.now();
+      try {
+        this.onEvent(m);
+      } catch (err) {
+        this.dispatchEvent(new CustomEvent("error", { detail: err }));
+      }
+      this.pageMs += performance.now() - t;
+    };
+    let heard = false;
+    let worker;
+    try {
+      worker = new Worker(new URL("./decode-worker.js", import.meta.url), { type: "module" });
+    } catch {
+      worker = null;
+    }
+    const here = () => {
+      this.inWorker = false;
+      this.here = relay(this.url, options, (m) => take(m));
+    };
+    if (!worker) {
+      here();
+      return this;
+    }
+    this.worker = worker;
+    worker.onmessage = (e) => { heard = true; take(e.data); };
+    worker.onerror = (e) => {
+      if (!heard && this.worker === worker) {
+        // the worker never ran (no module workers here): decode on this thread
+        e.preventDefault?.();
+        worker.terminate();
+        this.worker = null;
+        here();
+        return;
+      }
+      this.dispatchEvent(new CustomEvent("error", { detail: new Error(`decode worker: ${e.message ?? "failed"}`) }));
+    };
+    worker.postMessage({ op: "connect", url: this.url, options });
+    return this;
+  }
+
+  /** Closes the connection for good (no reconnecting) and ends the worker once it has
+   * said goodbye to the server; connect() afterwards starts afresh. */
+  close() {
+    if (this.here) {
+      this.here.close();
+      this.here = null;
+    }
+    if (this.worker) {
+      const w = this.worker;
+      this.worker = null;
+      w.postMessage({ op: "close" });
+      setTimeout(() => w.terminate(), 1000);
+    }
+  }
+
+  onEvent(m) {
+    switch (m.ev) {
+      case "connecting":
+        this.connections = this.earlier + m.connections;
+        break;
+      case "welcome":
+        this.tickHz = m.tickHz;
+        this.connections = this.earlier + m.connections;
+        this.dispatchEvent(new CustomEvent("welcome", { detail: m.detail }));
+        break;
+      case "asset":
+        this.assets.set(m.asset.hash, m.asset);
+        this.dispatchEvent(new CustomEvent("asset", { detail: m.asset }));
+        break;
+      case "frame": {
+        const asset = this.assets.get(m.asset);
+        const over = m.layerAssets.map((h) => this.assets.get(h));
+        if (!asset || over.some((a) => !a)) throw new Error(`frame for unknown asset ${m.asset}`);
+        let av = this.avatars.get(m.id);
+        const same = av && av.asset === asset && av.layers.length === over.length && av.layers.every((l, i) => l.asset === over[i]);
+        if (!same) {
+          av = { id: m.id, asset, garment: m.garment, layers: over.map((a, i) => ({ asset: a, garment: m.layers[i] })),
+            bones: m.bones, pose: m.pose, world: m.world, seq: -1, frames: 0, bytes: 0, dropped: 0, latencyMs: 0 };
+          this.avatars.set(m.id, av);
+          this.dispatchEvent(new CustomEvent("avatar", { detail: av }));
+        }
+        av.garment = m.garment;
+        av.layers.forEach((l, i) => { l.garment = m.layers[i]; });
+        av.bones = m.bones;
+        av.pose = m.pose;
+        av.world = m.world;
+        av.seq = m.seq;
+        av.frames = m.frames;
+        av.bytes = m.bytes;
+        av.dropped = m.dropped;
+        av.latencyMs = m.latencyMs;
+        this.busyMs = m.busyMs;
+        this.dispatchEvent(new CustomEvent("frame", { detail: av }));
+        break;
+      }
+      case "gone":
+        this.avatars.delete(m.id);
+        this.dispatchEvent(new CustomEvent("gone", { detail: m.id }));
+        break;
+      case "close":
+        this.connections = this.earlier + m.connections;
+        this.dispatchEvent(new CustomEvent("close", { detail: m.detail }));
+        break;
+      case "error":
+        this.dispatchEvent(new CustomEvent("error", { detail: new Error(m.message) }));
+        break;
+      default:
+        break;
+    }
+  }
+}
