@@ -70,9 +70,11 @@ export interface ClothcastClientOptions {
   pose?: boolean;
 }
 
-/** Events: "welcome", "asset" (Asset), "avatar" (Avatar), "frame" (Avatar), "gone" (id), "error" (Error), "close" ({code, reason, retryMs: ms until the next try, or null}). */
-export declare class ClothcastClient extends EventTarget {
-  constructor(url: string, options?: ClothcastClientOptions);
+/** What both viewer clients offer (ClothcastClient here, ClothcastWorkerClient in
+ *  worker-client.js). Events: "welcome", "asset" (Asset), "avatar" (Avatar), "frame"
+ *  (Avatar), "gone" (id), "error" (Error), "close" ({code, reason, retryMs: ms until
+ *  the next try, or null}). */
+export interface StreamClient extends EventTarget {
   readonly avatars: Map<string, Avatar>;
   readonly assets: Map<string, Asset>;
   tickHz: number;
@@ -84,6 +86,12 @@ export declare class ClothcastClient extends EventTarget {
   connect(): this;
   /** Closes for good: no reconnecting. */
   close(): void;
+}
+
+export interface ClothcastClient extends StreamClient {}
+/** The viewer client, decoding on the thread that runs it (see StreamClient). */
+export declare class ClothcastClient extends EventTarget {
+  constructor(url: string, options?: ClothcastClientOptions);
 }
 
 /** Writes 22 column-major 4×4 skinning matrices (rest → posed) into `out` (length 352). */
