@@ -1,11 +1,15 @@
 // A three.js app that shows clothcast avatars: each garment of every avatar (one, or
-// an outfit's several) becomes a BufferGeometry whose positions the clothcast client
-// decodes in place each frame, and the body a SkinnedMesh whose bones are set each frame
-// from the skinning transforms the garment's codec frame carries (boneMatrices).
+// an outfit's several) becomes a BufferGeometry whose positions are set each frame from
+// the clothcast client's decoded garment, and the body a SkinnedMesh whose bones are set
+// each frame from the skinning transforms the garment's codec frame carries
+// (boneMatrices). The client decodes in a Web Worker (ClothcastWorkerClient), so the
+// render loop never waits for it; ClothcastClient (clothcast.js) takes the same options
+// and raises the same events, decoding on this thread.
 // Serve this folder next to ../../ (npm install first) and open
 // index.html?url=ws://127.0.0.1:8470/ws
 import * as THREE from "three";
-import { ClothcastClient, boneMatrices } from "../../clothcast.js";
+import { boneMatrices } from "../../clothcast.js";
+import { ClothcastWorkerClient } from "../../worker-client.js";
 
 const renderer = new THREE.WebGLRenderer({ antialias: true });
 renderer.setSize(innerWidth, innerHeight);
@@ -17,7 +21,7 @@ camera.position.set(1.5, 1.6, 4.0);
 camera.lookAt(0, 1.0, 0);
 
 const url = new URLSearchParams(location.search).get("url") ?? "ws://127.0.0.1:8470/ws";
-const cc = new ClothcastClient(url).connect();
+const cc = new ClothcastWorkerClient(url).connect();
 const garments = new Map(); // avatar id → THREE.Group of its garments' meshes
 const bodies = new Map(); // avatar id → { mesh: THREE.SkinnedMesh, matrices: Float32Array }
 
@@ -51,8 +55,7 @@ cc.addEventListener("frame", ({ detail: avatar }) => {
     group = new THREE.Group();
     worn.forEach(({ asset, garment }, i) => {
       const geometry = new THREE.BufferGeometry();
-      // the client's Float32Array is decoded in place every frame: share it
-      geometry.setAttribute("position", new THREE.BufferAttribute(garment, 3).setUsage(THREE.DynamicDrawUsage));
+      geometry.setAttribute("position", new THREE.BufferAttribute(new Float32Array(garment.length), 3).setUsage(THREE.DynamicDrawUsage));
       geometry.setIndex(new THREE.BufferAttribute(asset.setup.triangles, 1));
       // the outer garment blue, those under it grey (pants under a shirt)
       const color = i === worn.length - 1 ? 0x3f7fd0 : 0x55585f;
@@ -63,10 +66,12 @@ cc.addEventListener("frame", ({ detail: avatar }) => {
     garments.set(avatar.id, group);
     scene.add(group);
   }
-  for (const mesh of group.children) {
+  // (the worker client hands over a new array each frame: copy it in)
+  group.children.forEach((mesh, i) => {
+    mesh.geometry.attributes.position.copyArray(worn[i].garment);
     mesh.geometry.attributes.position.needsUpdate = true;
     mesh.geometry.computeVertexNormals();
-  }
+  });
   const [x, y, z, w, tx, ty, tz] = avatar.world; // canonical → world
   group.quaternion.set(x, y, z, w);
   group.position.set(tx, ty, tz);
