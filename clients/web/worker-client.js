@@ -1,9 +1,10 @@
 // ClothcastClient with the connection and the garment decoding in a Web Worker
 // (decode-worker.js), so that the page's thread — the one that renders, and in WebXR
-// the one that must make every headset frame — only receives decoded arrays. Decoding
-// costs ~0.45 ms per 3 000-vertex avatar frame in V8 on a server core, so twenty
-// avatars at 30 Hz keep the decoding thread ~25 % busy; on the page's thread that is
-// time taken from rendering, in bursts as each tick's frames arrive.
+// the one that must make every headset frame — only receives decoded arrays. Ten
+// avatars in a 3 000-vertex garment at 30 Hz kept the decoding thread 17–19 % busy in
+// Chromium on a server core (tests/gltf/decode-threads.mjs; a headset's cores are
+// slower): on the page's thread that is time taken from rendering, in bursts as each
+// tick's frames arrive.
 //
 //   import { ClothcastWorkerClient } from "./worker-client.js";
 //   const cc = new ClothcastWorkerClient("ws://127.0.0.1:8470/ws", { token: "…" });
