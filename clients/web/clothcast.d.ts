@@ -27,6 +27,9 @@ export interface Layer {
   asset: Asset;
   /** Positions, 3 floats per vertex, canonical frame, metres. */
   garment: Float32Array;
+  /** Its vertex normals (vertexNormals), from a ClothcastWorkerClient made with
+   *  `{ normals: true }`; absent or null otherwise. */
+  normals?: Float32Array | null;
 }
 
 /** One avatar as the client sees it; its arrays are updated in place every frame. */
@@ -37,6 +40,9 @@ export interface Avatar {
   garment: Float32Array;
   /** An outfit's garments worn over the first, inner to outer (empty for one garment). */
   layers: Layer[];
+  /** The garment's vertex normals (vertexNormals), from a ClothcastWorkerClient made
+   *  with `{ normals: true }`; absent or null otherwise. */
+  normals?: Float32Array | null;
   /** The skeleton's skinning transforms (rest → posed, canonical frame) from the
    *  garment's codec frame: per bone a quaternion (x, y, z, w) then a translation,
    *  metres (7 × 22 floats). `boneMatrices` turns them into world matrices. */
@@ -68,6 +74,9 @@ export interface ClothcastClientOptions {
   /** Ask for the body pose in every frame too (364 bytes a frame; default false: the
    *  codec frames' bones pose the body). */
   pose?: boolean;
+  /** ClothcastWorkerClient only: compute each garment's vertex normals in the worker
+   *  too (Avatar.normals, Layer.normals). Default false. */
+  normals?: boolean;
 }
 
 /** What both viewer clients offer (ClothcastClient here, ClothcastWorkerClient in
@@ -93,6 +102,11 @@ export interface ClothcastClient extends StreamClient {}
 export declare class ClothcastClient extends EventTarget {
   constructor(url: string, options?: ClothcastClientOptions);
 }
+
+/** Per-vertex normals of a mesh (`pos`: 3 floats per vertex, `tri`: 3 indices per
+ *  triangle) into `out`: the sum of the adjacent triangles' unnormalised normals (area
+ *  weighted, not unit length). */
+export declare function vertexNormals(pos: Float32Array, tri: Uint32Array, out: Float32Array): Float32Array;
 
 /** Writes 22 column-major 4×4 skinning matrices (rest → posed) into `out` (length 352). */
 export declare function skinningMatrices(pose: Float32Array, skeleton: Float32Array, parents: number[], out: Float32Array): Float32Array;

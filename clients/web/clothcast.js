@@ -239,6 +239,25 @@ export class ClothcastClient extends EventTarget {
   }
 }
 
+// Per-vertex normals of a triangle mesh (positions `pos`, 3 floats per vertex; `tri`,
+// 3 vertex indices per triangle) into `out` (3 floats per vertex): the sum of the
+// unnormalised normals (twice the area) of the triangles around each vertex, so larger
+// triangles weigh more; not unit length (a shader normalises). What the viewer lights
+// garments with; ClothcastWorkerClient computes them in its worker with { normals: true }.
+export function vertexNormals(pos, tri, out) {
+  out.fill(0);
+  for (let t = 0; t < tri.length; t += 3) {
+    const a = 3 * tri[t], b = 3 * tri[t + 1], c = 3 * tri[t + 2];
+    const ux = pos[b] - pos[a], uy = pos[b + 1] - pos[a + 1], uz = pos[b + 2] - pos[a + 2];
+    const vx = pos[c] - pos[a], vy = pos[c + 1] - pos[a + 1], vz = pos[c + 2] - pos[a + 2];
+    const nx = uy * vz - uz * vy, ny = uz * vx - ux * vz, nz = ux * vy - uy * vx;
+    out[a] += nx; out[a + 1] += ny; out[a + 2] += nz;
+    out[b] += nx; out[b + 1] += ny; out[b + 2] += nz;
+    out[c] += nx; out[c + 1] += ny; out[c + 2] += nz;
+  }
+  return out;
+}
+
 // q = a ⊗ b for quaternions (x, y, z, w) at offsets ao, bo, into o at oo.
 function qmul(a, ao, b, bo, o, oo) {
   const ax = a[ao], ay = a[ao + 1], az = a[ao + 2], aw = a[ao + 3];

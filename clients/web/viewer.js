@@ -5,7 +5,7 @@
 // (one avatar, mirrored, facing the viewer, no UI chrome); ?decode=page decodes the
 // garments on the page's own thread instead of in a Web Worker (worker-client.js).
 
-import { ClothcastClient, boneMatrices } from "./clothcast.js";
+import { ClothcastClient, boneMatrices, vertexNormals } from "./clothcast.js";
 import { ClothcastWorkerClient } from "./worker-client.js";
 
 const params = new URLSearchParams(location.search);
@@ -17,7 +17,8 @@ const only = mirror && params.get("avatar") ? [params.get("avatar")] : params.ge
 // waits for it, unless asked otherwise or workers of modules are missing
 const inWorker = params.get("decode") !== "page" && typeof Worker !== "undefined";
 const Client = inWorker ? ClothcastWorkerClient : ClothcastClient;
-const client = new Client(wsUrl, { token: params.get("token"), avatars: only }).connect();
+// (the worker computes the garments' normals too, with { normals: true })
+const client = new Client(wsUrl, { token: params.get("token"), avatars: only, normals: true }).connect();
 
 const canvas = document.getElementById("view");
 const gl = canvas.getContext("webgl2", { antialias: true, xrCompatible: true });
@@ -83,18 +84,6 @@ const U = {
   garment: { viewProj: gl.getUniformLocation(garmentProg, "viewProj"), model: gl.getUniformLocation(garmentProg, "model"), color: gl.getUniformLocation(garmentProg, "color") },
 };
 
-function normals(pos, tri, out) {
-  out.fill(0);
-  for (let t = 0; t < tri.length; t += 3) {
-    const a = 3 * tri[t], b = 3 * tri[t + 1], c = 3 * tri[t + 2];
-    const ux = pos[b] - pos[a], uy = pos[b + 1] - pos[a + 1], uz = pos[b + 2] - pos[a + 2];
-    const vx = pos[c] - pos[a], vy = pos[c + 1] - pos[a + 1], vz = pos[c + 2] - pos[a + 2];
-    const nx = uy * vz - uz * vy, ny = uz * vx - ux * vz, nz = ux * vy - uy * vx;
-    for (const i of [a, b, c]) { out[i] += nx; out[i + 1] += ny; out[i + 2] += nz; }
-  }
-  return out;
-}
-
 function buffer(loc, data, size, integer = false, usage = gl.STATIC_DRAW) {
   const b = gl.createBuffer();
   gl.bindBuffer(gl.ARRAY_BUFFER, b);
@@ -111,7 +100,7 @@ function gpuAsset(a) {
   const body = gl.createVertexArray();
   gl.bindVertexArray(body);
   buffer(0, a.bodyPositions, 3);
-  buffer(1, normals(a.bodyPositions, a.bodyTriangles, new Float32Array(a.bodyPositions.length)), 3);
+  buffer(1, vertexNormals(a.bodyPositions, a.bodyTriangles, new Float32Array(a.bodyPositions.length)), 3);
   buffer(2, a.bodyJoints, 4, true);
   buffer(3, a.bodyWeights, 4);
   const bodyIdx = gl.createBuffer();
@@ -124,7 +113,7 @@ function gpuAsset(a) {
 }
 
 // an avatar's garments: the first and the layers of its outfit over it, inner to outer
-const garmentsOf = (av) => [{ asset: av.asset, garment: av.garment }, ...av.layers];
+const garmentsOf = (av) => [{ asset: av.asset, garment: av.garment, normals: av.normals }, ...av.layers];
 
 const gpuAvatars = new Map();
 function gpuAvatar(av) {
@@ -213,12 +202,13 @@ function upload() {
   for (const [id, g] of gpuAvatars) {
     const av = client.avatars.get(id);
     if (!av || !g.dirty) continue;
-    garmentsOf(av).forEach(({ asset, garment }, i) => {
+    garmentsOf(av).forEach(({ asset, garment, normals }, i) => {
       const gg = g.garments[i];
       gl.bindBuffer(gl.ARRAY_BUFFER, gg.pos);
       gl.bufferSubData(gl.ARRAY_BUFFER, 0, garment);
       gl.bindBuffer(gl.ARRAY_BUFFER, gg.nrm);
-      gl.bufferSubData(gl.ARRAY_BUFFER, 0, normals(garment, asset.setup.triangles, gg.normals));
+      // the worker's normals where it computed them, else here
+      gl.bufferSubData(gl.ARRAY_BUFFER, 0, normals ?? vertexNormals(garment, asset.setup.triangles, gg.normals));
     });
     boneMatrices(av.bones, av.world, g.bones);
     modelOf(av.world, g.model);

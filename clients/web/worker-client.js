@@ -19,7 +19,10 @@
 // - an Asset's setup is a plain copy of the worker's GarmentSetup (the same fields);
 // - an "error" event's detail is an Error carrying the worker's message;
 // - busyMs is the time the worker has spent handling messages, pageMs the time this
-//   thread has spent taking its results in.
+//   thread has spent taking its results in;
+// - with { normals: true } the worker also computes each garment's vertex normals
+//   (vertexNormals in clothcast.js): avatar.normals and each layer's normals (null
+//   without it), replaced every frame as the positions are.
 // The worker script is found next to this module (decode-worker.js), as a module
 // worker (Chrome 80, Firefox 114, Safari 15 and later). Where one cannot start (an older
 // browser, a page whose policy forbids workers) the client decodes on the page's thread
@@ -47,8 +50,8 @@ export class ClothcastWorkerClient extends EventTarget {
 
   connect() {
     if (this.worker || this.here) return this;
-    const { token = null, avatars = null, reconnect = true, pingAfterMs, deadAfterMs, pose = false } = this.options;
-    const options = { token, avatars, reconnect, pose };
+    const { token = null, avatars = null, reconnect = true, pingAfterMs, deadAfterMs, pose = false, normals = false } = this.options;
+    const options = { token, avatars, reconnect, pose, normals };
     if (pingAfterMs !== undefined) options.pingAfterMs = pingAfterMs;
     if (deadAfterMs !== undefined) options.deadAfterMs = deadAfterMs;
     this.earlier = this.connections;
@@ -131,13 +134,14 @@ export class ClothcastWorkerClient extends EventTarget {
         let av = this.avatars.get(m.id);
         const same = av && av.asset === asset && av.layers.length === over.length && av.layers.every((l, i) => l.asset === over[i]);
         if (!same) {
-          av = { id: m.id, asset, garment: m.garment, layers: over.map((a, i) => ({ asset: a, garment: m.layers[i] })),
+          av = { id: m.id, asset, garment: m.garment, normals: m.normals, layers: over.map((a, i) => ({ asset: a, garment: m.layers[i], normals: m.layerNormals[i] })),
             bones: m.bones, pose: m.pose, world: m.world, seq: -1, frames: 0, bytes: 0, dropped: 0, latencyMs: 0 };
           this.avatars.set(m.id, av);
           this.dispatchEvent(new CustomEvent("avatar", { detail: av }));
         }
         av.garment = m.garment;
-        av.layers.forEach((l, i) => { l.garment = m.layers[i]; });
+        av.normals = m.normals;
+        av.layers.forEach((l, i) => { l.garment = m.layers[i]; l.normals = m.layerNormals[i]; });
         av.bones = m.bones;
         av.pose = m.pose;
         av.world = m.world;

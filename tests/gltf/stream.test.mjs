@@ -222,7 +222,7 @@ test('the client poses the body from the codec frames as from the body pose', { 
   }
 });
 
-test('the worker client decodes the same garments as the page client, frame by frame', { timeout: 120000 }, async () => {
+test('the worker client decodes the same garments (and normals) as the page client, frame by frame', { timeout: 120000 }, async () => {
   const { srv, addr } = await startServer();
   const play = playClip(addr, 1);
   const browser = await launchBrowser();
@@ -230,16 +230,18 @@ test('the worker client decodes the same garments as the page client, frame by f
     const { page, errors } = await pageWithErrors(browser, { width: 400, height: 300 });
     await page.goto(`http://${addr}/?decode=page`);
     const r = await page.evaluate(async (url) => {
-      const { ClothcastClient } = await import('/clothcast.js');
+      const { ClothcastClient, vertexNormals } = await import('/clothcast.js');
       const { ClothcastWorkerClient } = await import('/worker-client.js');
-      // each client's garment, bones and world by frame number, until 40 frames
+      // each client's garment, bones and world by frame number, until 40 frames; the
+      // normals the worker computed, and those computed here from the page's garment
       const run = (Client) => new Promise((ok) => {
-        const c = new Client(url, {});
+        const c = new Client(url, { normals: true });
         const seen = new Map();
         c.addEventListener('frame', (e) => {
           const av = e.detail;
+          const normals = av.normals ?? vertexNormals(av.garment, av.asset.setup.triangles, new Float32Array(av.garment.length));
           // (copies: the page client decodes into the same arrays every frame)
-          seen.set(av.seq, { garment: Array.from(av.garment), bones: Array.from(av.bones), world: Array.from(av.world), vertices: av.asset.setup.vertexCount });
+          seen.set(av.seq, { garment: Array.from(av.garment), normals: Array.from(normals), fromWorker: !!av.normals, bones: Array.from(av.bones), world: Array.from(av.world), vertices: av.asset.setup.vertexCount });
           if (seen.size >= 40) { c.close(); ok({ seen: [...seen.entries()], busyMs: c.busyMs, pageMs: c.pageMs ?? null }); }
         });
         c.connect();
@@ -251,10 +253,14 @@ test('the worker client decodes the same garments as the page client, frame by f
         const g = theirs.get(seq);
         if (!g) continue;
         const equal = f.garment.length === g.garment.length && f.garment.every((x, i) => x === g.garment[i])
+          && f.normals.every((x, i) => x === g.normals[i])
           && f.bones.every((x, i) => x === g.bones[i]) && f.world.every((x, i) => x === g.world[i]);
         if (equal) same++; else differ.push(seq);
       }
-      return { same, differ, vertices: page.seen[0][1].vertices, lengths: [page.seen[0][1].garment.length, worker.seen[0][1].garment.length], workerPageMs: worker.pageMs, workerBusyMs: worker.busyMs };
+      const w0 = worker.seen[0][1];
+      return { same, differ, vertices: page.seen[0][1].vertices, lengths: [page.seen[0][1].garment.length, w0.garment.length],
+        workerNormals: worker.seen.every(([, f]) => f.fromWorker) && !page.seen.some(([, f]) => f.fromWorker),
+        normalsLit: w0.normals.some((x) => x !== 0) && w0.normals.every(Number.isFinite), workerPageMs: worker.pageMs, workerBusyMs: worker.busyMs };
     }, `ws://${addr}/ws`);
     assert.deepEqual(errors, []);
     assert.deepEqual(r.differ, [], `frames decoded differently: ${r.differ}`);
@@ -287,6 +293,8 @@ test('the worker client decodes the same garments as the page client, frame by f
     }
     assert.ok(r.same >= 20, `only ${r.same} frames in common`);
     assert.deepEqual(r.lengths, [3 * r.vertices, 3 * r.vertices]);
+    assert.ok(r.workerNormals, 'the worker client carried normals and the page client none');
+    assert.ok(r.normalsLit, 'the normals are zero or not finite');
     assert.ok(r.workerBusyMs > 0, 'the worker reported no decoding time');
   } finally {
     await browser.close();
