@@ -88,7 +88,8 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     await page.waitForFunction(() => window.__clothcast.avatars.find((a) => a.id === 'performer-0')?.layers.length === 1
       && window.__clothcast.avatars.every((a) => a.frames > 10), null, { timeout: 60000 });
     const a = await page.evaluate(() => window.__clothcast);
-    await page.waitForTimeout(1500);
+    // a snapshot ten frames on (the page refreshes it once a second at most)
+    await page.waitForFunction((before) => window.__clothcast.avatars.every((x) => x.frames > (before.find((y) => y.id === x.id)?.frames ?? Infinity) + 10), a.avatars, { timeout: 60000 });
     const b = await page.evaluate(() => window.__clothcast);
     assert.deepEqual(errors, []);
     for (const av of b.avatars) {
@@ -128,7 +129,9 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     await page.goto(`http://${addr}/?decode=page`);
     await page.waitForFunction(() => window.__clothcast?.avatars?.length === 2 && window.__clothcast.avatars.every((a) => a.frames > 10) && window.__clothcast.busy > 0, null, { timeout: 60000 });
     const c = await page.evaluate(() => window.__clothcast);
-    await page.waitForTimeout(1000);
+    // (the page refreshes window.__clothcast once a second at most, later when it draws
+    // slowly: wait for a snapshot ten frames on)
+    await page.waitForFunction((before) => window.__clothcast.avatars.every((a) => a.frames > (before.find((x) => x.id === a.id)?.frames ?? Infinity) + 10), c.avatars, { timeout: 60000 });
     const d = await page.evaluate(() => window.__clothcast);
     assert.equal(d.decode, 'page');
     for (const av of d.avatars) assert.notDeepEqual(av.sample, c.avatars.find((x) => x.id === av.id).sample, `${av.id}: no live garment decoding on the page`);
