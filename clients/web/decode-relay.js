@@ -9,12 +9,6 @@
 
 import { ClothcastClient, vertexNormals } from "./clothcast.js";
 
-/** An asset as the page needs it: plain data (its setup has no methods to lose). */
-function assetData(a) {
-  return { hash: a.hash, garment: a.garment, setup: a.setup, bodyPositions: a.bodyPositions, bodyTriangles: a.bodyTriangles,
-    bodyJoints: a.bodyJoints, bodyWeights: a.bodyWeights, skeleton: a.skeleton, parents: a.parents };
-}
-
 /** A frame's message and the buffers it moves: copies of the avatar's arrays (the
  * client's own go on being decoded into), and with `normals` each garment's vertex
  * normals (vertexNormals). */
@@ -39,7 +33,8 @@ export function relay(url, options, post) {
   const client = new ClothcastClient(url, options);
   const normals = options.normals === true;
   client.addEventListener("welcome", (e) => post({ ev: "welcome", detail: e.detail, tickHz: client.tickHz, connections: client.connections }, []));
-  client.addEventListener("asset", (e) => post({ ev: "asset", asset: assetData(e.detail) }, []));
+  // (an asset is plain data, its setup too: the page gets a copy with the same fields)
+  client.addEventListener("asset", (e) => post({ ev: "asset", asset: e.detail }, []));
   client.addEventListener("frame", (e) => post(...frameData(client, e.detail, normals)));
   client.addEventListener("gone", (e) => post({ ev: "gone", id: e.detail }, []));
   client.addEventListener("close", (e) => post({ ev: "close", detail: e.detail, connections: client.connections }, []));

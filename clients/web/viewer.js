@@ -14,9 +14,9 @@ if (mirror) document.body.classList.add("mirror");
 const wsUrl = params.get("url") ?? `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/ws`;
 const only = mirror && params.get("avatar") ? [params.get("avatar")] : params.get("avatars")?.split(",") ?? null;
 // the stream is decoded in a worker, so that rendering (and a headset's frames) never
-// waits for it, unless asked otherwise or workers of modules are missing
-const inWorker = params.get("decode") !== "page" && typeof Worker !== "undefined";
-const Client = inWorker ? ClothcastWorkerClient : ClothcastClient;
+// waits for it, unless asked otherwise (the worker client itself decodes here where no
+// module worker can start)
+const Client = params.get("decode") === "page" ? ClothcastClient : ClothcastWorkerClient;
 // (the worker computes the garments' normals too, with { normals: true })
 const client = new Client(wsUrl, { token: params.get("token"), avatars: only, normals: true }).connect();
 

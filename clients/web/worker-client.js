@@ -50,10 +50,9 @@ export class ClothcastWorkerClient extends EventTarget {
 
   connect() {
     if (this.worker || this.here) return this;
-    const { token = null, avatars = null, reconnect = true, pingAfterMs, deadAfterMs, pose = false, normals = false } = this.options;
-    const options = { token, avatars, reconnect, pose, normals };
-    if (pingAfterMs !== undefined) options.pingAfterMs = pingAfterMs;
-    if (deadAfterMs !== undefined) options.deadAfterMs = deadAfterMs;
+    // (ClothcastClient's options, with its defaults, plus `normals`: plain data, so the
+    // worker gets a copy)
+    const options = this.options;
     this.earlier = this.connections;
     const generation = ++this.generation;
     const take = (m) => {
