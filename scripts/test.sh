@@ -3,9 +3,15 @@
 # Rust golden streams (Node's test runner), then the Node tests that check clothcast's
 # output with the Khronos glTF validator and render it in headless Chromium, and the
 # end-to-end streaming test (server, BVH publisher, the viewer page and the three.js
-# example in headless Chromium).
+# example in headless Chromium). The Rust code is checked against rustfmt first (where
+# the toolchain has it), so that formatting drift fails here and not in a later diff.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if cargo fmt --version >/dev/null 2>&1; then
+  cargo fmt --all --check
+else
+  echo "rustfmt is not installed: formatting not checked (rustup component add rustfmt)" >&2
+fi
 cargo build --bins
 cargo test --all-targets
 node --test clients/web/test/
