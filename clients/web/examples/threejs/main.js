@@ -3,8 +3,11 @@
 // the clothcast client's decoded garment, and the body a SkinnedMesh whose bones are set
 // each frame from the skinning transforms the garment's codec frame carries
 // (boneMatrices). The client decodes in a Web Worker (ClothcastWorkerClient), so the
-// render loop never waits for it; ClothcastClient (clothcast.js) takes the same options
-// and raises the same events, decoding on this thread.
+// render loop never waits for it, and the worker computes the garments' vertex normals
+// too ({ normals: true }), which three.js's computeVertexNormals would otherwise do on
+// this thread every frame; ClothcastClient (clothcast.js) takes the same options and
+// raises the same events, decoding on this thread (there, call vertexNormals from
+// clothcast.js or computeVertexNormals yourself).
 // Serve this folder next to ../../ (npm install first) and open
 // index.html?url=ws://127.0.0.1:8470/ws
 import * as THREE from "three";
@@ -21,7 +24,7 @@ camera.position.set(1.5, 1.6, 4.0);
 camera.lookAt(0, 1.0, 0);
 
 const url = new URLSearchParams(location.search).get("url") ?? "ws://127.0.0.1:8470/ws";
-const cc = new ClothcastWorkerClient(url).connect();
+const cc = new ClothcastWorkerClient(url, { normals: true }).connect();
 const garments = new Map(); // avatar id → THREE.Group of its garments' meshes
 const bodies = new Map(); // avatar id → { mesh: THREE.SkinnedMesh, matrices: Float32Array }
 
@@ -49,6 +52,7 @@ const wornBy = (avatar) => [{ asset: avatar.asset, garment: avatar.garment }, ..
 
 cc.addEventListener("frame", ({ detail: avatar }) => {
   const worn = wornBy(avatar);
+  const normalsOf = [avatar.normals, ...avatar.layers.map((l) => l.normals)];
   let group = garments.get(avatar.id);
   if (!group || group.children.length !== worn.length || group.children.some((m, i) => m.userData.asset !== worn[i].asset)) {
     if (group) scene.remove(group);
@@ -56,6 +60,7 @@ cc.addEventListener("frame", ({ detail: avatar }) => {
     worn.forEach(({ asset, garment }, i) => {
       const geometry = new THREE.BufferGeometry();
       geometry.setAttribute("position", new THREE.BufferAttribute(new Float32Array(garment.length), 3).setUsage(THREE.DynamicDrawUsage));
+      geometry.setAttribute("normal", new THREE.BufferAttribute(new Float32Array(garment.length), 3).setUsage(THREE.DynamicDrawUsage));
       geometry.setIndex(new THREE.BufferAttribute(asset.setup.triangles, 1));
       // the outer garment blue, those under it grey (pants under a shirt)
       const color = i === worn.length - 1 ? 0x3f7fd0 : 0x55585f;
@@ -66,11 +71,13 @@ cc.addEventListener("frame", ({ detail: avatar }) => {
     garments.set(avatar.id, group);
     scene.add(group);
   }
-  // (the worker client hands over a new array each frame: copy it in)
+  // (the worker client hands over new arrays each frame: copy them in)
   group.children.forEach((mesh, i) => {
-    mesh.geometry.attributes.position.copyArray(worn[i].garment);
-    mesh.geometry.attributes.position.needsUpdate = true;
-    mesh.geometry.computeVertexNormals();
+    const { position, normal } = mesh.geometry.attributes;
+    position.copyArray(worn[i].garment);
+    position.needsUpdate = true;
+    normal.copyArray(normalsOf[i]);
+    normal.needsUpdate = true;
   });
   const [x, y, z, w, tx, ty, tz] = avatar.world; // canonical → world
   group.quaternion.set(x, y, z, w);
