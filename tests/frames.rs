@@ -3,7 +3,10 @@
 use clothcast::client::{Client, Viewer};
 use clothcast::codec::BoneTransform;
 use clothcast::net::start;
-use clothcast::protocol::{ClientMessage, JointSample, PoseMessage, Role};
+use std::collections::HashMap;
+use std::time::Duration;
+
+use clothcast::protocol::{ClientMessage, JointSample, PoseMessage, Role, ServerMessage};
 use clothcast::skeleton::{JOINT_COUNT, Pose, Skeleton};
 use glam::{Quat, Vec3};
 
@@ -38,12 +41,17 @@ fn turned_pose(t: f64) -> ClientMessage {
 }
 
 async fn viewer(url: &str, pose: bool) -> Client {
+    subscribed(url, pose, false).await
+}
+
+async fn subscribed(url: &str, pose: bool, compact: bool) -> Client {
     let mut c = Client::connect(url, Role::Viewer, Some("view".into()))
         .await
         .expect("viewer connects");
     c.send(&ClientMessage::Subscribe {
         avatars: None,
         pose,
+        compact,
     })
     .await
     .expect("subscribe");
@@ -141,5 +149,59 @@ async fn a_viewer_can_take_the_body_pose_from_the_codec_frame() {
             .any(|(b, r)| Quat::from_array(b.rotation).angle_between(r.rot) > 0.5),
         "the bones follow the pose"
     );
+    server.shutdown().await;
+}
+
+/// A viewer that subscribes with `compact: true` gets the same frames as one in the map
+/// form, field for field (and so decodes the same garment), each message at least 55
+/// bytes smaller on the wire; with the body pose or without.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_frames_carry_the_same_frames_in_fewer_bytes() {
+    let db = db();
+    let server = start(db, config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = connect_publisher(&url).await;
+    for pose in [false, true] {
+        let (mut map, mut compact) = (
+            subscribed(&url, pose, false).await,
+            subscribed(&url, pose, true).await,
+        );
+        let mut seen = [HashMap::new(), HashMap::new()];
+        let mut views = [Viewer::default(), Viewer::default()];
+        for (i, c) in [&mut map, &mut compact].into_iter().enumerate() {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            let mut t = 0.0;
+            while seen[i].len() < 12 {
+                publisher.send(&turned_pose(t)).await.expect("pose");
+                t += 0.03;
+                let m = tokio::time::timeout_at(deadline, c.next())
+                    .await
+                    .expect("frames in time")
+                    .expect("a message");
+                if let ServerMessage::Frame(f) = &m {
+                    seen[i].insert(f.seq, (f.clone(), c.last_message_bytes()));
+                }
+                views[i].apply(m).expect("applies");
+            }
+        }
+        let [by_map, by_compact] = &seen;
+        let common: Vec<_> = by_map
+            .keys()
+            .filter(|s| by_compact.contains_key(s))
+            .collect();
+        assert!(!common.is_empty(), "the two viewers saw no frame in common");
+        for seq in common {
+            let ((fm, size_map), (fc, size_compact)) = (&by_map[seq], &by_compact[seq]);
+            assert_eq!(fm, fc, "frame {seq}, pose {pose}");
+            assert_eq!(fm.pose.is_empty(), !pose);
+            assert!(
+                size_compact + 55 <= *size_map,
+                "frame {seq}: compact {size_compact} bytes, map {size_map}"
+            );
+        }
+        // both decoded the frames they got; the compact viewer's garment is a real one
+        let positions = &views[1].avatars["alice"].positions;
+        assert!(positions.iter().all(|x| x.is_finite()) && positions.iter().any(|&x| x != 0.0));
+    }
     server.shutdown().await;
 }

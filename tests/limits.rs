@@ -388,6 +388,7 @@ async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by
         .send(&clothcast::protocol::ClientMessage::Subscribe {
             avatars: Some(names),
             pose: true,
+            compact: false,
         })
         .await
         .expect("subscribe");
@@ -480,6 +481,7 @@ async fn unread(
         say.push(ClientMessage::Subscribe {
             avatars: None,
             pose: true,
+            compact: false,
         });
     }
     for m in say {
@@ -619,6 +621,7 @@ async fn resubscribing_costs_no_keyframes_for_avatars_still_watched() {
     let subscribe = |avatars: &[&str]| ClientMessage::Subscribe {
         avatars: Some(avatars.iter().map(|a| a.to_string()).collect()),
         pose: true,
+        compact: false,
     };
     for _ in 0..30 {
         viewer.send(&subscribe(&["a"])).await.expect("subscribe");

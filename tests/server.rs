@@ -74,6 +74,8 @@ pub(super) async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Cl
         .send(&ClientMessage::Subscribe {
             avatars: avatars.map(|a| a.iter().map(|s| s.to_string()).collect()),
             pose: true,
+            // as the web client and `watch` subscribe
+            compact: true,
         })
         .await
         .expect("subscribe");
@@ -1531,6 +1533,7 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
             ClientMessage::Subscribe {
                 avatars: None,
                 pose: true,
+                compact: false,
             }
             .to_msgpack()
             .expect("encodes")

@@ -158,6 +158,7 @@ async fn serve_takes_its_port_from_socket_activation() {
         .send(&clothcast::protocol::ClientMessage::Subscribe {
             avatars: None,
             pose: true,
+            compact: false,
         })
         .await
         .expect("subscribe");

@@ -114,3 +114,21 @@ export declare function skinningMatrices(pose: Float32Array, skeleton: Float32Ar
 /** Writes one column-major 4×4 world matrix per bone (world ∘ bone) into `out` (length
  *  16 × bones) from an avatar's `bones` and `world`: the body's skinning matrices. */
 export declare function boneMatrices(bones: Float32Array, world: Float32Array, out: Float32Array): Float32Array;
+
+/** A `frame` message as the server sends it in the map form (MessagePack field names). */
+export interface FrameMessage {
+  type: "frame";
+  avatar: string;
+  seq: number;
+  timestamp: number;
+  pose_timestamp: number;
+  world: number[];
+  pose: Uint8Array;
+  asset: string;
+  garment: Uint8Array;
+  layers: { asset: string; garment: Uint8Array }[];
+}
+
+/** A compact `frame` message (a decoded MessagePack array) as the map form's object;
+ *  throws an Error naming the entry that is wrong. The client calls it on every frame. */
+export declare function readFrame(entries: unknown[]): FrameMessage;

@@ -39,7 +39,8 @@
 //
 // The client subscribes without the body pose in its frames (364 bytes a frame, about a
 // sixth of a walking 3 000-vertex avatar's): the codec frames carry the bones, which
-// pose the body as well. { pose: true } asks for it too.
+// pose the body as well. { pose: true } asks for it too. It asks for frames in the
+// compact form (a MessagePack array, ~65 bytes a frame less than the map; readFrame).
 // Asset:  { hash, garment (name, what `wear` takes), setup (GarmentSetup), bodyPositions,
 //           bodyTriangles, bodyJoints, bodyWeights, skeleton (22 rest joint positions),
 //           parents }
@@ -57,6 +58,36 @@ const PING_AFTER_MS = 5000;
 const DEAD_AFTER_MS = 20000;
 /** Close codes after which reconnecting cannot help: wrong token, bad hello/version. */
 const FINAL_CLOSE_CODES = new Set([4001, 1002]);
+
+/** Compact frame entries before its layers (README "The server and its protocol"). */
+const COMPACT_HEAD = 9;
+const MAX_OUTFIT = 4;
+
+/**
+ * A `frame` message from its compact form (a decoded MessagePack array: "frame",
+ * avatar, seq, timestamp, pose_timestamp, world as 28 bytes of 7 little-endian f32,
+ * pose bytes, asset, garment bytes, then an asset and garment bytes per layer) as the
+ * map form's object; throws an Error naming the entry that is wrong.
+ */
+export function readFrame(a) {
+  const fail = (what) => { throw new Error(`compact frame: ${what}`); };
+  const layers = (a.length - COMPACT_HEAD) / 2;
+  if (!Number.isInteger(layers) || layers < 0 || layers > MAX_OUTFIT - 1) fail(`${a.length} entries; a frame has ${COMPACT_HEAD} and two per layer, at most ${MAX_OUTFIT - 1} layers`);
+  const str = (i, what) => (typeof a[i] === "string" ? a[i] : fail(`${what}: not a string`));
+  const bin = (i, what) => (a[i] instanceof Uint8Array ? a[i] : fail(`${what}: not bytes`));
+  const num = (i, what) => (typeof a[i] === "number" ? a[i] : fail(`${what}: not a number`));
+  if (a[0] !== "frame") fail('its first entry is not "frame"');
+  const w = bin(5, "world");
+  if (w.byteLength !== 28) fail(`world: ${w.byteLength} bytes, not 7 floats (28)`);
+  const wv = new DataView(w.buffer, w.byteOffset, 28);
+  return {
+    type: "frame", avatar: str(1, "avatar"), seq: num(2, "seq"), timestamp: num(3, "timestamp"),
+    pose_timestamp: num(4, "pose_timestamp"), world: Array.from({ length: 7 }, (_, i) => wv.getFloat32(4 * i, true)),
+    pose: bin(6, "pose"), asset: str(7, "asset"), garment: bin(8, "garment"),
+    layers: Array.from({ length: layers }, (_, k) => ({
+      asset: str(COMPACT_HEAD + 2 * k, "a layer's asset"), garment: bin(COMPACT_HEAD + 2 * k + 1, "a layer's garment") })),
+  };
+}
 
 const f32 = (b) => new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 const u32 = (b) => new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
@@ -108,13 +139,14 @@ export class ClothcastClient extends EventTarget {
     }, Math.max(10, Math.min(1000, this.pingAfterMs / 2)));
     ws.onopen = () => {
       ws.send(JSON.stringify({ type: "hello", version: PROTOCOL_VERSION, role: "viewer", token: this.token }));
-      ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription, pose: this.pose }));
+      ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription, pose: this.pose, compact: true }));
     };
     ws.onmessage = (ev) => {
       if (this.ws !== ws) return;
       heard = performance.now();
       try {
-        const m = ev.data instanceof ArrayBuffer ? decode(ev.data) : JSON.parse(ev.data);
+        let m = ev.data instanceof ArrayBuffer ? decode(ev.data) : JSON.parse(ev.data);
+        if (Array.isArray(m)) m = readFrame(m);
         if (m.type === "welcome") welcomed = true;
         this.handle(m, ev.data.byteLength ?? 0);
       } catch (e) {

@@ -59,6 +59,10 @@ pub(crate) struct ServeBench {
     /// as the web viewer does; the codec frames' bones pose the body).
     #[arg(long)]
     pose: bool,
+    /// The viewers subscribe to `frame` messages in the map form (default: the compact
+    /// form, as the web viewer and `clothcast watch` do).
+    #[arg(long)]
+    map_frames: bool,
     /// SOR settings other than the server's defaults (to compare their cost).
     #[command(flatten)]
     synth: super::common::SynthArgs,
@@ -147,10 +151,11 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         "clothcast server on loopback, {} garment vertices, {} viewers {watching}{}, {} Hz tick in {} slots, encoder effort {}, frames sent in {} groups per tick, this machine",
         db.vertex_count(),
         b.viewers,
-        if b.pose {
-            " with the body pose"
-        } else {
-            " without the body pose"
+        match (b.pose, b.map_frames) {
+            (true, false) => " with the body pose, compact frames",
+            (false, false) => " without the body pose, compact frames",
+            (true, true) => " with the body pose, map frames",
+            (false, true) => " without the body pose, map frames",
         },
         b.tick_hz,
         b.tick_slots.unwrap_or(EngineConfig::default().tick_slots),
@@ -235,7 +240,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
             let warm = Duration::from_secs(1);
             let measure = Duration::from_secs_f32(b.seconds);
             let mut viewers = Vec::new();
-            let pose = b.pose;
+            let (pose, compact) = (b.pose, !b.map_frames);
             for v in 0..b.viewers {
                 let url = url.clone();
                 let avatars = b.watch.map(|k| {
@@ -245,7 +250,12 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 });
                 viewers.push(tokio::spawn(async move {
                     let mut c = Client::connect(&url, Role::Viewer, None).await?;
-                    c.send(&ClientMessage::Subscribe { avatars, pose }).await?;
+                    c.send(&ClientMessage::Subscribe {
+                        avatars,
+                        pose,
+                        compact,
+                    })
+                    .await?;
                     let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());
                     let start = Instant::now();
                     while start.elapsed() < warm + measure {
@@ -259,7 +269,9 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                             && start.elapsed() >= warm
                         {
                             frames += 1;
-                            bytes += f.garment.len() as u64 + f.pose.len() as u64 + 64;
+                            // the whole message as it came (it used to be
+                            // estimated as the payloads plus 64 bytes)
+                            bytes += c.last_message_bytes() as u64;
                             lat.push(t0.elapsed().as_secs_f64() - f.pose_timestamp);
                         }
                     }

@@ -44,8 +44,10 @@ pub(crate) struct WatchArgs {
 
 /// What `clothcast watch` keeps per avatar between its reports.
 struct WatchStats {
-    /// Frames and bytes decoded when the interval began.
+    /// Frames decoded when the interval began.
     frames: u64,
+    /// Bytes of this avatar's `frame` messages this interval, as they came over the
+    /// WebSocket (envelope and codec frames).
     bytes: u64,
     /// Frame delays (arrival minus tick time, seconds) this interval: sum, count, max.
     delay_sum: f64,
@@ -73,7 +75,8 @@ impl Default for WatchStats {
 impl WatchStats {
     /// A decoded frame numbered `seq` that arrived `delay` seconds after its tick (on
     /// unshared clocks).
-    fn frame(&mut self, seq: u32, delay: f64) {
+    fn frame(&mut self, seq: u32, delay: f64, size: usize) {
+        self.bytes += size as u64;
         self.delay_sum += delay;
         self.delays += 1;
         self.delay_max = self.delay_max.max(delay);
@@ -88,9 +91,9 @@ impl WatchStats {
         self.last_seq = Some(seq);
     }
 
-    /// Starts the next report interval at these totals.
-    fn next_interval(&mut self, frames: u64, bytes: u64) {
-        (self.frames, self.bytes) = (frames, bytes);
+    /// Starts the next report interval at this frame total.
+    fn next_interval(&mut self, frames: u64) {
+        (self.frames, self.bytes) = (frames, 0);
         (self.delay_sum, self.delays, self.delay_max) = (0.0, 0, f64::NEG_INFINITY);
     }
 }
@@ -107,12 +110,13 @@ struct Report {
 }
 
 impl Report {
-    /// A decoded frame of `id` (the viewer's last frame of it).
-    fn frame(&mut self, viewer: &Viewer, id: String) {
+    /// A decoded frame of `id` (the viewer's last frame of it), its message `size`
+    /// bytes on the wire.
+    fn frame(&mut self, viewer: &Viewer, id: String, size: usize) {
         if let Some(f) = viewer.avatars.get(&id).and_then(|v| v.last.as_ref()) {
             let d = self.start.elapsed().as_secs_f64() - f.timestamp;
             self.fastest = self.fastest.min(d);
-            self.stats.entry(id).or_default().frame(f.seq, d);
+            self.stats.entry(id).or_default().frame(f.seq, d, size);
         }
     }
 
@@ -158,12 +162,12 @@ impl Report {
                 out,
                 "{id:>16}: {garment:>8} {:5.1} fps  {:7.1} kbit/s  {latency}  missed {}  {} vertices  frame {}",
                 v.frames.saturating_sub(st.frames) as f64 / dt,
-                v.bytes.saturating_sub(st.bytes) as f64 * 8.0 / 1000.0 / dt,
+                st.bytes as f64 * 8.0 / 1000.0 / dt,
                 st.missed,
                 v.garments().map(|g| g.len() / 3).sum::<usize>(),
                 v.last.as_ref().map_or(0, |f| f.seq)
             )?;
-            st.next_interval(v.frames, v.bytes);
+            st.next_interval(v.frames);
         }
         out.flush()
     }
@@ -186,10 +190,11 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
         .seconds
         .map(|s| tokio::time::Instant::now() + Duration::from_secs_f32(s.clamp(0.0, 1e7)));
     // the body pose only to record the body's animation: the garment's codec frames
-    // carry the bones anyway
+    // carry the bones anyway; frames in the compact form (~65 bytes less each)
     let subscribe = ClientMessage::Subscribe {
         avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
         pose: recorder.is_some(),
+        compact: true,
     };
     let mut report = Report {
         start,
@@ -273,7 +278,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
                     if let Some(r) = recorder.as_deref_mut() {
                         r.frame(&viewer, &id)?;
                     }
-                    report.frame(&viewer, id)
+                    report.frame(&viewer, id, client.last_message_bytes())
                 }
                 Ok(None) => {}
                 // "closed" precedes the close frame, which says it again with its code

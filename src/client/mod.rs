@@ -156,6 +156,9 @@ pub struct Client {
     pub dead_after: Duration,
     /// A write that takes longer than this fails ([`ClientError::Stalled`]).
     pub write_timeout: Duration,
+    /// Bytes of the last message [`Client::next`] returned, as it came over the
+    /// WebSocket (its payload: MessagePack or JSON).
+    last_size: usize,
 }
 
 impl Client {
@@ -188,6 +191,7 @@ impl Client {
             heard: now,
             pinged: now,
             unanswered: None,
+            last_size: 0,
             ping_after: Duration::from_secs(5),
             dead_after: Duration::from_secs(20),
             write_timeout: Duration::from_secs(20),
@@ -293,8 +297,12 @@ impl Client {
             match m {
                 None => return Err(ClientError::Closed),
                 Some(Err(e)) => return Err(e.into()),
-                Some(Ok(Message::Binary(b))) => return Ok(ServerMessage::from_msgpack(&b)?),
+                Some(Ok(Message::Binary(b))) => {
+                    self.last_size = b.len();
+                    return Ok(ServerMessage::from_msgpack(&b)?);
+                }
                 Some(Ok(Message::Text(t))) => {
+                    self.last_size = t.len();
                     return serde_json::from_str(t.as_str())
                         .map_err(|e| ClientError::Stream(e.to_string()));
                 }
@@ -308,6 +316,13 @@ impl Client {
                 Some(Ok(_)) => {}
             }
         }
+    }
+
+    /// The size in bytes of the message [`Client::next`] returned last, as it was sent
+    /// (the WebSocket message's payload): what a frame costs on the wire, its envelope
+    /// included, where [`AvatarView::bytes`] counts the codec frames alone.
+    pub fn last_message_bytes(&self) -> usize {
+        self.last_size
     }
 
     /// What [`Client::next`] does while it waits; call it every second or so when not

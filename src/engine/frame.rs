@@ -14,6 +14,10 @@ use crate::protocol::{FrameMessage, GarmentLayer, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, canonicalize};
 use crate::sor::{AvatarJob, Synthesizer, synthesize_job};
 
+/// One `frame` message in each of its forms: map with the body pose, map without it,
+/// compact with it, compact without it (the order of [`AvatarFrame::messages`]'s cases).
+type Forms = [Bytes; 4];
+
 /// Synthesises and encodes one group of streaming avatars, each avatar's two steps
 /// together in one parallel pass (rayon): one result per avatar, in `group`'s order.
 /// An avatar in an outfit has each garment synthesised, then layered (see
@@ -114,13 +118,13 @@ fn encode_avatar(
         .chain(a.pose.rotations.iter().flat_map(|q| q.as_ref()))
         .for_each(|x| pose.extend_from_slice(&x.to_le_bytes()));
     let (pose_timestamp, world) = (a.pose_timestamp, a.world);
-    // one message, with the body pose and then without it (see `AvatarFrame::bare`): the
-    // first layer's asset and codec frame, then the others'
-    let message = |layers: &[Layer], key: bool| -> Result<(Bytes, Bytes), EngineError> {
+    // one message in each form a viewer may subscribe to (see `AvatarFrame::messages`):
+    // the first layer's asset and codec frame, then the others'
+    let message = |layers: &[Layer], key: bool| -> Result<Forms, EngineError> {
         let bytes = |l: &Layer| ByteBuf::from(if key { l.key.clone() } else { l.delta.clone() });
         let asset = |l: &Layer| garments[l.garment].asset_hash.clone();
         let (head, rest) = layers.split_first().ok_or(EngineError::NoGarment)?;
-        let mut frame = ServerMessage::Frame(FrameMessage {
+        let mut frame = FrameMessage {
             avatar: id.to_string(),
             seq,
             timestamp: now,
@@ -136,12 +140,21 @@ fn encode_avatar(
                     garment: bytes(l),
                 })
                 .collect(),
-        });
-        let with_pose = Bytes::from(frame.to_msgpack()?);
-        if let ServerMessage::Frame(f) = &mut frame {
+        };
+        let compact_pose = Bytes::from(frame.to_compact()?);
+        let mut map = ServerMessage::Frame(frame.clone());
+        let map_pose = Bytes::from(map.to_msgpack()?);
+        frame.pose = ByteBuf::new();
+        let compact = Bytes::from(frame.to_compact()?);
+        if let ServerMessage::Frame(f) = &mut map {
             f.pose = ByteBuf::new();
         }
-        Ok((with_pose, Bytes::from(frame.to_msgpack()?)))
+        Ok([
+            map_pose,
+            Bytes::from(map.to_msgpack()?),
+            compact_pose,
+            compact,
+        ])
     };
     let due = a
         .keyed_at
@@ -164,16 +177,18 @@ fn encode_avatar(
         a.keyed_at = Some(now);
         a.want_key = false;
     }
-    let split = |m: Option<(Bytes, Bytes)>| m.map_or((None, None), |(p, b)| (Some(p), Some(b)));
-    let ((delta, delta_bare), (key, key_bare)) = (split(delta), split(key));
+    let form = |i: usize| Bare {
+        delta: delta.as_ref().map(|f| f[i].clone()),
+        key: key.as_ref().map(|f| f[i].clone()),
+    };
+    let [with_pose, bare, compact_pose, compact] = std::array::from_fn(form);
     Ok(AvatarFrame {
         avatar: id.to_string(),
         frame: seq,
-        delta,
-        key,
-        bare: Bare {
-            delta: delta_bare,
-            key: key_bare,
-        },
+        delta: with_pose.delta,
+        key: with_pose.key,
+        bare,
+        compact_pose,
+        compact,
     })
 }

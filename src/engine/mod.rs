@@ -248,12 +248,31 @@ pub struct AvatarFrame {
     pub key: Option<Bytes>,
     /// The same two messages without the body pose, for viewers that subscribed with
     /// `pose: false`: each avatar's garment is still encoded once per tick; its message
-    /// is serialised twice, with and without the pose (a few microseconds).
+    /// is serialised once per form a viewer may ask for (a few microseconds each).
     pub bare: Bare,
+    /// The compact form of the messages (`compact: true`, [`crate::protocol::FrameMessage::to_compact`]),
+    /// with the body pose ...
+    pub compact_pose: Bare,
+    /// ... and without it.
+    pub compact: Bare,
 }
 
-/// [`AvatarFrame`]'s messages without the body pose (`pose` left out): present exactly
-/// where the ones with it are.
+impl AvatarFrame {
+    /// The delta and keyframe messages in the form a viewer subscribed to: with or
+    /// without the body pose, map or compact.
+    pub fn messages(&self, pose: bool, compact: bool) -> (&Option<Bytes>, &Option<Bytes>) {
+        let m = match (pose, compact) {
+            (true, false) => return (&self.delta, &self.key),
+            (false, false) => &self.bare,
+            (true, true) => &self.compact_pose,
+            (false, true) => &self.compact,
+        };
+        (&m.delta, &m.key)
+    }
+}
+
+/// [`AvatarFrame`]'s messages in one of its other forms (without the body pose, or
+/// compact): present exactly where the map messages with the pose are.
 #[derive(Clone, Debug, Default)]
 pub struct Bare {
     /// The delta message.

@@ -43,10 +43,17 @@ struct Subscription {
     avatars: Option<HashSet<String>>,
     /// Whether its frames carry the body pose.
     pose: bool,
+    /// Whether its frames come in the compact form.
+    compact: bool,
 }
 
 impl Subscription {
-    fn new(shared: &Arc<Shared>, avatars: Option<HashSet<String>>, pose: bool) -> Self {
+    fn new(
+        shared: &Arc<Shared>,
+        avatars: Option<HashSet<String>>,
+        pose: bool,
+        compact: bool,
+    ) -> Self {
         if let Ok(mut w) = shared.watchers.lock() {
             w.add(avatars.as_ref());
         }
@@ -54,6 +61,7 @@ impl Subscription {
             shared: Arc::clone(shared),
             avatars,
             pose,
+            compact,
         }
     }
 
@@ -652,7 +660,7 @@ async fn session(
                             }
                         }
                     }
-                    Some(Ok(ClientMessage::Subscribe { avatars, pose })) if viewer => {
+                    Some(Ok(ClientMessage::Subscribe { avatars, pose, compact })) if viewer => {
                         // a list longer than the server's avatar limit names avatars that
                         // cannot all exist, and would cost ~100 bytes of tables per name
                         if let Some(list) = &avatars && list.len() > s.config.engine.max_avatars {
@@ -669,7 +677,7 @@ async fn session(
                             if !ok { break; }
                             rx = Some(s.frames.subscribe());
                         }
-                        let sub = Subscription::new(&s, avatars.map(|a| a.into_iter().collect()), pose);
+                        let sub = Subscription::new(&s, avatars.map(|a| a.into_iter().collect()), pose, compact);
                         // avatars it still watches stay in step (no keyframe); those it
                         // dropped start again with a keyframe should it come back, and the
                         // frames it did not want are not counted as dropped
@@ -693,10 +701,11 @@ async fn session(
                     Ok(ticked) => {
                         let wanted = |a: &str| subscription.as_ref().is_some_and(|sub| sub.wants(a));
                         let pose = subscription.as_ref().is_none_or(|sub| sub.pose);
+                        let compact = subscription.as_ref().is_some_and(|sub| sub.compact);
                         let mut failed = false;
                         for f in ticked.frames.iter().filter(|f| wanted(&f.avatar)) {
-                            // with or without the body pose, as subscribed
-                            let (delta, key) = if pose { (&f.delta, &f.key) } else { (&f.bare.delta, &f.bare.key) };
+                            // with or without the body pose, map or compact, as subscribed
+                            let (delta, key) = f.messages(pose, compact);
                             // in step: the delta, unless the stream (re)starts with a
                             // keyframe (first frame, or the avatar changed garment)
                             let bytes = if synced.contains(&f.avatar) && delta.is_some() {
