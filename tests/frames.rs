@@ -16,6 +16,11 @@ use super::server::{config, connect_publisher, db, until};
 /// arm raised and the right elbow bent: every bone moves, and the canonical frame
 /// differs from the world's.
 fn turned_pose(t: f64) -> ClientMessage {
+    turned_pose_of("alice", t)
+}
+
+/// [`turned_pose`] for `avatar`.
+fn turned_pose_of(avatar: &str, t: f64) -> ClientMessage {
     let joint = |name: &str, q: Quat| JointSample {
         name: name.into(),
         rotation: Some(q.to_array()),
@@ -23,7 +28,7 @@ fn turned_pose(t: f64) -> ClientMessage {
         confidence: Some(1.0),
     };
     ClientMessage::Pose(PoseMessage {
-        avatar: "alice".into(),
+        avatar: avatar.into(),
         profile: "canonical".into(),
         timestamp: t,
         root: Some([0.3, 0.02, -0.5]),
@@ -52,6 +57,7 @@ async fn subscribed(url: &str, pose: bool, compact: bool) -> Client {
         avatars: None,
         pose,
         compact,
+        shard: None,
     })
     .await
     .expect("subscribe");
@@ -202,6 +208,98 @@ async fn compact_frames_carry_the_same_frames_in_fewer_bytes() {
         // both decoded the frames they got; the compact viewer's garment is a real one
         let positions = &views[1].avatars["alice"].positions;
         assert!(positions.iter().all(|x| x.is_finite()) && positions.iter().any(|&x| x != 0.0));
+    }
+    server.shutdown().await;
+}
+
+/// Viewers subscribed to shards `[0, 2]` and `[1, 2]` receive disjoint sets of avatars,
+/// each the avatars `shard_of` puts in its shard, together every avatar; a shard that
+/// is none (`[2, 2]`, `[0, 0]`, `[0, 65]`) is refused by name and the subscription
+/// before it stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_viewers_split_the_avatars_between_them() {
+    let db = db();
+    let server = start(db, config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = connect_publisher(&url).await;
+    let names: Vec<String> = (0..8).map(|i| format!("dancer-{i}")).collect();
+    let shard = |i: u32| {
+        let url = url.clone();
+        async move {
+            let mut c = Client::connect(&url, Role::Viewer, Some("view".into()))
+                .await
+                .expect("viewer connects");
+            c.send(&ClientMessage::Subscribe {
+                avatars: None,
+                pose: false,
+                compact: true,
+                shard: Some([i, 2]),
+            })
+            .await
+            .expect("subscribe");
+            c
+        }
+    };
+    let mut viewers = [shard(0).await, shard(1).await];
+    for bad in [[2, 2], [0, 0], [0, 65]] {
+        viewers[0]
+            .send(&ClientMessage::Subscribe {
+                avatars: None,
+                pose: false,
+                compact: true,
+                shard: Some(bad),
+            })
+            .await
+            .expect("subscribe");
+    }
+    let mut seen = [HashMap::<String, u32>::new(), HashMap::new()];
+    let mut refusals = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut t = 0.0;
+    while seen
+        .iter()
+        .map(|s| s.values().filter(|&&n| n >= 3).count())
+        .sum::<usize>()
+        < names.len()
+    {
+        for n in &names {
+            publisher.send(&turned_pose_of(n, t)).await.expect("pose");
+        }
+        t += 0.03;
+        for (i, c) in viewers.iter_mut().enumerate() {
+            // what has come in by now, without waiting for more
+            while let Ok(m) = tokio::time::timeout(Duration::from_millis(5), c.next()).await {
+                match m.expect("a message") {
+                    ServerMessage::Frame(f) => *seen[i].entry(f.avatar).or_insert(0) += 1,
+                    ServerMessage::Error { code, message } => {
+                        assert_eq!(code, "bad_subscription");
+                        assert!(message.contains("a shard is [index, count]"), "{message}");
+                        refusals += 1;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "frames of every avatar in time: {seen:?}"
+        );
+    }
+    assert_eq!(refusals, 3, "each bad shard refused");
+    for (i, s) in seen.iter().enumerate() {
+        for a in s.keys() {
+            assert_eq!(
+                clothcast::protocol::shard_of(a, 2),
+                i as u32,
+                "{a} reached shard {i}"
+            );
+        }
+    }
+    // every avatar reached exactly one viewer, and each viewer got some (8 ids hash to
+    // both shards)
+    assert!(seen.iter().all(|s| !s.is_empty()), "{seen:?}");
+    for n in &names {
+        assert_eq!(seen.iter().filter(|s| s.contains_key(n)).count(), 1, "{n}");
     }
     server.shutdown().await;
 }

@@ -389,6 +389,7 @@ async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by
             avatars: Some(names),
             pose: true,
             compact: false,
+            shard: None,
         })
         .await
         .expect("subscribe");
@@ -482,6 +483,7 @@ async fn unread(
             avatars: None,
             pose: true,
             compact: false,
+            shard: None,
         });
     }
     for m in say {
@@ -622,6 +624,7 @@ async fn resubscribing_costs_no_keyframes_for_avatars_still_watched() {
         avatars: Some(avatars.iter().map(|a| a.to_string()).collect()),
         pose: true,
         compact: false,
+        shard: None,
     };
     for _ in 0..30 {
         viewer.send(&subscribe(&["a"])).await.expect("subscribe");

@@ -76,6 +76,7 @@ pub(super) async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Cl
             pose: true,
             // as the web client and `watch` subscribe
             compact: true,
+            shard: None,
         })
         .await
         .expect("subscribe");
@@ -1534,6 +1535,7 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
                 avatars: None,
                 pose: true,
                 compact: false,
+                shard: None,
             }
             .to_msgpack()
             .expect("encodes")

@@ -159,6 +159,7 @@ async fn serve_takes_its_port_from_socket_activation() {
             avatars: None,
             pose: true,
             compact: false,
+            shard: None,
         })
         .await
         .expect("subscribe");

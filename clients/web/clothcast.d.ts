@@ -77,6 +77,13 @@ export interface ClothcastClientOptions {
   /** ClothcastWorkerClient only: compute each garment's vertex normals in the worker
    *  too (Avatar.normals, Layer.normals). Default false. */
   normals?: boolean;
+  /** ClothcastWorkerClient only: decode on this many workers (1–64, default 1), each
+   *  with its own connection subscribed to its shard of the avatars, so that a room
+   *  of avatars is decoded on that many cores. */
+  workers?: number;
+  /** `[index, count]`: receive only the avatars the server puts in that shard of
+   *  `count` (FNV-1a of the id modulo count; what `workers` uses). Default: all. */
+  shard?: [number, number] | null;
 }
 
 /** What both viewer clients offer (ClothcastClient here, ClothcastWorkerClient in

@@ -93,11 +93,12 @@ const f32 = (b) => new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + 
 const u32 = (b) => new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 
 export class ClothcastClient extends EventTarget {
-  constructor(url, { token = null, avatars = null, reconnect = true, pingAfterMs = PING_AFTER_MS, deadAfterMs = DEAD_AFTER_MS, pose = false } = {}) {
+  constructor(url, { token = null, avatars = null, reconnect = true, pingAfterMs = PING_AFTER_MS, deadAfterMs = DEAD_AFTER_MS, pose = false, shard = null } = {}) {
     super();
     this.url = url;
     this.token = token;
     this.pose = pose;
+    this.shard = shard; // [index, count]: only the avatars of that shard (the server's shard_of)
     this.subscription = avatars;
     this.reconnect = reconnect;
     this.pingAfterMs = pingAfterMs;
@@ -139,7 +140,7 @@ export class ClothcastClient extends EventTarget {
     }, Math.max(10, Math.min(1000, this.pingAfterMs / 2)));
     ws.onopen = () => {
       ws.send(JSON.stringify({ type: "hello", version: PROTOCOL_VERSION, role: "viewer", token: this.token }));
-      ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription, pose: this.pose, compact: true }));
+      ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription, pose: this.pose, compact: true, ...(this.shard ? { shard: this.shard } : {}) }));
     };
     ws.onmessage = (ev) => {
       if (this.ws !== ws) return;

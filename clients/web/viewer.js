@@ -3,7 +3,9 @@
 // an orbit camera, labels, a stats overlay and WebXR "Enter VR". WebGL2, no build step.
 // URL options: ?url=ws://…/ws&token=…&avatars=a,b ; ?mirror=1[&avatar=ID] for kiosks
 // (one avatar, mirrored, facing the viewer, no UI chrome); ?decode=page decodes the
-// garments on the page's own thread instead of in a Web Worker (worker-client.js).
+// garments on the page's own thread instead of in a Web Worker (worker-client.js);
+// ?workers=N decodes them in N workers (each its own connection and shard of the
+// avatars: for a room of avatars on a device with cores to spare; default 1).
 
 import { ClothcastClient, boneMatrices, vertexNormals } from "./clothcast.js";
 import { ClothcastWorkerClient } from "./worker-client.js";
@@ -18,7 +20,8 @@ const only = mirror && params.get("avatar") ? [params.get("avatar")] : params.ge
 // module worker can start)
 const Client = params.get("decode") === "page" ? ClothcastClient : ClothcastWorkerClient;
 // (the worker computes the garments' normals too, with { normals: true })
-const client = new Client(wsUrl, { token: params.get("token"), avatars: only, normals: true }).connect();
+const workers = Math.max(1, Math.min(64, Number(params.get("workers")) || 1));
+const client = new Client(wsUrl, { token: params.get("token"), avatars: only, normals: true, workers }).connect();
 
 const canvas = document.getElementById("view");
 const gl = canvas.getContext("webgl2", { antialias: true, xrCompatible: true });
@@ -287,10 +290,10 @@ function updateOverlay(now) {
   fps = frames * 1000 / (now - lastFps);
   frames = 0; lastFps = now;
   const lines = [`render ${fps.toFixed(0)} fps   stream ${stats.kbps.toFixed(0)} kbit/s   tick ${client.tickHz} Hz   ${link}`,
-    `decoding ${(100 * stats.busy).toFixed(1)} % of ${worker ? "a worker" : "the page's thread"}   page's thread ${(100 * stats.page).toFixed(1)} %`];
+    `decoding ${(100 * stats.busy).toFixed(1)} % of ${!worker ? "the page's thread" : client.slots.length > 1 ? `a thread, in ${client.slots.length} workers` : "a worker"}   page's thread ${(100 * stats.page).toFixed(1)} %`];
   for (const av of client.avatars.values()) lines.push(`${av.id.padEnd(14)} frame ${String(av.seq).padStart(6)}  dropped ${av.dropped}  latency ${av.latencyMs.toFixed(0)} ms`);
   overlay.textContent = lines.join("\n");
-  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, decode: worker ? "worker" : "page", busy: stats.busy, page: stats.page, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)), layers: a.layers.map((l) => ({ garment: l.asset.garment, sample: Array.from(l.garment.subarray(0, 30)) })) })) };
+  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, decode: worker ? "worker" : "page", workers: worker ? client.slots.length : 0, busy: stats.busy, page: stats.page, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)), layers: a.layers.map((l) => ({ garment: l.asset.garment, sample: Array.from(l.garment.subarray(0, 30)) })) })) };
 }
 
 function render(now) {

@@ -6,7 +6,9 @@ export interface ClothcastWorkerClient extends StreamClient {}
  *  (decode-worker.js, next to this module): the same options, events and shapes
  *  (StreamClient), except that an Avatar's arrays are *replaced* by every frame (not
  *  written in place) and it has no decoder. `connections` counts the worker's
- *  connections, `busyMs` the worker's time on the stream; close() also ends the worker. */
+ *  connections, `busyMs` the worker's time on the stream; close() also ends the worker.
+ *  With `{ workers: n }` it runs n workers, each on its own connection subscribed to
+ *  its shard of the avatars; `connections` and `busyMs` are then their sums. */
 export declare class ClothcastWorkerClient extends EventTarget {
   constructor(url: string, options?: ClothcastClientOptions);
   /** Milliseconds this (the page's) thread has spent taking the worker's results in. */
@@ -14,4 +16,7 @@ export declare class ClothcastWorkerClient extends EventTarget {
   /** Whether the decoding runs in a worker: false where none could start (no module
    *  workers in this browser), and the client then decodes on this thread. */
   readonly inWorker: boolean;
+  /** The workers' connections and busy time, one entry per worker (`workers` option),
+   *  or the one client on this thread where no worker could start. */
+  readonly slots: ReadonlyArray<{ readonly connections: number; readonly busyMs: number }>;
 }

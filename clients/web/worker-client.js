@@ -22,7 +22,13 @@
 //   thread has spent taking its results in;
 // - with { normals: true } the worker also computes each garment's vertex normals
 //   (vertexNormals in clothcast.js): avatar.normals and each layer's normals (null
-//   without it), replaced every frame as the positions are.
+//   without it), replaced every frame as the positions are;
+// - with { workers: n } (1 to 64, default 1) it runs n workers, each with its own
+//   connection subscribed to its shard of the avatars (`subscribe`'s `shard`: the
+//   server splits them by their ids), so that a room of avatars is decoded on n cores
+//   instead of one; each avatar arrives on one connection, each asset on all (the first
+//   is kept), and "welcome" and "close" come once per connection. busyMs is then the
+//   workers' sum, `slots` has each worker's connections and busyMs.
 // The worker script is found next to this module (decode-worker.js), as a module
 // worker (Chrome 80, Firefox 114, Safari 15 and later). Where one cannot start (an older
 // browser, a page whose policy forbids workers) the client decodes on the page's thread
@@ -42,87 +48,118 @@ export class ClothcastWorkerClient extends EventTarget {
     this.busyMs = 0;
     this.pageMs = 0;
     this.inWorker = true;
-    this.worker = null; // the worker, while connected through one
+    // per worker, while connected through workers: { worker, connections, busyMs }
+    this.workers = [];
     this.here = null; // the ClothcastClient on this thread, where no worker could start
-    this.earlier = 0; // connections of the workers before this one (connect after close)
+    this.earlier = 0; // connections of the workers before these (connect after close)
     this.generation = 0; // connect() calls: what an earlier worker says late is dropped
+    this.slots = []; // the workers, or the one client on this thread: their figures
+  }
+
+  /** The worker (the first, with several), while connected through one. */
+  get worker() {
+    return this.workers[0]?.worker ?? null;
   }
 
   connect() {
-    if (this.worker || this.here) return this;
-    // (ClothcastClient's options, with its defaults, plus `normals`: plain data, so the
-    // worker gets a copy)
-    const options = this.options;
+    if (this.workers.length || this.here) return this;
+    // (ClothcastClient's options as given, plus `normals`: plain data, so each worker
+    // gets a copy; with `workers` > 1 each its own shard of the avatars)
+    const n = Math.max(1, Math.min(64, Math.floor(Number(this.options.workers ?? 1)) || 1));
     this.earlier = this.connections;
     const generation = ++this.generation;
-    const take = (m) => {
+    const take = (m, slot) => {
       if (generation !== this.generation) return;
       const t = performance.now();
       try {
-        this.onEvent(m);
+        this.onEvent(m, slot);
       } catch (err) {
         this.dispatchEvent(new CustomEvent("error", { detail: err }));
       }
       this.pageMs += performance.now() - t;
     };
-    let heard = false;
-    let worker;
-    try {
-      worker = new Worker(new URL("./decode-worker.js", import.meta.url), { type: "module" });
-    } catch {
-      worker = null;
-    }
     const here = () => {
+      // one client for every avatar (no shards) on this thread
       this.inWorker = false;
-      this.here = relay(this.url, options, (m) => take(m));
+      this.workers = [];
+      const slot = { connections: 0, busyMs: 0 };
+      const { workers, ...options } = this.options;
+      this.here = relay(this.url, options, (m) => take(m, slot));
+      this.slots = [slot];
     };
-    if (!worker) {
+    let heard = false;
+    const started = [];
+    for (let i = 0; i < n; i++) {
+      let worker;
+      try {
+        worker = new Worker(new URL("./decode-worker.js", import.meta.url), { type: "module" });
+      } catch {
+        worker = null;
+      }
+      if (!worker) break;
+      started.push({ worker, connections: 0, busyMs: 0 });
+    }
+    if (started.length < n) {
+      for (const w of started) w.worker.terminate();
       here();
       return this;
     }
-    this.worker = worker;
-    worker.onmessage = (e) => { heard = true; take(e.data); };
-    worker.onerror = (e) => {
-      if (!heard && this.worker === worker) {
-        // the worker never ran (no module workers here): decode on this thread
-        e.preventDefault?.();
-        worker.terminate();
-        this.worker = null;
-        here();
-        return;
-      }
-      this.dispatchEvent(new CustomEvent("error", { detail: new Error(`decode worker: ${e.message ?? "failed"}`) }));
-    };
-    worker.postMessage({ op: "connect", url: this.url, options });
+    this.workers = started;
+    this.slots = started;
+    for (const [i, slot] of started.entries()) {
+      const { worker } = slot;
+      worker.onmessage = (e) => { heard = true; take(e.data, slot); };
+      worker.onerror = (e) => {
+        if (!heard && this.workers.includes(slot)) {
+          // the workers never ran (no module workers here): decode on this thread
+          e.preventDefault?.();
+          for (const w of this.workers) w.worker.terminate();
+          here();
+          return;
+        }
+        this.dispatchEvent(new CustomEvent("error", { detail: new Error(`decode worker: ${e.message ?? "failed"}`) }));
+      };
+      const { workers, ...options } = this.options;
+      if (n > 1) options.shard = [i, n];
+      worker.postMessage({ op: "connect", url: this.url, options });
+    }
     return this;
   }
 
-  /** Closes the connection for good (no reconnecting) and ends the worker once it has
-   * said goodbye to the server; connect() afterwards starts afresh. */
+  /** Closes the connections for good (no reconnecting) and ends the workers once they
+   * have said goodbye to the server; connect() afterwards starts afresh. */
   close() {
     if (this.here) {
       this.here.close();
       this.here = null;
     }
-    if (this.worker) {
-      const w = this.worker;
-      this.worker = null;
-      w.postMessage({ op: "close" });
-      setTimeout(() => w.terminate(), 1000);
+    for (const { worker } of this.workers) {
+      worker.postMessage({ op: "close" });
+      setTimeout(() => worker.terminate(), 1000);
     }
+    this.workers = [];
   }
 
-  onEvent(m) {
+  /** Sums a per-worker figure over the workers (or the one client on this thread). */
+  total(key) {
+    return this.slots.reduce((sum, s) => sum + s[key], 0);
+  }
+
+  onEvent(m, slot) {
     switch (m.ev) {
       case "connecting":
-        this.connections = this.earlier + m.connections;
+        slot.connections = m.connections;
+        this.connections = this.earlier + this.total("connections");
         break;
       case "welcome":
         this.tickHz = m.tickHz;
-        this.connections = this.earlier + m.connections;
+        slot.connections = m.connections;
+        this.connections = this.earlier + this.total("connections");
         this.dispatchEvent(new CustomEvent("welcome", { detail: m.detail }));
         break;
       case "asset":
+        // (with several workers each connection sends every asset: the first counts)
+        if (this.assets.has(m.asset.hash)) break;
         this.assets.set(m.asset.hash, m.asset);
         this.dispatchEvent(new CustomEvent("asset", { detail: m.asset }));
         break;
@@ -149,7 +186,8 @@ export class ClothcastWorkerClient extends EventTarget {
         av.bytes = m.bytes;
         av.dropped = m.dropped;
         av.latencyMs = m.latencyMs;
-        this.busyMs = m.busyMs;
+        slot.busyMs = m.busyMs;
+        this.busyMs = this.total("busyMs");
         this.dispatchEvent(new CustomEvent("frame", { detail: av }));
         break;
       }
@@ -158,7 +196,8 @@ export class ClothcastWorkerClient extends EventTarget {
         this.dispatchEvent(new CustomEvent("gone", { detail: m.id }));
         break;
       case "close":
-        this.connections = this.earlier + m.connections;
+        slot.connections = m.connections;
+        this.connections = this.earlier + this.total("connections");
         this.dispatchEvent(new CustomEvent("close", { detail: m.detail }));
         break;
       case "error":

@@ -254,6 +254,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                         avatars,
                         pose,
                         compact,
+                        shard: None,
                     })
                     .await?;
                     let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());

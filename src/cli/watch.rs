@@ -195,6 +195,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
         avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
         pose: recorder.is_some(),
         compact: true,
+        shard: None,
     };
     let mut report = Report {
         start,

@@ -45,6 +45,8 @@ struct Subscription {
     pose: bool,
     /// Whether its frames come in the compact form.
     compact: bool,
+    /// `[index, count]`: only the avatars in that shard (`protocol::shard_of`).
+    shard: Option<[u32; 2]>,
 }
 
 impl Subscription {
@@ -53,7 +55,10 @@ impl Subscription {
         avatars: Option<HashSet<String>>,
         pose: bool,
         compact: bool,
+        shard: Option<[u32; 2]>,
     ) -> Self {
+        // (a shard counts as the whole subscription: the avatars of the other shards
+        // are made too, which is what a sharded client's other connections watch)
         if let Ok(mut w) = shared.watchers.lock() {
             w.add(avatars.as_ref());
         }
@@ -62,11 +67,15 @@ impl Subscription {
             avatars,
             pose,
             compact,
+            shard,
         }
     }
 
     fn wants(&self, avatar: &str) -> bool {
         self.avatars.as_ref().is_none_or(|set| set.contains(avatar))
+            && self
+                .shard
+                .is_none_or(|[index, count]| crate::protocol::shard_of(avatar, count) == index)
     }
 }
 
@@ -660,7 +669,12 @@ async fn session(
                             }
                         }
                     }
-                    Some(Ok(ClientMessage::Subscribe { avatars, pose, compact })) if viewer => {
+                    Some(Ok(ClientMessage::Subscribe { avatars, pose, compact, shard })) if viewer => {
+                        if let Err(what) = crate::protocol::check_shard(shard) {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !out.send(&ServerMessage::error("bad_subscription", what)).await { break; }
+                            continue;
+                        }
                         // a list longer than the server's avatar limit names avatars that
                         // cannot all exist, and would cost ~100 bytes of tables per name
                         if let Some(list) = &avatars && list.len() > s.config.engine.max_avatars {
@@ -677,7 +691,7 @@ async fn session(
                             if !ok { break; }
                             rx = Some(s.frames.subscribe());
                         }
-                        let sub = Subscription::new(&s, avatars.map(|a| a.into_iter().collect()), pose, compact);
+                        let sub = Subscription::new(&s, avatars.map(|a| a.into_iter().collect()), pose, compact, shard);
                         // avatars it still watches stay in step (no keyframe); those it
                         // dropped start again with a keyframe should it come back, and the
                         // frames it did not want are not counted as dropped

@@ -173,6 +173,14 @@ pub enum ClientMessage {
         /// `clothcast watch` ask for it.
         #[serde(default, skip_serializing_if = "is_false")]
         compact: bool,
+        /// `[index, count]`: of the avatars subscribed to, only those whose
+        /// [`shard_of`] among `count` shards is `index` (1 ≤ `count` ≤ [`MAX_SHARDS`]).
+        /// A client that decodes on several threads opens one connection per thread,
+        /// each with its own shard, so that every avatar is received and decoded once
+        /// without knowing the avatars in advance (the web worker client with
+        /// `{ workers: n }`). Absent: every avatar subscribed to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        shard: Option<[u32; 2]>,
     },
     /// Are you there? (any role, after `hello`): the server answers `pong`. For clients
     /// that cannot see WebSocket pings (browsers) to tell a quiet server from a link
@@ -268,6 +276,37 @@ pub struct GarmentLayer {
     pub asset: String,
     /// Its codec frame (keyframe or delta).
     pub garment: ByteBuf,
+}
+
+/// Most shards a subscription may divide the avatars into (`subscribe`'s `shard`).
+pub const MAX_SHARDS: u32 = 64;
+
+/// The shard among `count` that `avatar` falls in: FNV-1a (32-bit) of its id's UTF-8
+/// bytes, mixed by MurmurHash3's 32-bit finaliser, times `count`, divided by 2^32. (FNV-1a
+/// alone spreads ids that differ in their last character badly: its lowest bit is
+/// the parity of the bytes, and its high bits hardly move.) Stable across servers and
+/// versions, so a client may predict which of its connections an avatar arrives on.
+pub fn shard_of(avatar: &str, count: u32) -> u32 {
+    let mut h = avatar.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85eb_ca6b);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xc2b2_ae35);
+    h ^= h >> 16;
+    ((u64::from(h) * u64::from(count.max(1))) >> 32) as u32
+}
+
+/// Whether `shard` (`subscribe`'s `[index, count]`) is one: `None`, or
+/// 1 ≤ `count` ≤ [`MAX_SHARDS`] and `index` < `count`; what is wrong otherwise.
+pub fn check_shard(shard: Option<[u32; 2]>) -> Result<(), String> {
+    match shard {
+        Some([index, count]) if count == 0 || count > MAX_SHARDS || index >= count => Err(format!(
+            "a shard is [index, count] with 1 ≤ count ≤ {MAX_SHARDS} and index < count, this one [{index}, {count}]"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// Most garments an avatar wears at once (an outfit).

@@ -527,3 +527,45 @@ fn wear_names_one_garment_or_an_outfit_and_bad_outfits_are_named() {
     assert_eq!(one, r#"{"type":"wear","avatar":"a","garment":"tshirt"}"#);
     assert_eq!(ClientMessage::Ping.outfit(), None);
 }
+
+/// `shard_of` scales the mixed FNV-1a of the id's bytes to the count (FNV-1a("a") =
+/// 0xe40c292c, the published test value, mixed by hand below), spreads numbered ids
+/// over the shards, and `check_shard` takes exactly the shards that exist.
+#[test]
+fn shards_are_fnv1a_of_the_id_and_only_real_shards_pass() {
+    let fmix = |mut h: u32| {
+        h ^= h >> 16;
+        h = h.wrapping_mul(0x85eb_ca6b);
+        h ^= h >> 13;
+        h = h.wrapping_mul(0xc2b2_ae35);
+        h ^ (h >> 16)
+    };
+    assert_eq!(
+        shard_of("a", 1000),
+        (u64::from(fmix(0xe40c_292c)) * 1000 >> 32) as u32
+    );
+    assert_eq!(
+        shard_of("", 7),
+        (u64::from(fmix(0x811c_9dc5)) * 7 >> 32) as u32
+    );
+    assert_eq!(shard_of("anything", 1), 0);
+    assert_eq!(shard_of("anything", 0), 0, "a zero count is read as one");
+    for count in [2u32, 3, 4, 8] {
+        let mut per = vec![0u32; count as usize];
+        for i in 0..400 {
+            per[shard_of(&format!("performer-{i}"), count) as usize] += 1;
+        }
+        let fair = 400 / count;
+        assert!(
+            per.iter().all(|&n| n > fair / 2 && n < fair * 3 / 2),
+            "{count} shards: {per:?}"
+        );
+    }
+    assert!(check_shard(None).is_ok());
+    assert!(check_shard(Some([0, 1])).is_ok());
+    assert!(check_shard(Some([63, MAX_SHARDS])).is_ok());
+    for bad in [[0, 0], [1, 1], [5, 3], [0, MAX_SHARDS + 1]] {
+        let e = check_shard(Some(bad)).expect_err("not a shard");
+        assert!(e.contains(&format!("[{}, {}]", bad[0], bad[1])), "{e}");
+    }
+}

@@ -306,6 +306,61 @@ test('the worker client decodes the same garments (and normals) as the page clie
   }
 });
 
+test('a worker client on two workers splits the avatars between them and decodes them as the page client does', { timeout: 120000 }, async () => {
+  const { srv, addr } = await startServer();
+  // performer-0, -2, -3 fall in shard 0 of 2, performer-1 in shard 1 (the server's shard_of)
+  const play = playClip(addr, 4);
+  const browser = await launchBrowser();
+  try {
+    const { page, errors } = await pageWithErrors(browser, { width: 400, height: 300 });
+    await page.goto(`http://${addr}/?workers=2`);
+    // the viewer page on two workers: every avatar streams, through two connections
+    await page.waitForFunction(() => window.__clothcast?.workers === 2 && window.__clothcast.avatars.length === 4 && window.__clothcast.avatars.every((a) => a.frames > 5), null, { timeout: 60000 });
+    const viewer = await page.evaluate(() => ({ connections: window.__clothcast.connections, text: document.getElementById('overlay').textContent }));
+    assert.equal(viewer.connections, 2);
+    assert.match(viewer.text, /in 2 workers/);
+    const r = await page.evaluate(async (url) => {
+      const { ClothcastClient } = await import('/clothcast.js');
+      const { ClothcastWorkerClient } = await import('/worker-client.js');
+      // each client's garments by avatar and frame number, until 12 frames of each of 4
+      const run = (Client, options) => new Promise((ok) => {
+        const c = new Client(url, options);
+        const seen = new Map();
+        c.addEventListener('frame', (e) => {
+          const av = e.detail;
+          seen.set(`${av.id}#${av.seq}`, Array.from(av.garment).concat(Array.from(av.bones), Array.from(av.world)));
+          const per = new Map();
+          for (const k of seen.keys()) per.set(k.split('#')[0], (per.get(k.split('#')[0]) ?? 0) + 1);
+          if (per.size === 4 && [...per.values()].every((n) => n >= 12)) {
+            c.close();
+            ok({ seen, slots: c.slots?.map((s) => ({ connections: s.connections, busyMs: s.busyMs })) ?? null, inWorker: c.inWorker ?? null });
+          }
+        });
+        c.connect();
+      });
+      const [here, there] = await Promise.all([run(ClothcastClient, {}), run(ClothcastWorkerClient, { workers: 2 })]);
+      let same = 0;
+      const differ = [];
+      for (const [k, f] of here.seen) {
+        const g = there.seen.get(k);
+        if (!g) continue;
+        if (f.length === g.length && f.every((x, i) => x === g[i])) same++; else differ.push(k);
+      }
+      return { same, differ, slots: there.slots, inWorker: there.inWorker };
+    }, `ws://${addr}/ws`);
+    assert.deepEqual(errors, []);
+    assert.deepEqual(r.differ, [], `frames decoded differently: ${r.differ}`);
+    assert.ok(r.same >= 20, `only ${r.same} frames in common`);
+    assert.equal(r.inWorker, true);
+    assert.equal(r.slots.length, 2);
+    for (const [i, s] of r.slots.entries()) assert.ok(s.connections === 1 && s.busyMs > 0, `worker ${i}: ${JSON.stringify(s)}`);
+  } finally {
+    await browser.close();
+    play.kill();
+    srv.kill();
+  }
+});
+
 test('the viewer page reconnects by itself when the server restarts', { timeout: 120000 }, async () => {
   let { srv, addr } = await startServer();
   const publish = () => playClip(addr, 1);
