@@ -110,7 +110,10 @@ export class ClothcastWorkerClient extends EventTarget {
       const { worker } = slot;
       worker.onmessage = (e) => { heard = true; take(e.data, slot); };
       worker.onerror = (e) => {
-        if (!heard && this.workers.includes(slot)) {
+        // (a worker already let go: closed, or its sibling failed first and the
+        // client went to this thread)
+        if (!this.workers.includes(slot)) return;
+        if (!heard) {
           // the workers never ran (no module workers here): decode on this thread
           e.preventDefault?.();
           for (const w of this.workers) w.worker.terminate();

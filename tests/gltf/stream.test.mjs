@@ -271,8 +271,8 @@ test('the worker client decodes the same garments (and normals) as the page clie
     const fallback = await page.evaluate(async (url) => {
       const { ClothcastWorkerClient } = await import('/worker-client.js');
       const real = window.Worker;
-      const run = () => new Promise((ok, fail) => {
-        const c = new ClothcastWorkerClient(url, {});
+      const run = (options = {}) => new Promise((ok, fail) => {
+        const c = new ClothcastWorkerClient(url, options);
         c.addEventListener('error', (e) => fail(e.detail));
         c.addEventListener('frame', (e) => {
           if (e.detail.frames >= 10) { c.close(); ok({ inWorker: c.inWorker, finite: Array.from(e.detail.garment).every(Number.isFinite), busyMs: c.busyMs }); }
@@ -285,7 +285,9 @@ test('the worker client decodes the same garments (and normals) as the page clie
         const none = await run();
         window.Worker = class extends real { constructor(_, o) { super('data:text/javascript,import "./nowhere.js";', o); } };
         const broken = await run();
-        return { none, broken };
+        // two workers that both fail: one fallback, and no error from the second
+        const brokenTwo = await run({ workers: 2 });
+        return { none, broken, brokenTwo };
       } finally {
         window.Worker = real;
       }
