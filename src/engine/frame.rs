@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use serde_bytes::ByteBuf;
 
 use super::outfit::{self, Layer, Layerings};
-use super::{Avatar, AvatarFrame, Bare, EngineError, Garment};
+use super::{Avatar, AvatarFrame, EngineError, Garment, Messages};
 use crate::codec::BoneTransform;
 use crate::protocol::{FrameMessage, GarmentLayer, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, canonicalize};
@@ -177,7 +177,7 @@ fn encode_avatar(
         a.keyed_at = Some(now);
         a.want_key = false;
     }
-    let form = |i: usize| Bare {
+    let form = |i: usize| Messages {
         delta: delta.as_ref().map(|f| f[i].clone()),
         key: key.as_ref().map(|f| f[i].clone()),
     };

@@ -249,12 +249,12 @@ pub struct AvatarFrame {
     /// The same two messages without the body pose, for viewers that subscribed with
     /// `pose: false`: each avatar's garment is still encoded once per tick; its message
     /// is serialised once per form a viewer may ask for (a few microseconds each).
-    pub bare: Bare,
+    pub bare: Messages,
     /// The compact form of the messages (`compact: true`, [`crate::protocol::FrameMessage::to_compact`]),
     /// with the body pose ...
-    pub compact_pose: Bare,
+    pub compact_pose: Messages,
     /// ... and without it.
-    pub compact: Bare,
+    pub compact: Messages,
 }
 
 impl AvatarFrame {
@@ -274,7 +274,7 @@ impl AvatarFrame {
 /// [`AvatarFrame`]'s messages in one of its other forms (without the body pose, or
 /// compact): present exactly where the map messages with the pose are.
 #[derive(Clone, Debug, Default)]
-pub struct Bare {
+pub struct Messages {
     /// The delta message.
     pub delta: Option<Bytes>,
     /// The keyframe message.

@@ -202,6 +202,7 @@ fn keyframes_asked_for_at_every_tick_are_made_at_most_once_per_interval() {
             if f.key.is_some() {
                 keyed.push(t);
             }
+            same_frame_in_every_form(f);
         }
         keyed
     };
@@ -761,3 +762,28 @@ fn restarted_on_keyframe<'a>(out: &'a TickOutput, avatar: &str) -> &'a Bytes {
 mod arms;
 mod outfit;
 mod schedule;
+
+/// Every form of an avatar's frame (map or compact, with or without the body pose) is
+/// there exactly when the map with the pose is, and reads as the same frame, but for
+/// the pose where it is left out.
+fn same_frame_in_every_form(f: &AvatarFrame) {
+    let read = |b: &Bytes| match ServerMessage::from_msgpack(b) {
+        Ok(ServerMessage::Frame(m)) => m,
+        other => panic!("not a frame: {other:?}"),
+    };
+    for key in [false, true] {
+        let pick =
+            |(d, k): (&Option<Bytes>, &Option<Bytes>)| if key { k.clone() } else { d.clone() };
+        let full = pick(f.messages(true, false)).map(|b| read(&b));
+        for (pose, compact) in [(false, false), (true, true), (false, true)] {
+            let other = pick(f.messages(pose, compact)).map(|b| read(&b));
+            assert_eq!(other.is_some(), full.is_some(), "form {pose} {compact}");
+            if let (Some(mut want), Some(got)) = (full.clone(), other) {
+                if !pose {
+                    want.pose = Default::default();
+                }
+                assert_eq!(got, want, "form pose {pose} compact {compact}");
+            }
+        }
+    }
+}
