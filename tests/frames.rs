@@ -58,6 +58,7 @@ async fn subscribed(url: &str, pose: bool, compact: bool) -> Client {
         pose,
         compact,
         shard: None,
+        have: None,
     })
     .await
     .expect("subscribe");
@@ -234,6 +235,7 @@ async fn sharded_viewers_split_the_avatars_between_them() {
                 pose: false,
                 compact: true,
                 shard: Some([i, 2]),
+                have: None,
             })
             .await
             .expect("subscribe");
@@ -248,6 +250,7 @@ async fn sharded_viewers_split_the_avatars_between_them() {
                 pose: false,
                 compact: true,
                 shard: Some(bad),
+                have: None,
             })
             .await
             .expect("subscribe");
@@ -300,6 +303,74 @@ async fn sharded_viewers_split_the_avatars_between_them() {
     assert!(seen.iter().all(|s| !s.is_empty()), "{seen:?}");
     for n in &names {
         assert_eq!(seen.iter().filter(|s| s.contains_key(n)).count(), 1, "{n}");
+    }
+    server.shutdown().await;
+}
+
+/// A viewer that says which assets it holds (`have`, as a reconnecting client does) is
+/// not sent them again, but still gets the others and every frame; a `have` longer than
+/// the server takes is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn assets_a_viewer_holds_are_not_sent_again() {
+    let db = db();
+    let server = start(db, config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = connect_publisher(&url).await;
+    let subscribe = |have: Option<Vec<String>>| ClientMessage::Subscribe {
+        avatars: None,
+        pose: false,
+        compact: true,
+        shard: None,
+        have,
+    };
+    // what a viewer receives until its third frame: the asset hashes, then the frames
+    let mut t = 0.0;
+    let mut receive = async |have: Option<Vec<String>>| {
+        let mut c = Client::connect(&url, Role::Viewer, Some("view".into()))
+            .await
+            .expect("viewer connects");
+        c.send(&subscribe(have)).await.expect("subscribe");
+        let (mut assets, mut frames) = (Vec::new(), 0);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while frames < 3 {
+            publisher.send(&turned_pose(t)).await.expect("pose");
+            t += 0.03;
+            match tokio::time::timeout_at(deadline, c.next())
+                .await
+                .expect("in time")
+                .expect("a message")
+            {
+                ServerMessage::Asset(a) => assets.push(a.hash),
+                ServerMessage::Frame(_) => frames += 1,
+                _ => {}
+            }
+        }
+        assets
+    };
+    let all = receive(None).await;
+    assert!(!all.is_empty());
+    assert!(
+        receive(Some(all.clone())).await.is_empty(),
+        "assets sent again"
+    );
+    assert_eq!(receive(Some(vec!["not-a-hash".into()])).await, all);
+
+    let mut c = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer connects");
+    c.send(&subscribe(Some(vec!["x".into(); 65])))
+        .await
+        .expect("subscribe");
+    let refused = tokio::time::timeout(Duration::from_secs(5), c.next())
+        .await
+        .expect("in time")
+        .expect("a message");
+    match refused {
+        ServerMessage::Error { code, message } => {
+            assert_eq!(code, "bad_subscription");
+            assert!(message.contains("at most 64 asset hashes"), "{message}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
     }
     server.shutdown().await;
 }

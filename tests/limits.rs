@@ -390,6 +390,7 @@ async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by
             pose: true,
             compact: false,
             shard: None,
+            have: None,
         })
         .await
         .expect("subscribe");
@@ -484,6 +485,7 @@ async fn unread(
             pose: true,
             compact: false,
             shard: None,
+            have: None,
         });
     }
     for m in say {
@@ -625,6 +627,7 @@ async fn resubscribing_costs_no_keyframes_for_avatars_still_watched() {
         pose: true,
         compact: false,
         shard: None,
+        have: None,
     };
     for _ in 0..30 {
         viewer.send(&subscribe(&["a"])).await.expect("subscribe");

@@ -77,6 +77,7 @@ pub(super) async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Cl
             // as the web client and `watch` subscribe
             compact: true,
             shard: None,
+            have: None,
         })
         .await
         .expect("subscribe");
@@ -1536,6 +1537,7 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
                 pose: true,
                 compact: false,
                 shard: None,
+                have: None,
             }
             .to_msgpack()
             .expect("encodes")

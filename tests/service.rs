@@ -160,6 +160,7 @@ async fn serve_takes_its_port_from_socket_activation() {
             pose: true,
             compact: false,
             shard: None,
+            have: None,
         })
         .await
         .expect("subscribe");

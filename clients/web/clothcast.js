@@ -140,7 +140,9 @@ export class ClothcastClient extends EventTarget {
     }, Math.max(10, Math.min(1000, this.pingAfterMs / 2)));
     ws.onopen = () => {
       ws.send(JSON.stringify({ type: "hello", version: PROTOCOL_VERSION, role: "viewer", token: this.token }));
-      ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription, pose: this.pose, compact: true, ...(this.shard ? { shard: this.shard } : {}) }));
+      // the assets an earlier connection brought are not sent again (`have`)
+      const have = [...this.assets.keys()].slice(0, 64);
+      ws.send(JSON.stringify({ type: "subscribe", avatars: this.subscription, pose: this.pose, compact: true, ...(this.shard ? { shard: this.shard } : {}), ...(have.length ? { have } : {}) }));
     };
     ws.onmessage = (ev) => {
       if (this.ws !== ws) return;

@@ -255,6 +255,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                         pose,
                         compact,
                         shard: None,
+                        have: None,
                     })
                     .await?;
                     let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());

@@ -196,6 +196,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
         pose: recorder.is_some(),
         compact: true,
         shard: None,
+        have: None,
     };
     let mut report = Report {
         start,

@@ -464,6 +464,11 @@ impl Engine {
         self.garments.iter().map(|g| g.asset.clone()).collect()
     }
 
+    /// The hashes of [`Engine::assets`], in the same order.
+    pub fn asset_hashes(&self) -> Vec<String> {
+        self.garments.iter().map(|g| g.asset_hash.clone()).collect()
+    }
+
     /// Names of the garments, default first.
     pub fn garment_names(&self) -> Vec<String> {
         self.garments.iter().map(|g| g.name.clone()).collect()

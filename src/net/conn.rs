@@ -669,8 +669,8 @@ async fn session(
                             }
                         }
                     }
-                    Some(Ok(ClientMessage::Subscribe { avatars, pose, compact, shard })) if viewer => {
-                        if let Err(what) = crate::protocol::check_shard(shard) {
+                    Some(Ok(ClientMessage::Subscribe { avatars, pose, compact, shard, have })) if viewer => {
+                        if let Err(what) = crate::protocol::check_shard(shard).and_then(|()| crate::protocol::check_have(have.as_deref())) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !out.send(&ServerMessage::error("bad_subscription", what)).await { break; }
                             continue;
@@ -685,7 +685,10 @@ async fn session(
                         }
                         if rx.is_none() {
                             let mut ok = true;
-                            for asset in &s.assets {
+                            // (but those it says it holds)
+                            let held = |hash: &String| have.as_ref().is_some_and(|h| h.contains(hash));
+                            for (asset, hash) in s.assets.iter().zip(&s.asset_hashes) {
+                                if held(hash) { continue; }
                                 if !out.message(Message::Binary(asset.clone())).await { ok = false; break; }
                             }
                             if !ok { break; }

@@ -381,6 +381,8 @@ struct Shared {
     frames: broadcast::Sender<Arc<TickOutput>>,
     /// The `asset` messages, one per garment.
     assets: Vec<Bytes>,
+    /// Their hashes, in the same order.
+    asset_hashes: Vec<String>,
     /// The garments (names, default first) and which can be worn together.
     wardrobe: crate::engine::Wardrobe,
     metrics: Metrics,
@@ -566,6 +568,7 @@ async fn start_listening(
     );
     let shared = Arc::new(Shared {
         assets: engine.assets(),
+        asset_hashes: engine.asset_hashes(),
         wardrobe: engine.wardrobe().clone(),
         config: config.clone(),
         inbox: Mutex::new(Inbox::default()),

@@ -181,6 +181,12 @@ pub enum ClientMessage {
         /// `{ workers: n }`). Absent: every avatar subscribed to.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         shard: Option<[u32; 2]>,
+        /// Hashes of `asset`s the viewer already holds (from an earlier connection):
+        /// the server does not send those again (at most [`MAX_HAVE`], each at most
+        /// 64 characters). A reconnecting viewer so skips re-downloading its garments'
+        /// setups and bodies (~330 kB a garment at 3 000 vertices). Absent: every asset.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        have: Option<Vec<String>>,
     },
     /// Are you there? (any role, after `hello`): the server answers `pong`. For clients
     /// that cannot see WebSocket pings (browsers) to tell a quiet server from a link
@@ -305,6 +311,24 @@ pub fn check_shard(shard: Option<[u32; 2]>) -> Result<(), String> {
         Some([index, count]) if count == 0 || count > MAX_SHARDS || index >= count => Err(format!(
             "a shard is [index, count] with 1 ≤ count ≤ {MAX_SHARDS} and index < count, this one [{index}, {count}]"
         )),
+        _ => Ok(()),
+    }
+}
+
+/// Most asset hashes a `subscribe` may list in `have`.
+pub const MAX_HAVE: usize = 64;
+
+/// Whether `have` (`subscribe`'s) is one: `None`, or at most [`MAX_HAVE`] hashes of at
+/// most 64 characters; what is wrong otherwise.
+pub fn check_have(have: Option<&[String]>) -> Result<(), String> {
+    match have {
+        Some(list) if list.len() > MAX_HAVE => Err(format!(
+            "`have` lists at most {MAX_HAVE} asset hashes, this one {}",
+            list.len()
+        )),
+        Some(list) if list.iter().any(|h| h.len() > 64) => {
+            Err("`have` lists asset hashes of at most 64 characters".into())
+        }
         _ => Ok(()),
     }
 }
