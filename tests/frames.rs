@@ -349,6 +349,12 @@ async fn assets_a_viewer_holds_are_not_sent_again() {
     };
     let all = receive(None).await;
     assert!(!all.is_empty());
+    // the welcome announced exactly those
+    let announced = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer connects")
+        .assets;
+    assert_eq!(announced, all);
     assert!(
         receive(Some(all.clone())).await.is_empty(),
         "assets sent again"

@@ -84,6 +84,9 @@ export interface ClothcastClientOptions {
   /** `[index, count]`: receive only the avatars the server puts in that shard of
    *  `count` (FNV-1a of the id modulo count; what `workers` uses). Default: all. */
   shard?: [number, number] | null;
+  /** Assets held already (e.g. another client's): kept as if received, and named in
+   *  `subscribe`'s `have` so that the server does not send them again. */
+  assets?: Asset[];
 }
 
 /** What both viewer clients offer (ClothcastClient here, ClothcastWorkerClient in

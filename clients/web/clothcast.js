@@ -93,7 +93,7 @@ const f32 = (b) => new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + 
 const u32 = (b) => new Uint32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
 
 export class ClothcastClient extends EventTarget {
-  constructor(url, { token = null, avatars = null, reconnect = true, pingAfterMs = PING_AFTER_MS, deadAfterMs = DEAD_AFTER_MS, pose = false, shard = null } = {}) {
+  constructor(url, { token = null, avatars = null, reconnect = true, pingAfterMs = PING_AFTER_MS, deadAfterMs = DEAD_AFTER_MS, pose = false, shard = null, assets = [] } = {}) {
     super();
     this.url = url;
     this.token = token;
@@ -109,6 +109,13 @@ export class ClothcastClient extends EventTarget {
     this.closed = false;
     this.connections = 0;
     this.assets = new Map();
+    // assets held already (another client's: ClothcastWorkerClient hands its first
+    // worker's to the others), not downloaded again (`have`); a setup that crossed a
+    // postMessage is a plain copy: made a GarmentSetup again
+    for (const a of assets ?? []) {
+      if (!(a?.setup instanceof GarmentSetup)) Object.setPrototypeOf(a.setup, GarmentSetup.prototype);
+      this.assets.set(a.hash, a);
+    }
     this.avatars = new Map();
     this.tickHz = 0;
     this.ws = null;

@@ -8,7 +8,9 @@ export interface ClothcastWorkerClient extends StreamClient {}
  *  written in place) and it has no decoder. `connections` counts the worker's
  *  connections, `busyMs` the worker's time on the stream; close() also ends the worker.
  *  With `{ workers: n }` it runs n workers, each on its own connection subscribed to
- *  its shard of the avatars; `connections` and `busyMs` are then their sums. */
+ *  its shard of the avatars; `connections` and `busyMs` are then their sums. The first
+ *  connects alone; the others once its assets are in, handed them (so they are
+ *  downloaded once). */
 export declare class ClothcastWorkerClient extends EventTarget {
   constructor(url: string, options?: ClothcastClientOptions);
   /** Milliseconds this (the page's) thread has spent taking the worker's results in. */
@@ -18,5 +20,5 @@ export declare class ClothcastWorkerClient extends EventTarget {
   readonly inWorker: boolean;
   /** The workers' connections and busy time, one entry per worker (`workers` option),
    *  or the one client on this thread where no worker could start. */
-  readonly slots: ReadonlyArray<{ readonly connections: number; readonly busyMs: number }>;
+  readonly slots: ReadonlyArray<{ readonly connections: number; readonly busyMs: number; readonly assets: number }>;
 }

@@ -26,9 +26,11 @@
 // - with { workers: n } (1 to 64, default 1) it runs n workers, each with its own
 //   connection subscribed to its shard of the avatars (`subscribe`'s `shard`: the
 //   server splits them by their ids), so that a room of avatars is decoded on n cores
-//   instead of one; each avatar arrives on one connection, each asset on all (the first
-//   is kept), and "welcome" and "close" come once per connection. busyMs is then the
-//   workers' sum, `slots` has each worker's connections and busyMs.
+//   instead of one; each avatar arrives on one connection. The first worker connects
+//   alone; the others once the assets its welcome announced are in, handed them and
+//   saying so (`have`), so that the garments' setups and bodies are downloaded once.
+//   "welcome" and "close" come once per connection; busyMs is the workers' sum,
+//   `slots` has each worker's connections, busyMs and assets received.
 // The worker script is found next to this module (decode-worker.js), as a module
 // worker (Chrome 80, Firefox 114, Safari 15 and later). Where one cannot start (an older
 // browser, a page whose policy forbids workers) the client decodes on the page's thread
@@ -54,6 +56,9 @@ export class ClothcastWorkerClient extends EventTarget {
     this.earlier = 0; // connections of the workers before these (connect after close)
     this.generation = 0; // connect() calls: what an earlier worker says late is dropped
     this.slots = []; // the workers, or the one client on this thread: their figures
+    this.startRest = null; // with several workers: starts all but the first (once)
+    this.restTimer = null;
+    this.expected = null; // the asset hashes the first worker's welcome announced
   }
 
   /** The worker (the first, with several), while connected through one. */
@@ -82,7 +87,8 @@ export class ClothcastWorkerClient extends EventTarget {
       // one client for every avatar (no shards) on this thread
       this.inWorker = false;
       this.workers = [];
-      const slot = { connections: 0, busyMs: 0 };
+      this.stopRest();
+      const slot = { connections: 0, busyMs: 0, assets: 0 };
       const { workers, ...options } = this.options;
       this.here = relay(this.url, options, (m) => take(m, slot));
       this.slots = [slot];
@@ -97,7 +103,7 @@ export class ClothcastWorkerClient extends EventTarget {
         worker = null;
       }
       if (!worker) break;
-      started.push({ worker, connections: 0, busyMs: 0 });
+      started.push({ worker, connections: 0, busyMs: 0, assets: 0 });
     }
     if (started.length < n) {
       for (const w of started) w.worker.terminate();
@@ -106,6 +112,27 @@ export class ClothcastWorkerClient extends EventTarget {
     }
     this.workers = started;
     this.slots = started;
+    // with several workers the first connects alone; the others once the page holds
+    // every asset the first's welcome announced, each told it holds them (`have`), so
+    // that the garments' setups and bodies are downloaded once, not once per worker
+    // (or after 3 s, downloading them themselves, should the assets not come)
+    const optionsFor = (i, assets) => {
+      const { workers, ...options } = this.options;
+      if (n > 1) options.shard = [i, n];
+      if (assets) options.assets = assets;
+      return options;
+    };
+    if (n > 1) {
+      let begun = false;
+      this.startRest = () => {
+        if (begun || generation !== this.generation || !this.workers.length) return;
+        begun = true;
+        clearTimeout(this.restTimer);
+        const assets = [...this.assets.values()];
+        for (let i = 1; i < n; i++) this.workers[i].worker.postMessage({ op: "connect", url: this.url, options: optionsFor(i, assets) });
+      };
+      this.restTimer = setTimeout(() => this.startRest?.(), 3000);
+    }
     for (const [i, slot] of started.entries()) {
       const { worker } = slot;
       worker.onmessage = (e) => { heard = true; take(e.data, slot); };
@@ -122,16 +149,20 @@ export class ClothcastWorkerClient extends EventTarget {
         }
         this.dispatchEvent(new CustomEvent("error", { detail: new Error(`decode worker: ${e.message ?? "failed"}`) }));
       };
-      const { workers, ...options } = this.options;
-      if (n > 1) options.shard = [i, n];
-      worker.postMessage({ op: "connect", url: this.url, options });
+      if (i === 0) worker.postMessage({ op: "connect", url: this.url, options: optionsFor(0) });
     }
     return this;
+  }
+
+  /** With several workers: starts the others once the first's announced assets are in. */
+  checkRest() {
+    if (this.startRest && this.expected && this.expected.every((h) => this.assets.has(h))) this.startRest();
   }
 
   /** Closes the connections for good (no reconnecting) and ends the workers once they
    * have said goodbye to the server; connect() afterwards starts afresh. */
   close() {
+    this.stopRest();
     if (this.here) {
       this.here.close();
       this.here = null;
@@ -141,6 +172,13 @@ export class ClothcastWorkerClient extends EventTarget {
       setTimeout(() => worker.terminate(), 1000);
     }
     this.workers = [];
+  }
+
+  /** Forgets a pending start of the other workers. */
+  stopRest() {
+    clearTimeout(this.restTimer);
+    this.startRest = null;
+    this.expected = null;
   }
 
   /** Sums a per-worker figure over the workers (or the one client on this thread). */
@@ -158,13 +196,21 @@ export class ClothcastWorkerClient extends EventTarget {
         this.tickHz = m.tickHz;
         slot.connections = m.connections;
         this.connections = this.earlier + this.total("connections");
+        if (slot === this.slots[0] && this.startRest) {
+          this.expected = m.detail?.assets ?? [];
+          this.checkRest();
+        }
         this.dispatchEvent(new CustomEvent("welcome", { detail: m.detail }));
         break;
       case "asset":
-        // (with several workers each connection sends every asset: the first counts)
-        if (this.assets.has(m.asset.hash)) break;
-        this.assets.set(m.asset.hash, m.asset);
-        this.dispatchEvent(new CustomEvent("asset", { detail: m.asset }));
+        slot.assets++;
+        // (an asset may come on several connections, e.g. one whose worker started
+        // before the first's assets were in: the first counts)
+        if (!this.assets.has(m.asset.hash)) {
+          this.assets.set(m.asset.hash, m.asset);
+          this.dispatchEvent(new CustomEvent("asset", { detail: m.asset }));
+        }
+        this.checkRest();
         break;
       case "frame": {
         const asset = this.assets.get(m.asset);

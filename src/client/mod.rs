@@ -141,6 +141,9 @@ pub struct Client {
     ws: Socket,
     /// Tick rate the server announced, Hz.
     pub tick_hz: f32,
+    /// The hashes of the assets the server announced it serves (its `welcome`; empty
+    /// from older servers and for publishers).
+    pub assets: Vec<String>,
     /// When anything (a message, a ping or pong) last came from the server.
     heard: Instant,
     /// When we last pinged.
@@ -192,6 +195,7 @@ impl Client {
             pinged: now,
             unanswered: None,
             last_size: 0,
+            assets: Vec::new(),
             ping_after: Duration::from_secs(5),
             dead_after: Duration::from_secs(20),
             write_timeout: Duration::from_secs(20),
@@ -204,8 +208,11 @@ impl Client {
         })
         .await?;
         match c.next().await? {
-            ServerMessage::Welcome { tick_hz, .. } => {
+            ServerMessage::Welcome {
+                tick_hz, assets, ..
+            } => {
                 c.tick_hz = tick_hz;
+                c.assets = assets;
                 Ok(c)
             }
             ServerMessage::Error { code, message } => {

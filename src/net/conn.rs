@@ -441,6 +441,11 @@ async fn session(
         .send(&ServerMessage::Welcome {
             version: PROTOCOL_VERSION,
             tick_hz: s.config.engine.tick_hz,
+            assets: if viewer {
+                s.asset_hashes.clone()
+            } else {
+                Vec::new()
+            },
         })
         .await
     {

@@ -408,6 +408,12 @@ pub enum ServerMessage {
         version: u32,
         /// Tick rate, Hz.
         tick_hz: f32,
+        /// The hashes of the `asset`s a viewer's `subscribe` is answered with (all the
+        /// server serves), so that a client knows when it has them all (the web worker
+        /// client then starts its other connections with them in `have`). Empty from
+        /// servers older than this field, and for publishers.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        assets: Vec<String>,
     },
     /// Static data (before the first frame that refers to it).
     Asset(AssetMessage),

@@ -335,7 +335,7 @@ test('a worker client on two workers splits the avatars between them and decodes
           for (const k of seen.keys()) per.set(k.split('#')[0], (per.get(k.split('#')[0]) ?? 0) + 1);
           if (per.size === 4 && [...per.values()].every((n) => n >= 12)) {
             c.close();
-            ok({ seen, slots: c.slots?.map((s) => ({ connections: s.connections, busyMs: s.busyMs })) ?? null, inWorker: c.inWorker ?? null });
+            ok({ seen, slots: c.slots?.map((s) => ({ connections: s.connections, busyMs: s.busyMs, assets: s.assets })) ?? null, inWorker: c.inWorker ?? null, assets: c.assets.size });
           }
         });
         c.connect();
@@ -348,7 +348,7 @@ test('a worker client on two workers splits the avatars between them and decodes
         if (!g) continue;
         if (f.length === g.length && f.every((x, i) => x === g[i])) same++; else differ.push(k);
       }
-      return { same, differ, slots: there.slots, inWorker: there.inWorker };
+      return { same, differ, slots: there.slots, inWorker: there.inWorker, assets: there.assets };
     }, `ws://${addr}/ws`);
     assert.deepEqual(errors, []);
     assert.deepEqual(r.differ, [], `frames decoded differently: ${r.differ}`);
@@ -356,6 +356,9 @@ test('a worker client on two workers splits the avatars between them and decodes
     assert.equal(r.inWorker, true);
     assert.equal(r.slots.length, 2);
     for (const [i, s] of r.slots.entries()) assert.ok(s.connections === 1 && s.busyMs > 0, `worker ${i}: ${JSON.stringify(s)}`);
+    // the garments' assets came once, on the first worker's connection: the second was
+    // handed them and said so (`have`)
+    assert.ok(r.assets >= 1 && r.slots[0].assets === r.assets && r.slots[1].assets === 0, `assets: ${JSON.stringify(r)}`);
   } finally {
     await browser.close();
     play.kill();
