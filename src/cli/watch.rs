@@ -191,13 +191,17 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
         .map(|s| tokio::time::Instant::now() + Duration::from_secs_f32(s.clamp(0.0, 1e7)));
     // the body pose only to record the body's animation: the garment's codec frames
     // carry the bones anyway; frames in the compact form (~65 bytes less each)
-    let subscribe = ClientMessage::Subscribe {
+    // (the assets of earlier connections are kept: a reconnect names them in `have`,
+    // and the server does not send them again)
+    let pose = recorder.is_some();
+    let subscribe = |have: Vec<String>| ClientMessage::Subscribe {
         avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
-        pose: recorder.is_some(),
+        pose,
         compact: true,
         shard: None,
-        have: None,
+        have: (!have.is_empty()).then_some(have),
     };
+    let mut viewer = Viewer::default();
     let mut report = Report {
         start,
         last: start,
@@ -244,12 +248,12 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
         if connections > 1 {
             eprintln!("{}: connected again", a.url);
         }
-        client.send(&subscribe).await?;
+        client.send(&subscribe(viewer.held_assets())).await?;
         if let Some(r) = recorder.as_deref_mut() {
             r.set_tick_hz(client.tick_hz)?;
         }
         // a new connection starts every stream again from a keyframe
-        let mut viewer = Viewer::default();
+        viewer.avatars.clear();
         report.fastest = f64::INFINITY;
         let lost = loop {
             if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {

@@ -413,6 +413,16 @@ pub struct Viewer {
 }
 
 impl Viewer {
+    /// The hashes of the assets it holds (at most [`crate::protocol::MAX_HAVE`]), for a
+    /// `subscribe`'s `have` when it connects again: the server then does not send them.
+    pub fn held_assets(&self) -> Vec<String> {
+        self.setups
+            .keys()
+            .take(crate::protocol::MAX_HAVE)
+            .cloned()
+            .collect()
+    }
+
     /// The garment setup of asset `hash` (its topology and skin), once its `asset`
     /// message has arrived.
     pub fn setup(&self, hash: &str) -> Option<&Arc<GarmentSetup>> {
