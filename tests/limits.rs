@@ -385,13 +385,7 @@ async fn a_subscription_naming_more_avatars_than_the_server_drives_is_refused_by
     .await;
     let names: Vec<String> = (0..5).map(|i| format!("x{i}")).collect();
     viewer
-        .send(&clothcast::protocol::ClientMessage::Subscribe {
-            avatars: Some(names),
-            pose: true,
-            compact: false,
-            shard: None,
-            have: None,
-        })
+        .send(&clothcast::protocol::ClientMessage::subscribe(Some(names)))
         .await
         .expect("subscribe");
     // the refusal comes among the frames; the subscription before it still applies
@@ -480,13 +474,7 @@ async fn unread(
         sensor: None,
     }];
     if subscribe {
-        say.push(ClientMessage::Subscribe {
-            avatars: None,
-            pose: true,
-            compact: false,
-            shard: None,
-            have: None,
-        });
+        say.push(ClientMessage::subscribe(None));
     }
     for m in say {
         ws.send(Message::Binary(m.to_msgpack().expect("encodes").into()))
@@ -622,12 +610,8 @@ async fn resubscribing_costs_no_keyframes_for_avatars_still_watched() {
     frames(&mut publisher, &mut viewer, &mut view, 5).await;
     let keys = metric(server.addr, "clothcast_keyframes_total").await;
     assert_eq!(keys, 1.0, "the stream started with one keyframe");
-    let subscribe = |avatars: &[&str]| ClientMessage::Subscribe {
-        avatars: Some(avatars.iter().map(|a| a.to_string()).collect()),
-        pose: true,
-        compact: false,
-        shard: None,
-        have: None,
+    let subscribe = |avatars: &[&str]| {
+        ClientMessage::subscribe(Some(avatars.iter().map(|a| a.to_string()).collect()))
     };
     for _ in 0..30 {
         viewer.send(&subscribe(&["a"])).await.expect("subscribe");

@@ -155,13 +155,7 @@ async fn serve_takes_its_port_from_socket_activation() {
         }
     };
     viewer
-        .send(&clothcast::protocol::ClientMessage::Subscribe {
-            avatars: None,
-            pose: true,
-            compact: false,
-            shard: None,
-            have: None,
-        })
+        .send(&clothcast::protocol::ClientMessage::subscribe(None))
         .await
         .expect("subscribe");
     let mut publisher = connect_publisher(&url).await;

@@ -337,6 +337,20 @@ pub fn check_have(have: Option<&[String]>) -> Result<(), String> {
 pub const MAX_OUTFIT: usize = 4;
 
 impl ClientMessage {
+    /// A `subscribe` to `avatars` (`None`: all) with every other field at its wire
+    /// default, what a message that leaves them out means: frames with the body pose,
+    /// in the map form, every avatar subscribed to, every asset sent. Set the fields
+    /// of the returned variant to change them.
+    pub fn subscribe(avatars: Option<Vec<String>>) -> Self {
+        ClientMessage::Subscribe {
+            avatars,
+            pose: true,
+            compact: false,
+            shard: None,
+            have: None,
+        }
+    }
+
     /// A `wear` message dressing `avatar` in `outfit` (inner to outer): as `garment`
     /// for one garment, so that servers older than outfits understand it.
     pub fn wear(avatar: impl Into<String>, outfit: &[impl AsRef<str>]) -> Self {

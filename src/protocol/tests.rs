@@ -569,3 +569,18 @@ fn shards_are_fnv1a_of_the_id_and_only_real_shards_pass() {
         assert!(e.contains(&format!("[{}, {}]", bad[0], bad[1])), "{e}");
     }
 }
+
+/// `ClientMessage::subscribe` is what a `subscribe` that leaves its options out means,
+/// and writes as just that.
+#[test]
+fn subscribe_with_defaults_is_the_bare_message() {
+    let bare = ClientMessage::from_json(r#"{"type": "subscribe"}"#).expect("reads");
+    assert_eq!(bare, ClientMessage::subscribe(None));
+    let names = Some(vec!["alice".to_string()]);
+    assert_eq!(
+        ClientMessage::from_json(r#"{"type": "subscribe", "avatars": ["alice"]}"#).expect("reads"),
+        ClientMessage::subscribe(names.clone())
+    );
+    let json = serde_json::to_string(&ClientMessage::subscribe(names)).expect("writes");
+    assert_eq!(json, r#"{"type":"subscribe","avatars":["alice"]}"#);
+}
