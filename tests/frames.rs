@@ -50,18 +50,24 @@ async fn viewer(url: &str, pose: bool) -> Client {
 }
 
 async fn subscribed(url: &str, pose: bool, compact: bool) -> Client {
+    let mut m = ClientMessage::subscribe(None);
+    if let ClientMessage::Subscribe {
+        pose: p,
+        compact: c,
+        ..
+    } = &mut m
+    {
+        (*p, *c) = (pose, compact);
+    }
+    subscribing(url, &m).await
+}
+
+/// A viewer connection that has sent `m` (a `subscribe`).
+async fn subscribing(url: &str, m: &ClientMessage) -> Client {
     let mut c = Client::connect(url, Role::Viewer, Some("view".into()))
         .await
         .expect("viewer connects");
-    c.send(&ClientMessage::Subscribe {
-        avatars: None,
-        pose,
-        compact,
-        shard: None,
-        have: None,
-    })
-    .await
-    .expect("subscribe");
+    c.send(m).await.expect("subscribe");
     c
 }
 
@@ -224,36 +230,19 @@ async fn sharded_viewers_split_the_avatars_between_them() {
     let url = format!("ws://{}/ws", server.addr);
     let mut publisher = connect_publisher(&url).await;
     let names: Vec<String> = (0..8).map(|i| format!("dancer-{i}")).collect();
-    let shard = |i: u32| {
-        let url = url.clone();
-        async move {
-            let mut c = Client::connect(&url, Role::Viewer, Some("view".into()))
-                .await
-                .expect("viewer connects");
-            c.send(&ClientMessage::Subscribe {
-                avatars: None,
-                pose: false,
-                compact: true,
-                shard: Some([i, 2]),
-                have: None,
-            })
-            .await
-            .expect("subscribe");
-            c
-        }
+    let shard = |s: [u32; 2]| ClientMessage::Subscribe {
+        avatars: None,
+        pose: false,
+        compact: true,
+        shard: Some(s),
+        have: None,
     };
-    let mut viewers = [shard(0).await, shard(1).await];
+    let mut viewers = [
+        subscribing(&url, &shard([0, 2])).await,
+        subscribing(&url, &shard([1, 2])).await,
+    ];
     for bad in [[2, 2], [0, 0], [0, 65]] {
-        viewers[0]
-            .send(&ClientMessage::Subscribe {
-                avatars: None,
-                pose: false,
-                compact: true,
-                shard: Some(bad),
-                have: None,
-            })
-            .await
-            .expect("subscribe");
+        viewers[0].send(&shard(bad)).await.expect("subscribe");
     }
     let mut seen = [HashMap::<String, u32>::new(), HashMap::new()];
     let mut refusals = 0;
@@ -326,10 +315,7 @@ async fn assets_a_viewer_holds_are_not_sent_again() {
     // what a viewer receives until its third frame: the asset hashes, then the frames
     let mut t = 0.0;
     let mut receive = async |have: Option<Vec<String>>| {
-        let mut c = Client::connect(&url, Role::Viewer, Some("view".into()))
-            .await
-            .expect("viewer connects");
-        c.send(&subscribe(have)).await.expect("subscribe");
+        let mut c = subscribing(&url, &subscribe(have)).await;
         let (mut assets, mut frames) = (Vec::new(), 0);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         while frames < 3 {
@@ -361,12 +347,7 @@ async fn assets_a_viewer_holds_are_not_sent_again() {
     );
     assert_eq!(receive(Some(vec!["not-a-hash".into()])).await, all);
 
-    let mut c = Client::connect(&url, Role::Viewer, Some("view".into()))
-        .await
-        .expect("viewer connects");
-    c.send(&subscribe(Some(vec!["x".into(); 65])))
-        .await
-        .expect("subscribe");
+    let mut c = subscribing(&url, &subscribe(Some(vec!["x".into(); 65]))).await;
     let refused = tokio::time::timeout(Duration::from_secs(5), c.next())
         .await
         .expect("in time")

@@ -8,11 +8,60 @@ use rayon::prelude::*;
 use serde_bytes::ByteBuf;
 
 use super::outfit::{self, Layer, Layerings};
-use super::{Avatar, AvatarFrame, EngineError, Garment, Messages};
+use super::{Avatar, EngineError, Garment};
 use crate::codec::BoneTransform;
 use crate::protocol::{FrameMessage, GarmentLayer, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, canonicalize};
 use crate::sor::{AvatarJob, Synthesizer, synthesize_job};
+
+/// One avatar's output of one tick: the same bytes go to every viewer.
+#[derive(Clone, Debug)]
+pub struct AvatarFrame {
+    /// Avatar id.
+    pub avatar: String,
+    /// Codec frame number.
+    pub frame: u32,
+    /// The `frame` message with a delta (for viewers in step); `None` when the stream
+    /// (re)starts: the avatar's first frame, or its first after ticks that skipped it
+    /// because nobody watched it.
+    pub delta: Option<Bytes>,
+    /// The `frame` message with a keyframe of the same frame (when the stream
+    /// (re)starts, or when a viewer asked for one).
+    pub key: Option<Bytes>,
+    /// The same two messages without the body pose, for viewers that subscribed with
+    /// `pose: false`: each avatar's garment is still encoded once per tick; its message
+    /// is serialised once per form a viewer may ask for (a few microseconds each).
+    pub bare: Messages,
+    /// The compact form of the messages (`compact: true`, [`crate::protocol::FrameMessage::to_compact`]),
+    /// with the body pose ...
+    pub compact_pose: Messages,
+    /// ... and without it.
+    pub compact: Messages,
+}
+
+impl AvatarFrame {
+    /// The delta and keyframe messages in the form a viewer subscribed to: with or
+    /// without the body pose, map or compact.
+    pub fn messages(&self, pose: bool, compact: bool) -> (&Option<Bytes>, &Option<Bytes>) {
+        let m = match (pose, compact) {
+            (true, false) => return (&self.delta, &self.key),
+            (false, false) => &self.bare,
+            (true, true) => &self.compact_pose,
+            (false, true) => &self.compact,
+        };
+        (&m.delta, &m.key)
+    }
+}
+
+/// [`AvatarFrame`]'s messages in one of its other forms (without the body pose, or
+/// compact): present exactly where the map messages with the pose are.
+#[derive(Clone, Debug, Default)]
+pub struct Messages {
+    /// The delta message.
+    pub delta: Option<Bytes>,
+    /// The keyframe message.
+    pub key: Option<Bytes>,
+}
 
 /// One `frame` message in each of its forms: map with the body pose, map without it,
 /// compact with it, compact without it (the order of [`AvatarFrame::messages`]'s cases).
@@ -124,7 +173,7 @@ fn encode_avatar(
         let bytes = |l: &Layer| ByteBuf::from(if key { l.key.clone() } else { l.delta.clone() });
         let asset = |l: &Layer| garments[l.garment].asset_hash.clone();
         let (head, rest) = layers.split_first().ok_or(EngineError::NoGarment)?;
-        let mut frame = FrameMessage {
+        let frame = FrameMessage {
             avatar: id.to_string(),
             seq,
             timestamp: now,
@@ -141,13 +190,15 @@ fn encode_avatar(
                 })
                 .collect(),
         };
+        // (the frame moves into the map message and is read from there: no copy of
+        // its payloads)
         let compact_pose = Bytes::from(frame.to_compact()?);
-        let mut map = ServerMessage::Frame(frame.clone());
+        let mut map = ServerMessage::Frame(frame);
         let map_pose = Bytes::from(map.to_msgpack()?);
-        frame.pose = ByteBuf::new();
-        let compact = Bytes::from(frame.to_compact()?);
+        let mut compact = Bytes::new();
         if let ServerMessage::Frame(f) = &mut map {
             f.pose = ByteBuf::new();
+            compact = Bytes::from(f.to_compact()?);
         }
         Ok([
             map_pose,

@@ -16,6 +16,7 @@ mod outfit;
 mod settings;
 
 pub use codec_setup::codec_setup;
+pub use frame::{AvatarFrame, Messages};
 pub use input::{
     Applied, InputState, SensorState, apply_joints, apply_joints_then, apply_pose_message,
     pose_from_message, through_kinect, vmc_pose,
@@ -230,55 +231,6 @@ impl Avatar {
     fn outfit(&self) -> Vec<usize> {
         self.layers.iter().map(|l| l.garment).collect()
     }
-}
-
-/// One avatar's output of one tick: the same bytes go to every viewer.
-#[derive(Clone, Debug)]
-pub struct AvatarFrame {
-    /// Avatar id.
-    pub avatar: String,
-    /// Codec frame number.
-    pub frame: u32,
-    /// The `frame` message with a delta (for viewers in step); `None` when the stream
-    /// (re)starts: the avatar's first frame, or its first after ticks that skipped it
-    /// because nobody watched it.
-    pub delta: Option<Bytes>,
-    /// The `frame` message with a keyframe of the same frame (when the stream
-    /// (re)starts, or when a viewer asked for one).
-    pub key: Option<Bytes>,
-    /// The same two messages without the body pose, for viewers that subscribed with
-    /// `pose: false`: each avatar's garment is still encoded once per tick; its message
-    /// is serialised once per form a viewer may ask for (a few microseconds each).
-    pub bare: Messages,
-    /// The compact form of the messages (`compact: true`, [`crate::protocol::FrameMessage::to_compact`]),
-    /// with the body pose ...
-    pub compact_pose: Messages,
-    /// ... and without it.
-    pub compact: Messages,
-}
-
-impl AvatarFrame {
-    /// The delta and keyframe messages in the form a viewer subscribed to: with or
-    /// without the body pose, map or compact.
-    pub fn messages(&self, pose: bool, compact: bool) -> (&Option<Bytes>, &Option<Bytes>) {
-        let m = match (pose, compact) {
-            (true, false) => return (&self.delta, &self.key),
-            (false, false) => &self.bare,
-            (true, true) => &self.compact_pose,
-            (false, true) => &self.compact,
-        };
-        (&m.delta, &m.key)
-    }
-}
-
-/// [`AvatarFrame`]'s messages in one of its other forms (without the body pose, or
-/// compact): present exactly where the map messages with the pose are.
-#[derive(Clone, Debug, Default)]
-pub struct Messages {
-    /// The delta message.
-    pub delta: Option<Bytes>,
-    /// The keyframe message.
-    pub key: Option<Bytes>,
 }
 
 /// Which streaming avatars a call of [`Engine::tick_in_groups`] frames.

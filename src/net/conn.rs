@@ -19,6 +19,7 @@ use super::bodies::BodyChoice;
 use super::driven::Driven;
 use super::owners::{Driver, Taken};
 use super::peer::Peer;
+use super::watch::Subscription;
 use super::{Shared, Source};
 use crate::engine::{
     Applied, EngineError, SensorState, TickOutput, apply_joints, apply_pose_message,
@@ -35,57 +36,6 @@ const MAX_PENDING_WEAR: usize = 4096;
 /// Calibrations that may wait at once for avatars published by other connections
 /// (each for at most [`super::CALIBRATION_WAIT`]).
 const MAX_PENDING_CALIBRATIONS: usize = 1024;
-
-/// A viewer's subscription (`None`: every avatar), counted in the server's watchers for
-/// as long as it lives, so that however the connection ends it stops counting.
-struct Subscription {
-    shared: Arc<Shared>,
-    avatars: Option<HashSet<String>>,
-    /// Whether its frames carry the body pose.
-    pose: bool,
-    /// Whether its frames come in the compact form.
-    compact: bool,
-    /// `[index, count]`: only the avatars in that shard (`protocol::shard_of`).
-    shard: Option<[u32; 2]>,
-}
-
-impl Subscription {
-    fn new(
-        shared: &Arc<Shared>,
-        avatars: Option<HashSet<String>>,
-        pose: bool,
-        compact: bool,
-        shard: Option<[u32; 2]>,
-    ) -> Self {
-        // (a shard counts as the whole subscription: the avatars of the other shards
-        // are made too, which is what a sharded client's other connections watch)
-        if let Ok(mut w) = shared.watchers.lock() {
-            w.add(avatars.as_ref());
-        }
-        Self {
-            shared: Arc::clone(shared),
-            avatars,
-            pose,
-            compact,
-            shard,
-        }
-    }
-
-    fn wants(&self, avatar: &str) -> bool {
-        self.avatars.as_ref().is_none_or(|set| set.contains(avatar))
-            && self
-                .shard
-                .is_none_or(|[index, count]| crate::protocol::shard_of(avatar, count) == index)
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        if let Ok(mut w) = self.shared.watchers.lock() {
-            w.remove(self.avatars.as_ref());
-        }
-    }
-}
 
 /// Whether a hello's token is the configured one (`None` configured: no token
 /// opens that role). The bytes are compared in time that depends only on their

@@ -3,6 +3,9 @@
 //! work follows what is watched, not how many performers are connected.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::Shared;
 
 /// How many viewers are subscribed to every avatar, and to each avatar by name.
 #[derive(Debug, Default)]
@@ -76,6 +79,57 @@ impl Watchers {
                     .map(str::to_string)
                     .collect(),
             )
+        }
+    }
+}
+
+/// A viewer's subscription (`None`: every avatar), counted in the server's watchers for
+/// as long as it lives, so that however the connection ends it stops counting.
+pub(super) struct Subscription {
+    shared: Arc<Shared>,
+    avatars: Option<HashSet<String>>,
+    /// Whether its frames carry the body pose.
+    pub(super) pose: bool,
+    /// Whether its frames come in the compact form.
+    pub(super) compact: bool,
+    /// `[index, count]`: only the avatars in that shard (`protocol::shard_of`).
+    pub(super) shard: Option<[u32; 2]>,
+}
+
+impl Subscription {
+    pub(super) fn new(
+        shared: &Arc<Shared>,
+        avatars: Option<HashSet<String>>,
+        pose: bool,
+        compact: bool,
+        shard: Option<[u32; 2]>,
+    ) -> Self {
+        // (a shard counts as the whole subscription: the avatars of the other shards
+        // are made too, which is what a sharded client's other connections watch)
+        if let Ok(mut w) = shared.watchers.lock() {
+            w.add(avatars.as_ref());
+        }
+        Self {
+            shared: Arc::clone(shared),
+            avatars,
+            pose,
+            compact,
+            shard,
+        }
+    }
+
+    pub(super) fn wants(&self, avatar: &str) -> bool {
+        self.avatars.as_ref().is_none_or(|set| set.contains(avatar))
+            && self
+                .shard
+                .is_none_or(|[index, count]| crate::protocol::shard_of(avatar, count) == index)
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.shared.watchers.lock() {
+            w.remove(self.avatars.as_ref());
         }
     }
 }
