@@ -41,7 +41,7 @@ pub struct SimParams {
     /// through one. 0 (the default) turns self-contact off, as in SOR §7, which does not
     /// model it; [`SimParams::SELF_CONTACT_MARGIN`] is the value `--self-contact` sets
     /// and the default database uses. Off by default for other bakes and drapes because
-    /// it costs them about a third more time (README, *The cloth simulator*).
+    /// it costs them about a third more time (`docs/notes/simulator.md`).
     #[serde(skip_serializing_if = "is_off")]
     pub self_contact_margin: f64,
     /// Self-contact stiffness κ of the barrier, N/m³: with 1e5 a layer resting on another

@@ -32,8 +32,9 @@
 //! triangles.
 //!
 //! Not covered: a solve that starts with layers already crossed (they stay crossed;
-//! [`SelfContact::crossing`] only keeps a step from crossing them). README, *Cloth
-//! self-contact*, says where the default T-shirt still crosses itself.
+//! [`SelfContact::crossing`] only keeps a step from crossing them).
+//! `docs/notes/simulator.md`, *Cloth self-contact*, says where the default T-shirt
+//! still crosses itself.
 
 use glam::{DMat3, DVec3};
 

@@ -3,7 +3,7 @@
 //! run in well under a second: an example that settled into a fold its neighbours do
 //! not share (a buckled state the bake's path to its pose left behind) is predicted
 //! worst. Between two bakes of the default T-shirt the mean over the examples moved
-//! with `eval`'s mean error (README, SOR).
+//! with `eval`'s mean error (`docs/notes/sor.md`).
 
 use glam::Vec3;
 
