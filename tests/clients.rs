@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clothcast::client::{Client, ClientError, Viewer};
 use clothcast::net::{ServerConfig, start};
-use clothcast::protocol::{FrameMessage, Role};
+use clothcast::protocol::{FrameMessage, HelloMessage, Role};
 use clothcast::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
 use glam::Vec3;
 
@@ -556,12 +556,12 @@ async fn a_client_that_says_hello_in_json_is_answered_in_json_and_pings_are_answ
     let (mut ws, _) = tokio_tungstenite::connect_async(&url)
         .await
         .expect("connects");
-    let hello = clothcast::protocol::ClientMessage::Hello {
+    let hello = clothcast::protocol::ClientMessage::Hello(HelloMessage {
         version: clothcast::protocol::PROTOCOL_VERSION,
         role: Role::Viewer,
         token: Some("view".into()),
         sensor: None,
-    };
+    });
     let bytes = hello.to_msgpack().expect("encodes");
     ws.send(Message::Binary(bytes.into())).await.expect("hello");
     match next_raw(&mut ws).await {

@@ -6,7 +6,9 @@ use clothcast::net::start;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use clothcast::protocol::{ClientMessage, JointSample, PoseMessage, Role, ServerMessage};
+use clothcast::protocol::{
+    ClientMessage, JointSample, PoseMessage, Role, ServerMessage, SubscribeMessage,
+};
 use clothcast::skeleton::{JOINT_COUNT, Pose, Skeleton};
 use glam::{Quat, Vec3};
 
@@ -51,11 +53,11 @@ async fn viewer(url: &str, pose: bool) -> Client {
 
 async fn subscribed(url: &str, pose: bool, compact: bool) -> Client {
     let mut m = ClientMessage::subscribe(None);
-    if let ClientMessage::Subscribe {
+    if let ClientMessage::Subscribe(SubscribeMessage {
         pose: p,
         compact: c,
         ..
-    } = &mut m
+    }) = &mut m
     {
         (*p, *c) = (pose, compact);
     }
@@ -230,12 +232,14 @@ async fn sharded_viewers_split_the_avatars_between_them() {
     let url = format!("ws://{}/ws", server.addr);
     let mut publisher = connect_publisher(&url).await;
     let names: Vec<String> = (0..8).map(|i| format!("dancer-{i}")).collect();
-    let shard = |s: [u32; 2]| ClientMessage::Subscribe {
-        avatars: None,
-        pose: false,
-        compact: true,
-        shard: Some(s),
-        have: None,
+    let shard = |s: [u32; 2]| {
+        ClientMessage::Subscribe(SubscribeMessage {
+            avatars: None,
+            pose: false,
+            compact: true,
+            shard: Some(s),
+            have: None,
+        })
     };
     let mut viewers = [
         subscribing(&url, &shard([0, 2])).await,
@@ -305,12 +309,14 @@ async fn assets_a_viewer_holds_are_not_sent_again() {
     let server = start(db, config()).await.expect("server starts");
     let url = format!("ws://{}/ws", server.addr);
     let mut publisher = connect_publisher(&url).await;
-    let subscribe = |have: Option<Vec<String>>| ClientMessage::Subscribe {
-        avatars: None,
-        pose: false,
-        compact: true,
-        shard: None,
-        have,
+    let subscribe = |have: Option<Vec<String>>| {
+        ClientMessage::Subscribe(SubscribeMessage {
+            avatars: None,
+            pose: false,
+            compact: true,
+            shard: None,
+            have,
+        })
     };
     // what a viewer receives until its third frame: the asset hashes, then the frames
     let mut t = 0.0;

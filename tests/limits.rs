@@ -207,7 +207,7 @@ async fn a_kinect_kiosk_takes_new_visitors_after_earlier_ones_have_left() {
 /// avatar reaches the engine, the logs or the metrics.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn avatar_ids_with_control_or_invisible_characters_are_refused() {
-    use clothcast::protocol::ClientMessage;
+    use clothcast::protocol::{CalibrateMessage, ClientMessage};
     let refused = start(
         db(),
         ServerConfig {
@@ -237,7 +237,7 @@ async fn avatar_ids_with_control_or_invisible_characters_are_refused() {
         let wear = ClientMessage::wear(id, &["tshirt"]);
         publisher.send(&wear).await.expect("wear");
         expect_error(&mut publisher, "bad_message").await;
-        let calibrate = ClientMessage::Calibrate { avatar: id.into() };
+        let calibrate = ClientMessage::Calibrate(CalibrateMessage { avatar: id.into() });
         publisher.send(&calibrate).await.expect("calibrate");
         expect_error(&mut publisher, "bad_message").await;
     }
@@ -454,7 +454,7 @@ async fn unread(
     subscribe: bool,
     rcvbuf: u32,
 ) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
-    use clothcast::protocol::ClientMessage;
+    use clothcast::protocol::{ClientMessage, HelloMessage};
     use futures_util::SinkExt;
     let sock = tokio::net::TcpSocket::new_v4().expect("socket");
     sock.set_recv_buffer_size(rcvbuf).expect("rcvbuf");
@@ -467,12 +467,12 @@ async fn unread(
         clothcast::protocol::Role::Viewer => "view",
         _ => "pub",
     };
-    let mut say = vec![ClientMessage::Hello {
+    let mut say = vec![ClientMessage::Hello(HelloMessage {
         version: clothcast::protocol::PROTOCOL_VERSION,
         role,
         token: Some(token.into()),
         sensor: None,
-    }];
+    })];
     if subscribe {
         say.push(ClientMessage::subscribe(None));
     }

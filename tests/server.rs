@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use clothcast::client::{Client, Viewer};
 use clothcast::net::{ServerConfig, start, start_with_garments};
-use clothcast::protocol::{ClientMessage, JointSample, PoseMessage, Role, ServerMessage};
+use clothcast::protocol::{
+    CalibrateMessage, ClientMessage, HelloMessage, JointSample, PoseMessage, Role, ServerMessage,
+    SubscribeMessage,
+};
 use clothcast::skeleton::{JointId, Pose, canonicalize, quat_exp};
 use clothcast::sor::{AvatarState, Database, Scratch, Synthesizer};
 use glam::Vec3;
@@ -71,14 +74,14 @@ pub(super) async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Cl
         .await
         .expect("viewer connects");
     viewer
-        .send(&ClientMessage::Subscribe {
+        .send(&ClientMessage::Subscribe(SubscribeMessage {
             avatars: avatars.map(|a| a.iter().map(|s| s.to_string()).collect()),
             pose: true,
             // as the web client and `watch` subscribe
             compact: true,
             shard: None,
             have: None,
-        })
+        }))
         .await
         .expect("subscribe");
     viewer
@@ -118,9 +121,9 @@ pub(super) async fn more_frames(c: &mut Client, viewer: &mut Viewer, avatar: &st
 async fn calibrate(url: &str, avatar: &str) {
     let mut operator = connect_publisher(url).await;
     operator
-        .send(&ClientMessage::Calibrate {
+        .send(&ClientMessage::Calibrate(CalibrateMessage {
             avatar: avatar.into(),
-        })
+        }))
         .await
         .expect("calibrate");
 }
@@ -446,9 +449,9 @@ async fn pending_calibrations_are_bounded_and_refused_by_name() {
     // request past its end is refused by name, not dropped
     for i in 0..1025 {
         operator
-            .send(&ClientMessage::Calibrate {
+            .send(&ClientMessage::Calibrate(CalibrateMessage {
                 avatar: format!("nobody-{i}"),
-            })
+            }))
             .await
             .expect("calibrate");
     }
@@ -456,9 +459,9 @@ async fn pending_calibrations_are_bounded_and_refused_by_name() {
     assert!(message.contains("1024 calibrations"), "{message}");
     // asking again for one already waiting is not another entry
     operator
-        .send(&ClientMessage::Calibrate {
+        .send(&ClientMessage::Calibrate(CalibrateMessage {
             avatar: "nobody-3".into(),
-        })
+        }))
         .await
         .expect("calibrate");
     operator
@@ -1520,25 +1523,25 @@ async fn a_stalled_viewer_loses_frames_is_resynced_and_slows_nobody() {
     let (mut stalled, _) = tokio_tungstenite::client_async(url.as_str(), stream)
         .await
         .expect("handshake");
-    let hello = ClientMessage::Hello {
+    let hello = ClientMessage::Hello(HelloMessage {
         version: clothcast::protocol::PROTOCOL_VERSION,
         role: Role::Viewer,
         token: Some("view".into()),
         sensor: None,
-    };
+    });
     stalled
         .send(Message::Binary(hello.to_msgpack().expect("encodes").into()))
         .await
         .expect("hello");
     stalled
         .send(Message::Binary(
-            ClientMessage::Subscribe {
+            ClientMessage::Subscribe(SubscribeMessage {
                 avatars: None,
                 pose: true,
                 compact: false,
                 shard: None,
                 have: None,
-            }
+            })
             .to_msgpack()
             .expect("encodes")
             .into(),

@@ -25,7 +25,7 @@ use clothcast::mocap::{
     FilterConfig, Floor, MvnDatagram, MvnStream, PositionRetargeter, VmcPerformer,
     parse_body_frame, parse_mvn,
 };
-use clothcast::protocol::{ClientMessage, ServerMessage};
+use clothcast::protocol::{CalibrateMessage, ClientMessage, ServerMessage, WearMessage};
 use clothcast::skeleton::Skeleton;
 use clothcast::sor::{Database, Synthesizer};
 use libfuzzer_sys::fuzz_target;
@@ -121,7 +121,7 @@ fuzz_target!(|data: &[u8]| {
                             poses.push((p.avatar.clone(), a.pose, p.timestamp));
                         }
                     }
-                    Ok(ClientMessage::Calibrate { avatar }) => {
+                    Ok(ClientMessage::Calibrate(CalibrateMessage { avatar })) => {
                         if let Some(s) = inputs.get_mut(&avatar) {
                             s.calibrate();
                         }
@@ -129,9 +129,9 @@ fuzz_target!(|data: &[u8]| {
                             vmc.1.calibrate();
                         }
                     }
-                    Ok(m @ ClientMessage::Wear { .. }) => {
+                    Ok(m @ ClientMessage::Wear(WearMessage { .. })) => {
                         // one garment, or an outfit (layered) of the engine's two
-                        if let (ClientMessage::Wear { avatar, .. }, Some(Ok(outfit))) = (&m, m.outfit()) {
+                        if let (ClientMessage::Wear(WearMessage { avatar, .. }), Some(Ok(outfit))) = (&m, m.outfit()) {
                             let _ = engine.wear(avatar, &outfit);
                         }
                     }

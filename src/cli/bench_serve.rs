@@ -16,7 +16,7 @@ use crate::codec::Effort;
 use crate::engine::EngineConfig;
 use crate::mocap::Clip;
 use crate::net::{ServerConfig, start};
-use crate::protocol::{ClientMessage, Role, ServerMessage};
+use crate::protocol::{ClientMessage, Role, ServerMessage, SubscribeMessage};
 use crate::skeleton::Skeleton;
 
 /// Arguments of `clothcast bench serve`.
@@ -250,13 +250,13 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 });
                 viewers.push(tokio::spawn(async move {
                     let mut c = Client::connect(&url, Role::Viewer, None).await?;
-                    c.send(&ClientMessage::Subscribe {
+                    c.send(&ClientMessage::Subscribe(SubscribeMessage {
                         avatars,
                         pose,
                         compact,
                         shard: None,
                         have: None,
-                    })
+                    }))
                     .await?;
                     let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());
                     let start = Instant::now();

@@ -13,7 +13,7 @@ use super::play::{PER_CONNECTION, pose_message, staggered};
 use crate::bake::default_database;
 use crate::client::Client;
 use crate::net::{ServerConfig, start, start_with_garments};
-use crate::protocol::{ClientMessage, Role};
+use crate::protocol::{CalibrateMessage, ClientMessage, Role};
 use crate::sor::Database;
 
 /// Arguments of `clothcast serve`.
@@ -366,7 +366,7 @@ pub(crate) fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
     one_shot(
         &a.url,
         a.token,
-        ClientMessage::Calibrate { avatar: a.avatar },
+        ClientMessage::Calibrate(CalibrateMessage { avatar: a.avatar }),
         &what,
     )
 }

@@ -12,7 +12,7 @@ use clap::Args;
 use super::record::Recorder;
 use super::serve::runtime;
 use crate::client::{Backoff, Client, ClientError, Viewer};
-use crate::protocol::{ClientMessage, Role, ServerMessage};
+use crate::protocol::{ClientMessage, Role, ServerMessage, SubscribeMessage};
 
 /// Arguments of `clothcast watch`.
 #[derive(Args, Debug)]
@@ -194,12 +194,14 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
     // (the assets of earlier connections are kept: a reconnect names them in `have`,
     // and the server does not send them again)
     let pose = recorder.is_some();
-    let subscribe = |have: Vec<String>| ClientMessage::Subscribe {
-        avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
-        pose,
-        compact: true,
-        shard: None,
-        have: (!have.is_empty()).then_some(have),
+    let subscribe = |have: Vec<String>| {
+        ClientMessage::Subscribe(SubscribeMessage {
+            avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
+            pose,
+            compact: true,
+            shard: None,
+            have: (!have.is_empty()).then_some(have),
+        })
     };
     let mut viewer = Viewer::default();
     let mut report = Report {

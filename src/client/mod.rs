@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::codec::{BoneTransform, CodecError, Decoder, GarmentSetup};
 use crate::protocol::{
-    ClientMessage, FrameMessage, PROTOCOL_VERSION, ProtocolError, Role, ServerMessage,
+    ClientMessage, FrameMessage, HelloMessage, PROTOCOL_VERSION, ProtocolError, Role, ServerMessage,
 };
 
 type Socket =
@@ -200,12 +200,12 @@ impl Client {
             dead_after: Duration::from_secs(20),
             write_timeout: Duration::from_secs(20),
         };
-        c.send(&ClientMessage::Hello {
+        c.send(&ClientMessage::Hello(HelloMessage {
             version: PROTOCOL_VERSION,
             role,
             token,
             sensor,
-        })
+        }))
         .await?;
         match c.next().await? {
             ServerMessage::Welcome {

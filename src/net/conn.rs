@@ -26,8 +26,9 @@ use crate::engine::{
 };
 use crate::mocap::parse_body_frame;
 use crate::protocol::{
-    AVATAR_ID_RULE, ClientMessage, PROTOCOL_VERSION, Role, SENSOR_NAME_RULE, ServerMessage,
-    valid_avatar_id, valid_sensor_name, wear_outfit,
+    AVATAR_ID_RULE, CalibrateMessage, ClientMessage, HelloMessage, PROTOCOL_VERSION, Role,
+    SENSOR_NAME_RULE, ServerMessage, SubscribeMessage, WearMessage, valid_avatar_id,
+    valid_sensor_name, wear_outfit,
 };
 
 /// Garment choices (`wear`) that may wait at once for avatars without a pose yet.
@@ -329,12 +330,12 @@ async fn session(
     }
     let (role, sensor) = match hello {
         Ok(Some(Ok(msg))) => match parse(&msg) {
-            Some(Ok(ClientMessage::Hello {
+            Some(Ok(ClientMessage::Hello(HelloMessage {
                 version,
                 role,
                 token,
                 sensor,
-            })) => {
+            }))) => {
                 if version != PROTOCOL_VERSION {
                     return out.close(close::PROTOCOL, &format!("protocol version {version} not supported (server speaks {PROTOCOL_VERSION})")).await;
                 }
@@ -567,7 +568,7 @@ async fn session(
                             }
                         }
                     }
-                    Some(Ok(ClientMessage::Calibrate { avatar })) if publisher => {
+                    Some(Ok(ClientMessage::Calibrate(CalibrateMessage { avatar }))) if publisher => {
                         match inputs.get_mut(&avatar) {
                             Some(state) => state.calibrate(),
                             None if valid_avatar_id(&avatar) => {
@@ -592,7 +593,7 @@ async fn session(
                             }
                         }
                     }
-                    Some(Ok(ClientMessage::Wear { avatar, garment, garments })) if publisher => {
+                    Some(Ok(ClientMessage::Wear(WearMessage { avatar, garment, garments }))) if publisher => {
                         let outfit = wear_outfit(garment, garments)
                             .map_err(EngineError::BadOutfit)
                             .and_then(|o| s.wardrobe.resolve(&o).map(|_| o));
@@ -624,7 +625,7 @@ async fn session(
                             }
                         }
                     }
-                    Some(Ok(ClientMessage::Subscribe { avatars, pose, compact, shard, have })) if viewer => {
+                    Some(Ok(ClientMessage::Subscribe(SubscribeMessage { avatars, pose, compact, shard, have }))) if viewer => {
                         if let Err(what) = crate::protocol::check_shard(shard).and_then(|()| crate::protocol::check_have(have.as_deref())) {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !out.send(&ServerMessage::error("bad_subscription", what)).await { break; }
@@ -663,7 +664,7 @@ async fn session(
                     }
                     Some(Ok(other)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        let what = match other { ClientMessage::Hello { .. } => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate { .. } | ClientMessage::Wear { .. } => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe { .. } => "subscribe from a publisher-only connection", ClientMessage::Ping => "ping" };
+                        let what = match other { ClientMessage::Hello(HelloMessage { .. }) => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate(CalibrateMessage { .. }) | ClientMessage::Wear(WearMessage { .. }) => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe(SubscribeMessage { .. }) => "subscribe from a publisher-only connection", ClientMessage::Ping => "ping" };
                         if !out.send(&ServerMessage::error("unexpected", what)).await { break; }
                     }
                 }

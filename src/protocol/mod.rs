@@ -116,82 +116,98 @@ pub struct PoseMessage {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ClientMessage {
     /// First message of every connection.
-    Hello {
-        /// The client's protocol version (must equal [`PROTOCOL_VERSION`]).
-        version: u32,
-        /// What the connection does.
-        role: Role,
-        /// Access token for the role.
-        #[serde(default)]
-        token: Option<String>,
-        /// A publisher's sensor name (1–32 ASCII letters, digits, `-` or `_`): Kinect
-        /// body frames on this connection become avatars `kinect-<sensor>-<body id>`
-        /// rather than `kinect-<body id>`, so that several sensors (kiosks) whose body
-        /// ids overlap can share a server.
-        #[serde(default)]
-        sensor: Option<String>,
-    },
+    Hello(HelloMessage),
     /// A pose for an avatar (publishers).
     Pose(PoseMessage),
     /// The performer of `avatar` holds their rest pose (T-pose, facing where "forward"
     /// should be): capture it (publishers).
-    Calibrate {
-        /// Avatar id.
-        avatar: String,
-    },
+    Calibrate(CalibrateMessage),
     /// Dress `avatar` in one of the server's garments, or in an outfit of several worn
     /// at once (publishers; a try-on kiosk switching garments). Exactly one of
     /// `garment` and `garments` is given ([`ClientMessage::outfit`] reads them).
     /// Applies to avatars of any source, from any publisher connection; an avatar not
     /// seen yet wears it from its first pose.
-    Wear {
-        /// Avatar id.
-        avatar: String,
-        /// Garment name (as in the server's databases: `tshirt`, `pants`, …).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        garment: Option<String>,
-        /// An outfit: at most [`MAX_OUTFIT`] different garments worn at once, inner
-        /// to outer (`["pants", "tshirt"]`: the shirt over the pants).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        garments: Option<Vec<String>>,
-    },
+    Wear(WearMessage),
     /// Which avatars to receive (viewers); `None`: all.
-    Subscribe {
-        /// Avatar ids.
-        #[serde(default)]
-        avatars: Option<Vec<String>>,
-        /// Whether `frame` messages carry the body pose (`pose`, 364 bytes a frame);
-        /// default `true`. A viewer that decodes the garment can leave it out and skin
-        /// the body with the bones every codec frame carries (`Decoder::bones`,
-        /// `GarmentDecoder.bones`), as the web viewer does: about a sixth of a walking
-        /// 3 000-vertex avatar's frame.
-        #[serde(default = "yes", skip_serializing_if = "is_true")]
-        pose: bool,
-        /// Whether `frame` messages come in the compact form (a MessagePack array, see
-        /// [`FrameMessage::to_compact`]: ~65 bytes less per frame, ~3.5 % of a walking
-        /// 3 000-vertex avatar's); default `false`, the map form. The web client and
-        /// `clothcast watch` ask for it.
-        #[serde(default, skip_serializing_if = "is_false")]
-        compact: bool,
-        /// `[index, count]`: of the avatars subscribed to, only those whose
-        /// [`shard_of`] among `count` shards is `index` (1 ≤ `count` ≤ [`MAX_SHARDS`]).
-        /// A client that decodes on several threads opens one connection per thread,
-        /// each with its own shard, so that every avatar is received and decoded once
-        /// without knowing the avatars in advance (the web worker client with
-        /// `{ workers: n }`). Absent: every avatar subscribed to.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        shard: Option<[u32; 2]>,
-        /// Hashes of `asset`s the viewer already holds (from an earlier connection):
-        /// the server does not send those again (at most [`MAX_HAVE`], each at most
-        /// 64 characters). A reconnecting viewer so skips re-downloading its garments'
-        /// setups and bodies (~330 kB a garment at 3 000 vertices). Absent: every asset.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        have: Option<Vec<String>>,
-    },
+    Subscribe(SubscribeMessage),
     /// Are you there? (any role, after `hello`): the server answers `pong`. For clients
     /// that cannot see WebSocket pings (browsers) to tell a quiet server from a link
     /// that died without closing.
     Ping,
+}
+
+/// The fields of [`ClientMessage::Hello`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HelloMessage {
+    /// The client's protocol version (must equal [`PROTOCOL_VERSION`]).
+    pub version: u32,
+    /// What the connection does.
+    pub role: Role,
+    /// Access token for the role.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// A publisher's sensor name (1–32 ASCII letters, digits, `-` or `_`): Kinect
+    /// body frames on this connection become avatars `kinect-<sensor>-<body id>`
+    /// rather than `kinect-<body id>`, so that several sensors (kiosks) whose body
+    /// ids overlap can share a server.
+    #[serde(default)]
+    pub sensor: Option<String>,
+}
+
+/// The fields of [`ClientMessage::Calibrate`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CalibrateMessage {
+    /// Avatar id.
+    pub avatar: String,
+}
+
+/// The fields of [`ClientMessage::Wear`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WearMessage {
+    /// Avatar id.
+    pub avatar: String,
+    /// Garment name (as in the server's databases: `tshirt`, `pants`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garment: Option<String>,
+    /// An outfit: at most [`MAX_OUTFIT`] different garments worn at once, inner
+    /// to outer (`["pants", "tshirt"]`: the shirt over the pants).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garments: Option<Vec<String>>,
+}
+
+/// The fields of [`ClientMessage::Subscribe`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubscribeMessage {
+    /// Avatar ids.
+    #[serde(default)]
+    pub avatars: Option<Vec<String>>,
+    /// Whether `frame` messages carry the body pose (`pose`, 364 bytes a frame);
+    /// default `true`. A viewer that decodes the garment can leave it out and skin
+    /// the body with the bones every codec frame carries (`Decoder::bones`,
+    /// `GarmentDecoder.bones`), as the web viewer does: about a sixth of a walking
+    /// 3 000-vertex avatar's frame.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub pose: bool,
+    /// Whether `frame` messages come in the compact form (a MessagePack array, see
+    /// [`FrameMessage::to_compact`]: ~65 bytes less per frame, ~3.5 % of a walking
+    /// 3 000-vertex avatar's); default `false`, the map form. The web client and
+    /// `clothcast watch` ask for it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub compact: bool,
+    /// `[index, count]`: of the avatars subscribed to, only those whose
+    /// [`shard_of`] among `count` shards is `index` (1 ≤ `count` ≤ [`MAX_SHARDS`]).
+    /// A client that decodes on several threads opens one connection per thread,
+    /// each with its own shard, so that every avatar is received and decoded once
+    /// without knowing the avatars in advance (the web worker client with
+    /// `{ workers: n }`). Absent: every avatar subscribed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<[u32; 2]>,
+    /// Hashes of `asset`s the viewer already holds (from an earlier connection):
+    /// the server does not send those again (at most [`MAX_HAVE`], each at most
+    /// 64 characters). A reconnecting viewer so skips re-downloading its garments'
+    /// setups and bodies (~330 kB a garment at 3 000 vertices). Absent: every asset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub have: Option<Vec<String>>,
 }
 
 /// Static data of an avatar's assets, sent once per viewer, keyed by content hash.
@@ -342,13 +358,13 @@ impl ClientMessage {
     /// in the map form, every avatar subscribed to, every asset sent. Set the fields
     /// of the returned variant to change them.
     pub fn subscribe(avatars: Option<Vec<String>>) -> Self {
-        ClientMessage::Subscribe {
+        ClientMessage::Subscribe(SubscribeMessage {
             avatars,
             pose: true,
             compact: false,
             shard: None,
             have: None,
-        }
+        })
     }
 
     /// A `wear` message dressing `avatar` in `outfit` (inner to outer): as `garment`
@@ -359,11 +375,11 @@ impl ClientMessage {
             [one] => (Some(one.clone()), None),
             _ => (None, Some(names)),
         };
-        ClientMessage::Wear {
+        ClientMessage::Wear(WearMessage {
             avatar: avatar.into(),
             garment,
             garments,
-        }
+        })
     }
 
     /// The outfit a `wear` message names, inner to outer: its `garment` alone, or its
@@ -371,9 +387,9 @@ impl ClientMessage {
     /// list is empty, longer than [`MAX_OUTFIT`] or names a garment twice. `None` for
     /// other messages.
     pub fn outfit(&self) -> Option<Result<Vec<String>, String>> {
-        let ClientMessage::Wear {
+        let ClientMessage::Wear(WearMessage {
             garment, garments, ..
-        } = self
+        }) = self
         else {
             return None;
         };
@@ -523,85 +539,7 @@ fn leading_type_json(text: &str) -> Option<&str> {
     (rest.as_bytes()[end] == b'"').then(|| &rest[..end])
 }
 
-/// Reads a map into `T` as if its `type` entry were not there.
-mod tagged {
-    use std::marker::PhantomData;
-
-    use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
-    use serde::{Deserialize, Deserializer};
-
-    /// A MessagePack map read as `T` without its `type` entry; `None` if it is not
-    /// one (the caller then reads it the slow way, for serde's error).
-    pub(super) fn from_msgpack<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Option<T> {
-        let mut de = rmp_serde::Deserializer::from_read_ref(bytes);
-        de.deserialize_map(WithoutTag(PhantomData)).ok()
-    }
-
-    /// A JSON object read as `T` without its `type` entry (and nothing after it).
-    pub(super) fn from_json<'de, T: Deserialize<'de>>(text: &'de str) -> Option<T> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let t = de.deserialize_map(WithoutTag(PhantomData)).ok()?;
-        de.end().ok()?;
-        Some(t)
-    }
-
-    struct WithoutTag<T>(PhantomData<T>);
-
-    impl<'de, T: Deserialize<'de>> Visitor<'de> for WithoutTag<T> {
-        type Value = T;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a message map")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-            T::deserialize(serde::de::value::MapAccessDeserializer::new(Skip(
-                map, false,
-            )))
-        }
-    }
-
-    /// A map's entries without its `type` entry (a second one is an error, as in
-    /// serde's tagged enums, so the caller falls back to serde's error for it).
-    struct Skip<A>(A, bool);
-
-    impl<'de, A: MapAccess<'de>> MapAccess<'de> for Skip<A> {
-        type Error = A::Error;
-
-        fn next_key_seed<K: DeserializeSeed<'de>>(
-            &mut self,
-            seed: K,
-        ) -> Result<Option<K::Value>, A::Error> {
-            loop {
-                let Some(key) = self.0.next_key::<std::borrow::Cow<'de, str>>()? else {
-                    return Ok(None);
-                };
-                if key == "type" {
-                    if self.1 {
-                        return Err(serde::de::Error::duplicate_field("type"));
-                    }
-                    self.1 = true;
-                    self.0.next_value::<IgnoredAny>()?;
-                    continue;
-                }
-                let key: serde::de::value::CowStrDeserializer<'de, A::Error> =
-                    serde::de::IntoDeserializer::into_deserializer(key);
-                return seed.deserialize(key).map(Some);
-            }
-        }
-
-        fn next_value_seed<V: DeserializeSeed<'de>>(
-            &mut self,
-            seed: V,
-        ) -> Result<V::Value, A::Error> {
-            self.0.next_value_seed(seed)
-        }
-
-        fn size_hint(&self) -> Option<usize> {
-            self.0.size_hint()
-        }
-    }
-}
+mod tagged;
 
 /// Why a message could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -629,26 +567,66 @@ pub enum ProtocolError {
     },
 }
 
+/// `read(input)` as the [`ClientMessage`] of type `kind` (its `type` entry), mapped into
+/// the variant; `None` for a type without fields (`ping`) or none of ours.
+macro_rules! by_kind {
+    ($kind:expr, $read:path, $input:expr) => {
+        match $kind {
+            "hello" => Some($read($input).map(ClientMessage::Hello)),
+            "pose" => Some($read($input).map(ClientMessage::Pose)),
+            "calibrate" => Some($read($input).map(ClientMessage::Calibrate)),
+            "wear" => Some($read($input).map(ClientMessage::Wear)),
+            "subscribe" => Some($read($input).map(ClientMessage::Subscribe)),
+            _ => None,
+        }
+    };
+}
+
 impl ClientMessage {
     /// Reads a binary (MessagePack) message.
+    ///
+    /// A message of a known `type` is read straight into its struct; one that does
+    /// not fit it is refused naming its type and the field that is wrong
+    /// (``bad MessagePack: `subscribe` message, field `shard[0]`: invalid value:
+    /// integer `-1`, expected u32``). Anything else (no `type`, an unknown one) gets
+    /// serde's error, which lists the types there are.
     pub fn from_msgpack(bytes: &[u8]) -> Result<Self, ProtocolError> {
-        if kind_msgpack(bytes).as_deref() == Some("pose")
-            && let Some(pose) = tagged::from_msgpack(bytes)
+        let kind = kind_msgpack(bytes);
+        if let Some(kind) = kind.as_deref()
+            && let Some(Some(m)) = by_kind!(kind, tagged::from_msgpack, bytes)
         {
-            return Ok(ClientMessage::Pose(pose));
+            return Ok(m);
         }
-        // anything else, or a bad pose (for serde's clearer error)
-        rmp_serde::from_slice(bytes).map_err(|e| ProtocolError::MessagePack(e.to_string()))
+        // what serde's enum accepts is a message (a second `type`, say); its error
+        // inside a tagged enum names no field, so a refusal is read again for that
+        rmp_serde::from_slice(bytes).map_err(|e| {
+            let traced = kind.as_deref().and_then(|kind| {
+                by_kind!(kind, tagged::from_msgpack_traced, bytes)?
+                    .err()
+                    .map(|e| format!("`{kind}` message, {e}"))
+            });
+            ProtocolError::MessagePack(traced.unwrap_or_else(|| e.to_string()))
+        })
     }
 
     /// Reads a text (JSON) message.
+    ///
+    /// Errors as [`ClientMessage::from_msgpack`]'s, with serde_json's line and column.
     pub fn from_json(text: &str) -> Result<Self, ProtocolError> {
-        if kind_json(text).as_deref() == Some("pose")
-            && let Some(pose) = tagged::from_json(text)
+        let kind = kind_json(text);
+        if let Some(kind) = kind.as_deref()
+            && let Some(Some(m)) = by_kind!(kind, tagged::from_json, text)
         {
-            return Ok(ClientMessage::Pose(pose));
+            return Ok(m);
         }
-        serde_json::from_str(text).map_err(|e| ProtocolError::Json(e.to_string()))
+        serde_json::from_str(text).map_err(|e| {
+            let traced = kind.as_deref().and_then(|kind| {
+                by_kind!(kind, tagged::from_json_traced, text)?
+                    .err()
+                    .map(|e| format!("`{kind}` message, {e}"))
+            });
+            ProtocolError::Json(traced.unwrap_or_else(|| e.to_string()))
+        })
     }
 
     /// Writes the message as MessagePack (maps).
