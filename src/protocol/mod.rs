@@ -591,41 +591,44 @@ impl ClientMessage {
     /// integer `-1`, expected u32``). Anything else (no `type`, an unknown one) gets
     /// serde's error, which lists the types there are.
     pub fn from_msgpack(bytes: &[u8]) -> Result<Self, ProtocolError> {
-        let kind = kind_msgpack(bytes);
-        if let Some(kind) = kind.as_deref()
-            && let Some(Some(m)) = by_kind!(kind, tagged::from_msgpack, bytes)
-        {
-            return Ok(m);
-        }
-        // what serde's enum accepts is a message (a second `type`, say); its error
-        // inside a tagged enum names no field, so a refusal is read again for that
-        rmp_serde::from_slice(bytes).map_err(|e| {
-            let traced = kind.as_deref().and_then(|kind| {
-                by_kind!(kind, tagged::from_msgpack_traced, bytes)?
-                    .err()
-                    .map(|e| format!("`{kind}` message, {e}"))
-            });
-            ProtocolError::MessagePack(traced.unwrap_or_else(|| e.to_string()))
-        })
+        Self::read(
+            kind_msgpack(bytes).as_deref(),
+            |kind| by_kind!(kind, tagged::from_msgpack, bytes),
+            || rmp_serde::from_slice(bytes).map_err(|e| e.to_string()),
+            |kind| by_kind!(kind, tagged::from_msgpack_traced, bytes),
+        )
+        .map_err(ProtocolError::MessagePack)
     }
 
     /// Reads a text (JSON) message.
     ///
     /// Errors as [`ClientMessage::from_msgpack`]'s, with serde_json's line and column.
     pub fn from_json(text: &str) -> Result<Self, ProtocolError> {
-        let kind = kind_json(text);
-        if let Some(kind) = kind.as_deref()
-            && let Some(Some(m)) = by_kind!(kind, tagged::from_json, text)
-        {
+        Self::read(
+            kind_json(text).as_deref(),
+            |kind| by_kind!(kind, tagged::from_json, text),
+            || serde_json::from_str(text).map_err(|e| e.to_string()),
+            |kind| by_kind!(kind, tagged::from_json_traced, text),
+        )
+        .map_err(ProtocolError::Json)
+    }
+
+    /// A message of type `kind` read straight into its struct (`fast`), else as serde's
+    /// enum reads it (`serde`: what that accepts is a message, a second `type` say);
+    /// serde's error inside a tagged enum names no field, so a refusal is read again
+    /// tracking the path (`traced`) for the error.
+    fn read(
+        kind: Option<&str>,
+        fast: impl FnOnce(&str) -> Option<Option<Self>>,
+        serde: impl FnOnce() -> Result<Self, String>,
+        traced: impl FnOnce(&str) -> Option<Result<Self, String>>,
+    ) -> Result<Self, String> {
+        if let Some(Some(m)) = kind.and_then(fast) {
             return Ok(m);
         }
-        serde_json::from_str(text).map_err(|e| {
-            let traced = kind.as_deref().and_then(|kind| {
-                by_kind!(kind, tagged::from_json_traced, text)?
-                    .err()
-                    .map(|e| format!("`{kind}` message, {e}"))
-            });
-            ProtocolError::Json(traced.unwrap_or_else(|| e.to_string()))
+        serde().map_err(|e| {
+            kind.and_then(|kind| Some(format!("`{kind}` message, {}", traced(kind)?.err()?)))
+                .unwrap_or(e)
         })
     }
 
