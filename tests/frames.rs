@@ -52,15 +52,11 @@ async fn viewer(url: &str, pose: bool) -> Client {
 }
 
 async fn subscribed(url: &str, pose: bool, compact: bool) -> Client {
-    let mut m = ClientMessage::subscribe(None);
-    if let ClientMessage::Subscribe(SubscribeMessage {
-        pose: p,
-        compact: c,
-        ..
-    }) = &mut m
-    {
-        (*p, *c) = (pose, compact);
-    }
+    let m = ClientMessage::Subscribe(SubscribeMessage {
+        pose,
+        compact,
+        ..Default::default()
+    });
     subscribing(url, &m).await
 }
 
@@ -234,11 +230,10 @@ async fn sharded_viewers_split_the_avatars_between_them() {
     let names: Vec<String> = (0..8).map(|i| format!("dancer-{i}")).collect();
     let shard = |s: [u32; 2]| {
         ClientMessage::Subscribe(SubscribeMessage {
-            avatars: None,
             pose: false,
             compact: true,
             shard: Some(s),
-            have: None,
+            ..Default::default()
         })
     };
     let mut viewers = [
@@ -311,11 +306,10 @@ async fn assets_a_viewer_holds_are_not_sent_again() {
     let mut publisher = connect_publisher(&url).await;
     let subscribe = |have: Option<Vec<String>>| {
         ClientMessage::Subscribe(SubscribeMessage {
-            avatars: None,
             pose: false,
             compact: true,
-            shard: None,
             have,
+            ..Default::default()
         })
     };
     // what a viewer receives until its third frame: the asset hashes, then the frames

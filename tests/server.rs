@@ -79,8 +79,7 @@ pub(super) async fn connect_viewer_to(url: &str, avatars: Option<&[&str]>) -> Cl
             pose: true,
             // as the web client and `watch` subscribe
             compact: true,
-            shard: None,
-            have: None,
+            ..Default::default()
         }))
         .await
         .expect("subscribe");

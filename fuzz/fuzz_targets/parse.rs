@@ -18,7 +18,7 @@ use clothcast::mocap::{
     FilterConfig, Floor, MvnDatagram, MvnStream, PositionRetargeter, VmcPerformer,
     parse_body_frame, parse_mvn,
 };
-use clothcast::protocol::{ClientMessage, WearMessage};
+use clothcast::protocol::ClientMessage;
 use clothcast::skeleton::Skeleton;
 use clothcast::sor::Database;
 use libfuzzer_sys::fuzz_target;
@@ -49,7 +49,7 @@ fn parse(kind: u8, bytes: &[u8]) {
                 ClientMessage::from_json(text)
             };
             // a `wear` message's outfit check (garment or garments, count, repeats)
-            if let Ok(m @ ClientMessage::Wear(WearMessage { .. })) = &msg {
+            if let Ok(m @ ClientMessage::Wear(_)) = &msg {
                 let _ = m.outfit();
             }
             if let Ok(ClientMessage::Pose(p)) = msg {

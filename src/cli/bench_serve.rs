@@ -254,8 +254,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                         avatars,
                         pose,
                         compact,
-                        shard: None,
-                        have: None,
+                        ..Default::default()
                     }))
                     .await?;
                     let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());

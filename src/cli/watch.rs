@@ -199,8 +199,8 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
             avatars: (!a.avatars.is_empty()).then(|| a.avatars.clone()),
             pose,
             compact: true,
-            shard: None,
             have: (!have.is_empty()).then_some(have),
+            ..Default::default()
         })
     };
     let mut viewer = Viewer::default();

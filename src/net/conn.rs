@@ -664,7 +664,7 @@ async fn session(
                     }
                     Some(Ok(other)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        let what = match other { ClientMessage::Hello(HelloMessage { .. }) => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate(CalibrateMessage { .. }) | ClientMessage::Wear(WearMessage { .. }) => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe(SubscribeMessage { .. }) => "subscribe from a publisher-only connection", ClientMessage::Ping => "ping" };
+                        let what = match other { ClientMessage::Hello(_) => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate(_) | ClientMessage::Wear(_) => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe(_) => "subscribe from a publisher-only connection", ClientMessage::Ping => "ping" };
                         if !out.send(&ServerMessage::error("unexpected", what)).await { break; }
                     }
                 }

@@ -175,11 +175,14 @@ pub struct WearMessage {
     pub garments: Option<Vec<String>>,
 }
 
-/// The fields of [`ClientMessage::Subscribe`].
+/// The fields of [`ClientMessage::Subscribe`]. Its [`Default`] is what a bare
+/// `{"type": "subscribe"}` means: every avatar, frames with the body pose in the map
+/// form, every asset sent (so `SubscribeMessage { compact: true, ..Default::default() }`
+/// changes one thing).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SubscribeMessage {
-    /// Avatar ids.
-    #[serde(default)]
+    /// Avatar ids; `None` (absent or null): all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avatars: Option<Vec<String>>,
     /// Whether `frame` messages carry the body pose (`pose`, 364 bytes a frame);
     /// default `true`. A viewer that decodes the garment can leave it out and skin
@@ -352,18 +355,25 @@ pub fn check_have(have: Option<&[String]>) -> Result<(), String> {
 /// Most garments an avatar wears at once (an outfit).
 pub const MAX_OUTFIT: usize = 4;
 
-impl ClientMessage {
-    /// A `subscribe` to `avatars` (`None`: all) with every other field at its wire
-    /// default, what a message that leaves them out means: frames with the body pose,
-    /// in the map form, every avatar subscribed to, every asset sent. Set the fields
-    /// of the returned variant to change them.
-    pub fn subscribe(avatars: Option<Vec<String>>) -> Self {
-        ClientMessage::Subscribe(SubscribeMessage {
-            avatars,
+impl Default for SubscribeMessage {
+    fn default() -> Self {
+        Self {
+            avatars: None,
             pose: true,
             compact: false,
             shard: None,
             have: None,
+        }
+    }
+}
+
+impl ClientMessage {
+    /// A `subscribe` to `avatars` (`None`: all) with every other field at its wire
+    /// default ([`SubscribeMessage`]'s [`Default`]).
+    pub fn subscribe(avatars: Option<Vec<String>>) -> Self {
+        ClientMessage::Subscribe(SubscribeMessage {
+            avatars,
+            ..Default::default()
         })
     }
 

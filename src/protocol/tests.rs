@@ -583,12 +583,18 @@ fn shards_are_fnv1a_of_the_id_and_only_real_shards_pass() {
     }
 }
 
-/// `ClientMessage::subscribe` is what a `subscribe` that leaves its options out means,
-/// and writes as just that.
+/// `ClientMessage::subscribe` and `SubscribeMessage::default()` are what a `subscribe`
+/// that leaves its options out means, and write as just that.
 #[test]
 fn subscribe_with_defaults_is_the_bare_message() {
     let bare = ClientMessage::from_json(r#"{"type": "subscribe"}"#).expect("reads");
     assert_eq!(bare, ClientMessage::subscribe(None));
+    assert_eq!(bare, ClientMessage::Subscribe(SubscribeMessage::default()));
+    let packed = rmp_serde::to_vec_named(&bare).expect("writes");
+    assert_eq!(
+        rmp_serde::from_slice::<serde_json::Value>(&packed).expect("a map"),
+        serde_json::json!({"type": "subscribe"})
+    );
     let names = Some(vec!["alice".to_string()]);
     assert_eq!(
         ClientMessage::from_json(r#"{"type": "subscribe", "avatars": ["alice"]}"#).expect("reads"),
