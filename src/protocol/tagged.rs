@@ -20,6 +20,10 @@ pub(super) fn from_msgpack<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Option
 /// read through a JSON value first, so that a value of the wrong type is named as
 /// serde names it ("invalid type: string \"yes\", expected a boolean") rather than by
 /// its MessagePack marker; only for a message already refused, so the cost is moot.
+/// JSON values hold no NaN: a NaN float (which the message itself may carry) reads as
+/// null there, so a message refused for another reason whose NaN comes first is named
+/// at the NaN ("invalid type: null, expected f32"), a value the server would have held
+/// as unusable anyway.
 pub(super) fn from_msgpack_traced<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
 ) -> Result<T, String> {
