@@ -168,7 +168,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         b.send_groups.unwrap_or(ServerConfig::default().send_groups)
     );
     outln!(
-        "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11} | {:>14} {:>12}",
+        "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11} | {:>14} {:>12} {:>10}",
         "avatars",
         "frames/s/vw",
         "sustained",
@@ -176,7 +176,8 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         "p99 ms",
         "Mbit/s out",
         "engine ms/frame",
-        "engine cores"
+        "engine cores",
+        "keyframes"
     );
     runtime()?.block_on(async move {
         for &n in &b.avatars {
@@ -282,11 +283,20 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
             // the engine's CPU per garment frame over the measured window (the viewers
             // measure the same window: warm-up first)
             tokio::time::sleep(warm).await;
-            let (cpu0, made0) = (engine_cpu_seconds(), server.avatar_frames());
+            let (cpu0, made0, keys0) = (
+                engine_cpu_seconds(),
+                server.avatar_frames(),
+                server.keyframes(),
+            );
             tokio::time::sleep(measure).await;
-            let (cpu1, made1) = (engine_cpu_seconds(), server.avatar_frames());
+            let (cpu1, made1, keys1) = (
+                engine_cpu_seconds(),
+                server.avatar_frames(),
+                server.keyframes(),
+            );
             let cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
             let made = made1.saturating_sub(made0);
+            let keys = keys1.saturating_sub(keys0);
             let (mut frames, mut bytes, mut lat) = (0u64, 0u64, Vec::new());
             for v in viewers {
                 let (f, by, l) = v.await??;
@@ -324,8 +334,15 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 ),
                 _ => ("-".into(), "-".into()),
             };
+            // the share of the frames made that carried a keyframe, each encoded on top of
+            // its delta: resyncs of viewers that fell behind cost the engine this much
+            let key_share = if made > 0 {
+                format!("{:.1}%", keys as f64 / made as f64 * 100.0)
+            } else {
+                "-".into()
+            };
             outln!(
-                "{:>8} | {:>12.0} {:>8.0}% | {:>9.1} {:>9.1} | {:>11.2} | {:>14} {:>12}",
+                "{:>8} | {:>12.0} {:>8.0}% | {:>9.1} {:>9.1} | {:>11.2} | {:>14} {:>12} {:>10}",
                 n,
                 per_viewer,
                 per_viewer / (f64::from(b.tick_hz) * watched as f64) * 100.0,
@@ -333,7 +350,8 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 pct(0.99),
                 bytes as f64 * 8.0 / secs / 1e6,
                 per_frame,
-                cores
+                cores,
+                key_share
             );
         }
         anyhow::Ok(())

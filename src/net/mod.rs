@@ -474,6 +474,12 @@ impl ServerHandle {
         self.shared.metrics.avatar_frames.load(Ordering::Relaxed)
     }
 
+    /// Of those, the frames that carried a keyframe (a stream's start, or a viewer
+    /// joining, subscribing or resyncing after falling behind): `clothcast_keyframes_total`.
+    pub fn keyframes(&self) -> u64 {
+        self.shared.metrics.keyframes.load(Ordering::Relaxed)
+    }
+
     /// A handle onto this server's health and load that can move into another task.
     pub fn probe(&self) -> ServerProbe {
         ServerProbe(Arc::clone(&self.shared))
