@@ -2,8 +2,10 @@
 
 use clothcast::client::{Client, Viewer};
 use clothcast::codec::BoneTransform;
-use clothcast::net::start;
+use clothcast::net::{ServerHandle, start};
+use clothcast::sor::Database;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clothcast::protocol::{
@@ -47,6 +49,14 @@ fn turned_pose_of(avatar: &str, t: f64) -> ClientMessage {
     })
 }
 
+/// A server on `db` with the test config, its WebSocket URL and a publisher connected.
+async fn serving(db: Arc<Database>) -> (ServerHandle, String, Client) {
+    let server = start(db, config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let publisher = connect_publisher(&url).await;
+    (server, url, publisher)
+}
+
 async fn viewer(url: &str, pose: bool) -> Client {
     subscribed(url, pose, false).await
 }
@@ -76,9 +86,7 @@ async fn subscribing(url: &str, m: &ClientMessage) -> Client {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_viewer_can_take_the_body_pose_from_the_codec_frame() {
     let db = db();
-    let server = start(db.clone(), config()).await.expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = connect_publisher(&url).await;
+    let (server, url, mut publisher) = serving(db.clone()).await;
     let (mut with, mut without) = (viewer(&url, true).await, viewer(&url, false).await);
     for i in 0..3 {
         publisher
@@ -168,10 +176,7 @@ async fn a_viewer_can_take_the_body_pose_from_the_codec_frame() {
 /// bytes smaller on the wire; with the body pose or without.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compact_frames_carry_the_same_frames_in_fewer_bytes() {
-    let db = db();
-    let server = start(db, config()).await.expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = connect_publisher(&url).await;
+    let (server, url, mut publisher) = serving(db()).await;
     for pose in [false, true] {
         let (mut map, mut compact) = (
             subscribed(&url, pose, false).await,
@@ -223,10 +228,7 @@ async fn compact_frames_carry_the_same_frames_in_fewer_bytes() {
 /// before it stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sharded_viewers_split_the_avatars_between_them() {
-    let db = db();
-    let server = start(db, config()).await.expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = connect_publisher(&url).await;
+    let (server, url, mut publisher) = serving(db()).await;
     let names: Vec<String> = (0..8).map(|i| format!("dancer-{i}")).collect();
     let shard = |s: [u32; 2]| {
         ClientMessage::Subscribe(SubscribeMessage {
@@ -300,10 +302,7 @@ async fn sharded_viewers_split_the_avatars_between_them() {
 /// the server takes is refused by name.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn assets_a_viewer_holds_are_not_sent_again() {
-    let db = db();
-    let server = start(db, config()).await.expect("server starts");
-    let url = format!("ws://{}/ws", server.addr);
-    let mut publisher = connect_publisher(&url).await;
+    let (server, url, mut publisher) = serving(db()).await;
     let subscribe = |have: Option<Vec<String>>| {
         ClientMessage::Subscribe(SubscribeMessage {
             pose: false,
