@@ -555,11 +555,11 @@ fn shards_are_fnv1a_of_the_id_and_only_real_shards_pass() {
     };
     assert_eq!(
         shard_of("a", 1000),
-        (u64::from(fmix(0xe40c_292c)) * 1000 >> 32) as u32
+        ((u64::from(fmix(0xe40c_292c)) * 1000) >> 32) as u32
     );
     assert_eq!(
         shard_of("", 7),
-        (u64::from(fmix(0x811c_9dc5)) * 7 >> 32) as u32
+        ((u64::from(fmix(0x811c_9dc5)) * 7) >> 32) as u32
     );
     assert_eq!(shard_of("anything", 1), 0);
     assert_eq!(shard_of("anything", 0), 0, "a zero count is read as one");
