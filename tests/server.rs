@@ -1735,6 +1735,12 @@ async fn only_watched_avatars_are_synthesised_and_a_viewer_still_starts_on_a_key
     // ticks that synthesise and encode an avatar spend some of their time working
     let busy = metric(server.addr, "clothcast_tick_busy_ratio").await;
     assert!(busy > 0.0 && busy < 1.0, "tick busy ratio {busy}");
+    // two avatars keep pace: the configured slots (one only far past capacity)
+    let slots = metric(server.addr, "clothcast_tick_slots").await;
+    assert_eq!(
+        slots,
+        f64::from(clothcast::engine::EngineConfig::default().tick_slots)
+    );
     // the viewer leaves: nothing is watched again
     drop(viewer);
     let mut gauge = 0.0;

@@ -4,6 +4,7 @@ mod cli;
 mod clients;
 mod frames;
 mod limits;
+mod load;
 mod outfit;
 mod proxy;
 mod record;

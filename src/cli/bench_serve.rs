@@ -37,7 +37,8 @@ pub(crate) struct ServeBench {
     /// tick re-synthesises the latest pose, a slower one drops poses).
     #[arg(long, default_value_t = 30.0)]
     tick_hz: f32,
-    /// Seconds measured per avatar count (after one second of warm-up).
+    /// Seconds measured per avatar count (after three seconds of warm-up, in which an
+    /// overloaded server has dropped to one tick slot: see `--fixed-slots`).
     #[arg(long, default_value_t = 5.0, value_parser = super::common::parse_seconds)]
     seconds: f32,
     /// Example database (default: the default database).
@@ -55,6 +56,10 @@ pub(crate) struct ServeBench {
     /// start of each tick).
     #[arg(long)]
     tick_slots: Option<u32>,
+    /// Keep the tick slots whatever the load (`engine.adapt_tick_slots = false`; by
+    /// default the server drops to one slot while its ticks run late).
+    #[arg(long)]
+    fixed_slots: bool,
     /// The viewers subscribe with the body pose in their frames (default: without it,
     /// as the web viewer does; the codec frames' bones pose the body).
     #[arg(long)]
@@ -148,7 +153,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         None => "subscribed to all avatars".to_string(),
     };
     outln!(
-        "clothcast server on loopback, {} garment vertices, {} viewers {watching}{}, {} Hz tick in {} slots, encoder effort {}, frames sent in {} groups per tick, this machine",
+        "clothcast server on loopback, {} garment vertices, {} viewers {watching}{}, {} Hz tick in {} slots{}, encoder effort {}, frames sent in {} groups per tick, this machine",
         db.vertex_count(),
         b.viewers,
         match (b.pose, b.map_frames) {
@@ -159,6 +164,11 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         },
         b.tick_hz,
         b.tick_slots.unwrap_or(EngineConfig::default().tick_slots),
+        if b.fixed_slots {
+            " (fixed)"
+        } else {
+            " (one while late; `slots`: those at the end)"
+        },
         format!(
             "{:?}",
             b.codec_effort
@@ -168,7 +178,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         b.send_groups.unwrap_or(ServerConfig::default().send_groups)
     );
     outln!(
-        "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11} | {:>14} {:>12} {:>10}",
+        "{:>8} | {:>12} {:>9} | {:>9} {:>9} | {:>11} | {:>14} {:>12} {:>10} {:>6}",
         "avatars",
         "frames/s/vw",
         "sustained",
@@ -177,7 +187,8 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
         "Mbit/s out",
         "engine ms/frame",
         "engine cores",
-        "keyframes"
+        "keyframes",
+        "slots"
     );
     runtime()?.block_on(async move {
         for &n in &b.avatars {
@@ -191,6 +202,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 engine: EngineConfig {
                     tick_hz: b.tick_hz,
                     tick_slots: b.tick_slots.unwrap_or(EngineConfig::default().tick_slots),
+                    adapt_tick_slots: !b.fixed_slots,
                     codec_effort: b
                         .codec_effort
                         .unwrap_or(EngineConfig::default().codec_effort),
@@ -238,7 +250,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                     anyhow::Ok(())
                 }));
             }
-            let warm = Duration::from_secs(1);
+            let warm = Duration::from_secs(3);
             let measure = Duration::from_secs_f32(b.seconds);
             let mut viewers = Vec::new();
             let (pose, compact) = (b.pose, !b.map_frames);
@@ -289,10 +301,11 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 server.keyframes(),
             );
             tokio::time::sleep(measure).await;
-            let (cpu1, made1, keys1) = (
+            let (cpu1, made1, keys1, slots) = (
                 engine_cpu_seconds(),
                 server.avatar_frames(),
                 server.keyframes(),
+                server.tick_slots(),
             );
             let cpu = cpu0.zip(cpu1).map(|(a, b)| b - a);
             let made = made1.saturating_sub(made0);
@@ -342,7 +355,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 "-".into()
             };
             outln!(
-                "{:>8} | {:>12.0} {:>8.0}% | {:>9.1} {:>9.1} | {:>11.2} | {:>14} {:>12} {:>10}",
+                "{:>8} | {:>12.0} {:>8.0}% | {:>9.1} {:>9.1} | {:>11.2} | {:>14} {:>12} {:>10} {:>6}",
                 n,
                 per_viewer,
                 per_viewer / (f64::from(b.tick_hz) * watched as f64) * 100.0,
@@ -351,7 +364,8 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                 bytes as f64 * 8.0 / secs / 1e6,
                 per_frame,
                 cores,
-                key_share
+                key_share,
+                slots
             );
         }
         anyhow::Ok(())

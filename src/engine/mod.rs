@@ -32,6 +32,9 @@ use crate::protocol::{AssetMessage, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
 use crate::sor::{AvatarState, Database, LayerParams, SynthParams, Synthesizer};
 
+/// Largest [`EngineConfig::tick_slots`] (and [`Engine::set_tick_slots`]).
+pub const MAX_TICK_SLOTS: u32 = 16;
+
 /// Engine settings.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -44,6 +47,15 @@ pub struct EngineConfig {
     /// (still one frame per tick period: see [`Schedule::Slot`]), so a pose waits at
     /// most one slot instead of one tick, and the work is spread over the period.
     pub tick_slots: u32,
+    /// While the ticks fall far behind (the server past capacity: in a second, fewer
+    /// than 70 % of the tick periods the tick rate asks for), divide tick periods into
+    /// one slot instead of `tick_slots`; return to `tick_slots` after three seconds in
+    /// a row in which the tick thread slept at least 30 % of the time. Past capacity a
+    /// pose waits for a stretched period whatever the slots, and one slot makes more
+    /// frames per second (`bench serve` on two cores: 10–25 % more where four slots
+    /// keep under 70 % of the rate; README, `bench serve`). `false` keeps `tick_slots`
+    /// whatever the load.
+    pub adapt_tick_slots: bool,
     /// Seconds without a pose after which an avatar stops streaming (idle); the server
     /// also lets another source take over an avatar whose driver has been silent this
     /// long.
@@ -90,6 +102,7 @@ impl Default for EngineConfig {
         Self {
             tick_hz: 30.0,
             tick_slots: 4,
+            adapt_tick_slots: true,
             idle_timeout: 2.0,
             remove_after: 30.0,
             max_avatars: 256,
@@ -238,9 +251,10 @@ impl Avatar {
 pub enum Schedule {
     /// Every one: the call is a whole tick.
     Tick,
-    /// Those due in this slot of a tick divided into [`EngineConfig::tick_slots`]
-    /// slots (the server calls it that many times per tick period; every
-    /// `tick_slots` calls make one period). Each streaming avatar gets exactly one
+    /// Those due in this slot of a tick divided into [`Engine::tick_slots`] slots
+    /// ([`EngineConfig::tick_slots`] unless [`Engine::set_tick_slots`] changed it; the
+    /// server calls it that many times per tick period; every that many slotted calls
+    /// make one period). Each streaming avatar gets exactly one
     /// frame per period: in the first slot in which it has a pose set since the
     /// previous call (or is new, or restarts), else in the period's last slot. A
     /// publisher at the tick rate is so framed in the slot right after its pose
@@ -363,6 +377,19 @@ pub struct Engine {
     gone: Vec<String>,
     tick: u64,
     last_time: Option<f64>,
+    /// Slotted calls ([`Schedule::Slot`]): the slots of the current tick period, the
+    /// count asked for from the next period on ([`Engine::set_tick_slots`]), the
+    /// current period's index and how many of its slots have run.
+    slots: Slots,
+}
+
+/// Where slotted calls stand in their tick period (see [`Schedule::Slot`]).
+#[derive(Clone, Copy, Debug)]
+struct Slots {
+    now: u32,
+    next: u32,
+    period: u64,
+    done: u32,
 }
 
 impl Engine {
@@ -398,6 +425,7 @@ impl Engine {
         } else {
             wardrobe.resolve(&config.outfit)?
         };
+        let slots = config.tick_slots.clamp(1, MAX_TICK_SLOTS);
         Ok(Self {
             garments,
             layerings,
@@ -407,6 +435,12 @@ impl Engine {
             avatars: BTreeMap::new(),
             gone: Vec::new(),
             tick: 0,
+            slots: Slots {
+                now: slots,
+                next: slots,
+                period: 0,
+                done: 0,
+            },
             last_time: None,
         })
     }
@@ -506,6 +540,24 @@ impl Engine {
                 .map(|l| self.garments[l.garment].name.clone())
                 .collect(),
         )
+    }
+
+    /// The slots of the tick period that the next [`Schedule::Slot`] call falls in
+    /// (the server sleeps a period divided by this before each call).
+    pub fn tick_slots(&self) -> u32 {
+        self.slots.now
+    }
+
+    /// Divides tick periods into `slots` slots (clamped to 1–[`MAX_TICK_SLOTS`]) from
+    /// the next period on: the one under way keeps its count, so every avatar still
+    /// gets exactly one frame in it. The server asks for one slot while its ticks run
+    /// late and returns to [`EngineConfig::tick_slots`] once they keep time again.
+    pub fn set_tick_slots(&mut self, slots: u32) {
+        self.slots.next = slots.clamp(1, MAX_TICK_SLOTS);
+        if self.slots.done == 0 {
+            // between periods: nothing of the coming one has run yet
+            self.slots.now = self.slots.next;
+        }
     }
 
     /// The settings.
@@ -662,9 +714,17 @@ impl Engine {
         let period = 1.0 / f64::from(self.config.tick_hz);
         let dt = self.last_time.map_or(period, |t| (now - t).max(0.0));
         self.last_time = Some(now);
-        let slots = u64::from(self.config.tick_slots.max(1));
-        // this call's tick period and slot within it (slotted ticks count slots)
-        let (period_index, last_slot) = (self.tick / slots, self.tick % slots == slots - 1);
+        // this call's tick period and whether it is the period's last slot (a count
+        // asked for by `set_tick_slots` starts with the next period)
+        let (period_index, last_slot) = (self.slots.period, self.slots.done + 1 >= self.slots.now);
+        if slotted {
+            self.slots.done += 1;
+            if last_slot {
+                self.slots.period += 1;
+                self.slots.done = 0;
+                self.slots.now = self.slots.next;
+            }
+        }
         self.tick += 1;
         let mut out = TickOutput {
             tick: self.tick,

@@ -41,6 +41,7 @@ pub use tokens::{
     MAX_TOKEN_BYTES, PUBLISHER_CREDENTIAL, PUBLISHER_TOKEN_ENV, TokenEnv, TokenError, TokenSource,
     VIEWER_CREDENTIAL, VIEWER_TOKEN_ENV, resolve_tokens,
 };
+mod slots;
 mod tick;
 mod watch;
 use conn::ws_upgrade;
@@ -221,8 +222,7 @@ impl Default for ServerConfig {
 pub const MAX_VIEWER_QUEUE: usize = 1024;
 /// Largest [`ServerConfig::send_groups`].
 pub const MAX_SEND_GROUPS: usize = 64;
-/// Largest [`EngineConfig::tick_slots`].
-pub const MAX_TICK_SLOTS: u32 = 16;
+pub use crate::engine::MAX_TICK_SLOTS;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -330,6 +330,9 @@ struct Metrics {
     /// The share of the last whole second the ticks spent working, parts per million
     /// (near 1 000 000 the server is at capacity and ticks start running late).
     tick_busy_ppm: AtomicU64,
+    /// Slots the tick periods are divided into now (`engine.tick_slots`, or 1 while
+    /// the ticks run late: see `engine.adapt_tick_slots`).
+    tick_slots: AtomicU64,
     avatars: AtomicU64,
     avatars_unwatched: AtomicU64,
     avatars_held: AtomicU64,
@@ -480,6 +483,12 @@ impl ServerHandle {
         self.shared.metrics.keyframes.load(Ordering::Relaxed)
     }
 
+    /// The slots tick periods are divided into now (`clothcast_tick_slots`):
+    /// `engine.tick_slots`, or 1 while the ticks run late (`engine.adapt_tick_slots`).
+    pub fn tick_slots(&self) -> u64 {
+        self.shared.metrics.tick_slots.load(Ordering::Relaxed)
+    }
+
     /// A handle onto this server's health and load that can move into another task.
     pub fn probe(&self) -> ServerProbe {
         ServerProbe(Arc::clone(&self.shared))
@@ -596,6 +605,11 @@ async fn start_listening(
             db.body.skeleton,
         )),
     });
+    // the slots the tick loop starts with, exported from the first request on
+    shared
+        .metrics
+        .tick_slots
+        .store(u64::from(engine.tick_slots()), Ordering::Relaxed);
     let stop = Arc::new(AtomicBool::new(false));
     let tick = {
         let (shared, stop) = (Arc::clone(&shared), Arc::clone(&stop));

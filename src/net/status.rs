@@ -110,6 +110,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_tick_seconds gauge\nclothcast_tick_seconds {}\n\
          # TYPE clothcast_tick_seconds_max gauge\nclothcast_tick_seconds_max {}\n\
          # TYPE clothcast_tick_busy_ratio gauge\nclothcast_tick_busy_ratio {}\n\
+         # TYPE clothcast_tick_slots gauge\nclothcast_tick_slots {}\n\
          # TYPE clothcast_avatars gauge\nclothcast_avatars {}\n\
          # TYPE clothcast_avatars_unwatched gauge\nclothcast_avatars_unwatched {}\n\
          # TYPE clothcast_avatars_held gauge\nclothcast_avatars_held {}\n\
@@ -144,6 +145,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.tick_micros_last) as f64 * 1e-6,
         g(&m.tick_micros_max) as f64 * 1e-6,
         g(&m.tick_busy_ppm) as f64 * 1e-6,
+        g(&m.tick_slots),
         g(&m.avatars),
         g(&m.avatars_unwatched),
         g(&m.avatars_held),

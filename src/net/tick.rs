@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use super::slots::SlotGovernor;
 use super::watch::Watched;
 use super::{MAX_TICK_SLOTS, Shared};
 use crate::engine::{Engine, Schedule, TickOutput};
@@ -18,15 +19,17 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
         .iter()
         .map(|db| Engine::synthesizer(db, engine.config()))
         .collect();
-    // with tick slots, the loop runs once per slot (see Schedule::Slot)
-    let slots = engine.config().tick_slots.clamp(1, MAX_TICK_SLOTS);
-    let period =
-        Duration::from_secs_f64(1.0 / f64::from(engine.config().tick_hz) / f64::from(slots));
+    // with tick slots, the loop runs once per slot (see Schedule::Slot); the slots
+    // drop to one while the ticks run late (see `slots`)
+    let configured = engine.config().tick_slots.clamp(1, MAX_TICK_SLOTS);
+    let mut governor = SlotGovernor::new(configured, engine.config().adapt_tick_slots);
+    let tick_period = 1.0 / f64::from(engine.config().tick_hz);
     let mut next = Instant::now();
     let m = &shared.metrics;
-    // send_groups counts per tick period: a slot's share of the avatars goes out in
-    // its share of the groups (tiny groups would leave a worker idle at each one's end)
-    let groups = shared.config.send_groups.max(1).div_ceil(slots as usize);
+    // tick periods completed since `window_start` (a slot is its share of one)
+    let mut window_periods = 0.0f64;
+    // the time the loop slept since `window_start`: what it had to spare
+    let mut window_slept = Duration::ZERO;
     // poses received per avatar since `window_start`, published as rates once a second
     let mut window: HashMap<String, u32> = HashMap::new();
     let mut window_start = Instant::now();
@@ -35,14 +38,23 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
     let mut busy_micros = 0u64;
     let mut last_refusal_log: Option<Instant> = None;
     while !stop.load(Ordering::SeqCst) {
-        next += period;
+        // the slots of the period this call falls in (a change the governor asked
+        // for starts with a period)
+        let slots = engine.tick_slots();
+        next += Duration::from_secs_f64(tick_period / f64::from(slots));
         let now_i = Instant::now();
+        window_periods += 1.0 / f64::from(slots);
         if next > now_i {
             std::thread::sleep(next - now_i);
+            window_slept += next - now_i;
         } else {
             m.late_ticks.fetch_add(1, Ordering::Relaxed);
             next = now_i;
         }
+        // send_groups counts per tick period: a slot's share of the avatars goes out
+        // in its share of the groups (tiny groups would leave a worker idle at each
+        // one's end)
+        let groups = shared.config.send_groups.max(1).div_ceil(slots as usize);
         let now = shared.start.elapsed().as_secs_f64();
         let (poses, keys, arrivals) = match shared.inbox.lock() {
             Ok(mut inbox) => (
@@ -96,6 +108,26 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
                 (busy_micros as f64 / span).round() as u64,
                 Ordering::Relaxed,
             );
+            // the periods made against those the tick rate asks for, and the share
+            // of the second the loop did not sleep (the ticks' work, the bookkeeping
+            // between them, waiting for a core)
+            let pace = window_periods / (span * f64::from(engine.config().tick_hz));
+            let occupied = 1.0 - window_slept.as_secs_f64() / span;
+            if let Some(n) = governor.window(pace, occupied) {
+                engine.set_tick_slots(n);
+                m.tick_slots.store(u64::from(n), Ordering::Relaxed);
+                if n < configured {
+                    tracing::warn!(
+                        "ticks running late: one slot per tick period until they keep time (engine.adapt_tick_slots)"
+                    );
+                } else {
+                    tracing::info!(
+                        slots = n,
+                        "ticks keep time again: {n} slots per tick period"
+                    );
+                }
+            }
+            (window_periods, window_slept) = (0.0, Duration::ZERO);
             busy_micros = 0;
             window.clear();
             window_start = Instant::now();
@@ -136,7 +168,9 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
                 keys += group.frames.iter().filter(|f| f.key.is_some()).count() as u64;
                 let _ = shared.frames.send(Arc::new(group));
             };
-            let schedule = if slots > 1 {
+            // slotted whenever slots are configured, one or more now: the engine
+            // counts its periods by them
+            let schedule = if configured > 1 {
                 Schedule::Slot
             } else {
                 Schedule::Tick

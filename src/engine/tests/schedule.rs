@@ -138,3 +138,71 @@ fn slotted_ticks_frame_each_avatar_once_a_period_right_after_its_pose() {
         }
     }
 }
+
+#[test]
+fn a_new_slot_count_starts_with_a_period_and_every_period_frames_each_avatar_once() {
+    let db = db();
+    let synth = default_synth(&db);
+    let synths = std::slice::from_ref(&synth);
+    let mut e = engine_on(&db);
+    assert_eq!(e.tick_slots(), e.config().tick_slots);
+    let period = 1.0 / f64::from(e.config().tick_hz);
+    let ids = ["a", "b", "c"];
+    // (slots of the period, avatars framed in it), one entry per period
+    let mut periods: Vec<(u32, Vec<String>)> = Vec::new();
+    let (mut now, mut slot_in_period) = (0.0f64, 0u32);
+    for call in 0..40u32 {
+        let slots = e.tick_slots();
+        if slot_in_period == 0 {
+            periods.push((slots, Vec::new()));
+        }
+        now += period / f64::from(slots);
+        // every avatar sends at the tick rate, "a" and "b" at each period's start,
+        // "c" only every other period (its frame then falls in the last slot)
+        if slot_in_period == 0 {
+            for id in ids {
+                if id != "c" || periods.len() % 2 == 1 {
+                    e.set_pose(id, arm(0.1 * f64::from(call) as f32), now, now)
+                        .expect("pose");
+                }
+            }
+        }
+        let mut framed = Vec::new();
+        e.tick_in_groups(synths, now, &|_| true, Schedule::Slot, 1, &mut |g| {
+            framed.extend(g.frames.into_iter().map(|f| f.avatar));
+        })
+        .expect("tick");
+        if let Some(p) = periods.last_mut() {
+            p.1.extend(framed);
+        }
+        slot_in_period = (slot_in_period + 1) % slots;
+        // asked for in the middle of a period: the period keeps its count
+        if call == 9 {
+            assert_eq!(slot_in_period, 2, "the test asks mid-period");
+            e.set_tick_slots(1);
+            assert_eq!(e.tick_slots(), 4, "the period under way keeps its slots");
+        }
+        // asked for between periods (one-slot periods always are): at once
+        if call == 20 {
+            e.set_tick_slots(4);
+            assert_eq!(e.tick_slots(), 4);
+        }
+        if call == 28 {
+            assert_eq!(slot_in_period, 0, "the test asks between periods");
+            e.set_tick_slots(99);
+            assert_eq!(e.tick_slots(), crate::engine::MAX_TICK_SLOTS, "clamped");
+        }
+    }
+    let counts: Vec<u32> = periods.iter().map(|p| p.0).collect();
+    assert_eq!(&counts[..4], [4, 4, 4, 1], "{counts:?}");
+    assert!(
+        counts.contains(&crate::engine::MAX_TICK_SLOTS),
+        "{counts:?}"
+    );
+    // the last period may be cut short by the end of the loop
+    for (k, (slots, framed)) in periods[..periods.len() - 1].iter().enumerate() {
+        let mut framed = framed.clone();
+        framed.sort();
+        assert_eq!(framed, ids, "period {k} of {slots} slots: {framed:?}");
+    }
+}
