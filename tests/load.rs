@@ -73,6 +73,12 @@ async fn ticks_far_behind_take_one_slot_until_the_load_is_gone() {
         metric(server.addr, "clothcast_late_ticks_total").await,
         metric(server.addr, "clothcast_ticks_total").await
     );
+    // the service status says so (systemd's STATUS=)
+    let status = server.probe().summary();
+    assert!(
+        status.ends_with(", far behind: one slot per tick"),
+        "{status}"
+    );
     // the frames still flow
     let frames = metric(server.addr, "clothcast_avatar_frames_total").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -86,6 +92,8 @@ async fn ticks_far_behind_take_one_slot_until_the_load_is_gone() {
         slots_reach(server.addr, f64::from(slots), Duration::from_secs(10)).await,
         "the configured slots once the load is gone"
     );
+    let status = server.probe().summary();
+    assert!(status.ends_with(" late ticks"), "{status}");
     reader.abort();
     server.shutdown().await;
 }

@@ -71,18 +71,26 @@ impl ServerProbe {
 
     /// One line on the load: avatars, viewers, publishers, the share of the last
     /// second the ticks spent working, and the ticks that ran late so far, e.g.
-    /// `4 avatars, 2 viewers, 1 publisher, ticks busy 12 %, 0 late ticks`.
+    /// `4 avatars, 2 viewers, 1 publisher, ticks busy 12 %, 0 late ticks`; while the
+    /// ticks fall far behind and run in one slot instead of the configured ones
+    /// (`engine.adapt_tick_slots`), it ends `, far behind: one slot per tick`.
     pub fn summary(&self) -> String {
         let m = &self.0.metrics;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let n = |k: u64, what: &str| format!("{k} {what}{}", if k == 1 { "" } else { "s" });
+        let behind = g(&m.tick_slots) == 1 && self.0.config.engine.tick_slots > 1;
         format!(
-            "{}, {}, {}, ticks busy {:.0} %, {}",
+            "{}, {}, {}, ticks busy {:.0} %, {}{}",
             n(g(&m.avatars), "avatar"),
             n(g(&m.viewers), "viewer"),
             n(g(&m.publishers), "publisher"),
             g(&m.tick_busy_ppm) as f64 * 1e-4,
             n(g(&m.late_ticks), "late tick"),
+            if behind {
+                ", far behind: one slot per tick"
+            } else {
+                ""
+            },
         )
     }
 }
