@@ -1270,6 +1270,23 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
         }
         other => panic!("{other:?}"),
     }
+    // a body with one joint cannot be posed: said by name, not dropped in silence
+    publisher
+        .send_raw(Message::Text(
+            r#"{"bodies": [{"trackingId": 9, "joints": [{"jointType": "SpineBase", "cameraX": 0.1, "cameraY": -0.2, "cameraZ": 2.0, "trackingState": 2}]}]}"#.into(),
+        ))
+        .await
+        .expect("send");
+    match publisher.next().await {
+        Ok(ServerMessage::Error { code, message }) => {
+            assert_eq!(code, "bad_pose");
+            assert!(
+                message.contains("body 9") && message.contains("fewer than 3 tracked joints"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     more_frames(&mut viewer, &mut view, "kinect-7", 3).await;
     let kinect = r#"clothcast_poses_in_total{source="kinect"}"#;
     assert!(metric(server.addr, kinect).await >= 6.0);

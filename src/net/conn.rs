@@ -423,7 +423,8 @@ async fn session(
     // a Kinect bridge is one sensor: its floor and its origin are its bodies' too
     let mut seen_by = SensorState::at_stage(s.config.kinect_stage);
     let mut chosen = BodyChoice::default();
-    // when a body frame's body was last refused for want of room (told once a second)
+    // when a body frame's body was last refused, for want of room or as unusable (told
+    // once a second)
     let mut body_refused: Option<Instant> = None;
     // pings every third of peer_timeout; a peer heard from (any message, pongs too)
     // less recently than peer_timeout is gone
@@ -505,9 +506,23 @@ async fn session(
                                     continue;
                                 }
                                 let mut state = inputs.state(&avatar);
-                                if let Ok(pose) = apply_joints(&b.joints, b.floor, &mut seen_by, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
-                                    s.pose_in(Source::Kinect, avatar.clone(), pose, (now, now), true);
-                                    inputs.store(avatar, state, now);
+                                match apply_joints(&b.joints, b.floor, &mut seen_by, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
+                                    Ok(pose) => {
+                                        s.pose_in(Source::Kinect, avatar.clone(), pose, (now, now), true);
+                                        inputs.store(avatar, state, now);
+                                    }
+                                    // (a tracked body always has its spine and hips: one
+                                    // with fewer than 3 tracked joints, or none at the
+                                    // pelvis at first, is a bridge's mistake; told once a
+                                    // second, like the refusals above)
+                                    Err(e) => {
+                                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                                        if body_refused.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
+                                            body_refused = Some(Instant::now());
+                                            let what = format!("body {}: {e}", b.id);
+                                            if !out.send(&ServerMessage::error("bad_pose", what)).await { gone = true; break; }
+                                        }
+                                    }
                                 }
                             }
                             if gone { break; }
