@@ -330,8 +330,9 @@ struct Metrics {
     /// The share of the last whole second the ticks spent working, parts per million
     /// (near 1 000 000 the server is at capacity and ticks start running late).
     tick_busy_ppm: AtomicU64,
-    /// Slots the tick periods are divided into now (`engine.tick_slots`, or 1 while
-    /// the ticks run late: see `engine.adapt_tick_slots`).
+    /// Slots the current tick period is divided into (`engine.tick_slots`, or 1 while
+    /// the ticks fall far behind: see `engine.adapt_tick_slots`); a change takes effect,
+    /// and shows here, with the next period.
     tick_slots: AtomicU64,
     avatars: AtomicU64,
     avatars_unwatched: AtomicU64,

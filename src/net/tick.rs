@@ -41,6 +41,7 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
         // the slots of the period this call falls in (a change the governor asked
         // for starts with a period)
         let slots = engine.tick_slots();
+        m.tick_slots.store(u64::from(slots), Ordering::Relaxed);
         next += Duration::from_secs_f64(tick_period / f64::from(slots));
         let now_i = Instant::now();
         window_periods += 1.0 / f64::from(slots);
@@ -115,7 +116,6 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
             let occupied = 1.0 - window_slept.as_secs_f64() / span;
             if let Some(n) = governor.window(pace, occupied) {
                 engine.set_tick_slots(n);
-                m.tick_slots.store(u64::from(n), Ordering::Relaxed);
                 if n < configured {
                     tracing::warn!(
                         "ticks running late: one slot per tick period until they keep time (engine.adapt_tick_slots)"
