@@ -22,100 +22,14 @@ pub use input::{
     pose_from_message, through_kinect, vmc_pose,
 };
 pub use outfit::Wardrobe;
-pub use settings::{MAX_SETTING_SECONDS, MAX_TICK_HZ};
+pub use settings::{EngineConfig, MAX_SETTING_SECONDS, MAX_TICK_HZ, MAX_TICK_SLOTS};
 pub(crate) use settings::{Range, first_bad, range};
 
 use crate::body::SelfContactGuard;
 use crate::codec::{BoneTransform, CodecError, Effort, GarmentSetup};
-use crate::mocap::FilterConfig;
 use crate::protocol::{AssetMessage, ServerMessage};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
-use crate::sor::{AvatarState, Database, LayerParams, SynthParams, Synthesizer};
-
-/// Largest [`EngineConfig::tick_slots`] (and [`Engine::set_tick_slots`]).
-pub const MAX_TICK_SLOTS: u32 = 16;
-
-/// Engine settings.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct EngineConfig {
-    /// Tick rate, Hz: every streaming avatar gets one frame per tick.
-    pub tick_hz: f32,
-    /// Slots each tick is divided into (1–16). With 1, every avatar is synthesised at
-    /// the start of each tick. With more, the server ticks this many times per tick
-    /// period and each avatar's frame is made in the first slot after its pose arrives
-    /// (still one frame per tick period: see [`Schedule::Slot`]), so a pose waits at
-    /// most one slot instead of one tick, and the work is spread over the period.
-    pub tick_slots: u32,
-    /// While the ticks fall far behind (the server past capacity: in a second, fewer
-    /// than 70 % of the tick periods the tick rate asks for), divide tick periods into
-    /// one slot instead of `tick_slots`; return to `tick_slots` after three seconds in
-    /// a row in which the tick thread slept at least 30 % of the time. Past capacity a
-    /// pose waits for a stretched period whatever the slots, and one slot makes more
-    /// frames per second (`bench serve` on two cores: 10–25 % more where four slots
-    /// keep under 70 % of the rate; README, `bench serve`). `false` keeps `tick_slots`
-    /// whatever the load.
-    pub adapt_tick_slots: bool,
-    /// Seconds without a pose after which an avatar stops streaming (idle); the server
-    /// also lets another source take over an avatar whose driver has been silent this
-    /// long.
-    pub idle_timeout: f64,
-    /// Seconds without a pose after which an avatar is removed.
-    pub remove_after: f64,
-    /// Most avatars at once.
-    pub max_avatars: usize,
-    /// SOR runtime parameters.
-    pub synth: SynthParams,
-    /// One Euro filtering of position sources (Kinect); `None` turns it off.
-    pub filter: Option<FilterConfig>,
-    /// How hard each avatar's garment encoder works for fewer bits: `fastest` (the
-    /// server's default: most avatars per core), `fast` (~2 % fewer bytes out for ~10 %
-    /// more engine CPU per frame) or `small` (~4 % fewer again, ~25 % more encode time);
-    /// see [`Effort`].
-    pub codec_effort: Effort,
-    /// Shortest time between two keyframes of one avatar's stream made for viewers that
-    /// ask (they joined, subscribed to it, or fell behind), seconds; a request in
-    /// between waits for it. Viewers that keep asking (resubscribing at every message,
-    /// always behind) then add at most one keyframe per avatar per interval to the
-    /// encoder's work, however many they are. A stream's own restarts (its first frame,
-    /// a new garment, after a pause) are not held back.
-    pub keyframe_interval: f64,
-    /// What an avatar wears until a `wear` message dresses it otherwise: garment names,
-    /// inner to outer (`["pants", "tshirt"]`: the shirt over the pants); empty: the
-    /// first garment alone.
-    pub outfit: Vec<String>,
-    /// How the garments of an outfit are kept outside one another.
-    pub layers: LayerParams,
-    /// Keep each avatar's upper arms out of its torso: a pose that puts an arm inside
-    /// the body's chest (a slimmer performer's relaxed arms hang against their sides) has
-    /// that arm turned out at the shoulder just enough to clear the torso by the
-    /// bake's [`crate::bake::GUARD_CLEARANCE`] ([`crate::body::SelfContactGuard`]), as
-    /// every example pose of a database was. The streamed body pose and the garment
-    /// both use the corrected pose. Without it SOR extrapolates from the examples with
-    /// the arms nearest the sides, and the sleeves stand off arms that go through the
-    /// shirt.
-    pub keep_arms_out: bool,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        Self {
-            tick_hz: 30.0,
-            tick_slots: 4,
-            adapt_tick_slots: true,
-            idle_timeout: 2.0,
-            remove_after: 30.0,
-            max_avatars: 256,
-            synth: SynthParams::default(),
-            filter: Some(FilterConfig::default()),
-            codec_effort: Effort::Fastest,
-            keyframe_interval: 0.1,
-            outfit: Vec::new(),
-            layers: LayerParams::default(),
-            keep_arms_out: true,
-        }
-    }
-}
+use crate::sor::{AvatarState, Database, Synthesizer};
 
 /// A refused pose or engine failure.
 #[derive(Debug, thiserror::Error)]
