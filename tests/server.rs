@@ -1277,16 +1277,11 @@ async fn kinect_v2_and_azure_body_frames_move_avatars() {
         ))
         .await
         .expect("send");
-    match publisher.next().await {
-        Ok(ServerMessage::Error { code, message }) => {
-            assert_eq!(code, "bad_pose");
-            assert!(
-                message.contains("body 9") && message.contains("fewer than 3 tracked joints"),
-                "{message}"
-            );
-        }
-        other => panic!("{other:?}"),
-    }
+    let message = expect_error(&mut publisher, "bad_pose").await;
+    assert!(
+        message.contains("body 9") && message.contains("fewer than 3 tracked joints"),
+        "{message}"
+    );
     more_frames(&mut viewer, &mut view, "kinect-7", 3).await;
     let kinect = r#"clothcast_poses_in_total{source="kinect"}"#;
     assert!(metric(server.addr, kinect).await >= 6.0);
