@@ -497,31 +497,25 @@ async fn session(
                                 } else {
                                     None
                                 };
+                                // else the body is posed; one that cannot be (fewer than
+                                // 3 tracked joints, or no pelvis at first: a tracked body
+                                // always has its spine and hips) is a bridge's mistake
+                                let refusal = refusal.or_else(|| {
+                                    let mut state = inputs.state(&avatar);
+                                    match apply_joints(&b.joints, b.floor, &mut seen_by, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
+                                        Ok(pose) => {
+                                            s.pose_in(Source::Kinect, avatar.clone(), pose, (now, now), true);
+                                            inputs.store(avatar, state, now);
+                                            None
+                                        }
+                                        Err(e) => Some(("bad_pose", format!("body {}: {e}", b.id))),
+                                    }
+                                });
                                 if let Some((code, what)) = refusal {
                                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                                     if body_refused.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
                                         body_refused = Some(Instant::now());
                                         if !out.send(&ServerMessage::error(code, what)).await { gone = true; break; }
-                                    }
-                                    continue;
-                                }
-                                let mut state = inputs.state(&avatar);
-                                match apply_joints(&b.joints, b.floor, &mut seen_by, &mut state, &s.retargeter, s.config.engine.filter.as_ref(), now) {
-                                    Ok(pose) => {
-                                        s.pose_in(Source::Kinect, avatar.clone(), pose, (now, now), true);
-                                        inputs.store(avatar, state, now);
-                                    }
-                                    // (a tracked body always has its spine and hips: one
-                                    // with fewer than 3 tracked joints, or none at the
-                                    // pelvis at first, is a bridge's mistake; told once a
-                                    // second, like the refusals above)
-                                    Err(e) => {
-                                        m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                                        if body_refused.is_none_or(|t| t.elapsed() >= Duration::from_secs(1)) {
-                                            body_refused = Some(Instant::now());
-                                            let what = format!("body {}: {e}", b.id);
-                                            if !out.send(&ServerMessage::error("bad_pose", what)).await { gone = true; break; }
-                                        }
                                     }
                                 }
                             }
