@@ -81,6 +81,12 @@ export interface ClothcastClientOptions {
    *  with its own connection subscribed to its shard of the avatars, so that a room
    *  of avatars is decoded on that many cores. */
   workers?: number;
+  /** ClothcastWorkerClient only: move the arrays a frame replaces back to the worker,
+   *  which copies the next frame into them, so that a steady stream allocates no
+   *  arrays (no garbage-collection pauses from it). An Avatar's arrays are then valid
+   *  only until its next frame event (empty after it): copy what you keep. Default
+   *  false. */
+  recycle?: boolean;
   /** `[index, count]`: receive only the avatars the server puts in that shard of
    *  `count` (FNV-1a of the id modulo count; what `workers` uses). Default: all. */
   shard?: [number, number] | null;

@@ -4,38 +4,87 @@
 // it in a Web Worker; worker-client.js runs it on the page itself where a module worker
 // cannot start (browsers without module workers).
 //
+// With `recycle` the copies are made into arrays the page has handed back (the
+// returned client's recycle(arrays)) where one of the right length is at hand, so
+// that a steady stream allocates nothing per frame.
+//
 // Messages: { ev: "connecting" | "welcome" | "asset" | "frame" | "gone" | "close" |
 // "error", ... }; read by ClothcastWorkerClient.onEvent.
 
 import { ClothcastClient, vertexNormals } from "./clothcast.js";
 
+/** Most arrays of one length kept for reuse (the page hands back one set per frame
+ * it replaces, so a steady stream keeps a few per avatar; any more are let go). */
+const POOL_MAX = 256;
+
+/** Float32Arrays to copy frames into: made new, or with `recycle` taken from those
+ * the page handed back. `made` counts the arrays made new. */
+class Arrays {
+  constructor(recycle) {
+    this.recycle = recycle;
+    this.pool = new Map(); // length → arrays of that length
+    this.made = 0;
+  }
+
+  /** An array of `length` floats whose contents the caller overwrites. */
+  take(length) {
+    const a = this.recycle ? this.pool.get(length)?.pop() : undefined;
+    if (a) return a;
+    this.made++;
+    return new Float32Array(length);
+  }
+
+  /** A copy of `src`. */
+  copy(src) {
+    const a = this.take(src.length);
+    a.set(src);
+    return a;
+  }
+
+  /** Keeps handed-back arrays for reuse: Float32Arrays only, and not empty (an array
+   * whose buffer was moved elsewhere has length 0). */
+  give(arrays) {
+    if (!this.recycle || !Array.isArray(arrays)) return;
+    for (const a of arrays) {
+      if (!(a instanceof Float32Array) || a.length === 0) continue;
+      let pool = this.pool.get(a.length);
+      if (!pool) this.pool.set(a.length, (pool = []));
+      if (pool.length < POOL_MAX) pool.push(a);
+    }
+  }
+}
+
 /** A frame's message and the buffers it moves: copies of the avatar's arrays (the
  * client's own go on being decoded into), and with `normals` each garment's vertex
  * normals (vertexNormals). */
-function frameData(client, av, normals) {
-  const garment = av.garment.slice();
-  const layers = av.layers.map((l) => l.garment.slice());
-  const bones = av.bones.slice(), pose = av.pose.slice(), world = av.world.slice();
-  const normalsOf = (g, a) => (normals ? vertexNormals(g, a.setup.triangles, new Float32Array(g.length)) : null);
+function frameData(client, av, normals, arrays) {
+  const garment = arrays.copy(av.garment);
+  const layers = av.layers.map((l) => arrays.copy(l.garment));
+  const bones = arrays.copy(av.bones), pose = arrays.copy(av.pose), world = arrays.copy(av.world);
+  const normalsOf = (g, a) => (normals ? vertexNormals(g, a.setup.triangles, arrays.take(g.length)) : null);
   const garmentNormals = normalsOf(garment, av.asset);
   const layerNormals = layers.map((g, i) => normalsOf(g, av.layers[i].asset));
   const msg = { ev: "frame", id: av.id, asset: av.asset.hash, layerAssets: av.layers.map((l) => l.asset.hash),
     garment, layers, normals: garmentNormals, layerNormals, bones, pose, world, seq: av.seq, frames: av.frames,
-    bytes: av.bytes, dropped: av.dropped, latencyMs: av.latencyMs, busyMs: client.busyMs };
+    bytes: av.bytes, dropped: av.dropped, latencyMs: av.latencyMs, busyMs: client.busyMs, arraysMade: arrays.made };
   const moved = [garment, ...layers, garmentNormals, ...layerNormals, bones, pose, world].filter((a) => a);
   return [msg, moved.map((a) => a.buffer)];
 }
 
-/** Connects a ClothcastClient (`url`, `options`: its constructor's arguments, and
- * `normals`: whether frames carry the garments' vertex normals) that hands every event
- * to `post(message, transfer)`; returns the client. */
+/** Connects a ClothcastClient (`url`, `options`: its constructor's arguments,
+ * `normals`: whether frames carry the garments' vertex normals, and `recycle`: whether
+ * frames are copied into arrays handed back) that hands every event to
+ * `post(message, transfer)`; returns the client, with `recycle(arrays)` added: takes
+ * back a replaced frame's arrays (ignored without the `recycle` option). */
 export function relay(url, options, post) {
   const client = new ClothcastClient(url, options);
   const normals = options.normals === true;
+  const arrays = new Arrays(options.recycle === true);
+  client.recycle = (handed) => arrays.give(handed);
   client.addEventListener("welcome", (e) => post({ ev: "welcome", detail: e.detail, tickHz: client.tickHz, connections: client.connections }, []));
   // (an asset is plain data, its setup too: the page gets a copy with the same fields)
   client.addEventListener("asset", (e) => post({ ev: "asset", asset: e.detail }, []));
-  client.addEventListener("frame", (e) => post(...frameData(client, e.detail, normals)));
+  client.addEventListener("frame", (e) => post(...frameData(client, e.detail, normals, arrays)));
   client.addEventListener("gone", (e) => post({ ev: "gone", id: e.detail }, []));
   client.addEventListener("close", (e) => post({ ev: "close", detail: e.detail, connections: client.connections }, []));
   client.addEventListener("error", (e) => post({ ev: "error", message: String(e.detail?.message ?? e.detail) }, []));

@@ -4,7 +4,8 @@
 // arrays transferred (moved, not copied again).
 //
 // Messages in: { op: "connect", url, options } (ClothcastClient's constructor arguments;
-// the first one only), { op: "close" }.
+// the first one only), { op: "recycle", arrays } (a replaced frame's arrays, moved
+// back to be decoded into again; with the `recycle` option), { op: "close" }.
 
 import { relay } from "./decode-relay.js";
 
@@ -13,5 +14,6 @@ let client = null;
 self.onmessage = (e) => {
   const m = e.data;
   if (m?.op === "connect" && !client) client = relay(m.url, m.options, (msg, transfer) => postMessage(msg, transfer));
+  else if (m?.op === "recycle") client?.recycle(m.arrays);
   else if (m?.op === "close") client?.close();
 };

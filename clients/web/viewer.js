@@ -21,7 +21,10 @@ const only = mirror && params.get("avatar") ? [params.get("avatar")] : params.ge
 const Client = params.get("decode") === "page" ? ClothcastClient : ClothcastWorkerClient;
 // (the worker computes the garments' normals too, with { normals: true })
 const workers = Math.max(1, Math.min(64, Number(params.get("workers")) || 1));
-const client = new Client(wsUrl, { token: params.get("token"), avatars: only, normals: true, workers }).connect();
+// (the arrays are uploaded from the avatar when drawing and never kept, so each frame's
+// can be handed back to the worker to be decoded into: { recycle: true }; ?recycle=0
+// to compare)
+const client = new Client(wsUrl, { token: params.get("token"), avatars: only, normals: true, recycle: params.get("recycle") !== "0", workers }).connect();
 
 const canvas = document.getElementById("view");
 const gl = canvas.getContext("webgl2", { antialias: true, xrCompatible: true });
@@ -293,7 +296,7 @@ function updateOverlay(now) {
     `decoding ${(100 * stats.busy).toFixed(1)} % of ${!worker ? "the page's thread" : client.slots.length > 1 ? `a thread, in ${client.slots.length} workers` : "a worker"}   page's thread ${(100 * stats.page).toFixed(1)} %`];
   for (const av of client.avatars.values()) lines.push(`${av.id.padEnd(14)} frame ${String(av.seq).padStart(6)}  dropped ${av.dropped}  latency ${av.latencyMs.toFixed(0)} ms`);
   overlay.textContent = lines.join("\n");
-  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, decode: worker ? "worker" : "page", workers: worker ? client.slots.length : 0, busy: stats.busy, page: stats.page, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)), layers: a.layers.map((l) => ({ garment: l.asset.garment, sample: Array.from(l.garment.subarray(0, 30)) })) })) };
+  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, decode: worker ? "worker" : "page", workers: worker ? client.slots.length : 0, busy: stats.busy, page: stats.page, arraysMade: client.arraysMade ?? 0, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)), layers: a.layers.map((l) => ({ garment: l.asset.garment, sample: Array.from(l.garment.subarray(0, 30)) })) })) };
 }
 
 function render(now) {

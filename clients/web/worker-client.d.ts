@@ -20,5 +20,9 @@ export declare class ClothcastWorkerClient extends EventTarget {
   readonly inWorker: boolean;
   /** The workers' connections and busy time, one entry per worker (`workers` option),
    *  or the one client on this thread where no worker could start. */
-  readonly slots: ReadonlyArray<{ readonly connections: number; readonly busyMs: number; readonly assets: number }>;
+  readonly slots: ReadonlyArray<{ readonly connections: number; readonly busyMs: number; readonly assets: number; readonly arraysMade: number }>;
+  /** Float32Arrays the workers have made for frames: with `recycle` it stops growing
+   *  once every avatar streams, since each frame is copied into the arrays of the
+   *  frame it replaces. */
+  readonly arraysMade: number;
 }

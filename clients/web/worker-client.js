@@ -31,6 +31,16 @@
 //   saying so (`have`), so that the garments' setups and bodies are downloaded once.
 //   "welcome" and "close" come once per connection; busyMs is the workers' sum,
 //   `slots` has each worker's connections, busyMs and assets received.
+// - with { recycle: true } the arrays a frame replaces (the avatar's garment, normals,
+//   layers' garments and normals, bones, pose, world) are moved back to the worker as
+//   the next frame of that avatar arrives, and that frame's arrays are copied into
+//   them: a steady stream then allocates no arrays per frame (a 3 000-vertex garment
+//   is ~36 kB a frame, ~11 MB/s for ten avatars at 30 Hz, for the garbage collector
+//   to reclaim, in pauses a headset shows as dropped frames). Hold nothing across
+//   frames then: an array handed back is empty (length 0) from that moment (or,
+//   where no worker could start, overwritten by a later frame). Copy
+//   what you keep, or upload it (e.g. to a WebGL buffer) when its frame event comes.
+//   arraysMade counts the arrays the workers made new.
 // The worker script is found next to this module (decode-worker.js), as a module
 // worker (Chrome 80, Firefox 114, Safari 15 and later). Where one cannot start (an older
 // browser, a page whose policy forbids workers) the client decodes on the page's thread
@@ -49,6 +59,7 @@ export class ClothcastWorkerClient extends EventTarget {
     this.connections = 0;
     this.busyMs = 0;
     this.pageMs = 0;
+    this.arraysMade = 0;
     this.inWorker = true;
     // per worker, while connected through workers: { worker, connections, busyMs }
     this.workers = [];
@@ -88,7 +99,7 @@ export class ClothcastWorkerClient extends EventTarget {
       this.inWorker = false;
       this.workers = [];
       this.stopRest();
-      const slot = { connections: 0, busyMs: 0, assets: 0 };
+      const slot = { connections: 0, busyMs: 0, assets: 0, arraysMade: 0 };
       const { workers, ...options } = this.options;
       this.here = relay(this.url, options, (m) => take(m, slot));
       this.slots = [slot];
@@ -103,7 +114,7 @@ export class ClothcastWorkerClient extends EventTarget {
         worker = null;
       }
       if (!worker) break;
-      started.push({ worker, connections: 0, busyMs: 0, assets: 0 });
+      started.push({ worker, connections: 0, busyMs: 0, assets: 0, arraysMade: 0 });
     }
     if (started.length < n) {
       for (const w of started) w.worker.terminate();
@@ -186,6 +197,18 @@ export class ClothcastWorkerClient extends EventTarget {
     return this.slots.reduce((sum, s) => sum + s[key], 0);
   }
 
+  /** With `recycle`: hands the arrays of `av`'s last frame back to the worker of
+   * `slot` (or the relay on this thread), to be decoded into again. Only arrays that
+   * still own a whole buffer of their own go back (one the page moved elsewhere, or
+   * swapped for a view into a larger buffer, stays where it is). */
+  recycle(av, slot) {
+    const old = [av.garment, av.normals, ...av.layers.flatMap((l) => [l.garment, l.normals]), av.bones, av.pose, av.world];
+    const back = old.filter((a) => a instanceof Float32Array && a.length > 0 && a.byteOffset === 0 && a.buffer.byteLength === a.byteLength);
+    if (!back.length) return;
+    if (slot.worker) slot.worker.postMessage({ op: "recycle", arrays: back }, back.map((a) => a.buffer));
+    else this.here?.recycle(back);
+  }
+
   onEvent(m, slot) {
     switch (m.ev) {
       case "connecting":
@@ -224,6 +247,7 @@ export class ClothcastWorkerClient extends EventTarget {
           this.avatars.set(m.id, av);
           this.dispatchEvent(new CustomEvent("avatar", { detail: av }));
         }
+        else if (this.options.recycle === true) this.recycle(av, slot);
         av.garment = m.garment;
         av.normals = m.normals;
         av.layers.forEach((l, i) => { l.garment = m.layers[i]; l.normals = m.layerNormals[i]; });
@@ -237,6 +261,8 @@ export class ClothcastWorkerClient extends EventTarget {
         av.latencyMs = m.latencyMs;
         slot.busyMs = m.busyMs;
         this.busyMs = this.total("busyMs");
+        slot.arraysMade = m.arraysMade;
+        this.arraysMade = this.total("arraysMade");
         this.dispatchEvent(new CustomEvent("frame", { detail: av }));
         break;
       }

@@ -1,6 +1,7 @@
 // How busy decoding keeps the browser viewer's threads, with the streams decoded in a
 // Web Worker (the default), in two (`?workers=2`, the total over both) and on the
-// page's own thread (`?decode=page`): `clothcast
+// page's own thread (`?decode=page`), and in a worker not handed its arrays back
+// (`?recycle=0`): `clothcast
 // serve` (the default database), `clothcast play` replaying CMU 131_03 on N avatars, and
 // the viewer in headless Chromium, each way twice, 5 s each. Not a test: figures for the
 // README ("Decoding off the page's thread").
@@ -27,8 +28,10 @@ const browser = await chromium.launch({
 });
 try {
   const page = await browser.newPage({ viewport: { width: 320, height: 240 } });
-  for (const mode of ['worker', 'workers=2', 'page', 'worker', 'workers=2', 'page']) {
-    await page.goto(`http://${addr}/?${mode === 'page' ? 'decode=page' : mode === 'worker' ? 'decode=worker' : mode}`);
+  const query = { worker: 'decode=worker', 'workers=2': 'workers=2', page: 'decode=page', 'worker, recycle=0': 'decode=worker&recycle=0' };
+  const how = { worker: 'a worker', 'workers=2': 'two workers', page: "the page's thread", 'worker, recycle=0': 'a worker, arrays not handed back' };
+  for (const mode of ['worker', 'worker, recycle=0', 'workers=2', 'page', 'worker', 'worker, recycle=0', 'workers=2', 'page']) {
+    await page.goto(`http://${addr}/?${query[mode]}`);
     await page.waitForFunction((n) => window.__clothcast?.avatars?.length === n && window.__clothcast.avatars.every((a) => a.frames > 30), avatars, { timeout: 120000 });
     const samples = [];
     for (let i = 0; i < 5; i++) {
@@ -36,7 +39,7 @@ try {
       samples.push(await page.evaluate(() => window.__clothcast));
     }
     const mean = (k) => samples.reduce((s, x) => s + x[k], 0) / samples.length;
-    console.log(`${avatars} avatars, decoding on ${mode === 'page' ? "the page's thread" : mode === 'worker' ? 'a worker' : 'two workers'}: decoding ${(100 * mean('busy')).toFixed(1)} % of a thread, page's thread ${(100 * mean('page')).toFixed(1)} % on the stream (render ${mean('fps').toFixed(0)} fps, ${mean('kbps').toFixed(0)} kbit/s)`);
+    console.log(`${avatars} avatars, decoding on ${how[mode]}: decoding ${(100 * mean('busy')).toFixed(1)} % of a thread, page's thread ${(100 * mean('page')).toFixed(1)} % on the stream, ${((samples[4].arraysMade - samples[0].arraysMade) / 4).toFixed(0)} arrays made a second (render ${mean('fps').toFixed(0)} fps, ${mean('kbps').toFixed(0)} kbit/s)`);
   }
 } finally {
   await browser.close();

@@ -237,36 +237,54 @@ test('the worker client decodes the same garments (and normals) as the page clie
       const { ClothcastWorkerClient } = await import('/worker-client.js');
       // each client's garment, bones and world by frame number, until 40 frames; the
       // normals the worker computed, and those computed here from the page's garment
-      const run = (Client) => new Promise((ok) => {
-        const c = new Client(url, { normals: true });
+      const run = (Client, more = {}) => new Promise((ok) => {
+        const c = new Client(url, { normals: true, ...more });
         const seen = new Map();
+        let first = null;
         c.addEventListener('frame', (e) => {
           const av = e.detail;
+          first ??= av.garment;
           const normals = av.normals ?? vertexNormals(av.garment, av.asset.setup.triangles, new Float32Array(av.garment.length));
           // (copies: the page client decodes into the same arrays every frame)
           seen.set(av.seq, { garment: Array.from(av.garment), normals: Array.from(normals), fromWorker: !!av.normals, bones: Array.from(av.bones), world: Array.from(av.world), vertices: av.asset.setup.vertexCount });
-          if (seen.size >= 40) { c.close(); ok({ seen: [...seen.entries()], busyMs: c.busyMs, pageMs: c.pageMs ?? null }); }
+          if (seen.size >= 40) { c.close(); ok({ seen: [...seen.entries()], busyMs: c.busyMs, pageMs: c.pageMs ?? null, made: c.arraysMade ?? null, firstLength: first.length }); }
         });
         c.connect();
       });
-      const [page, worker] = await Promise.all([run(ClothcastClient), run(ClothcastWorkerClient)]);
-      const theirs = new Map(worker.seen);
-      let same = 0, differ = [];
-      for (const [seq, f] of page.seen) {
-        const g = theirs.get(seq);
-        if (!g) continue;
-        const equal = f.garment.length === g.garment.length && f.garment.every((x, i) => x === g.garment[i])
-          && f.normals.every((x, i) => x === g.normals[i])
-          && f.bones.every((x, i) => x === g.bones[i]) && f.world.every((x, i) => x === g.world[i]);
-        if (equal) same++; else differ.push(seq);
-      }
+      // the worker client as it comes, and handing each frame's arrays back (recycle)
+      const [page, worker, recycled] = await Promise.all([run(ClothcastClient), run(ClothcastWorkerClient), run(ClothcastWorkerClient, { recycle: true })]);
+      const compare = (other) => {
+        const theirs = new Map(other.seen);
+        let same = 0;
+        const differ = [];
+        for (const [seq, f] of page.seen) {
+          const g = theirs.get(seq);
+          if (!g) continue;
+          const equal = f.garment.length === g.garment.length && f.garment.every((x, i) => x === g.garment[i])
+            && f.normals.every((x, i) => x === g.normals[i])
+            && f.bones.every((x, i) => x === g.bones[i]) && f.world.every((x, i) => x === g.world[i]);
+          if (equal) same++; else differ.push(seq);
+        }
+        return { same, differ };
+      };
+      const { same, differ } = compare(worker);
       const w0 = worker.seen[0][1];
-      return { same, differ, vertices: page.seen[0][1].vertices, lengths: [page.seen[0][1].garment.length, w0.garment.length],
+      return { same, differ, recycledVsPage: compare(recycled), made: [worker.made, recycled.made], firstLength: [worker.firstLength, recycled.firstLength],
+        vertices: page.seen[0][1].vertices, lengths: [page.seen[0][1].garment.length, w0.garment.length],
         workerNormals: worker.seen.every(([, f]) => f.fromWorker) && !page.seen.some(([, f]) => f.fromWorker),
         normalsLit: w0.normals.some((x) => x !== 0) && w0.normals.every(Number.isFinite), workerPageMs: worker.pageMs, workerBusyMs: worker.busyMs };
     }, `ws://${addr}/ws`);
     assert.deepEqual(errors, []);
     assert.deepEqual(r.differ, [], `frames decoded differently: ${r.differ}`);
+    // handing the arrays back changes nothing decoded, and stops the worker making new
+    // ones: 5 a frame (garment, normals, bones, pose, world), ≥ 200 over 40 frames as it
+    // comes; recycled, the sets in flight at the start (the first frame's garment goes
+    // back, empty, when the second arrives)
+    assert.deepEqual(r.recycledVsPage.differ, [], `recycled frames decoded differently: ${r.recycledVsPage.differ}`);
+    assert.ok(r.recycledVsPage.same >= 20, `only ${r.recycledVsPage.same} recycled frames in common`);
+    assert.ok(r.made[0] >= 200, `the worker made only ${r.made[0]} arrays without recycling`);
+    assert.ok(r.made[1] > 0 && r.made[1] <= 25, `the recycling worker made ${r.made[1]} arrays in 40 frames`);
+    assert.deepEqual(r.firstLength, [3 * r.vertices, 0], 'the first frame\'s garment: kept as it came, handed back when recycling');
     // where no module worker can start, the worker client decodes on the page instead
     const fallback = await page.evaluate(async (url) => {
       const { ClothcastWorkerClient } = await import('/worker-client.js');

@@ -24,7 +24,9 @@ camera.position.set(1.5, 1.6, 4.0);
 camera.lookAt(0, 1.0, 0);
 
 const url = new URLSearchParams(location.search).get("url") ?? "ws://127.0.0.1:8470/ws";
-const cc = new ClothcastWorkerClient(url, { normals: true }).connect();
+// (each frame's arrays are copied into the meshes when it comes, so they can go back to
+// the worker to be decoded into: { recycle: true })
+const cc = new ClothcastWorkerClient(url, { normals: true, recycle: true }).connect();
 const garments = new Map(); // avatar id → THREE.Group of its garments' meshes
 const bodies = new Map(); // avatar id → { mesh: THREE.SkinnedMesh, matrices: Float32Array }
 
@@ -71,7 +73,7 @@ cc.addEventListener("frame", ({ detail: avatar }) => {
     garments.set(avatar.id, group);
     scene.add(group);
   }
-  // (the worker client hands over new arrays each frame: copy them in)
+  // (the worker client hands over new arrays each frame, valid until the next: copy them in)
   group.children.forEach((mesh, i) => {
     const { position, normal } = mesh.geometry.attributes;
     position.copyArray(worn[i].garment);
