@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds the C# client with Mono's compiler (C# 7.2, what Unity and .NET Standard 2.0
+# accept) and runs its tests: the decoder against the golden streams in
+# tests/fixtures/codec/v5 (the files the Rust and JavaScript decoders are tested on),
+# MessagePack, and the client against a real `clothcast serve` + `clothcast play`
+# (CLOTHCAST_BIN, default target/debug/clothcast; build it first). Needs `mcs` and
+# `mono` (Debian: mono-mcs mono-runtime). Usage: clients/csharp/test.sh [NAME-FILTER]
+set -euo pipefail
+cd "$(dirname "$0")"
+mkdir -p build
+mcs -langversion:7.2 -target:library -warnaserror+ -out:build/Clothcast.dll Clothcast/*.cs
+mcs -langversion:7.2 -warnaserror+ -r:build/Clothcast.dll -out:build/Tests.exe tests/*.cs
+for example in Watch Bench; do
+  mcs -langversion:7.2 -warnaserror+ -r:build/Clothcast.dll -out:build/$example.exe examples/$example.cs
+done
+exec mono --debug build/Tests.exe "$@"

@@ -1,0 +1,330 @@
+// The client against a real server: `clothcast serve` (tokens on) with the small test
+// database, `clothcast play` of a CMU clip on two avatars; the C# client receives,
+// decodes (every frame's checksum checked against the encoder's) and poses the body.
+// Needs the clothcast binary (CLOTHCAST_BIN, default target/debug/clothcast).
+
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.IO;
+using System.Text.RegularExpressions;
+using System.Threading;
+using Clothcast;
+
+static class ClientTests
+{
+    const string PublisherToken = "csharp-test-publisher", ViewerToken = "csharp-test-viewer";
+
+    static string Bin
+    {
+        get
+        {
+            var b = Environment.GetEnvironmentVariable("CLOTHCAST_BIN");
+            return string.IsNullOrEmpty(b) ? Path.Combine(Harness.Root, "target", "debug", "clothcast") : b;
+        }
+    }
+
+    static Process Spawn(string args)
+    {
+        var p = new ProcessStartInfo(Bin, args)
+        {
+            UseShellExecute = false,
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+            WorkingDirectory = Harness.Root,
+        };
+        p.EnvironmentVariables["CLOTHCAST_PUBLISHER_TOKEN"] = PublisherToken;
+        p.EnvironmentVariables["CLOTHCAST_VIEWER_TOKEN"] = ViewerToken;
+        var proc = Process.Start(p);
+        proc.ErrorDataReceived += (s, e) => { };
+        proc.BeginErrorReadLine();
+        return proc;
+    }
+
+    /// <summary>`clothcast serve` on <paramref name="bind"/>; returns it and its address.</summary>
+    static Process Serve(string bind, out string addr)
+    {
+        var db = Path.Combine(Harness.Root, "tests", "fixtures", "db", "v1", "small.ccdb");
+        var srv = Spawn("serve --db " + db + " --bind " + bind);
+        string found = null;
+        var said = new ManualResetEventSlim();
+        // read its output all along, so that it never blocks on a full pipe
+        srv.OutputDataReceived += (s, e) =>
+        {
+            var m = e.Data == null ? null : Regex.Match(e.Data, @"ws://([0-9.:]+)/ws");
+            if (m != null && m.Success && found == null)
+            {
+                found = m.Groups[1].Value;
+                said.Set();
+            }
+        };
+        srv.BeginOutputReadLine();
+        if (!said.Wait(TimeSpan.FromSeconds(60)))
+        {
+            Stop(srv);
+            throw new TestFailure("the server did not say where it listens");
+        }
+        addr = found;
+        return srv;
+    }
+
+    static Process Play(string addr)
+    {
+        var clip = Path.Combine(Harness.Root, "tests", "fixtures", "mocap", "cmu_131_03.bvh");
+        return Spawn("play " + clip + " --url ws://" + addr + "/ws --avatars 2 --seconds 120");
+    }
+
+    static void Stop(Process p)
+    {
+        try { if (!p.HasExited) p.Kill(); p.WaitForExit(5000); }
+        catch (InvalidOperationException) { }
+    }
+
+    /// <summary>Polls <paramref name="cc"/> until <paramref name="done"/> or the timeout.</summary>
+    static void PollUntil(ClothcastClient cc, Func<bool> done, double seconds, string what)
+    {
+        var clock = Stopwatch.StartNew();
+        while (!done())
+        {
+            if (clock.Elapsed.TotalSeconds > seconds) throw new TestFailure("timed out after " + seconds + " s waiting for " + what);
+            cc.Poll(TimeSpan.FromMilliseconds(50));
+        }
+    }
+
+    /// <summary>An `asset` message carrying the golden setup and a one-triangle body
+    /// on the canonical skeleton's 22 joints (parents as the server's).</summary>
+    static byte[] AssetMessage(byte[] setup, string hash, Action<MsgPackWriter> parents = null)
+    {
+        var body = new float[] { 0, 1, 0, 0.1f, 1, 0, 0, 1.1f, 0 };
+        var skeleton = new float[66];
+        var weights = new float[] { 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0 };
+        Func<float[], byte[]> bytes = f => { var b = new byte[4 * f.Length]; Buffer.BlockCopy(f, 0, b, 0, b.Length); return b; };
+        var w = new MsgPackWriter().Map(10).Str("type").Str("asset").Str("hash").Str(hash).Str("garment").Str("tshirt")
+            .Str("setup").Bin(setup).Str("body_positions").Bin(bytes(body))
+            .Str("body_triangles").Bin(new byte[] { 0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0 })
+            .Str("body_joints").Bin(new byte[12]).Str("body_weights").Bin(bytes(weights))
+            .Str("skeleton").Bin(bytes(skeleton)).Str("parents");
+        if (parents != null) parents(w);
+        else
+        {
+            var server = new[] { -1, 0, 1, 2, 3, 4, 3, 6, 7, 8, 3, 10, 11, 12, 0, 14, 15, 16, 0, 18, 19, 20 };
+            w.Array(server.Length);
+            foreach (var p in server) w.Int(p);
+        }
+        return w.ToArray();
+    }
+
+    /// <summary>A compact `frame` message for <paramref name="avatar"/>.</summary>
+    static byte[] FrameMessage(string avatar, long seq, string asset, byte[] garment)
+    {
+        var world = new byte[28];
+        BitConverter.GetBytes(1f).CopyTo(world, 12);
+        return new MsgPackWriter().Array(9).Str("frame").Str(avatar).Int(seq).Float(seq / 30.0).Float(0)
+            .Bin(world).Bin(new byte[0]).Str(asset).Bin(garment).ToArray();
+    }
+
+    public static void Register(Harness h)
+    {
+        h.Test("client: a server's hostile messages are refused by name and the streams go on", () =>
+        {
+            var dir = Path.Combine(Harness.Root, "tests", "fixtures", "codec", "v5");
+            var setup = File.ReadAllBytes(Path.Combine(dir, "setup.bin"));
+            var stream = File.ReadAllBytes(Path.Combine(dir, "stream.bin"));
+            var recs = new List<byte[]>();
+            for (int at = 0; at < stream.Length;)
+            {
+                int len = BitConverter.ToInt32(stream, at);
+                var r = new byte[len];
+                Array.Copy(stream, at + 4, r, 0, len);
+                recs.Add(r);
+                at += 4 + len;
+            }
+            var cc = new ClothcastClient(new Uri("ws://127.0.0.1:9/ws"), new ClientOptions());
+            var errors = new List<string>();
+            int frames = 0;
+            cc.Error += e => errors.Add(e.Message);
+            cc.FrameReceived += av => frames++;
+            Func<string> drain = () => { errors.Clear(); cc.Poll(); return errors.Count == 1 ? errors[0] : errors.Count + " errors: " + string.Join("; ", errors); };
+            cc.Inject(AssetMessage(setup, "a1"));
+            cc.Inject(FrameMessage("x", 0, "a1", recs[0]));
+            cc.Inject(FrameMessage("y", 0, "a1", recs[0]));
+            Harness.Equal("0 errors: ", drain(), "a good asset and two keyframes");
+            Harness.Equal(2, frames, "frames decoded");
+            var bad = new List<KeyValuePair<byte[], string>>
+            {
+                new KeyValuePair<byte[], string>(new byte[] { 0xc1 }, "unsupported MessagePack type 0xc1"),
+                new KeyValuePair<byte[], string>(new byte[] { 0x92, 0x01 }, "truncated MessagePack"),
+                new KeyValuePair<byte[], string>(new MsgPackWriter().Map(1).Str("kind").Str("asset").ToArray(), "message without type"),
+                new KeyValuePair<byte[], string>(new MsgPackWriter().Int(7).ToArray(), "a message that is neither a map nor a compact frame"),
+                new KeyValuePair<byte[], string>(FrameMessage("x", 1, "nope", recs[1]), "frame for unknown asset nope"),
+                new KeyValuePair<byte[], string>(new MsgPackWriter().Array(3).Str("frame").Str("x").Int(1).ToArray(), "compact frame: 3 entries; a frame has 9 and two per layer, at most 3 layers"),
+                new KeyValuePair<byte[], string>(new MsgPackWriter().Array(9).Str("frame").Int(5).Int(1).Float(0).Float(0).Bin(new byte[28]).Bin(new byte[0]).Str("a1").Bin(recs[1]).ToArray(), "compact frame: avatar: not a String"),
+                new KeyValuePair<byte[], string>(new MsgPackWriter().Array(9).Str("frame").Str("x").Int(1).Float(0).Float(0).Bin(new byte[27]).Bin(new byte[0]).Str("a1").Bin(recs[1]).ToArray(), "compact frame: world: 27 bytes, not 7 floats (28)"),
+                new KeyValuePair<byte[], string>(FrameMessage("x", 1, "a1", new byte[] { 0x43, 0x43, 0x47, 0x46 }), "truncated: frame header"),
+                new KeyValuePair<byte[], string>(AssetMessage(new byte[] { 1, 2, 3 }, "a2"), "truncated: setup header"),
+                new KeyValuePair<byte[], string>(AssetMessage(setup, "a3", w => w.Array(22).Int(5).Int(0).Int(1).Int(2).Int(3).Int(4).Int(3).Int(6).Int(7).Int(8).Int(3).Int(10).Int(11).Int(12).Int(0).Int(14).Int(15).Int(16).Int(0).Int(18).Int(19).Int(20)), "asset parents: a joint's parent must be an earlier joint or -1"),
+                new KeyValuePair<byte[], string>(AssetMessage(setup, "a4", w => w.Array(2).Int(-1).Str("0")), "asset parents: not integers"),
+                new KeyValuePair<byte[], string>(new MsgPackWriter().Map(3).Str("type").Str("error").Str("code").Str("rate").Str("message").Str("slow down").ToArray(), "server: rate: slow down"),
+            };
+            long seq = 1;
+            foreach (var b in bad)
+            {
+                cc.Inject(b.Key);
+                Harness.Equal(b.Value, drain(), "the error named");
+                // x and y still stream, frame after frame
+                cc.Inject(FrameMessage("x", seq, "a1", recs[(int)seq]));
+                cc.Inject(FrameMessage("y", seq, "a1", recs[(int)seq]));
+                frames = 0;
+                Harness.Equal("0 errors: ", drain(), "the frames after it");
+                Harness.Equal(2, frames, "both avatars' frames decoded after a bad message");
+                seq++;
+            }
+            Harness.Equal(2, cc.Avatars.Count, "the avatars stay");
+            foreach (var av in cc.Avatars.Values) Harness.Equal(0L, av.Dropped, av.Id + " lost nothing");
+            // a frame the decoder lacks the reference of counts as lost; the next
+            // keyframe resyncs
+            cc.Inject(FrameMessage("x", seq + 1, "a1", recs[(int)seq + 1]));
+            Harness.Equal("0 errors: ", drain(), "a frame after a gap");
+            Harness.Equal(1L, cc.Avatars["x"].Dropped, "counted as lost");
+        });
+
+        h.Test("client: two avatars stream, decode and pose the body; reconnects after a server restart", () =>
+        {
+            string addr;
+            var srv = Serve("127.0.0.1:0", out addr);
+            var play = Play(addr);
+            var cc = new ClothcastClient(new Uri("ws://" + addr + "/ws"), new ClientOptions { Token = ViewerToken });
+            try
+            {
+                var errors = new List<Exception>();
+                var closes = new List<CloseInfo>();
+                var gone = new List<string>();
+                int assets = 0, welcomes = 0;
+                var frames = new Dictionary<string, int>();
+                var lastSeq = new Dictionary<string, long>();
+                cc.Error += e => errors.Add(e);
+                cc.Closed += c => closes.Add(c);
+                cc.AvatarGone += id => gone.Add(id);
+                cc.Welcomed += () => welcomes++;
+                cc.AssetReceived += a =>
+                {
+                    assets++;
+                    Harness.True(a.Setup.VertexCount > 100, "a garment setup");
+                    Harness.Equal(22, a.Parents.Length, "the canonical skeleton's parents");
+                    Harness.Equal(66, a.Skeleton.Length, "22 rest joints");
+                    int bodyVertices = a.BodyPositions.Length / 3;
+                    Harness.Equal(4 * bodyVertices, a.BodyJoints.Length, "4 skin joints a body vertex");
+                    Harness.Equal(4 * bodyVertices, a.BodyWeights.Length, "4 skin weights a body vertex");
+                };
+                cc.FrameReceived += av =>
+                {
+                    int n;
+                    frames.TryGetValue(av.Id, out n);
+                    frames[av.Id] = n + 1;
+                    long before;
+                    if (lastSeq.TryGetValue(av.Id, out before)) Harness.True(av.Seq > before, av.Id + ": frame numbers increase");
+                    lastSeq[av.Id] = av.Seq;
+                };
+                cc.Start();
+                PollUntil(cc, () => frames.Count >= 2 && Min(frames) >= 45, 90, "45 frames of each of 2 avatars");
+                Harness.Equal(1, welcomes, "welcomed once");
+                Harness.True(assets >= 1, "the asset came before its frames");
+                Harness.Equal(0, errors.Count, "errors: " + string.Join("; ", errors));
+                Harness.Equal(30.0, cc.TickHz, "the server's tick rate");
+                foreach (var av in cc.Avatars.Values)
+                {
+                    Harness.True(av.Dropped <= 2, av.Id + ": dropped " + av.Dropped);
+                    CheckOnBody(av);
+                }
+
+                // the server restarts on the same address: the client says so, drops the
+                // avatars, connects again and they stream again from keyframes
+                Stop(play);
+                Stop(srv);
+                PollUntil(cc, () => closes.Count >= 1, 30, "the drop");
+                Harness.True(closes[0].RetryIn.HasValue, "a drop it retries after: " + closes[0]);
+                Harness.Equal(2, gone.Count, "both avatars gone with the connection");
+                Harness.Equal(0, cc.Avatars.Count, "no avatars while disconnected");
+                srv = Serve(addr, out addr);
+                play = Play(addr);
+                frames.Clear();
+                lastSeq.Clear();
+                PollUntil(cc, () => frames.Count >= 2 && Min(frames) >= 10, 90, "frames again after the restart");
+                Harness.True(cc.Connections >= 2, "connected again");
+                Harness.Equal(0, errors.Count, "errors: " + string.Join("; ", errors));
+                foreach (var av in cc.Avatars.Values) CheckOnBody(av);
+            }
+            finally
+            {
+                cc.Dispose();
+                Stop(play);
+                Stop(srv);
+            }
+        });
+
+        h.Test("client: a wrong token is refused with 4001 and not retried", () =>
+        {
+            string addr;
+            var srv = Serve("127.0.0.1:0", out addr);
+            var cc = new ClothcastClient(new Uri("ws://" + addr + "/ws"), new ClientOptions { Token = "not-the-token" });
+            try
+            {
+                var closes = new List<CloseInfo>();
+                cc.Closed += c => closes.Add(c);
+                cc.Start();
+                PollUntil(cc, () => closes.Count >= 1, 30, "the refusal");
+                Harness.Equal(4001, closes[0].Code, "close code (" + closes[0] + ")");
+                Harness.True(!closes[0].RetryIn.HasValue, "not retried");
+                Thread.Sleep(1500);
+                cc.Poll();
+                Harness.Equal(1, cc.Connections, "one connection only");
+            }
+            finally
+            {
+                cc.Dispose();
+                Stop(srv);
+            }
+        });
+    }
+
+    static int Min(Dictionary<string, int> d)
+    {
+        int m = int.MaxValue;
+        foreach (var v in d.Values) m = Math.Min(m, v);
+        return m;
+    }
+
+    /// <summary>The garment, moved into the world by the frame's world transform, lies
+    /// on the body posed by the frame's bones (<see cref="Skinning.BoneMatrices"/>):
+    /// every sampled garment vertex within 15 cm of a posed body vertex, and most within
+    /// 4 cm (on the test database's garment: median ~2.6 cm, the largest ~9 cm, a loose
+    /// hem). A wrong world transform, bone order or matrix layout puts it decimetres to
+    /// metres off.</summary>
+    static void CheckOnBody(RemoteAvatar av)
+    {
+        var a = av.Asset;
+        int nb = a.Parents.Length;
+        var mats = new float[16 * nb];
+        Skinning.BoneMatrices(av.Bones, av.World, mats);
+        int bodyVertices = a.BodyPositions.Length / 3;
+        var posed = new float[3 * bodyVertices];
+        Skinning.PoseBody(a, mats, posed);
+        var garment = new float[av.Garment.Length];
+        Skinning.ToWorld(av.Garment, av.World, garment);
+        int n = garment.Length / 3, sampled = 0, near = 0;
+        for (int i = 0; i < n; i += Math.Max(1, n / 300))
+        {
+            double best = double.MaxValue;
+            for (int v = 0; v < bodyVertices; v++)
+            {
+                double dx = garment[3 * i] - posed[3 * v], dy = garment[3 * i + 1] - posed[3 * v + 1], dz = garment[3 * i + 2] - posed[3 * v + 2];
+                best = Math.Min(best, dx * dx + dy * dy + dz * dz);
+            }
+            best = Math.Sqrt(best);
+            Harness.True(best < 0.15, av.Id + ": garment vertex " + i + " is " + best.ToString("F3") + " m from the posed body");
+            sampled++;
+            if (best < 0.04) near++;
+        }
+        Harness.True(near >= 0.6 * sampled, av.Id + ": only " + near + " of " + sampled + " garment vertices within 4 cm of the posed body vertices");
+    }
+}

@@ -1,0 +1,161 @@
+// A Unity component that shows every avatar a clothcast server streams: its body,
+// skinned on the CPU from the bones each garment frame carries, and its garments,
+// decoded in place, as dynamic meshes under this GameObject.
+//
+// Setup: copy clients/csharp/Clothcast/*.cs into the project's Assets (any folder),
+// and this file too; add the component to an empty GameObject; set the URL (and the
+// viewer token where the server has one); optionally assign materials (the fallback
+// uses the built-in render pipeline's "Standard" shader). Play.
+//
+// clothcast's frame is right-handed (+Y up, metres); Unity's is left-handed (+Y up,
+// metres): positions are mirrored through the XY plane (z → −z) and triangles wound
+// the other way, so shapes come out the same, not mirrored.
+//
+// Written against Unity 2021 LTS's API (Mesh, MeshFilter, MeshRenderer, Material);
+// this repository's CI has no Unity, so this file is not built there. The library it
+// calls is what clients/csharp/test.sh tests.
+
+using System;
+using System.Collections.Generic;
+using Clothcast;
+using UnityEngine;
+using UnityEngine.Rendering;
+
+public class ClothcastStream : MonoBehaviour
+{
+    [Tooltip("The server's WebSocket endpoint")]
+    public string url = "ws://127.0.0.1:8470/ws";
+    [Tooltip("Viewer token (empty where the server runs without tokens)")]
+    public string token = "";
+    public Material bodyMaterial;
+    public Material garmentMaterial;
+
+    ClothcastClient client;
+    readonly Dictionary<string, Shown> shown = new Dictionary<string, Shown>();
+
+    /// <summary>What the scene shows of one avatar.</summary>
+    sealed class Shown
+    {
+        public GameObject root;
+        public Piece body;
+        public Piece[] garments;
+        public float[] matrices;
+    }
+
+    /// <summary>One dynamic mesh and the arrays it is filled from.</summary>
+    sealed class Piece
+    {
+        public Mesh mesh;
+        public float[] world;
+        public Vector3[] vertices;
+    }
+
+    void Start()
+    {
+        client = new ClothcastClient(new Uri(url), new ClientOptions { Token = string.IsNullOrEmpty(token) ? null : token });
+        client.AvatarAdded += Add;
+        client.FrameReceived += Show;
+        client.AvatarGone += Remove;
+        client.Error += e => Debug.LogWarning("clothcast: " + e.Message);
+        client.Closed += c => Debug.Log("clothcast: connection closed (" + c + ")" + (c.RetryIn.HasValue ? ", reconnecting" : ""));
+        client.Start();
+    }
+
+    void Update()
+    {
+        // parses, decodes and raises the events above, on this (the main) thread
+        client.Poll();
+    }
+
+    void OnDestroy()
+    {
+        if (client != null) client.Dispose();
+    }
+
+    Material Fallback(Material m, Color color)
+    {
+        if (m != null) return m;
+        var made = new Material(Shader.Find("Standard"));
+        made.color = color;
+        return made;
+    }
+
+    Piece Make(Transform parent, string name, int vertices, int[] triangles, Material material)
+    {
+        var go = new GameObject(name);
+        go.transform.SetParent(parent, false);
+        var mesh = new Mesh { name = name };
+        if (vertices > 65535) mesh.indexFormat = IndexFormat.UInt32;
+        mesh.MarkDynamic();
+        mesh.vertices = new Vector3[vertices];
+        // the other winding for the mirrored frame
+        var tris = new int[triangles.Length];
+        for (int t = 0; t < triangles.Length; t += 3)
+        {
+            tris[t] = triangles[t];
+            tris[t + 1] = triangles[t + 2];
+            tris[t + 2] = triangles[t + 1];
+        }
+        mesh.triangles = tris;
+        go.AddComponent<MeshFilter>().sharedMesh = mesh;
+        go.AddComponent<MeshRenderer>().sharedMaterial = material;
+        return new Piece { mesh = mesh, world = new float[3 * vertices], vertices = new Vector3[vertices] };
+    }
+
+    void Add(RemoteAvatar av)
+    {
+        Remove(av.Id);
+        var root = new GameObject("clothcast " + av.Id);
+        root.transform.SetParent(transform, false);
+        var a = av.Asset;
+        var s = new Shown
+        {
+            root = root,
+            body = Make(root.transform, "body", a.BodyPositions.Length / 3, a.BodyTriangles, Fallback(bodyMaterial, new Color(0.8f, 0.65f, 0.55f))),
+            garments = new Piece[1 + av.Layers.Length],
+            matrices = new float[16 * a.Parents.Length],
+        };
+        var cloth = Fallback(garmentMaterial, new Color(0.2f, 0.4f, 0.8f));
+        s.garments[0] = Make(root.transform, a.Garment, a.Setup.VertexCount, a.Setup.Triangles, cloth);
+        for (int k = 0; k < av.Layers.Length; k++)
+        {
+            var l = av.Layers[k].Asset;
+            s.garments[k + 1] = Make(root.transform, l.Garment, l.Setup.VertexCount, l.Setup.Triangles, cloth);
+        }
+        shown[av.Id] = s;
+    }
+
+    static void Fill(Piece p)
+    {
+        var w = p.world;
+        for (int i = 0; i < p.vertices.Length; i++) p.vertices[i] = new Vector3(w[3 * i], w[3 * i + 1], -w[3 * i + 2]);
+        p.mesh.vertices = p.vertices;
+        p.mesh.RecalculateNormals();
+        p.mesh.RecalculateBounds();
+    }
+
+    void Show(RemoteAvatar av)
+    {
+        Shown s;
+        if (!shown.TryGetValue(av.Id, out s)) return;
+        // the body posed by the bones the garment frame carries, in the world frame
+        Skinning.BoneMatrices(av.Bones, av.World, s.matrices);
+        Skinning.PoseBody(av.Asset, s.matrices, s.body.world);
+        Fill(s.body);
+        Skinning.ToWorld(av.Garment, av.World, s.garments[0].world);
+        Fill(s.garments[0]);
+        for (int k = 0; k < av.Layers.Length; k++)
+        {
+            Skinning.ToWorld(av.Layers[k].Garment, av.World, s.garments[k + 1].world);
+            Fill(s.garments[k + 1]);
+        }
+    }
+
+    void Remove(string id)
+    {
+        Shown s;
+        if (!shown.TryGetValue(id, out s)) return;
+        Destroy(s.root);
+        shown.Remove(id);
+    }
+}
