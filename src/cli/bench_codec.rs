@@ -50,6 +50,11 @@ pub(crate) struct CodecBench {
     /// headsets run) on the same frames; needs `node` on the PATH.
     #[arg(long)]
     js: bool,
+    /// Also time the C# decoder (`clients/csharp`, what Unity and .NET clients run) on
+    /// the same frames: the path of its built `Bench.exe` (`clients/csharp/test.sh`
+    /// builds it into `clients/csharp/build/`), run with `mono`.
+    #[arg(long, value_name = "BENCH_EXE")]
+    csharp: Option<PathBuf>,
     /// clothcast's encoder and decoder each code every sequence this many times (fresh
     /// state each pass, the output checked identical), and the fastest pass is shown:
     /// the figure least disturbed by other work on a shared machine.
@@ -152,7 +157,7 @@ pub(crate) fn run(b: CodecBench) -> anyhow::Result<()> {
                 matched += 1;
                 let seq = record(&synth, &clip, first, count, speed, fps, bind)?;
                 let key_every = ((b.keyframe_interval * fps as f32) as usize).max(1);
-                for r in run_methods(setup, bfs, &seq, key_every, b.js, b.passes)? {
+                for r in run_methods(setup, bfs, &seq, key_every, &peers_of(&b), b.passes)? {
                     outln!(
                         "{:<26} {:<20} {:>7.2} {:>7.2} {:>7.1} {:>8.3} {:>8.3} {:>9} {:>9.0}",
                         label,
@@ -305,7 +310,7 @@ fn run_methods(
     breadth_first: &Arc<GarmentSetup>,
     seq: &Sequence,
     key_every: usize,
-    js: bool,
+    decoders: &[Peer],
     passes: u32,
 ) -> anyhow::Result<Vec<MethodResult>> {
     let n = setup.vertex_count();
@@ -369,14 +374,15 @@ fn run_methods(
     peers::run(&lattice, setup.step, n, seq, key_every, &mut results)?;
     #[cfg(not(feature = "codec-peers"))]
     let _ = &lattice;
-    if js {
-        let us = js_decode(
+    for peer in decoders {
+        let us = peer_decode(
+            peer,
             setup,
             &frames,
             decoded.last().map_or(&[][..], Vec::as_slice),
         )?;
         results.push(MethodResult {
-            method: "clothcast v5 (JS)",
+            method: peer.method(),
             enc_us: f64::NAN,
             dec_us: us,
             ..ours
@@ -460,40 +466,88 @@ fn code_ours(
     })
 }
 
-/// Decodes `frames` with the JavaScript decoder in Node (the codec.js built into this
-/// binary, so what the server serves) and returns its µs per frame; fails unless its
-/// last frame is bit-identical to `last`, Rust's decoding of it.
-fn js_decode(setup: &GarmentSetup, frames: &[Vec<u8>], last: &[f32]) -> anyhow::Result<f64> {
+/// A decoder of another language timed on the bench's frames.
+enum Peer {
+    /// The JavaScript decoder in Node.
+    Js,
+    /// The C# decoder's `Bench.exe`, run with `mono`.
+    CSharp(PathBuf),
+}
+
+impl Peer {
+    fn method(&self) -> &'static str {
+        match self {
+            Peer::Js => "clothcast v5 (JS)",
+            Peer::CSharp(_) => "clothcast v5 (C#)",
+        }
+    }
+}
+
+/// The other decoders `b` asks for.
+fn peers_of(b: &CodecBench) -> Vec<Peer> {
+    let mut p = Vec::new();
+    if b.js {
+        p.push(Peer::Js);
+    }
+    if let Some(exe) = &b.csharp {
+        p.push(Peer::CSharp(exe.clone()));
+    }
+    p
+}
+
+/// Decodes `frames` with another language's decoder (for JavaScript, the codec.js built
+/// into this binary, so what the server serves) and returns its µs per frame; fails
+/// unless its last frame is bit-identical to `last`, Rust's decoding of it.
+fn peer_decode(
+    peer: &Peer,
+    setup: &GarmentSetup,
+    frames: &[Vec<u8>],
+    last: &[f32],
+) -> anyhow::Result<f64> {
     use anyhow::Context;
-    let dir = std::env::temp_dir().join(format!("clothcast-bench-js-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("clothcast-bench-peer-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut stream = Vec::new();
     for f in frames {
         stream.extend_from_slice(&(f.len() as u32).to_le_bytes());
         stream.extend_from_slice(f);
     }
+    let setup_bytes = setup.to_bytes();
+    let mut files: Vec<(&str, &[u8])> = vec![("setup.bin", &setup_bytes), ("stream.bin", &stream)];
     let codec_js = crate::net::web_file("codec.js").context("codec.js is not built in")?;
-    let files: [(&str, &[u8]); 4] = [
-        ("setup.bin", &setup.to_bytes()),
-        ("stream.bin", &stream),
-        ("codec.js", codec_js.as_bytes()),
-        (
-            "decode.mjs",
-            include_bytes!("../../clients/web/bench/decode.mjs"),
-        ),
-    ];
+    let mut command = match peer {
+        Peer::Js => {
+            files.push(("codec.js", codec_js.as_bytes()));
+            files.push((
+                "decode.mjs",
+                include_bytes!("../../clients/web/bench/decode.mjs"),
+            ));
+            let mut c = std::process::Command::new("node");
+            c.arg(dir.join("decode.mjs"));
+            c
+        }
+        Peer::CSharp(exe) => {
+            let mut c = std::process::Command::new("mono");
+            c.arg(exe);
+            c
+        }
+    };
     for (name, bytes) in files {
         std::fs::write(dir.join(name), bytes)?;
     }
-    let run = std::process::Command::new("node")
-        .arg(dir.join("decode.mjs"))
-        .arg(&dir)
-        .output();
+    let run = command.arg(&dir).output();
     let _ = std::fs::remove_dir_all(&dir);
-    let run = run.context("running node (bench codec --js needs Node.js on the PATH)")?;
+    let run = run.with_context(|| match peer {
+        Peer::Js => "running node (bench codec --js needs Node.js on the PATH)".to_string(),
+        Peer::CSharp(exe) => format!(
+            "running mono {} (bench codec --csharp needs Mono on the PATH)",
+            exe.display()
+        ),
+    })?;
     anyhow::ensure!(
         run.status.success(),
-        "the JavaScript decoder failed: {}",
+        "the {} decoder failed: {}",
+        peer.method(),
         String::from_utf8_lossy(&run.stderr)
     );
     #[derive(serde::Deserialize)]
@@ -501,17 +555,22 @@ fn js_decode(setup: &GarmentSetup, frames: &[Vec<u8>], last: &[f32]) -> anyhow::
         us_per_frame: f64,
         hash: u32,
     }
-    let r: Report = serde_json::from_slice(&run.stdout)
-        .with_context(|| format!("node printed {:?}", String::from_utf8_lossy(&run.stdout)))?;
+    let r: Report = serde_json::from_slice(&run.stdout).with_context(|| {
+        format!(
+            "{} printed {:?}",
+            peer.method(),
+            String::from_utf8_lossy(&run.stdout)
+        )
+    })?;
     let rust = word_hash(last.iter().map(|x| x.to_bits()));
     anyhow::ensure!(
         r.hash == rust,
-        "the JavaScript decoder's last frame differs from Rust's (hash {:08x}, Rust {rust:08x})",
+        "the {} decoder's last frame differs from Rust's (hash {:08x}, Rust {rust:08x})",
+        peer.method(),
         r.hash
     );
     Ok(r.us_per_frame)
 }
-
 #[cfg(feature = "codec-peers")]
 mod peers {
     //! The comparison codecs (built with `--features codec-peers`).
