@@ -52,6 +52,11 @@ namespace Clothcast
         /// <summary>Largest message accepted from the server, bytes (assets of a large
         /// garment and body are a few MB); a larger one drops the connection.</summary>
         public int MaxMessageBytes = 64 << 20;
+        /// <summary>Parse and decode on the network task instead of in Poll(): Poll()
+        /// then only hands over the decoded arrays and raises the events, so a render
+        /// thread (Unity's main thread) spends ~nothing on the streams. Either way the
+        /// events and the avatars are Poll()'s, on its thread.</summary>
+        public bool DecodeOnNetworkThread;
         /// <summary>Most messages queued for Poll(); when it is full the network task
         /// waits, and the server's bounded queue drops frames and resyncs with a
         /// keyframe, as for any slow viewer.</summary>
@@ -84,13 +89,16 @@ namespace Clothcast
     public sealed class Layer
     {
         public GarmentAsset Asset;
-        /// <summary>Its vertices, metres, canonical frame, decoded in place.</summary>
+        /// <summary>Its vertices, metres, canonical frame (null before the first
+        /// frame).</summary>
         public float[] Garment;
-        internal GarmentDecoder Decoder;
     }
 
-    /// <summary>One streamed avatar. Its arrays are decoded in place at every frame and
-    /// keep their identity while the avatar wears the same garments.</summary>
+    /// <summary>One streamed avatar, updated in Poll(). Its arrays (Garment, the
+    /// layers' Garment, Bones, Pose, World) are the last frame's: each frame brings
+    /// other arrays, and the ones it replaces are reused for a later frame, so read or
+    /// copy them in the frame's event (or before the next Poll()), and do not keep
+    /// them. Garment and Bones are null before the first frame.</summary>
     public sealed class RemoteAvatar
     {
         public string Id;
@@ -116,7 +124,8 @@ namespace Clothcast
         public long Seq = -1, Frames, Bytes, Dropped;
         /// <summary>Server time of the last frame's tick, seconds.</summary>
         public double Timestamp;
-        internal GarmentDecoder Decoder;
+        internal AvatarStream Stream;
+        internal FrameBuffers Buffers;
     }
 
     /// <summary>Why a connection ended; <see cref="RetryIn"/> is null when the client
@@ -133,16 +142,15 @@ namespace Clothcast
     public sealed class ClothcastClient : IDisposable
     {
         public const int ProtocolVersion = 1;
-        const int CompactHead = 9, MaxOutfit = 4;
         static readonly TimeSpan RetryFirst = TimeSpan.FromMilliseconds(500), RetryMax = TimeSpan.FromSeconds(10);
+        /// <summary>A monotonic clock for the watchdog (Environment.TickCount wraps).</summary>
+        static readonly System.Diagnostics.Stopwatch Clock = System.Diagnostics.Stopwatch.StartNew();
 
         readonly Uri url;
         readonly ClientOptions options;
-        readonly Dictionary<string, GarmentAsset> assets = new Dictionary<string, GarmentAsset>();
         readonly Dictionary<string, RemoteAvatar> avatars = new Dictionary<string, RemoteAvatar>();
-        /// <summary>The hashes of the assets held (read by the network task: a
-        /// reconnecting client asks the server not to send them again, `have`).</summary>
-        readonly ConcurrentDictionary<string, bool> held = new ConcurrentDictionary<string, bool>();
+        readonly Session session = new Session();
+        readonly List<ClientEvent> events = new List<ClientEvent>();
         readonly BlockingCollection<Incoming> queue;
         readonly CancellationTokenSource stop = new CancellationTokenSource();
         Task loop;
@@ -172,11 +180,15 @@ namespace Clothcast
         public int Connections { get { return connections; } }
         int connections;
 
+        /// <summary>What the network task queues for Poll(): a message as it came, or
+        /// (with DecodeOnNetworkThread) the events it was already turned into, or the
+        /// end of a connection.</summary>
         sealed class Incoming
         {
             public byte[] Data;
             public int Length;
             public bool Text;
+            public ClientEvent[] Events;
             public CloseInfo Close;
         }
 
@@ -213,12 +225,22 @@ namespace Clothcast
             while (queue.TryTake(out m, handled == 0 ? wait : TimeSpan.Zero))
             {
                 handled++;
-                if (m.Close != null) { Lost(m.Close); continue; }
-                try { Handle(m); }
-                catch (Exception e) when (e is MsgPackException || e is CodecException || e is ProtocolException)
+                if (m.Events != null)
                 {
-                    Raise(Error, e);
+                    foreach (var e in m.Events) Apply(e);
+                    continue;
                 }
+                if (m.Close != null)
+                {
+                    // what the connection streamed is gone; the next one starts from
+                    // keyframes
+                    if (!options.DecodeOnNetworkThread) session.Reset();
+                    Apply(new ClientEvent { Kind = ClientEvent.Kinds.Closed, Close = m.Close });
+                    continue;
+                }
+                events.Clear();
+                session.Handle(m.Data, m.Length, m.Text, events);
+                foreach (var e in events) Apply(e);
             }
             return handled;
         }
@@ -235,218 +257,74 @@ namespace Clothcast
             if (handler != null) handler(value);
         }
 
-        void Lost(CloseInfo close)
+        /// <summary>Applies one event to the avatars and raises it.</summary>
+        void Apply(ClientEvent e)
         {
-            // what the connection streamed is gone; the next one starts from keyframes
-            var ids = new List<string>(avatars.Keys);
-            avatars.Clear();
-            foreach (var id in ids) Raise(AvatarGone, id);
-            Raise(Closed, close);
-        }
-
-        void Handle(Incoming m)
-        {
-            if (m.Text) throw new ProtocolException("a text message from the server; this client speaks MessagePack");
-            var v = MsgPack.Decode(m.Data, 0, m.Length);
-            var a = v as object[];
-            if (a != null) { Frame(a, m.Length); return; }
-            var map = v as Dictionary<string, object>;
-            if (map == null) throw new ProtocolException("a message that is neither a map nor a compact frame");
-            string type = Get<string>(map, "type");
-            switch (type)
+            switch (e.Kind)
             {
-                case "welcome":
-                    TickHz = Number(map, "tick_hz");
+                case ClientEvent.Kinds.Welcome:
+                    TickHz = e.TickHz;
                     if (Welcomed != null) Welcomed();
                     break;
-                case "asset":
+                case ClientEvent.Kinds.Asset:
+                    Raise(AssetReceived, e.Asset);
+                    break;
+                case ClientEvent.Kinds.Added:
                     {
-                        var asset = new GarmentAsset
+                        var s = e.Stream;
+                        var av = new RemoteAvatar { Id = s.Id, Asset = s.Assets[0], Stream = s, Layers = new Layer[s.Assets.Length - 1] };
+                        for (int k = 1; k < s.Assets.Length; k++) av.Layers[k - 1] = new Layer { Asset = s.Assets[k] };
+                        avatars[s.Id] = av;
+                        Raise(AvatarAdded, av);
+                        break;
+                    }
+                case ClientEvent.Kinds.Frame:
+                    {
+                        RemoteAvatar av;
+                        if (!avatars.TryGetValue(e.Stream.Id, out av) || av.Stream != e.Stream)
                         {
-                            Hash = Get<string>(map, "hash"),
-                            Garment = map.ContainsKey("garment") ? Get<string>(map, "garment") : "",
-                            Setup = Setup(Get<ArraySegment<byte>>(map, "setup")),
-                            BodyPositions = Floats(Get<ArraySegment<byte>>(map, "body_positions"), "body_positions"),
-                            BodyTriangles = Ints(Get<ArraySegment<byte>>(map, "body_triangles"), "body_triangles"),
-                            BodyJoints = Copy(Get<ArraySegment<byte>>(map, "body_joints")),
-                            BodyWeights = Floats(Get<ArraySegment<byte>>(map, "body_weights"), "body_weights"),
-                            Skeleton = Floats(Get<ArraySegment<byte>>(map, "skeleton"), "skeleton"),
-                        };
-                        var parents = Get<object[]>(map, "parents");
-                        asset.Parents = new int[parents.Length];
-                        for (int i = 0; i < parents.Length; i++)
-                        {
-                            if (!(parents[i] is long)) throw new ProtocolException("asset parents: not integers");
-                            asset.Parents[i] = (int)(long)parents[i];
+                            e.Stream.Pool.Enqueue(e.Buffers);
+                            break;
                         }
-                        Validate(asset);
-                        assets[asset.Hash] = asset;
-                        held[asset.Hash] = true;
-                        Raise(AssetReceived, asset);
+                        // the frame's arrays become the avatar's; its previous ones go back
+                        // to the decoding thread
+                        if (av.Buffers != null) av.Stream.Pool.Enqueue(av.Buffers);
+                        var b = e.Buffers;
+                        av.Buffers = b;
+                        av.Garment = b.Garments[0];
+                        for (int k = 0; k < av.Layers.Length; k++) av.Layers[k].Garment = b.Garments[k + 1];
+                        av.Bones = b.Bones;
+                        av.Pose = b.Pose;
+                        av.World = b.World;
+                        av.Seq = e.Seq;
+                        av.Frames = e.Frames;
+                        av.Bytes = e.Bytes;
+                        av.Dropped = e.Dropped;
+                        av.Timestamp = e.Timestamp;
+                        Raise(FrameReceived, av);
                         break;
                     }
-                case "gone":
+                case ClientEvent.Kinds.Lost:
                     {
-                        string id = Get<string>(map, "avatar");
-                        if (avatars.Remove(id)) Raise(AvatarGone, id);
+                        RemoteAvatar av;
+                        if (avatars.TryGetValue(e.Stream.Id, out av) && av.Stream == e.Stream) av.Dropped = e.Dropped;
                         break;
                     }
-                case "error":
-                    Raise(Error, new ProtocolException("server: " + Get<string>(map, "code") + ": " + Get<string>(map, "message")));
+                case ClientEvent.Kinds.Gone:
+                    if (avatars.Remove(e.Id)) Raise(AvatarGone, e.Id);
                     break;
-                default: // pong, and types this client does not know yet
+                case ClientEvent.Kinds.Error:
+                    Raise(Error, e.Error);
                     break;
+                case ClientEvent.Kinds.Closed:
+                    {
+                        var ids = new List<string>(avatars.Keys);
+                        avatars.Clear();
+                        foreach (var id in ids) Raise(AvatarGone, id);
+                        Raise(Closed, e.Close);
+                        break;
+                    }
             }
-        }
-
-        /// <summary>A compact frame: "frame", avatar, seq, timestamp, pose_timestamp,
-        /// world (28 bytes of 7 f32 LE), pose bytes, asset, garment bytes, then an asset
-        /// and garment bytes per layer.</summary>
-        void Frame(object[] f, int size)
-        {
-            int layers = (f.Length - CompactHead) / 2;
-            if (f.Length < CompactHead || (f.Length - CompactHead) % 2 != 0 || layers > MaxOutfit - 1)
-            {
-                throw new ProtocolException("compact frame: " + f.Length + " entries; a frame has " + CompactHead + " and two per layer, at most " + (MaxOutfit - 1) + " layers");
-            }
-            if (!"frame".Equals(f[0])) throw new ProtocolException("compact frame: its first entry is not \"frame\"");
-            string id = At<string>(f, 1, "avatar");
-            long seq = At<long>(f, 2, "seq");
-            double timestamp = f[3] is long ? (long)f[3] : At<double>(f, 3, "timestamp");
-            var world = At<ArraySegment<byte>>(f, 5, "world");
-            if (world.Count != 28) throw new ProtocolException("compact frame: world: " + world.Count + " bytes, not 7 floats (28)");
-            var pose = At<ArraySegment<byte>>(f, 6, "pose");
-            var asset = Known(At<string>(f, 7, "asset"));
-            var garment = At<ArraySegment<byte>>(f, 8, "garment");
-            var over = new GarmentAsset[layers];
-            for (int k = 0; k < layers; k++) over[k] = Known(At<string>(f, CompactHead + 2 * k, "a layer's asset"));
-            RemoteAvatar av;
-            bool same = avatars.TryGetValue(id, out av) && av.Asset == asset && av.Layers.Length == layers;
-            for (int k = 0; same && k < layers; k++) same = av.Layers[k].Asset == over[k];
-            if (!same)
-            {
-                // a new avatar, or new garments: new streams, starting with keyframes
-                av = new RemoteAvatar
-                {
-                    Id = id,
-                    Asset = asset,
-                    Decoder = new GarmentDecoder(asset.Setup),
-                    Garment = new float[3 * asset.Setup.VertexCount],
-                    Bones = new float[7 * asset.Setup.BoneCount],
-                    Layers = new Layer[layers],
-                };
-                for (int k = 0; k < layers; k++)
-                {
-                    av.Layers[k] = new Layer { Asset = over[k], Decoder = new GarmentDecoder(over[k].Setup), Garment = new float[3 * over[k].Setup.VertexCount] };
-                }
-                avatars[id] = av;
-                Raise(AvatarAdded, av);
-            }
-            av.Bytes += size;
-            try
-            {
-                av.Decoder.Decode(garment.Array, garment.Offset, garment.Count, av.Garment);
-                // every layer's frame has the frame's number: in step with the first
-                for (int k = 0; k < layers; k++)
-                {
-                    var g = At<ArraySegment<byte>>(f, CompactHead + 2 * k + 1, "a layer's garment");
-                    av.Layers[k].Decoder.Decode(g.Array, g.Offset, g.Count, av.Layers[k].Garment);
-                }
-            }
-            catch (CodecException e)
-            {
-                // a delta whose reference this client lacks (it missed frames): the
-                // server resyncs a viewer that fell behind with a keyframe
-                if (e.Code == "missing-reference") { av.Dropped++; return; }
-                throw;
-            }
-            if (av.Seq >= 0 && seq > av.Seq + 1) av.Dropped += seq - av.Seq - 1;
-            av.Seq = seq;
-            av.Frames++;
-            av.Timestamp = timestamp;
-            av.Decoder.Bones(av.Bones);
-            for (int i = 0; i < 7; i++) av.World[i] = BitConverter.ToSingle(world.Array, world.Offset + 4 * i);
-            for (int i = 0; i < av.Pose.Length && 4 * i + 4 <= pose.Count; i++) av.Pose[i] = BitConverter.ToSingle(pose.Array, pose.Offset + 4 * i);
-            Raise(FrameReceived, av);
-        }
-
-        /// <summary>An asset's body arrays agree with each other and its skeleton
-        /// (what <see cref="Skinning.PoseBody"/> relies on).</summary>
-        static void Validate(GarmentAsset a)
-        {
-            int n = a.BodyPositions.Length / 3, joints = a.Parents.Length;
-            if (a.BodyPositions.Length % 3 != 0) throw new ProtocolException("asset body_positions: not whole triples");
-            if (a.BodyJoints.Length != 4 * n || a.BodyWeights.Length != 4 * n) throw new ProtocolException("asset body skin: not 4 joints and 4 weights a body vertex");
-            if (a.BodyTriangles.Length % 3 != 0) throw new ProtocolException("asset body_triangles: not whole triples");
-            foreach (var t in a.BodyTriangles)
-            {
-                if (t < 0 || t >= n) throw new ProtocolException("asset body_triangles: a vertex index past the body");
-            }
-            foreach (var j in a.BodyJoints)
-            {
-                if (j >= joints) throw new ProtocolException("asset body_joints: a joint past the skeleton");
-            }
-            if (a.Skeleton.Length != 3 * joints) throw new ProtocolException("asset skeleton: not a rest position per parent entry");
-            if (a.Setup.BoneCount != joints) throw new ProtocolException("asset: the garment's bones are not the body's joints");
-            for (int j = 0; j < joints; j++)
-            {
-                if (a.Parents[j] >= j || a.Parents[j] < -1) throw new ProtocolException("asset parents: a joint's parent must be an earlier joint or -1");
-            }
-        }
-
-        GarmentAsset Known(string hash)
-        {
-            GarmentAsset a;
-            if (!assets.TryGetValue(hash, out a)) throw new ProtocolException("frame for unknown asset " + hash);
-            return a;
-        }
-
-        static T At<T>(object[] f, int i, string what)
-        {
-            if (!(f[i] is T)) throw new ProtocolException("compact frame: " + what + ": not a " + typeof(T).Name);
-            return (T)f[i];
-        }
-
-        static T Get<T>(Dictionary<string, object> m, string key)
-        {
-            object v;
-            if (!m.TryGetValue(key, out v)) throw new ProtocolException("message without " + key);
-            if (!(v is T)) throw new ProtocolException(key + ": not a " + typeof(T).Name);
-            return (T)v;
-        }
-
-        static double Number(Dictionary<string, object> m, string key)
-        {
-            object v;
-            if (!m.TryGetValue(key, out v)) throw new ProtocolException("message without " + key);
-            if (v is long) return (long)v;
-            if (v is double) return (double)v;
-            throw new ProtocolException(key + ": not a number");
-        }
-
-        static GarmentSetup Setup(ArraySegment<byte> b) { return GarmentSetup.Parse(b.Array, b.Offset, b.Count); }
-
-        static byte[] Copy(ArraySegment<byte> b)
-        {
-            var c = new byte[b.Count];
-            Buffer.BlockCopy(b.Array, b.Offset, c, 0, b.Count);
-            return c;
-        }
-
-        static float[] Floats(ArraySegment<byte> b, string what)
-        {
-            if (b.Count % 4 != 0) throw new ProtocolException(what + ": " + b.Count + " bytes, not whole f32s");
-            var f = new float[b.Count / 4];
-            Buffer.BlockCopy(b.Array, b.Offset, f, 0, b.Count);
-            return f;
-        }
-
-        static int[] Ints(ArraySegment<byte> b, string what)
-        {
-            if (b.Count % 4 != 0) throw new ProtocolException(what + ": " + b.Count + " bytes, not whole u32s");
-            var f = new int[b.Count / 4];
-            Buffer.BlockCopy(b.Array, b.Offset, f, 0, b.Count);
-            return f;
         }
 
         // ---- the network task: I/O only ----
@@ -460,6 +338,9 @@ namespace Clothcast
                 if (cancel.IsCancellationRequested) return;
                 bool again = options.Reconnect && close.Code != 4001 && close.Code != 1002;
                 close.RetryIn = again ? retry : (TimeSpan?)null;
+                // with DecodeOnNetworkThread the session is this task's: its streams end
+                // here, before the next connection's messages
+                if (options.DecodeOnNetworkThread) session.Reset();
                 Enqueue(new Incoming { Close = close }, cancel);
                 if (!again) return;
                 try { await Task.Delay(retry, cancel).ConfigureAwait(false); }
@@ -480,7 +361,8 @@ namespace Clothcast
             Interlocked.Increment(ref connections);
             var ws = new ClientWebSocket();
             var send = new SemaphoreSlim(1, 1);
-            long heard = Environment.TickCount;
+            long heard = Clock.ElapsedMilliseconds;
+            string dead = null;
             using (var done = CancellationTokenSource.CreateLinkedTokenSource(cancel))
             {
                 // the watchdog: a ping after PingAfter without word, the link dropped
@@ -492,8 +374,13 @@ namespace Clothcast
                     {
                         try { await Task.Delay(250, done.Token).ConfigureAwait(false); }
                         catch (OperationCanceledException) { return; }
-                        long now = Environment.TickCount, quiet = now - Interlocked.Read(ref heard);
-                        if (quiet >= options.DeadAfter.TotalMilliseconds) { ws.Abort(); return; }
+                        long now = Clock.ElapsedMilliseconds, quiet = now - Interlocked.Read(ref heard);
+                        if (quiet >= options.DeadAfter.TotalMilliseconds)
+                        {
+                            dead = "no word from the server for " + (quiet / 1000.0).ToString("F1", System.Globalization.CultureInfo.InvariantCulture) + " s";
+                            ws.Abort();
+                            return;
+                        }
                         if (quiet >= options.PingAfter.TotalMilliseconds && now - pinged >= options.PingAfter.TotalMilliseconds && ws.State == WebSocketState.Open)
                         {
                             pinged = now;
@@ -511,10 +398,11 @@ namespace Clothcast
                     var buffer = new byte[64 * 1024];
                     var message = new MemoryStream();
                     bool first = true;
+                    var decoded = new List<ClientEvent>();
                     while (true)
                     {
                         var r = await ws.ReceiveAsync(new ArraySegment<byte>(buffer), done.Token).ConfigureAwait(false);
-                        Interlocked.Exchange(ref heard, Environment.TickCount);
+                        Interlocked.Exchange(ref heard, Clock.ElapsedMilliseconds);
                         if (r.MessageType == WebSocketMessageType.Close)
                         {
                             return new CloseInfo { Code = (int)(ws.CloseStatus ?? WebSocketCloseStatus.Empty), Reason = ws.CloseStatusDescription ?? "" };
@@ -526,14 +414,31 @@ namespace Clothcast
                         }
                         message.Write(buffer, 0, r.Count);
                         if (!r.EndOfMessage) continue;
-                        if (first) { first = false; welcomed(); }
-                        Enqueue(new Incoming { Data = message.ToArray(), Length = (int)message.Length, Text = r.MessageType == WebSocketMessageType.Text }, done.Token);
+                        if (first)
+                        {
+                            // a welcome (the server's answer to a good hello) resets the
+                            // reconnect delay; anything else first (an error before a
+                            // close) does not
+                            first = false;
+                            if (IsWelcome(message)) welcomed();
+                        }
+                        bool text = r.MessageType == WebSocketMessageType.Text;
+                        if (options.DecodeOnNetworkThread)
+                        {
+                            decoded.Clear();
+                            session.Handle(message.GetBuffer(), (int)message.Length, text, decoded);
+                            if (decoded.Count > 0) Enqueue(new Incoming { Events = decoded.ToArray() }, done.Token);
+                        }
+                        else
+                        {
+                            Enqueue(new Incoming { Data = message.ToArray(), Length = (int)message.Length, Text = text }, done.Token);
+                        }
                         message.SetLength(0);
                     }
                 }
                 catch (Exception e) when (e is WebSocketException || e is OperationCanceledException || e is IOException || e is ObjectDisposedException)
                 {
-                    return new CloseInfo { Code = 1006, Reason = cancel.IsCancellationRequested ? "closed" : e.Message };
+                    return new CloseInfo { Code = 1006, Reason = cancel.IsCancellationRequested ? "closed" : Volatile.Read(ref dead) ?? e.Message };
                 }
                 finally
                 {
@@ -550,12 +455,26 @@ namespace Clothcast
             }
         }
 
+        static bool IsWelcome(MemoryStream m)
+        {
+            try
+            {
+                var map = MsgPack.Decode(m.GetBuffer(), 0, (int)m.Length) as Dictionary<string, object>;
+                object type;
+                return map != null && map.TryGetValue("type", out type) && "welcome".Equals(type);
+            }
+            catch (MsgPackException)
+            {
+                return false;
+            }
+        }
+
         byte[] Subscribe()
         {
             // the assets an earlier connection brought are not sent again (`have`, at
             // most 64)
             var have = new List<string>();
-            foreach (var h in held.Keys)
+            foreach (var h in session.Held.Keys)
             {
                 if (have.Count < 64) have.Add(h);
             }

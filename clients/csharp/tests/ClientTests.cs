@@ -188,77 +188,41 @@ static class ClientTests
             Harness.Equal(1L, cc.Avatars["x"].Dropped, "counted as lost");
         });
 
-        h.Test("client: two avatars stream, decode and pose the body; reconnects after a server restart", () =>
+        foreach (var offThread in new[] { false, true })
         {
-            string addr;
-            var srv = Serve("127.0.0.1:0", out addr);
-            var play = Play(addr);
-            var cc = new ClothcastClient(new Uri("ws://" + addr + "/ws"), new ClientOptions { Token = ViewerToken });
-            try
-            {
-                var errors = new List<Exception>();
-                var closes = new List<CloseInfo>();
-                var gone = new List<string>();
-                int assets = 0, welcomes = 0;
-                var frames = new Dictionary<string, int>();
-                var lastSeq = new Dictionary<string, long>();
-                cc.Error += e => errors.Add(e);
-                cc.Closed += c => closes.Add(c);
-                cc.AvatarGone += id => gone.Add(id);
-                cc.Welcomed += () => welcomes++;
-                cc.AssetReceived += a =>
-                {
-                    assets++;
-                    Harness.True(a.Setup.VertexCount > 100, "a garment setup");
-                    Harness.Equal(22, a.Parents.Length, "the canonical skeleton's parents");
-                    Harness.Equal(66, a.Skeleton.Length, "22 rest joints");
-                    int bodyVertices = a.BodyPositions.Length / 3;
-                    Harness.Equal(4 * bodyVertices, a.BodyJoints.Length, "4 skin joints a body vertex");
-                    Harness.Equal(4 * bodyVertices, a.BodyWeights.Length, "4 skin weights a body vertex");
-                };
-                cc.FrameReceived += av =>
-                {
-                    int n;
-                    frames.TryGetValue(av.Id, out n);
-                    frames[av.Id] = n + 1;
-                    long before;
-                    if (lastSeq.TryGetValue(av.Id, out before)) Harness.True(av.Seq > before, av.Id + ": frame numbers increase");
-                    lastSeq[av.Id] = av.Seq;
-                };
-                cc.Start();
-                PollUntil(cc, () => frames.Count >= 2 && Min(frames) >= 45, 90, "45 frames of each of 2 avatars");
-                Harness.Equal(1, welcomes, "welcomed once");
-                Harness.True(assets >= 1, "the asset came before its frames");
-                Harness.Equal(0, errors.Count, "errors: " + string.Join("; ", errors));
-                Harness.Equal(30.0, cc.TickHz, "the server's tick rate");
-                foreach (var av in cc.Avatars.Values)
-                {
-                    Harness.True(av.Dropped <= 2, av.Id + ": dropped " + av.Dropped);
-                    CheckOnBody(av);
-                }
+            h.Test("client" + (offThread ? " (decoding on the network thread)" : "") + ": two avatars stream, decode and pose the body; reconnects after a server restart", () => Live(offThread));
+        }
 
-                // the server restarts on the same address: the client says so, drops the
-                // avatars, connects again and they stream again from keyframes
-                Stop(play);
-                Stop(srv);
-                PollUntil(cc, () => closes.Count >= 1, 30, "the drop");
-                Harness.True(closes[0].RetryIn.HasValue, "a drop it retries after: " + closes[0]);
-                Harness.Equal(2, gone.Count, "both avatars gone with the connection");
-                Harness.Equal(0, cc.Avatars.Count, "no avatars while disconnected");
-                srv = Serve(addr, out addr);
-                play = Play(addr);
-                frames.Clear();
-                lastSeq.Clear();
-                PollUntil(cc, () => frames.Count >= 2 && Min(frames) >= 10, 90, "frames again after the restart");
-                Harness.True(cc.Connections >= 2, "connected again");
-                Harness.Equal(0, errors.Count, "errors: " + string.Join("; ", errors));
-                foreach (var av in cc.Avatars.Values) CheckOnBody(av);
-            }
-            finally
+        h.Test("client: a link that goes silent is pinged, then dropped by the watchdog and connected again", () =>
+        {
+            using (var fake = new SilentServer())
             {
-                cc.Dispose();
-                Stop(play);
-                Stop(srv);
+                var cc = new ClothcastClient(new Uri("ws://127.0.0.1:" + fake.Port + "/ws"), new ClientOptions { PingAfter = TimeSpan.FromMilliseconds(300), DeadAfter = TimeSpan.FromMilliseconds(1200) });
+                try
+                {
+                    var closes = new List<CloseInfo>();
+                    int welcomes = 0;
+                    cc.Closed += c => closes.Add(c);
+                    cc.Welcomed += () => welcomes++;
+                    cc.Start();
+                    PollUntil(cc, () => closes.Count >= 1, 20, "the watchdog's drop");
+                    Harness.Equal(1, welcomes, "welcomed");
+                    Harness.Equal(1006, closes[0].Code, "close code (" + closes[0] + ")");
+                    Harness.True(closes[0].Reason.StartsWith("no word from the server for "), "the reason: " + closes[0].Reason);
+                    Harness.True(closes[0].RetryIn.HasValue, "retried");
+                    var said = new List<string>();
+                    foreach (var m in fake.Received)
+                    {
+                        var map = MsgPack.Decode(m, 0, m.Length) as Dictionary<string, object>;
+                        said.Add(map == null ? "?" : (string)map["type"]);
+                    }
+                    Harness.Equal("hello,subscribe,ping", string.Join(",", said.GetRange(0, Math.Min(3, said.Count))), "what the client said");
+                    PollUntil(cc, () => fake.Accepted >= 2, 20, "a second connection");
+                }
+                finally
+                {
+                    cc.Dispose();
+                }
             }
         });
 
@@ -285,6 +249,90 @@ static class ClientTests
                 Stop(srv);
             }
         });
+    }
+
+    /// <summary>The client against a real server and publisher.</summary>
+    static void Live(bool offThread)
+    {
+        string addr;
+        Process srv = Serve("127.0.0.1:0", out addr), play = null;
+        var cc = new ClothcastClient(new Uri("ws://" + addr + "/ws"), new ClientOptions { Token = ViewerToken, DecodeOnNetworkThread = offThread });
+        int thread = Thread.CurrentThread.ManagedThreadId;
+        // the arrays each avatar's frames came in: reused, not made per frame
+        var arrays = new Dictionary<string, HashSet<object>>();
+        try
+        {
+            play = Play(addr);
+            var errors = new List<Exception>();
+            var closes = new List<CloseInfo>();
+            var gone = new List<string>();
+            int assets = 0, welcomes = 0;
+            var frames = new Dictionary<string, int>();
+            var lastSeq = new Dictionary<string, long>();
+            cc.Error += e => errors.Add(e);
+            cc.Closed += c => closes.Add(c);
+            cc.AvatarGone += id => gone.Add(id);
+            cc.Welcomed += () => welcomes++;
+            cc.AssetReceived += a =>
+            {
+                assets++;
+                Harness.True(a.Setup.VertexCount > 100, "a garment setup");
+                Harness.Equal(22, a.Parents.Length, "the canonical skeleton's parents");
+                Harness.Equal(66, a.Skeleton.Length, "22 rest joints");
+                int bodyVertices = a.BodyPositions.Length / 3;
+                Harness.Equal(4 * bodyVertices, a.BodyJoints.Length, "4 skin joints a body vertex");
+                Harness.Equal(4 * bodyVertices, a.BodyWeights.Length, "4 skin weights a body vertex");
+            };
+            cc.FrameReceived += av =>
+            {
+                Harness.Equal(thread, Thread.CurrentThread.ManagedThreadId, "events raised on the polling thread");
+                HashSet<object> seen;
+                if (!arrays.TryGetValue(av.Id, out seen)) arrays[av.Id] = seen = new HashSet<object>();
+                seen.Add(av.Garment);
+                int n;
+                frames.TryGetValue(av.Id, out n);
+                frames[av.Id] = n + 1;
+                long before;
+                if (lastSeq.TryGetValue(av.Id, out before)) Harness.True(av.Seq > before, av.Id + ": frame numbers increase");
+                lastSeq[av.Id] = av.Seq;
+            };
+            cc.Start();
+            PollUntil(cc, () => frames.Count >= 2 && Min(frames) >= 45, 90, "45 frames of each of 2 avatars");
+            Harness.Equal(1, welcomes, "welcomed once");
+            Harness.True(assets >= 1, "the asset came before its frames");
+            Harness.Equal(0, errors.Count, "errors: " + string.Join("; ", errors));
+            Harness.Equal(30.0, cc.TickHz, "the server's tick rate");
+            foreach (var av in cc.Avatars.Values)
+            {
+                Harness.True(av.Dropped <= 2, av.Id + ": dropped " + av.Dropped);
+                Harness.True(arrays[av.Id].Count <= 8, av.Id + ": " + arrays[av.Id].Count + " garment arrays in " + av.Frames + " frames");
+                CheckOnBody(av);
+            }
+
+            // the server restarts on the same address: the client says so, drops the
+            // avatars, connects again and they stream again from keyframes
+            Stop(play);
+            Stop(srv);
+            PollUntil(cc, () => closes.Count >= 1, 30, "the drop");
+            Harness.True(closes[0].RetryIn.HasValue, "a drop it retries after: " + closes[0]);
+            Harness.Equal(2, gone.Count, "both avatars gone with the connection");
+            Harness.Equal(0, cc.Avatars.Count, "no avatars while disconnected");
+            srv = null;
+            srv = Serve(addr, out addr);
+            play = Play(addr);
+            frames.Clear();
+            lastSeq.Clear();
+            PollUntil(cc, () => frames.Count >= 2 && Min(frames) >= 10, 90, "frames again after the restart");
+            Harness.True(cc.Connections >= 2, "connected again");
+            Harness.Equal(0, errors.Count, "errors: " + string.Join("; ", errors));
+            foreach (var av in cc.Avatars.Values) CheckOnBody(av);
+        }
+        finally
+        {
+            cc.Dispose();
+            if (play != null) Stop(play);
+            if (srv != null) Stop(srv);
+        }
     }
 
     static int Min(Dictionary<string, int> d)
@@ -326,5 +374,106 @@ static class ClientTests
             if (best < 0.04) near++;
         }
         Harness.True(near >= 0.6 * sampled, av.Id + ": only " + near + " of " + sampled + " garment vertices within 4 cm of the posed body vertices");
+    }
+}
+
+/// <summary>A WebSocket "server" that accepts one connection at a time, welcomes it and
+/// then says nothing more, nor answers anything; it records the messages it receives
+/// (client frames are masked; only whole small frames are read, which is what the
+/// client sends).</summary>
+sealed class SilentServer : IDisposable
+{
+    readonly System.Net.Sockets.TcpListener listener = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, 0);
+    readonly List<System.Net.Sockets.TcpClient> held = new List<System.Net.Sockets.TcpClient>();
+    public readonly System.Collections.Concurrent.ConcurrentQueue<byte[]> Received = new System.Collections.Concurrent.ConcurrentQueue<byte[]>();
+    public int Accepted;
+
+    public SilentServer()
+    {
+        listener.Start();
+        new Thread(Serve) { IsBackground = true }.Start();
+    }
+
+    public int Port { get { return ((System.Net.IPEndPoint)listener.LocalEndpoint).Port; } }
+
+    void Serve()
+    {
+        while (true)
+        {
+            System.Net.Sockets.TcpClient c;
+            try { c = listener.AcceptTcpClient(); }
+            catch (Exception) { return; }
+            Interlocked.Increment(ref Accepted);
+            lock (held) held.Add(c);
+            new Thread(() => Talk(c)) { IsBackground = true }.Start();
+        }
+    }
+
+    void Talk(System.Net.Sockets.TcpClient c)
+    {
+        try
+        {
+            var s = c.GetStream();
+            var head = new StringBuilderReader(s).ReadHead();
+            var key = Regex.Match(head, @"Sec-WebSocket-Key:\s*(\S+)", RegexOptions.IgnoreCase).Groups[1].Value;
+            var accept = Convert.ToBase64String(System.Security.Cryptography.SHA1.Create().ComputeHash(System.Text.Encoding.ASCII.GetBytes(key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11")));
+            var reply = System.Text.Encoding.ASCII.GetBytes("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + accept + "\r\n\r\n");
+            s.Write(reply, 0, reply.Length);
+            var welcome = new MsgPackWriter().Map(2).Str("type").Str("welcome").Str("tick_hz").Float(30).ToArray();
+            var frame = new byte[2 + welcome.Length];
+            frame[0] = 0x82;
+            frame[1] = (byte)welcome.Length;
+            Array.Copy(welcome, 0, frame, 2, welcome.Length);
+            s.Write(frame, 0, frame.Length);
+            while (true)
+            {
+                int b0 = s.ReadByte(), b1 = s.ReadByte();
+                if (b0 < 0 || b1 < 0) return;
+                int len = b1 & 0x7f;
+                if (len == 126) len = (s.ReadByte() << 8) | s.ReadByte();
+                if (len == 127) return;
+                var mask = Read(s, 4);
+                var payload = Read(s, len);
+                for (int i = 0; i < len; i++) payload[i] ^= mask[i % 4];
+                Received.Enqueue(payload);
+            }
+        }
+        catch (Exception) { }
+    }
+
+    static byte[] Read(System.IO.Stream s, int n)
+    {
+        var b = new byte[n];
+        for (int at = 0; at < n;)
+        {
+            int got = s.Read(b, at, n - at);
+            if (got <= 0) throw new System.IO.EndOfStreamException();
+            at += got;
+        }
+        return b;
+    }
+
+    public void Dispose()
+    {
+        listener.Stop();
+        lock (held) foreach (var c in held) c.Close();
+    }
+
+    /// <summary>Reads an HTTP request head byte by byte (up to the blank line).</summary>
+    sealed class StringBuilderReader
+    {
+        readonly System.IO.Stream s;
+        public StringBuilderReader(System.IO.Stream s) { this.s = s; }
+        public string ReadHead()
+        {
+            var sb = new System.Text.StringBuilder();
+            while (!sb.ToString().EndsWith("\r\n\r\n"))
+            {
+                int b = s.ReadByte();
+                if (b < 0 || sb.Length > 16384) throw new System.IO.EndOfStreamException();
+                sb.Append((char)b);
+            }
+            return sb.ToString();
+        }
     }
 }

@@ -52,7 +52,8 @@ public class ClothcastStream : MonoBehaviour
 
     void Start()
     {
-        client = new ClothcastClient(new Uri(url), new ClientOptions { Token = string.IsNullOrEmpty(token) ? null : token });
+        // decoding on the network thread: Update() only hands the arrays over
+        client = new ClothcastClient(new Uri(url), new ClientOptions { Token = string.IsNullOrEmpty(token) ? null : token, DecodeOnNetworkThread = true });
         client.AvatarAdded += Add;
         client.FrameReceived += Show;
         client.AvatarGone += Remove;
@@ -63,7 +64,7 @@ public class ClothcastStream : MonoBehaviour
 
     void Update()
     {
-        // parses, decodes and raises the events above, on this (the main) thread
+        // raises the events above, on this (the main) thread
         client.Poll();
     }
 

@@ -1,0 +1,284 @@
+// The protocol state of a viewer connection: the assets held, and per avatar its
+// garment decoders. It turns the server's messages into events for
+// ClothcastClient.Poll() to apply; it runs on one thread at a time (the caller of Poll,
+// or the network task with ClientOptions.DecodeOnNetworkThread).
+
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+
+namespace Clothcast
+{
+    /// <summary>One frame's decoded arrays. A frame's buffers become its avatar's
+    /// arrays in Poll(); the avatar's previous ones go back to their stream's pool.</summary>
+    sealed class FrameBuffers
+    {
+        public float[][] Garments;
+        public float[] Bones, Pose = new float[3 + 4 * 22], World = new float[7];
+    }
+
+    /// <summary>One avatar's garment streams (the first garment and its layers).</summary>
+    sealed class AvatarStream
+    {
+        public string Id;
+        public GarmentAsset[] Assets;
+        public GarmentDecoder[] Decoders;
+        public long Seq = -1, Frames, Bytes, Dropped;
+        /// <summary>Buffers handed back by Poll() for the decoding thread to reuse.</summary>
+        public readonly ConcurrentQueue<FrameBuffers> Pool = new ConcurrentQueue<FrameBuffers>();
+
+        public FrameBuffers Take()
+        {
+            FrameBuffers b;
+            if (Pool.TryDequeue(out b)) return b;
+            b = new FrameBuffers { Garments = new float[Assets.Length][], Bones = new float[7 * Assets[0].Setup.BoneCount] };
+            for (int k = 0; k < Assets.Length; k++) b.Garments[k] = new float[3 * Assets[k].Setup.VertexCount];
+            return b;
+        }
+    }
+
+    /// <summary>What Poll() applies and raises, in the order the messages came.</summary>
+    sealed class ClientEvent
+    {
+        public enum Kinds { Welcome, Asset, Added, Frame, Lost, Gone, Error, Closed }
+        public Kinds Kind;
+        public double TickHz;
+        public GarmentAsset Asset;
+        public AvatarStream Stream;
+        /// <summary>A frame's numbers, counters and buffers (copied from the stream
+        /// when the frame was decoded).</summary>
+        public long Seq, Frames, Bytes, Dropped;
+        public double Timestamp;
+        public FrameBuffers Buffers;
+        public string Id;
+        public Exception Error;
+        public CloseInfo Close;
+    }
+
+    sealed class Session
+    {
+        const int CompactHead = 9, MaxOutfit = 4;
+
+        readonly Dictionary<string, GarmentAsset> assets = new Dictionary<string, GarmentAsset>();
+        readonly Dictionary<string, AvatarStream> streams = new Dictionary<string, AvatarStream>();
+        /// <summary>The hashes of the assets held (read by the network task: a
+        /// reconnecting client asks the server not to send them again, `have`).</summary>
+        public readonly ConcurrentDictionary<string, bool> Held = new ConcurrentDictionary<string, bool>();
+
+        /// <summary>The connection ended: every stream is gone (the next connection
+        /// starts from keyframes); the assets stay.</summary>
+        public void Reset() { streams.Clear(); }
+
+        /// <summary>The events of one server message (<paramref name="size"/> bytes)
+        /// into <paramref name="events"/>; a message that cannot be used gives one
+        /// Error event naming it and changes nothing else.</summary>
+        public void Handle(byte[] data, int size, bool text, List<ClientEvent> events)
+        {
+            try
+            {
+                if (text) throw new ProtocolException("a text message from the server; this client speaks MessagePack");
+                var v = MsgPack.Decode(data, 0, size);
+                var a = v as object[];
+                if (a != null) { Frame(a, size, events); return; }
+                var map = v as Dictionary<string, object>;
+                if (map == null) throw new ProtocolException("a message that is neither a map nor a compact frame");
+                switch (Get<string>(map, "type"))
+                {
+                    case "welcome":
+                        events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Welcome, TickHz = Number(map, "tick_hz") });
+                        break;
+                    case "asset":
+                        {
+                            var asset = new GarmentAsset
+                            {
+                                Hash = Get<string>(map, "hash"),
+                                Garment = map.ContainsKey("garment") ? Get<string>(map, "garment") : "",
+                                Setup = Setup(Get<ArraySegment<byte>>(map, "setup")),
+                                BodyPositions = Floats(Get<ArraySegment<byte>>(map, "body_positions"), "body_positions"),
+                                BodyTriangles = Ints(Get<ArraySegment<byte>>(map, "body_triangles"), "body_triangles"),
+                                BodyJoints = Copy(Get<ArraySegment<byte>>(map, "body_joints")),
+                                BodyWeights = Floats(Get<ArraySegment<byte>>(map, "body_weights"), "body_weights"),
+                                Skeleton = Floats(Get<ArraySegment<byte>>(map, "skeleton"), "skeleton"),
+                            };
+                            var parents = Get<object[]>(map, "parents");
+                            asset.Parents = new int[parents.Length];
+                            for (int i = 0; i < parents.Length; i++)
+                            {
+                                if (!(parents[i] is long)) throw new ProtocolException("asset parents: not integers");
+                                asset.Parents[i] = (int)(long)parents[i];
+                            }
+                            Validate(asset);
+                            assets[asset.Hash] = asset;
+                            Held[asset.Hash] = true;
+                            events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Asset, Asset = asset });
+                            break;
+                        }
+                    case "gone":
+                        {
+                            string id = Get<string>(map, "avatar");
+                            if (streams.Remove(id)) events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Gone, Id = id });
+                            break;
+                        }
+                    case "error":
+                        throw new ProtocolException("server: " + Get<string>(map, "code") + ": " + Get<string>(map, "message"));
+                    default: // pong, and types this client does not know yet
+                        break;
+                }
+            }
+            catch (Exception e) when (e is MsgPackException || e is CodecException || e is ProtocolException)
+            {
+                events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Error, Error = e });
+            }
+        }
+
+        /// <summary>A compact frame: "frame", avatar, seq, timestamp, pose_timestamp,
+        /// world (28 bytes of 7 f32 LE), pose bytes, asset, garment bytes, then an asset
+        /// and garment bytes per layer.</summary>
+        void Frame(object[] f, int size, List<ClientEvent> events)
+        {
+            int layers = (f.Length - CompactHead) / 2;
+            if (f.Length < CompactHead || (f.Length - CompactHead) % 2 != 0 || layers > MaxOutfit - 1)
+            {
+                throw new ProtocolException("compact frame: " + f.Length + " entries; a frame has " + CompactHead + " and two per layer, at most " + (MaxOutfit - 1) + " layers");
+            }
+            if (!"frame".Equals(f[0])) throw new ProtocolException("compact frame: its first entry is not \"frame\"");
+            string id = At<string>(f, 1, "avatar");
+            long seq = At<long>(f, 2, "seq");
+            double timestamp = f[3] is long ? (long)f[3] : At<double>(f, 3, "timestamp");
+            var world = At<ArraySegment<byte>>(f, 5, "world");
+            if (world.Count != 28) throw new ProtocolException("compact frame: world: " + world.Count + " bytes, not 7 floats (28)");
+            var pose = At<ArraySegment<byte>>(f, 6, "pose");
+            var worn = new GarmentAsset[1 + layers];
+            var payloads = new ArraySegment<byte>[1 + layers];
+            worn[0] = Known(At<string>(f, 7, "asset"));
+            payloads[0] = At<ArraySegment<byte>>(f, 8, "garment");
+            for (int k = 0; k < layers; k++)
+            {
+                worn[k + 1] = Known(At<string>(f, CompactHead + 2 * k, "a layer's asset"));
+                payloads[k + 1] = At<ArraySegment<byte>>(f, CompactHead + 2 * k + 1, "a layer's garment");
+            }
+            AvatarStream s;
+            bool same = streams.TryGetValue(id, out s) && s.Assets.Length == worn.Length;
+            for (int k = 0; same && k < worn.Length; k++) same = s.Assets[k] == worn[k];
+            if (!same)
+            {
+                // a new avatar, or new garments: new streams, starting with keyframes
+                s = new AvatarStream { Id = id, Assets = worn, Decoders = new GarmentDecoder[worn.Length] };
+                for (int k = 0; k < worn.Length; k++) s.Decoders[k] = new GarmentDecoder(worn[k].Setup);
+                streams[id] = s;
+                events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Added, Stream = s });
+            }
+            s.Bytes += size;
+            var b = s.Take();
+            try
+            {
+                // every layer's frame has the frame's number: in step with the first
+                for (int k = 0; k < worn.Length; k++) s.Decoders[k].Decode(payloads[k].Array, payloads[k].Offset, payloads[k].Count, b.Garments[k]);
+            }
+            catch (CodecException e)
+            {
+                s.Pool.Enqueue(b);
+                // a delta whose reference this client lacks (it missed frames): the
+                // server resyncs a viewer that fell behind with a keyframe
+                if (e.Code == "missing-reference")
+                {
+                    s.Dropped++;
+                    events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Lost, Stream = s, Dropped = s.Dropped });
+                    return;
+                }
+                throw;
+            }
+            if (s.Seq >= 0 && seq > s.Seq + 1) s.Dropped += seq - s.Seq - 1;
+            s.Seq = seq;
+            s.Frames++;
+            s.Decoders[0].Bones(b.Bones);
+            for (int i = 0; i < 7; i++) b.World[i] = BitConverter.ToSingle(world.Array, world.Offset + 4 * i);
+            for (int i = 0; i < b.Pose.Length; i++) b.Pose[i] = 4 * i + 4 <= pose.Count ? BitConverter.ToSingle(pose.Array, pose.Offset + 4 * i) : 0f;
+            events.Add(new ClientEvent
+            {
+                Kind = ClientEvent.Kinds.Frame, Stream = s, Buffers = b,
+                Seq = seq, Frames = s.Frames, Bytes = s.Bytes, Dropped = s.Dropped, Timestamp = timestamp,
+            });
+        }
+
+        /// <summary>An asset's body arrays agree with each other and its skeleton
+        /// (what <see cref="Skinning.PoseBody"/> relies on).</summary>
+        static void Validate(GarmentAsset a)
+        {
+            int n = a.BodyPositions.Length / 3, joints = a.Parents.Length;
+            if (a.BodyPositions.Length % 3 != 0) throw new ProtocolException("asset body_positions: not whole triples");
+            if (a.BodyJoints.Length != 4 * n || a.BodyWeights.Length != 4 * n) throw new ProtocolException("asset body skin: not 4 joints and 4 weights a body vertex");
+            if (a.BodyTriangles.Length % 3 != 0) throw new ProtocolException("asset body_triangles: not whole triples");
+            foreach (var t in a.BodyTriangles)
+            {
+                if (t < 0 || t >= n) throw new ProtocolException("asset body_triangles: a vertex index past the body");
+            }
+            foreach (var j in a.BodyJoints)
+            {
+                if (j >= joints) throw new ProtocolException("asset body_joints: a joint past the skeleton");
+            }
+            if (a.Skeleton.Length != 3 * joints) throw new ProtocolException("asset skeleton: not a rest position per parent entry");
+            if (a.Setup.BoneCount != joints) throw new ProtocolException("asset: the garment's bones are not the body's joints");
+            for (int j = 0; j < joints; j++)
+            {
+                if (a.Parents[j] >= j || a.Parents[j] < -1) throw new ProtocolException("asset parents: a joint's parent must be an earlier joint or -1");
+            }
+        }
+
+        GarmentAsset Known(string hash)
+        {
+            GarmentAsset a;
+            if (!assets.TryGetValue(hash, out a)) throw new ProtocolException("frame for unknown asset " + hash);
+            return a;
+        }
+
+        static T At<T>(object[] f, int i, string what)
+        {
+            if (!(f[i] is T)) throw new ProtocolException("compact frame: " + what + ": not a " + typeof(T).Name);
+            return (T)f[i];
+        }
+
+        static T Get<T>(Dictionary<string, object> m, string key)
+        {
+            object v;
+            if (!m.TryGetValue(key, out v)) throw new ProtocolException("message without " + key);
+            if (!(v is T)) throw new ProtocolException(key + ": not a " + typeof(T).Name);
+            return (T)v;
+        }
+
+        static double Number(Dictionary<string, object> m, string key)
+        {
+            object v;
+            if (!m.TryGetValue(key, out v)) throw new ProtocolException("message without " + key);
+            if (v is long) return (long)v;
+            if (v is double) return (double)v;
+            throw new ProtocolException(key + ": not a number");
+        }
+
+        static GarmentSetup Setup(ArraySegment<byte> b) { return GarmentSetup.Parse(b.Array, b.Offset, b.Count); }
+
+        static byte[] Copy(ArraySegment<byte> b)
+        {
+            var c = new byte[b.Count];
+            Buffer.BlockCopy(b.Array, b.Offset, c, 0, b.Count);
+            return c;
+        }
+
+        static float[] Floats(ArraySegment<byte> b, string what)
+        {
+            if (b.Count % 4 != 0) throw new ProtocolException(what + ": " + b.Count + " bytes, not whole f32s");
+            var f = new float[b.Count / 4];
+            Buffer.BlockCopy(b.Array, b.Offset, f, 0, b.Count);
+            return f;
+        }
+
+        static int[] Ints(ArraySegment<byte> b, string what)
+        {
+            if (b.Count % 4 != 0) throw new ProtocolException(what + ": " + b.Count + " bytes, not whole u32s");
+            var f = new int[b.Count / 4];
+            Buffer.BlockCopy(b.Array, b.Offset, f, 0, b.Count);
+            return f;
+        }
+
+    }
+}
