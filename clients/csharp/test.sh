@@ -13,4 +13,8 @@ mcs -langversion:7.2 -warnaserror+ -r:build/Clothcast.dll -out:build/Tests.exe t
 for example in Watch Bench; do
   mcs -langversion:7.2 -warnaserror+ -r:build/Clothcast.dll -out:build/$example.exe examples/$example.cs
 done
+# the Unity component, compiled against the Unity API members it uses (a compile check:
+# no Unity here)
+mcs -langversion:7.2 -warnaserror+ -target:library -out:build/UnityEngine.dll tests/unity-api/UnityEngine.cs
+mcs -langversion:7.2 -warnaserror+ -target:library -r:build/Clothcast.dll -r:build/UnityEngine.dll -out:build/ClothcastStream.dll unity/ClothcastStream.cs
 exec mono --debug build/Tests.exe "$@"

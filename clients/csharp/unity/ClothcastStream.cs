@@ -11,9 +11,11 @@
 // metres): positions are mirrored through the XY plane (z → −z) and triangles wound
 // the other way, so shapes come out the same, not mirrored.
 //
-// Written against Unity 2021 LTS's API (Mesh, MeshFilter, MeshRenderer, Material);
-// this repository's CI has no Unity, so this file is not built there. The library it
-// calls is what clients/csharp/test.sh tests.
+// Written against Unity 2021 LTS's API (Mesh, MeshFilter, MeshRenderer, Material).
+// This repository's CI has no Unity: clients/csharp/test.sh compiles this file against
+// the Unity members it uses, declared as Unity documents them
+// (tests/unity-api/UnityEngine.cs), which catches mistakes in this file but does not
+// run it. The library it calls is what the tests run.
 
 using System;
 using System.Collections.Generic;
