@@ -129,16 +129,7 @@ static class ClientTests
         {
             var dir = Path.Combine(Harness.Root, "tests", "fixtures", "codec", "v5");
             var setup = File.ReadAllBytes(Path.Combine(dir, "setup.bin"));
-            var stream = File.ReadAllBytes(Path.Combine(dir, "stream.bin"));
-            var recs = new List<byte[]>();
-            for (int at = 0; at < stream.Length;)
-            {
-                int len = BitConverter.ToInt32(stream, at);
-                var r = new byte[len];
-                Array.Copy(stream, at + 4, r, 0, len);
-                recs.Add(r);
-                at += 4 + len;
-            }
+            var recs = CodecTests.Records(File.ReadAllBytes(Path.Combine(dir, "stream.bin")));
             var cc = new ClothcastClient(new Uri("ws://127.0.0.1:9/ws"), new ClientOptions());
             var errors = new List<string>();
             int frames = 0;

@@ -16,7 +16,7 @@ static class CodecTests
     }
 
     /// <summary>The length-prefixed records of a golden stream file.</summary>
-    static List<byte[]> Records(byte[] stream)
+    internal static List<byte[]> Records(byte[] stream)
     {
         var recs = new List<byte[]>();
         for (int at = 0; at < stream.Length;)
