@@ -33,6 +33,36 @@ fn world_positions(view: &Viewer, id: &str) -> Option<(u32, Vec<f32>)> {
     Some((f.seq, world))
 }
 
+/// `tests/usd/check_recording.py` on the take `id` in `dir`: Pixar's USD library
+/// (usd-core, which .ci/run installs) opens the layer, its validators report nothing,
+/// the garment's points at every time code are the PC2's samples, and the body it skins
+/// with UsdSkel lies under the garment.
+fn check_usd(dir: &Path, id: &str) {
+    let has_usd = Command::new("python3")
+        .args(["-c", "import pxr"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_usd,
+        "Python's usd-core is not installed (.ci/run installs it: python3 -m pip install usd-core)"
+    );
+    let out = Command::new("python3")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/usd/check_recording.py"
+        ))
+        .arg(dir)
+        .arg(id)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "the USD layer fails its check:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn close(a: &[f32], b: &[f32], tolerance: f32) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tolerance)
 }
@@ -56,6 +86,7 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
         .args(["watch", "--url", &url, "--token", "view", "--seconds", "3"])
         .arg("--record")
         .arg(&dir)
+        .arg("--usd")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -155,9 +186,10 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
     assert!(anim.channels().count() >= 22);
     assert_eq!(doc.meshes().count(), 1);
     // the other avatar has its own files
-    for ext in ["garment.pc2", "garment.obj", "body.glb"] {
+    for ext in ["garment.pc2", "garment.obj", "body.glb", "usda"] {
         assert!(Path::new(&stem("rec-1", ext)).exists(), "no rec-1.{ext}");
     }
+    check_usd(&dir, "rec-0");
     // Ctrl-C ends a recording cleanly too, and a second recording into the same
     // directory takes new names instead of overwriting the first
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);

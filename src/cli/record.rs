@@ -13,6 +13,9 @@
 //!   skeleton with its streamed motion, a key per received frame at `k / tick rate`
 //!   seconds, so that with the scene's frame rate at the tick rate, frame `k` of the
 //!   body is sample `k` of the garment.
+//! - `ID.usda` (with `--usd`), written when the take ends: both in one USD text layer
+//!   (the garment's points at time code `k` are sample `k`; the body a UsdSkel skinned
+//!   mesh with a key per received frame at its sample's time code).
 //!
 //! In Blender (checked with 3.4): set the frame rate to the server's tick rate, import
 //! the OBJ (the default Y-up, −Z forward) and the glTF, and give the garment a Mesh
@@ -32,7 +35,10 @@ use glam::{Quat, Vec3};
 
 use crate::body::{ExportAnimation, glb_skeleton, skin_material};
 use crate::client::Viewer;
-use crate::mesh::{GlbMesh, GlbScene, Pc2Writer, TriMesh, write_obj};
+use crate::mesh::{
+    GlbMesh, GlbScene, Pc2Writer, TriMesh, UsdJointKey, UsdSkeleton, UsdSkinnedMesh, UsdTake,
+    read_pc2, write_obj, write_usda,
+};
 use crate::protocol::{AssetMessage, BodyAsset};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
 
@@ -52,6 +58,8 @@ struct Take {
     last_seq: u32,
     /// The last sample (world frame), repeated over missed frames.
     last: Vec<f32>,
+    /// The garment's triangles (an outfit's joined), for the USD layer.
+    triangles: Vec<[u32; 3]>,
     /// The body and its keys (sample index, pose), when the asset's body is usable.
     body: Option<Arc<BodyAsset>>,
     keys: Vec<(u32, Pose)>,
@@ -62,6 +70,8 @@ struct Take {
 /// The files of every avatar being recorded.
 pub(crate) struct Recorder {
     dir: PathBuf,
+    /// Whether takes are also written as USD layers.
+    usd: bool,
     tick_hz: f32,
     bodies: HashMap<String, Option<Arc<BodyAsset>>>,
     takes: HashMap<String, Take>,
@@ -86,11 +96,13 @@ fn file_stem(id: &str) -> String {
 }
 
 impl Recorder {
-    /// A recorder writing into `dir` (created if missing).
-    pub(crate) fn new(dir: &Path) -> anyhow::Result<Self> {
+    /// A recorder writing into `dir` (created if missing); `usd`: each take also as
+    /// a USD text layer.
+    pub(crate) fn new(dir: &Path, usd: bool) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         Ok(Self {
             dir: dir.to_path_buf(),
+            usd,
             tick_hz: 0.0,
             bodies: HashMap::new(),
             takes: HashMap::new(),
@@ -229,7 +241,7 @@ impl Recorder {
             })
             .find(|s| {
                 !self.stems.contains(s)
-                    && ["garment.pc2", "garment.obj", "body.glb"]
+                    && ["garment.pc2", "garment.obj", "body.glb", "usda"]
                         .iter()
                         .all(|e| !s.with_extension(e).exists())
             })
@@ -261,6 +273,7 @@ impl Recorder {
             first_seq: seq,
             last_seq: seq,
             last: world.to_vec(),
+            triangles: triangles.to_vec(),
             body: self.bodies.get(first).cloned().flatten(),
             keys: Vec::new(),
             said_bad_pose: false,
@@ -285,6 +298,21 @@ impl Recorder {
                 self.tick_hz,
             )?;
             files = "garment.pc2, garment.obj, body.glb";
+        }
+        if self.usd {
+            write_take_usda(
+                &take.stem,
+                &take.asset,
+                &take.triangles,
+                take.body.as_deref(),
+                &take.keys,
+                self.tick_hz,
+            )?;
+            files = if take.body.is_some() && !take.keys.is_empty() {
+                "garment.pc2, garment.obj, body.glb, usda"
+            } else {
+                "garment.pc2, garment.obj, usda"
+            };
         }
         eprintln!(
             "{id}: {samples} frames recorded in {}.{{{files}}}",
@@ -344,6 +372,66 @@ fn write_body_glb(
         animation: Some(animation.glb("recorded")),
     };
     super::common::write_glb_file(path, &scene)
+}
+
+/// The take's `.usda`: the garment's samples read back from its PC2 (what was
+/// recorded, byte for byte the same floats) and the body with its keys.
+fn write_take_usda(
+    stem: &Path,
+    outfit: &str,
+    triangles: &[[u32; 3]],
+    body: Option<&BodyAsset>,
+    keys: &[(u32, Pose)],
+    tick_hz: f32,
+) -> anyhow::Result<()> {
+    let pc2 = stem.with_extension("garment.pc2");
+    let file = File::open(&pc2).with_context(|| format!("reading {}", pc2.display()))?;
+    let cache = read_pc2(std::io::BufReader::new(file))
+        .with_context(|| format!("reading {}", pc2.display()))?;
+    let names: Vec<&str> = JointId::all().map(JointId::name).collect();
+    let keys: Vec<UsdJointKey> = keys
+        .iter()
+        .map(|(k, p)| UsdJointKey {
+            time: *k,
+            translation: p.translation.to_array(),
+            rotations: p.rotations.iter().map(|q| q.to_array()).collect(),
+        })
+        .collect();
+    let body = body.filter(|_| !keys.is_empty()).map(|b| {
+        (
+            UsdSkinnedMesh {
+                positions: &b.positions,
+                triangles: &b.triangles,
+                joints: &b.joints,
+                weights: &b.weights,
+            },
+            UsdSkeleton {
+                names: &names,
+                parents: &b.parents,
+                rest: &b.skeleton,
+            },
+            &keys[..],
+        )
+    });
+    let doc = format!(
+        "clothcast recording of {} wearing {}",
+        stem.file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned()),
+        outfit
+    );
+    let path = stem.with_extension("usda");
+    super::common::write_file(&path, |w| {
+        write_usda(
+            w,
+            &UsdTake {
+                fps: tick_hz,
+                doc: &doc,
+                garment_triangles: triangles,
+                garment_samples: &cache.samples,
+                body,
+            },
+        )
+    })
 }
 
 #[cfg(test)]

@@ -40,6 +40,12 @@ pub(crate) struct WatchArgs {
     /// Ctrl-C, SIGTERM or --seconds so that the glTF files are written.
     #[arg(long, value_name = "DIR")]
     record: Option<std::path::PathBuf>,
+    /// With --record: when a take ends, also write it as one USD text layer
+    /// (`ID.usda`: the garment's points per frame and the body as a UsdSkel skinned
+    /// mesh with its animation), for Omniverse, Unreal's USD stage or Houdini.
+    /// About 2.5 times the PC2's size, as text.
+    #[arg(long, requires = "record")]
+    usd: bool,
 }
 
 /// What `clothcast watch` keeps per avatar between its reports.
@@ -174,7 +180,11 @@ impl Report {
 }
 
 pub(crate) fn run_watch(a: WatchArgs) -> anyhow::Result<()> {
-    let mut recorder = a.record.as_deref().map(Recorder::new).transpose()?;
+    let mut recorder = a
+        .record
+        .as_deref()
+        .map(|dir| Recorder::new(dir, a.usd))
+        .transpose()?;
     let watched = runtime()?.block_on(watch(&a, recorder.as_mut()));
     // whatever ended the watch, the recordings end cleanly
     let recorded = recorder.as_mut().map_or(Ok(()), Recorder::finish);

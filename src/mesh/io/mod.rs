@@ -1,16 +1,18 @@
 //! Mesh files: OBJ read/write, glTF 2.0 binary (.glb) write with skins and animation,
 //! glTF/GLB read (meshes and skinned humanoids) through the `gltf` crate, PC2 point
-//! caches (vertex animation) read and write.
+//! caches (vertex animation) read and write, USD text layers of a recorded take write.
 
 mod glb;
 mod gltf_read;
 mod obj;
 mod pc2;
+mod usda;
 
 pub use glb::{GlbAnimation, GlbMaterial, GlbMesh, GlbScene, GlbSkeleton, SkinSlices, write_glb};
 pub use gltf_read::{LoadedSkin, LoadedSkinnedMesh, read_gltf_mesh, read_gltf_skinned};
 pub use obj::{read_obj, write_obj};
 pub use pc2::{PC2_HEADER_BYTES, PC2_MAGIC, Pc2, Pc2Error, Pc2Writer, read_pc2};
+pub use usda::{UsdJointKey, UsdSkeleton, UsdSkinnedMesh, UsdTake, write_usda};
 
 /// Why a mesh file could not be read or written.
 #[derive(Debug, thiserror::Error)]
