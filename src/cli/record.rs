@@ -36,8 +36,8 @@ use glam::{Quat, Vec3};
 use crate::body::{ExportAnimation, glb_skeleton, skin_material};
 use crate::client::Viewer;
 use crate::mesh::{
-    GlbMesh, GlbScene, Pc2Writer, TriMesh, UsdJointKey, UsdSkeleton, UsdSkinnedMesh, UsdTake,
-    read_pc2, write_obj, write_usda,
+    GlbMesh, GlbScene, Pc2Reader, Pc2Writer, TriMesh, UsdJointKey, UsdSkeleton, UsdSkinnedMesh,
+    UsdTake, write_obj, write_usda,
 };
 use crate::protocol::{AssetMessage, BodyAsset};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
@@ -374,8 +374,8 @@ fn write_body_glb(
     super::common::write_glb_file(path, &scene)
 }
 
-/// The take's `.usda`: the garment's samples read back from its PC2 (what was
-/// recorded, byte for byte the same floats) and the body with its keys.
+/// The take's `.usda`: the garment's samples read back from its PC2 a sample at a time
+/// (what was recorded, the same floats) and the body with its keys.
 fn write_take_usda(
     stem: &Path,
     outfit: &str,
@@ -386,7 +386,7 @@ fn write_take_usda(
 ) -> anyhow::Result<()> {
     let pc2 = stem.with_extension("garment.pc2");
     let file = File::open(&pc2).with_context(|| format!("reading {}", pc2.display()))?;
-    let cache = read_pc2(std::io::BufReader::new(file))
+    let mut cache = Pc2Reader::new(std::io::BufReader::new(file))
         .with_context(|| format!("reading {}", pc2.display()))?;
     let names: Vec<&str> = JointId::all().map(JointId::name).collect();
     let keys: Vec<UsdJointKey> = keys
@@ -427,9 +427,9 @@ fn write_take_usda(
                 fps: tick_hz,
                 doc: &doc,
                 garment_triangles: triangles,
-                garment_samples: &cache.samples,
                 body,
             },
+            &mut cache,
         )
     })
 }

@@ -21,9 +21,9 @@ pub use clip::{clip_mesh, is_single_manifold, largest_component};
 pub use closest::{Feature, Hit, MeshQuery, closest_on_triangle, closest_on_triangle_f64};
 pub use io::{
     GlbAnimation, GlbMaterial, GlbMesh, GlbScene, GlbSkeleton, LoadedSkin, LoadedSkinnedMesh,
-    MAX_ELEMENTS, MeshIoError, PC2_HEADER_BYTES, PC2_MAGIC, Pc2, Pc2Error, Pc2Writer, SkinSlices,
-    UsdJointKey, UsdSkeleton, UsdSkinnedMesh, UsdTake, read_gltf_mesh, read_gltf_skinned, read_obj,
-    read_pc2, write_glb, write_obj, write_usda,
+    MAX_ELEMENTS, MeshIoError, PC2_HEADER_BYTES, PC2_MAGIC, Pc2, Pc2Error, Pc2Reader, Pc2Writer,
+    SkinSlices, UsdJointKey, UsdSamples, UsdSkeleton, UsdSkinnedMesh, UsdTake, read_gltf_mesh,
+    read_gltf_skinned, read_obj, read_pc2, write_glb, write_obj, write_usda,
 };
 pub use isosurface::{Field, polygonize, sd_ellipsoid, sd_round_box, sd_round_cone, smooth_min};
 pub use nearest::NearestVertex;

@@ -11,8 +11,8 @@ mod usda;
 pub use glb::{GlbAnimation, GlbMaterial, GlbMesh, GlbScene, GlbSkeleton, SkinSlices, write_glb};
 pub use gltf_read::{LoadedSkin, LoadedSkinnedMesh, read_gltf_mesh, read_gltf_skinned};
 pub use obj::{read_obj, write_obj};
-pub use pc2::{PC2_HEADER_BYTES, PC2_MAGIC, Pc2, Pc2Error, Pc2Writer, read_pc2};
-pub use usda::{UsdJointKey, UsdSkeleton, UsdSkinnedMesh, UsdTake, write_usda};
+pub use pc2::{PC2_HEADER_BYTES, PC2_MAGIC, Pc2, Pc2Error, Pc2Reader, Pc2Writer, read_pc2};
+pub use usda::{UsdJointKey, UsdSamples, UsdSkeleton, UsdSkinnedMesh, UsdTake, write_usda};
 
 /// Why a mesh file could not be read or written.
 #[derive(Debug, thiserror::Error)]

@@ -133,11 +133,17 @@ pub struct Pc2 {
     pub samples: Vec<Vec<f32>>,
 }
 
-/// Reads a PC2 file. Untrusted input: the header's counts are checked against the bytes
-/// that follow before anything is allocated for them, and trailing bytes are refused.
-pub fn read_pc2(mut r: impl Read) -> Result<Pc2, Pc2Error> {
-    let mut head = [0u8; PC2_HEADER_BYTES as usize];
-    r.read_exact(&mut head).map_err(|_| Pc2Error::NotPc2)?;
+/// A PC2 header's counts and timing, checked: points, samples, start, sampling.
+struct Header {
+    points: usize,
+    samples: usize,
+    start: f32,
+    sampling: f32,
+}
+
+/// Reads and checks a PC2 header; `body` is the number of bytes after it, which must
+/// be exactly the samples the header announces.
+fn header(head: &[u8; PC2_HEADER_BYTES as usize], body: u64) -> Result<Header, Pc2Error> {
     let word = |i: usize| [head[i], head[i + 1], head[i + 2], head[i + 3]];
     if &head[..12] != PC2_MAGIC || i32::from_le_bytes(word(12)) != 1 {
         return Err(Pc2Error::NotPc2);
@@ -156,14 +162,28 @@ pub fn read_pc2(mut r: impl Read) -> Result<Pc2, Pc2Error> {
     if points == 0 && samples > 0 {
         return Err(bad("samples of no points".into()));
     }
+    let per_sample = 12 * points as u64;
+    if per_sample.checked_mul(samples as u64) != Some(body) {
+        return Err(bad(format!("{body} bytes of samples follow")));
+    }
+    Ok(Header {
+        points: points as usize,
+        samples: samples as usize,
+        start,
+        sampling,
+    })
+}
+
+/// Reads a PC2 file. Untrusted input: the header's counts are checked against the bytes
+/// that follow before anything is allocated for them, and trailing bytes are refused.
+pub fn read_pc2(mut r: impl Read) -> Result<Pc2, Pc2Error> {
+    let mut head = [0u8; PC2_HEADER_BYTES as usize];
+    r.read_exact(&mut head).map_err(|_| Pc2Error::NotPc2)?;
     let mut rest = Vec::new();
     r.read_to_end(&mut rest)?;
-    let per_sample = 12 * points as u64;
-    if per_sample.checked_mul(samples as u64) != Some(rest.len() as u64) {
-        return Err(bad(format!("{} bytes of samples follow", rest.len())));
-    }
+    let h = header(&head, rest.len() as u64)?;
     let samples = rest
-        .chunks_exact(per_sample.max(1) as usize)
+        .chunks_exact((12 * h.points).max(1))
         .map(|s| {
             s.chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -171,11 +191,71 @@ pub fn read_pc2(mut r: impl Read) -> Result<Pc2, Pc2Error> {
         })
         .collect();
     Ok(Pc2 {
-        points: points as usize,
-        start,
-        sampling,
+        points: h.points,
+        start: h.start,
+        sampling: h.sampling,
         samples,
     })
+}
+
+/// Reads a PC2 file a sample at a time (a long take's cache need not fit in memory).
+/// The header is checked against the file's length when opened, as [`read_pc2`] does.
+pub struct Pc2Reader<R: Read + Seek> {
+    input: R,
+    points: usize,
+    samples: usize,
+    bytes: Vec<u8>,
+}
+
+impl<R: Read + Seek> Pc2Reader<R> {
+    /// Opens a cache: reads and checks its header.
+    pub fn new(mut input: R) -> Result<Self, Pc2Error> {
+        let mut head = [0u8; PC2_HEADER_BYTES as usize];
+        input.seek(SeekFrom::Start(0))?;
+        input.read_exact(&mut head).map_err(|_| Pc2Error::NotPc2)?;
+        let end = input.seek(SeekFrom::End(0))?;
+        let h = header(&head, end - PC2_HEADER_BYTES)?;
+        Ok(Self {
+            input,
+            points: h.points,
+            samples: h.samples,
+            bytes: Vec::new(),
+        })
+    }
+
+    /// Points per sample.
+    pub fn points(&self) -> usize {
+        self.points
+    }
+
+    /// Samples in the cache.
+    pub fn samples(&self) -> usize {
+        self.samples
+    }
+
+    /// Sample `k` into `out` (resized to 3 floats per point).
+    pub fn read(&mut self, k: usize, out: &mut Vec<f32>) -> Result<(), Pc2Error> {
+        if k >= self.samples {
+            return Err(Pc2Error::BadSize {
+                points: self.points as i64,
+                samples: self.samples as i64,
+                what: format!("sample {k} was asked for"),
+            });
+        }
+        let per_sample = 12 * self.points;
+        self.input.seek(SeekFrom::Start(
+            PC2_HEADER_BYTES + (k as u64) * per_sample as u64,
+        ))?;
+        self.bytes.resize(per_sample, 0);
+        self.input.read_exact(&mut self.bytes)?;
+        out.clear();
+        out.extend(
+            self.bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        );
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -183,6 +263,27 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::io::Cursor;
+
+    #[test]
+    fn the_reader_reads_a_sample_at_a_time_what_read_pc2_reads() {
+        let mut w = Pc2Writer::new(Cursor::new(Vec::new()), 2, 0.0, 1.0).unwrap();
+        for k in 0..5 {
+            let k = k as f32;
+            w.push(&[k, 1.0, 2.0, 3.0, 4.0, -k]).unwrap();
+        }
+        let bytes = w.finish().unwrap().into_inner();
+        let whole = read_pc2(Cursor::new(bytes.clone())).unwrap();
+        let mut r = Pc2Reader::new(Cursor::new(bytes.clone())).unwrap();
+        assert_eq!((r.points(), r.samples()), (2, 5));
+        let mut s = Vec::new();
+        for k in [4, 0, 2] {
+            r.read(k, &mut s).unwrap();
+            assert_eq!(s, whole.samples[k]);
+        }
+        assert!(r.read(5, &mut s).is_err());
+        // a file cut short is refused when opened
+        assert!(Pc2Reader::new(Cursor::new(bytes[..bytes.len() - 1].to_vec())).is_err());
+    }
 
     #[test]
     fn the_header_is_the_one_blender_reads() {

@@ -15,7 +15,43 @@
 //! linear blend skinning then poses the mesh exactly as clothcast's skinning
 //! transforms do).
 
-use std::io::{self, Write};
+use std::io::{self, Read, Seek, Write};
+
+use super::pc2::Pc2Reader;
+
+/// The garment's samples, read one at a time (a long take's need not fit in memory):
+/// sample `k` is written at time code `k`.
+pub trait UsdSamples {
+    /// Number of samples.
+    fn count(&self) -> usize;
+    /// Sample `k` into `out`: x, y, z per point, metres, the stage's frame.
+    fn read(&mut self, k: usize, out: &mut Vec<f32>) -> io::Result<()>;
+}
+
+impl UsdSamples for &[Vec<f32>] {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn read(&mut self, k: usize, out: &mut Vec<f32>) -> io::Result<()> {
+        let s = self
+            .get(k)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("no sample {k}")))?;
+        out.clear();
+        out.extend_from_slice(s);
+        Ok(())
+    }
+}
+
+impl<R: Read + Seek> UsdSamples for Pc2Reader<R> {
+    fn count(&self) -> usize {
+        self.samples()
+    }
+
+    fn read(&mut self, k: usize, out: &mut Vec<f32>) -> io::Result<()> {
+        Pc2Reader::read(self, k, out).map_err(io::Error::other)
+    }
+}
 
 /// A skinned body: rest mesh and four joint influences per vertex.
 pub struct UsdSkinnedMesh<'a> {
@@ -59,9 +95,6 @@ pub struct UsdTake<'a> {
     pub doc: &'a str,
     /// The garment's triangles.
     pub garment_triangles: &'a [[u32; 3]],
-    /// The garment's points per sample, `samples[k]` at time code `k` (x, y, z per
-    /// point, metres, stage frame).
-    pub garment_samples: &'a [Vec<f32>],
     /// The animated body, when recorded.
     pub body: Option<(UsdSkinnedMesh<'a>, UsdSkeleton<'a>, &'a [UsdJointKey])>,
 }
@@ -170,9 +203,15 @@ fn token_array(w: &mut impl Write, items: &[String]) -> io::Result<()> {
     w.write_all(b"]")
 }
 
-/// Writes the take as one USD text layer. Fails only if `w` does.
-pub fn write_usda(w: &mut impl Write, take: &UsdTake) -> io::Result<()> {
-    let last = take.garment_samples.len().saturating_sub(1);
+/// Writes the take as one USD text layer, the garment's points from `samples`. Fails
+/// only if `w` or `samples` does.
+pub fn write_usda(
+    w: &mut impl Write,
+    take: &UsdTake,
+    samples: &mut dyn UsdSamples,
+) -> io::Result<()> {
+    let last = samples.count().saturating_sub(1);
+    let mut s = Vec::new();
     let doc = take.doc.replace(['"', '\\', '\n'], " ");
     writeln!(w, "#usda 1.0")?;
     writeln!(w, "(")?;
@@ -191,16 +230,18 @@ pub fn write_usda(w: &mut impl Write, take: &UsdTake) -> io::Result<()> {
     writeln!(w, "        uniform token subdivisionScheme = \"none\"")?;
     topology(w, take.garment_triangles, "        ")?;
     writeln!(w, "        float3[] extent.timeSamples = {{")?;
-    for (k, s) in take.garment_samples.iter().enumerate() {
+    for k in 0..samples.count() {
+        samples.read(k, &mut s)?;
         write!(w, "            {k}: ")?;
-        write_extent(w, extent(s))?;
+        write_extent(w, extent(&s))?;
         writeln!(w, ",")?;
     }
     writeln!(w, "        }}")?;
     writeln!(w, "        point3f[] points.timeSamples = {{")?;
-    for (k, s) in take.garment_samples.iter().enumerate() {
+    for k in 0..samples.count() {
+        samples.read(k, &mut s)?;
         write!(w, "            {k}: ")?;
-        points(w, s)?;
+        points(w, &s)?;
         writeln!(w, ",")?;
     }
     writeln!(w, "        }}")?;
@@ -403,9 +444,9 @@ mod tests {
                 fps: 30.0,
                 doc: "a \"quoted\" doc",
                 garment_triangles: &tri,
-                garment_samples: &samples,
                 body: None,
             },
+            &mut &samples[..],
         )
         .unwrap();
         let text = String::from_utf8(out).unwrap();
