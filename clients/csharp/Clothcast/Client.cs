@@ -68,6 +68,8 @@ namespace Clothcast
     {
         /// <summary>Content hash (hex) that frames refer to.</summary>
         public string Hash;
+        /// <summary>The hash's UTF-8 bytes (what the in-place frame path matches).</summary>
+        internal byte[] HashBytes;
         /// <summary>The garment's name (what `wear` takes: tshirt, pants, …).</summary>
         public string Garment;
         public GarmentSetup Setup;

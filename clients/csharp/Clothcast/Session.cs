@@ -21,6 +21,8 @@ namespace Clothcast
     sealed class AvatarStream
     {
         public string Id;
+        /// <summary>The id's UTF-8 bytes (what the fast frame path matches).</summary>
+        public byte[] IdBytes;
         public GarmentAsset[] Assets;
         public GarmentDecoder[] Decoders;
         public long Seq = -1, Frames, Bytes, Dropped;
@@ -61,13 +63,23 @@ namespace Clothcast
 
         readonly Dictionary<string, GarmentAsset> assets = new Dictionary<string, GarmentAsset>();
         readonly Dictionary<string, AvatarStream> streams = new Dictionary<string, AvatarStream>();
+        /// <summary>The streams by a 64-bit hash of their id's bytes, for the frame path
+        /// that reads a compact frame in place (no strings made).</summary>
+        readonly Dictionary<ulong, AvatarStream> byIdHash = new Dictionary<ulong, AvatarStream>();
+        /// <summary>Where the frame being decoded has each garment's codec frame.</summary>
+        readonly int[] payOff = new int[MaxOutfit], payLen = new int[MaxOutfit];
+        static readonly byte[] FrameTag = System.Text.Encoding.ASCII.GetBytes("frame");
         /// <summary>The hashes of the assets held (read by the network task: a
         /// reconnecting client asks the server not to send them again, `have`).</summary>
         public readonly ConcurrentDictionary<string, bool> Held = new ConcurrentDictionary<string, bool>();
 
         /// <summary>The connection ended: every stream is gone (the next connection
         /// starts from keyframes); the assets stay.</summary>
-        public void Reset() { streams.Clear(); }
+        public void Reset()
+        {
+            streams.Clear();
+            byIdHash.Clear();
+        }
 
         /// <summary>The events of one server message (<paramref name="size"/> bytes)
         /// into <paramref name="events"/>; a message that cannot be used gives one
@@ -77,6 +89,10 @@ namespace Clothcast
             try
             {
                 if (text) throw new ProtocolException("a text message from the server; this client speaks MessagePack");
+                // a frame of a stream already running, read in place; anything else
+                // (a new avatar, other garments, other message types, anything odd)
+                // takes the general path below, which names what is wrong
+                if (size > 0 && ((data[0] & 0xf0) == 0x90 || data[0] == 0xdc) && FastFrame(data, size, events)) return;
                 var v = MsgPack.Decode(data, 0, size);
                 var a = v as object[];
                 if (a != null) { Frame(a, size, events); return; }
@@ -108,6 +124,7 @@ namespace Clothcast
                                 asset.Parents[i] = (int)(long)parents[i];
                             }
                             Validate(asset);
+                            asset.HashBytes = System.Text.Encoding.UTF8.GetBytes(asset.Hash);
                             assets[asset.Hash] = asset;
                             Held[asset.Hash] = true;
                             events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Asset, Asset = asset });
@@ -116,7 +133,13 @@ namespace Clothcast
                     case "gone":
                         {
                             string id = Get<string>(map, "avatar");
-                            if (streams.Remove(id)) events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Gone, Id = id });
+                            AvatarStream gone;
+                            if (streams.TryGetValue(id, out gone))
+                            {
+                                streams.Remove(id);
+                                byIdHash.Remove(IdHash(gone.IdBytes, 0, gone.IdBytes.Length));
+                                events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Gone, Id = id });
+                            }
                             break;
                         }
                     case "error":
@@ -163,17 +186,34 @@ namespace Clothcast
             if (!same)
             {
                 // a new avatar, or new garments: new streams, starting with keyframes
-                s = new AvatarStream { Id = id, Assets = worn, Decoders = new GarmentDecoder[worn.Length] };
+                if (s != null) byIdHash.Remove(IdHash(s.IdBytes, 0, s.IdBytes.Length));
+                var idBytes = System.Text.Encoding.UTF8.GetBytes(id);
+                s = new AvatarStream { Id = id, IdBytes = idBytes, Assets = worn, Decoders = new GarmentDecoder[worn.Length] };
                 for (int k = 0; k < worn.Length; k++) s.Decoders[k] = new GarmentDecoder(worn[k].Setup);
                 streams[id] = s;
+                byIdHash[IdHash(idBytes, 0, idBytes.Length)] = s;
                 events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Added, Stream = s });
             }
+            // every byte field is a view of `data` (MsgPack.Decode copies nothing)
+            for (int k = 0; k < worn.Length; k++)
+            {
+                payOff[k] = payloads[k].Offset;
+                payLen[k] = payloads[k].Count;
+            }
+            Decode(s, world.Array, size, seq, timestamp, world.Offset, pose.Offset, pose.Count, events);
+        }
+
+        /// <summary>Decodes a frame of stream <paramref name="s"/> whose garments' codec
+        /// frames lie at payOff/payLen in <paramref name="data"/>, its world transform at
+        /// <paramref name="worldAt"/> (7 f32) and its pose at poseAt (poseLen bytes).</summary>
+        void Decode(AvatarStream s, byte[] data, int size, long seq, double timestamp, int worldAt, int poseAt, int poseLen, List<ClientEvent> events)
+        {
             s.Bytes += size;
             var b = s.Take();
             try
             {
                 // every layer's frame has the frame's number: in step with the first
-                for (int k = 0; k < worn.Length; k++) s.Decoders[k].Decode(payloads[k].Array, payloads[k].Offset, payloads[k].Count, b.Garments[k]);
+                for (int k = 0; k < s.Assets.Length; k++) s.Decoders[k].Decode(data, payOff[k], payLen[k], b.Garments[k]);
             }
             catch (CodecException e)
             {
@@ -192,13 +232,156 @@ namespace Clothcast
             s.Seq = seq;
             s.Frames++;
             s.Decoders[0].Bones(b.Bones);
-            for (int i = 0; i < 7; i++) b.World[i] = BitConverter.ToSingle(world.Array, world.Offset + 4 * i);
-            for (int i = 0; i < b.Pose.Length; i++) b.Pose[i] = 4 * i + 4 <= pose.Count ? BitConverter.ToSingle(pose.Array, pose.Offset + 4 * i) : 0f;
+            for (int i = 0; i < 7; i++) b.World[i] = BitConverter.ToSingle(data, worldAt + 4 * i);
+            for (int i = 0; i < b.Pose.Length; i++) b.Pose[i] = 4 * i + 4 <= poseLen ? BitConverter.ToSingle(data, poseAt + 4 * i) : 0f;
             events.Add(new ClientEvent
             {
                 Kind = ClientEvent.Kinds.Frame, Stream = s, Buffers = b,
                 Seq = seq, Frames = s.Frames, Bytes = s.Bytes, Dropped = s.Dropped, Timestamp = timestamp,
             });
+        }
+
+        /// <summary>FNV-1a (64-bit) of bytes: an avatar id's key in byIdHash.</summary>
+        static ulong IdHash(byte[] b, int at, int len)
+        {
+            ulong h = 0xcbf29ce484222325;
+            for (int i = at; i < at + len; i++) h = unchecked((h ^ b[i]) * 0x100000001b3);
+            return h;
+        }
+
+        static bool SameBytes(byte[] a, int at, int len, byte[] b)
+        {
+            if (b == null || len != b.Length) return false;
+            for (int i = 0; i < len; i++)
+            {
+                if (a[at + i] != b[i]) return false;
+            }
+            return true;
+        }
+
+        /// <summary>A compact frame of a stream already running, read in place: no
+        /// MessagePack tree, no strings; the codec frames decoded from the message's own
+        /// bytes. False (nothing done) for anything it does not expect, which the
+        /// general path then handles.</summary>
+        bool FastFrame(byte[] b, int size, List<ClientEvent> events)
+        {
+            var r = new Cursor { B = b, P = 0, End = size };
+            int n = r.ArrayHeader();
+            if (n < CompactHead || (n - CompactHead) % 2 != 0 || n > CompactHead + 2 * (MaxOutfit - 1)) return false;
+            int at, len;
+            if (!r.Str(out at, out len) || !SameBytes(b, at, len, FrameTag)) return false;
+            if (!r.Str(out at, out len)) return false;
+            AvatarStream s;
+            if (!byIdHash.TryGetValue(IdHash(b, at, len), out s) || !SameBytes(b, at, len, s.IdBytes)) return false;
+            int garments = 1 + (n - CompactHead) / 2;
+            if (s.Assets.Length != garments) return false;
+            long seq;
+            double timestamp, poseTimestamp;
+            if (!r.Int(out seq) || !r.Number(out timestamp) || !r.Number(out poseTimestamp)) return false;
+            int worldAt, worldLen, poseAt, poseLen;
+            if (!r.Bin(out worldAt, out worldLen) || worldLen != 28 || !r.Bin(out poseAt, out poseLen)) return false;
+            for (int k = 0; k < garments; k++)
+            {
+                if (!r.Str(out at, out len) || !SameBytes(b, at, len, s.Assets[k].HashBytes)) return false;
+                if (!r.Bin(out payOff[k], out payLen[k])) return false;
+            }
+            if (r.P != size) return false;
+            Decode(s, b, size, seq, timestamp, worldAt, poseAt, poseLen, events);
+            return true;
+        }
+
+        /// <summary>Reads MessagePack items in place; each method returns false on a type
+        /// it does not take or on running out of bytes.</summary>
+        struct Cursor
+        {
+            public byte[] B;
+            public int P, End;
+
+            bool Big(int n, out long v)
+            {
+                v = 0;
+                if (n > End - P) return false;
+                for (int i = 0; i < n; i++) v = (v << 8) | B[P + i];
+                P += n;
+                return true;
+            }
+
+            public int ArrayHeader()
+            {
+                if (P >= End) return -1;
+                int t = B[P++];
+                if ((t & 0xf0) == 0x90) return t & 0x0f;
+                long n;
+                if (t == 0xdc && Big(2, out n)) return (int)n;
+                return -1;
+            }
+
+            public bool Str(out int at, out int len)
+            {
+                at = len = 0;
+                if (P >= End) return false;
+                int t = B[P++];
+                long n;
+                if ((t & 0xe0) == 0xa0) n = t & 0x1f;
+                else if (!(t == 0xd9 && Big(1, out n)) && !(t == 0xda && Big(2, out n))) return false;
+                if (n > End - P) return false;
+                at = P;
+                len = (int)n;
+                P += len;
+                return true;
+            }
+
+            public bool Bin(out int at, out int len)
+            {
+                at = len = 0;
+                if (P >= End) return false;
+                int t = B[P++];
+                long n;
+                if (!(t == 0xc4 && Big(1, out n)) && !(t == 0xc5 && Big(2, out n)) && !(t == 0xc6 && Big(4, out n))) return false;
+                if (n > End - P) return false;
+                at = P;
+                len = (int)n;
+                P += len;
+                return true;
+            }
+
+            public bool Int(out long v)
+            {
+                v = 0;
+                if (P >= End) return false;
+                int t = B[P++];
+                if (t <= 0x7f) { v = t; return true; }
+                if (t == 0xcc) return Big(1, out v);
+                if (t == 0xcd) return Big(2, out v);
+                if (t == 0xce) return Big(4, out v);
+                return false;
+            }
+
+            public bool Number(out double v)
+            {
+                v = 0;
+                if (P >= End) return false;
+                int t = B[P];
+                long bits;
+                if (t == 0xcb)
+                {
+                    P++;
+                    if (!Big(8, out bits)) return false;
+                    v = BitConverter.Int64BitsToDouble(bits);
+                    return true;
+                }
+                if (t == 0xca)
+                {
+                    P++;
+                    if (!Big(4, out bits)) return false;
+                    v = BitConverter.ToSingle(BitConverter.GetBytes((int)bits), 0);
+                    return true;
+                }
+                long i;
+                if (!Int(out i)) return false;
+                v = i;
+                return true;
+            }
         }
 
         /// <summary>An asset's body arrays agree with each other and its skeleton

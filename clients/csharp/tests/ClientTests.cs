@@ -125,6 +125,32 @@ static class ClientTests
 
     public static void Register(Harness h)
     {
+        h.Test("client: a running stream's frames are read in place, allocating ~nothing", () =>
+        {
+            var dir = Path.Combine(Harness.Root, "tests", "fixtures", "codec", "v5");
+            var setup = File.ReadAllBytes(Path.Combine(dir, "setup.bin"));
+            var recs = CodecTests.Records(File.ReadAllBytes(Path.Combine(dir, "stream.bin")));
+            var cc = new ClothcastClient(new Uri("ws://127.0.0.1:9/ws"), new ClientOptions());
+            int frames = 0;
+            var errors = new List<string>();
+            cc.FrameReceived += av => frames++;
+            cc.Error += e => errors.Add(e.Message);
+            cc.Inject(AssetMessage(setup, "a1"));
+            // the first two frames start the stream and warm the pools
+            for (int k = 0; k < 2; k++) cc.Inject(FrameMessage("walker", k, "a1", recs[k]));
+            cc.Poll();
+            var messages = new List<byte[]>();
+            for (int k = 2; k < recs.Count; k++) messages.Add(FrameMessage("walker", k, "a1", recs[k]));
+            foreach (var m in messages) cc.Inject(m);
+            long before = GC.GetAllocatedBytesForCurrentThread();
+            cc.Poll();
+            long per = (GC.GetAllocatedBytesForCurrentThread() - before) / messages.Count;
+            Harness.Equal(0, errors.Count, "errors: " + string.Join("; ", errors));
+            Harness.Equal(recs.Count, frames, "every frame decoded");
+            Console.WriteLine("     " + per + " bytes allocated a frame in Poll()");
+            Harness.True(per < 250, per + " bytes allocated a frame (the general path: ~640)");
+        });
+
         h.Test("client: a server's hostile messages are refused by name and the streams go on", () =>
         {
             var dir = Path.Combine(Harness.Root, "tests", "fixtures", "codec", "v5");
