@@ -154,6 +154,10 @@ namespace Clothcast
         readonly Session session = new Session();
         readonly List<ClientEvent> events = new List<ClientEvent>();
         readonly BlockingCollection<Incoming> queue;
+        /// <summary>Message buffers Poll() has finished with, for the network task to
+        /// copy the next messages into (decoding in Poll(): no array a message).</summary>
+        readonly ConcurrentQueue<byte[]> buffers = new ConcurrentQueue<byte[]>();
+        const int MaxPooledBuffers = 64, MaxPooledBuffer = 1 << 20;
         readonly CancellationTokenSource stop = new CancellationTokenSource();
         Task loop;
 
@@ -242,6 +246,9 @@ namespace Clothcast
                 }
                 events.Clear();
                 session.Handle(m.Data, m.Length, m.Text, events);
+                // nothing holds on to a message's bytes once it is handled (assets and
+                // setups copy what they keep)
+                if (m.Data.Length <= MaxPooledBuffer && buffers.Count < MaxPooledBuffers) buffers.Enqueue(m.Data);
                 foreach (var e in events) Apply(e);
             }
             return handled;
@@ -433,7 +440,12 @@ namespace Clothcast
                         }
                         else
                         {
-                            Enqueue(new Incoming { Data = message.ToArray(), Length = (int)message.Length, Text = text }, done.Token);
+                            // a copy for Poll() (the receive buffer is reused), in a buffer
+                            // Poll() handed back when it can
+                            int length = (int)message.Length;
+                            var copy = TakeBuffer(length);
+                            Buffer.BlockCopy(message.GetBuffer(), 0, copy, 0, length);
+                            Enqueue(new Incoming { Data = copy, Length = length, Text = text }, done.Token);
                         }
                         message.SetLength(0);
                     }
@@ -455,6 +467,18 @@ namespace Clothcast
                     ws.Dispose();
                 }
             }
+        }
+
+        /// <summary>A buffer of at least <paramref name="length"/> bytes: a pooled one
+        /// when one is large enough (others are dropped), else a new one.</summary>
+        byte[] TakeBuffer(int length)
+        {
+            byte[] b;
+            while (buffers.TryDequeue(out b))
+            {
+                if (b.Length >= length) return b;
+            }
+            return new byte[Math.Max(length, 4096)];
         }
 
         static bool IsWelcome(MemoryStream m)
