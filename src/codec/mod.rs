@@ -27,6 +27,7 @@ mod setup;
 #[cfg(test)]
 mod tests;
 mod traversal;
+mod trial;
 
 pub use decoder::Decoder;
 pub use encoder::{Effort, Encoder};

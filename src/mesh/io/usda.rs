@@ -203,6 +203,16 @@ fn token_array(w: &mut impl Write, items: &[String]) -> io::Result<()> {
     w.write_all(b"]")
 }
 
+/// A UsdSkel skinning primvar: four values a vertex (`elementSize = 4`), vertex
+/// interpolation.
+fn skin_primvar(w: &mut impl Write, declaration: &str, values: &[String]) -> io::Result<()> {
+    write!(w, "            {declaration} = [{}] (", values.join(", "))?;
+    writeln!(
+        w,
+        "\n                elementSize = 4\n                interpolation = \"vertex\"\n            )"
+    )
+}
+
 /// Writes the take as one USD text layer, the garment's points from `samples`. Fails
 /// only if `w` or `samples` does.
 pub fn write_usda(
@@ -364,35 +374,11 @@ fn write_body(
     write_extent(w, extent(&flat))?;
     write!(w, "\n            point3f[] points = ")?;
     points(w, &flat)?;
-    write!(w, "\n            int[] primvars:skel:jointIndices = [")?;
-    for (i, j) in mesh.joints.iter().enumerate() {
-        if i > 0 {
-            w.write_all(b", ")?;
-        }
-        write!(w, "{}, {}, {}, {}", j[0], j[1], j[2], j[3])?;
-    }
-    writeln!(
-        w,
-        "] (\n                elementSize = 4\n                interpolation = \"vertex\"\n            )"
-    )?;
-    write!(w, "            float[] primvars:skel:jointWeights = [")?;
-    for (i, wt) in mesh.weights.iter().enumerate() {
-        if i > 0 {
-            w.write_all(b", ")?;
-        }
-        write!(
-            w,
-            "{}, {}, {}, {}",
-            num(wt[0], 6),
-            num(wt[1], 6),
-            num(wt[2], 6),
-            num(wt[3], 6)
-        )?;
-    }
-    writeln!(
-        w,
-        "] (\n                elementSize = 4\n                interpolation = \"vertex\"\n            )"
-    )?;
+    writeln!(w)?;
+    let indices: Vec<String> = mesh.joints.iter().flatten().map(u8::to_string).collect();
+    skin_primvar(w, "int[] primvars:skel:jointIndices", &indices)?;
+    let weights: Vec<String> = mesh.weights.iter().flatten().map(|&x| num(x, 6)).collect();
+    skin_primvar(w, "float[] primvars:skel:jointWeights", &weights)?;
     writeln!(
         w,
         "            matrix4d primvars:skel:geomBindTransform = ( (1, 0, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0, 1) )"
