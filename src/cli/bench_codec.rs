@@ -505,6 +505,11 @@ fn peer_decode(
     last: &[f32],
 ) -> anyhow::Result<f64> {
     use anyhow::Context;
+    // the JavaScript peer runs the codec.js built into this binary
+    let codec_js = match peer {
+        Peer::Js => Some(crate::net::web_file("codec.js").context("codec.js is not built in")?),
+        Peer::CSharp(_) => None,
+    };
     let dir = std::env::temp_dir().join(format!("clothcast-bench-peer-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let mut stream = Vec::new();
@@ -514,10 +519,11 @@ fn peer_decode(
     }
     let setup_bytes = setup.to_bytes();
     let mut files: Vec<(&str, &[u8])> = vec![("setup.bin", &setup_bytes), ("stream.bin", &stream)];
-    let codec_js = crate::net::web_file("codec.js").context("codec.js is not built in")?;
     let mut command = match peer {
         Peer::Js => {
-            files.push(("codec.js", codec_js.as_bytes()));
+            if let Some(js) = &codec_js {
+                files.push(("codec.js", js.as_bytes()));
+            }
             files.push((
                 "decode.mjs",
                 include_bytes!("../../clients/web/bench/decode.mjs"),
