@@ -1969,7 +1969,7 @@ impl Drop for Frozen {
 /// Kills process `.0` if the test panics, so that a failed test leaves no server
 /// running (a passing one waits for its exit).
 #[cfg(unix)]
-struct Reaper(u32);
+pub(super) struct Reaper(pub(super) u32);
 
 #[cfg(unix)]
 impl Drop for Reaper {

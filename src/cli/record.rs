@@ -17,8 +17,9 @@
 //!   (the garment's points at time code `k` are sample `k`; the body a UsdSkel skinned
 //!   mesh with a key per received frame at its sample's time code).
 //!
-//! In Blender (checked with 3.4): set the frame rate to the server's tick rate, import
-//! the OBJ (the default Y-up, −Z forward) and the glTF, and give the garment a Mesh
+//! In Blender (checked with 4.2 by `tests/usd/check_blender.py`, and 3.4 by hand): set
+//! the frame rate to the server's tick rate, then either import the `.usda`, or import
+//! the OBJ (the default Y-up, −Z forward) and the glTF and give the garment a Mesh
 //! Cache modifier (format PC2, default axes) reading the `.pc2`.
 //!
 //! A take ends when the recording stops, the avatar leaves, changes garments, or its

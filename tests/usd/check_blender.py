@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Opens a `clothcast watch --record DIR --usd` take in Blender (the `bpy` module, which
+is Blender built as a Python module) by the import paths the README describes, and
+checks what Blender shows.
+
+Usage: check_blender.py DIR ID [FPS]
+
+1. USD: `DIR/ID.usda` through Blender's own USD importer. The scene's frame range and
+   rate are the take's; at several frames the garment Blender evaluates (its points
+   come from the layer's time samples) is the PC2 sample of that frame turned into
+   Blender's Z-up frame; the body is a mesh deformed by an armature of the canonical
+   22 bones with an action, and the body Blender poses at those frames lies under the
+   garment.
+2. PC2 + OBJ + glTF: `ID.garment.obj` imported with the importer's defaults, given a
+   Mesh Cache modifier (PC2, its default axes) reading `ID.garment.pc2`, and
+   `ID.body.glb` through the glTF importer with the scene at FPS: the same checks.
+
+Exits non-zero with the reason on the first failure.
+"""
+import os
+import statistics
+import struct
+import sys
+
+import bpy
+from mathutils import Vector
+from mathutils.kdtree import KDTree
+
+
+def leave(code):
+    """Exits at once: after Blender's glTF importer has run, the `bpy` module (4.2)
+    crashes in the interpreter's teardown, so the verdict is the exit code given here,
+    with the output flushed first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def fail(msg):
+    print(f"check_blender: {msg}", file=sys.stderr)
+    leave(1)
+
+
+def read_pc2(path):
+    with open(path, "rb") as f:
+        magic, version, points, start, rate, samples = struct.unpack("<12siiffi", f.read(32))
+        if magic != b"POINTCACHE2\0" or version != 1:
+            fail(f"{path}: not a PC2 file")
+        data = f.read()
+    floats = struct.unpack(f"<{len(data) // 4}f", data)
+    n = 3 * points
+    return [floats[k * n:(k + 1) * n] for k in range(samples)]
+
+
+def z_up(xyz):
+    """A Y-up point (clothcast, USD's stage, the PC2) in Blender's Z-up world: the
+    conversion Blender's importers apply (+Y up becomes +Z up, +Z forward becomes −Y)."""
+    return Vector((xyz[0], -xyz[2], xyz[1]))
+
+
+def evaluated_world(obj):
+    """The object's vertices as Blender evaluates them this frame (modifiers, armature
+    and caches applied), in world coordinates."""
+    dg = bpy.context.evaluated_depsgraph_get()
+    ev = obj.evaluated_get(dg)
+    mesh = ev.to_mesh()
+    out = [ev.matrix_world @ v.co for v in mesh.vertices]
+    ev.to_mesh_clear()
+    return out
+
+
+def reset():
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
+def meshes():
+    return [o for o in bpy.context.scene.objects if o.type == "MESH"]
+
+
+def check_frames(label, garment, body, samples, frames):
+    """At each frame: the garment Blender shows is the PC2 sample (converted to Z up),
+    and the body Blender poses lies under it."""
+    scene = bpy.context.scene
+    for f in frames:
+        scene.frame_set(f)
+        g = evaluated_world(garment)
+        s = samples[f]
+        if len(g) * 3 != len(s):
+            fail(f"{label}: frame {f}: {len(g)} garment vertices, the PC2 has {len(s) // 3}")
+        off = max((g[i] - z_up(s[3 * i:3 * i + 3])).length for i in range(len(g)))
+        if off > 1e-4:
+            fail(f"{label}: frame {f}: the garment is {off * 1000:.2f} mm off the PC2 sample")
+        b = evaluated_world(body)
+        tree = KDTree(len(b))
+        for i, p in enumerate(b):
+            tree.insert(p, i)
+        tree.balance()
+        d = sorted(tree.find(p)[2] for p in g)
+        median, worst = statistics.median(d), d[-1]
+        print(
+            f"{label}: frame {f}: garment = PC2 sample within {off * 1000:.3f} mm; "
+            f"garment to posed body median {median * 100:.1f} cm, worst {worst * 100:.1f} cm"
+        )
+        if median > 0.04 or worst > 0.15:
+            fail(f"{label}: frame {f}: the garment is {median:.3f} m (median) / {worst:.3f} m (worst) from the posed body")
+
+
+def deformed_by_armature(label, obj):
+    arm = [m for m in obj.modifiers if m.type == "ARMATURE" and m.object is not None]
+    if not arm:
+        fail(f"{label}: the body has no armature modifier")
+    rig = arm[0].object
+    if len(rig.data.bones) != 22:
+        fail(f"{label}: the armature has {len(rig.data.bones)} bones, not the canonical 22")
+    if rig.animation_data is None or rig.animation_data.action is None:
+        fail(f"{label}: the armature has no action")
+    return rig
+
+
+def check_usd(d, ident, fps, samples, frames):
+    reset()
+    bpy.ops.wm.usd_import(filepath=f"{d}/{ident}.usda", set_frame_range=True)
+    scene = bpy.context.scene
+    if (scene.frame_start, scene.frame_end) != (0, len(samples) - 1):
+        fail(f"usd: frames {scene.frame_start}..{scene.frame_end} for {len(samples)} samples")
+    # Blender's USD importer leaves the scene's frame rate alone (4.2): the user sets
+    # it to the take's, as for the other import path
+    scene.render.fps, scene.render.fps_base = round(fps), 1.0
+    by_name = {o.name: o for o in meshes()}
+    garment, body = by_name.get("garment"), by_name.get("mesh")
+    if garment is None or body is None:
+        fail(f"usd: mesh objects {sorted(by_name)}, expected 'garment' and the body's 'mesh'")
+    if not any(m.type == "MESH_SEQUENCE_CACHE" for m in garment.modifiers):
+        fail("usd: the garment's points are not read from the layer's time samples")
+    deformed_by_armature("usd", body)
+    check_frames("usd", garment, body, samples, frames)
+
+
+def check_pc2_obj_gltf(d, ident, fps, samples, frames):
+    reset()
+    scene = bpy.context.scene
+    scene.render.fps, scene.render.fps_base = round(fps), 1.0
+    scene.frame_start, scene.frame_end = 0, len(samples) - 1
+    bpy.ops.wm.obj_import(filepath=f"{d}/{ident}.garment.obj")
+    objs = meshes()
+    if len(objs) != 1:
+        fail(f"obj: {len(objs)} meshes imported")
+    garment = objs[0]
+    cache = garment.modifiers.new("cache", "MESH_CACHE")
+    cache.cache_format = "PC2"
+    cache.filepath = f"{d}/{ident}.garment.pc2"
+    bpy.ops.import_scene.gltf(filepath=f"{d}/{ident}.body.glb")
+    # the importer also makes an icosphere for its bone display shapes
+    body = [o for o in meshes() if o is not garment and any(m.type == "ARMATURE" for m in o.modifiers)]
+    if len(body) != 1:
+        fail(f"gltf: body meshes {[o.name for o in body]} imported, expected one")
+    deformed_by_armature("gltf", body[0])
+    check_frames("obj+pc2+gltf", garment, body[0], samples, frames)
+
+
+def main():
+    if len(sys.argv) < 3:
+        fail("usage: check_blender.py DIR ID [FPS]")
+    d, ident = sys.argv[1], sys.argv[2]
+    fps = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
+    samples = read_pc2(f"{d}/{ident}.garment.pc2")
+    if len(samples) < 3:
+        fail(f"only {len(samples)} samples")
+    frames = [0, len(samples) // 2, len(samples) - 1]
+    print(f"Blender {bpy.app.version_string}")
+    check_usd(d, ident, fps, samples, frames)
+    check_pc2_obj_gltf(d, ident, fps, samples, frames)
+    print(f"{d}/{ident}: ok in Blender {bpy.app.version_string} ({len(samples)} samples)")
+    leave(0)
+
+
+main()
