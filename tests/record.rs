@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use clothcast::client::Viewer;
 use clothcast::mesh::{read_obj, read_pc2};
+use clothcast::mocap::Bvh;
 use clothcast::net::start;
-use glam::{Quat, Vec3};
+use clothcast::skeleton::{JOINT_COUNT, JointId, Pose};
+use glam::{DQuat, Quat, Vec3};
 
 use super::clients::{finish, frames_of, play_to};
 #[cfg(unix)]
@@ -93,6 +95,53 @@ fn check_blender(dir: &Path, id: &str) {
     );
 }
 
+/// The take's `.body.bvh`: a frame per PC2 sample at the tick rate, the canonical
+/// joints, and at frame `k` the pose the server streamed with frame `seq0 + k` (each
+/// joint's world rotation within 0.01°, the pelvis moved as the pose moved it).
+fn check_bvh(path: &Path, samples: usize, seq0: u32, poses: &HashMap<u32, Pose>) {
+    let text = std::fs::read_to_string(path).expect("the BVH is there");
+    let bvh = Bvh::parse(&text).expect("the BVH reads");
+    assert_eq!(bvh.frame_count(), samples, "a BVH frame per PC2 sample");
+    assert!((bvh.frame_time - 1.0 / 30.0).abs() < 1e-6);
+    let index: Vec<usize> = JointId::all()
+        .map(|j| bvh.joint_index(j.name()).expect("a canonical joint"))
+        .collect();
+    assert_eq!(bvh.joints.len(), JOINT_COUNT);
+    let world_rotations = |p: &Pose| {
+        let mut w = [DQuat::IDENTITY; JOINT_COUNT];
+        for j in JointId::all() {
+            let local = p.rotations[j.index()].as_dquat();
+            w[j.index()] = match j.parent() {
+                Some(parent) => w[parent.index()] * local,
+                None => local,
+            };
+        }
+        w
+    };
+    let (mut matched, mut origin) = (0, None);
+    for k in 0..samples {
+        let Some(pose) = poses.get(&(seq0 + k as u32)) else {
+            continue;
+        };
+        let got = bvh.world(Some(k));
+        for (j, want) in world_rotations(pose).iter().enumerate() {
+            // in f64, as 2 asin |sin(θ/2)|: f32's acos cannot tell angles under ~0.02°
+            let d = got[index[j]].0.as_dquat().conjugate() * *want;
+            let angle = 2.0 * d.xyz().length().min(1.0).asin().to_degrees();
+            assert!(angle < 0.01, "frame {k}, joint {j}: {angle}° off");
+        }
+        let pelvis = got[index[0]].1;
+        let (p0, t0) = *origin.get_or_insert((pelvis, pose.translation));
+        let moved = (pelvis - p0) - (pose.translation - t0);
+        assert!(
+            moved.length() < 1e-5,
+            "frame {k}: the pelvis is {moved} off"
+        );
+        matched += 1;
+    }
+    assert!(matched * 10 >= samples * 9, "{matched} of {samples} frames");
+}
+
 fn close(a: &[f32], b: &[f32], tolerance: f32) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tolerance)
 }
@@ -123,6 +172,7 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
         .spawn()
         .expect("clothcast watch runs");
     let mut seen: HashMap<u32, Vec<f32>> = HashMap::new();
+    let mut poses: HashMap<u32, Pose> = HashMap::new();
     let stop = tokio::time::Instant::now() + Duration::from_secs(5);
     while let Ok(m) = tokio::time::timeout_at(stop, viewer.next()).await {
         let m = m.expect("a message");
@@ -130,6 +180,9 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
             && let Some((seq, world)) = world_positions(&view, "rec-0")
         {
             seen.insert(seq, world);
+            if let Some(Ok(p)) = view.avatars["rec-0"].last.as_ref().map(|f| f.body_pose(22)) {
+                poses.insert(seq, Pose::from_arrays(p.translation, &p.rotations));
+            }
         }
     }
     let (status, _, err) = finish(watch).await;
@@ -179,6 +232,12 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
     assert!(
         max_moved(first, last) > 0.02,
         "the recorded garment does not move"
+    );
+    check_bvh(
+        &stem("rec-0", "body.bvh"),
+        cache.samples.len(),
+        seq0,
+        &poses,
     );
 
     // the mesh the cache drives: the same vertices, in the same order
@@ -249,6 +308,21 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
     );
     assert!(stem("rec-0-2", "body.glb").exists(), "{err}");
     assert_eq!(size(&stem("rec-0", "garment.pc2")), before);
+    // the recorded motion plays back into the server as a performer of its own
+    let replay = Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .arg("play")
+        .arg(stem("rec-0", "body.bvh"))
+        .args(["--url", &url, "--token", "pub", "--prefix", "replay"])
+        .args(["--seconds", "20"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast play runs");
+    let _replay_reaper = Reaper(replay.id());
+    frames_of(&url, "replay-0", 10).await;
+    let mut replay = replay;
+    let _ = replay.kill();
+    let _ = finish(replay).await;
     let mut play = play;
     let _ = play.kill();
     let _ = finish(play).await;

@@ -13,6 +13,10 @@
 //!   skeleton with its streamed motion, a key per received frame at `k / tick rate`
 //!   seconds, so that with the scene's frame rate at the tick rate, frame `k` of the
 //!   body is sample `k` of the garment.
+//! - `ID.body.bvh`, written as the take goes (a cut-short one still reads): the body's
+//!   motion on the canonical skeleton (metres, +Y up), a frame per sample (a missed
+//!   frame or an unusable pose holds the frame before), for retargeting in animation
+//!   tools and for replaying with `clothcast play`.
 //! - `ID.usda` (with `--usd`), written when the take ends: both in one USD text layer
 //!   (the garment's points at time code `k` are sample `k`; the body a UsdSkel skinned
 //!   mesh with a key per received frame at its sample's time code).
@@ -40,6 +44,7 @@ use crate::mesh::{
     GlbMesh, GlbScene, Pc2Reader, Pc2Writer, TriMesh, UsdJointKey, UsdSkeleton, UsdSkinnedMesh,
     UsdTake, write_obj, write_usda,
 };
+use crate::mocap::BvhWriter;
 use crate::protocol::{AssetMessage, BodyAsset};
 use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
 
@@ -64,6 +69,8 @@ struct Take {
     /// The body and its keys (sample index, pose), when the asset's body is usable.
     body: Option<Arc<BodyAsset>>,
     keys: Vec<(u32, Pose)>,
+    /// The body's motion as BVH, written as it comes (sample `k` is frame `k`).
+    motion: Option<BvhWriter<File>>,
     /// Whether a bad pose was reported (once a take).
     said_bad_pose: bool,
 }
@@ -197,17 +204,26 @@ impl Recorder {
         if f.seq > take.first_seq {
             for _ in take.last_seq.saturating_add(1)..f.seq {
                 take.cache.push(&take.last)?;
+                if let Some(m) = &mut take.motion {
+                    m.repeat()?;
+                }
             }
         }
         take.cache.push(&world)?;
         take.last_seq = f.seq;
         take.last = world;
         if let Some(body) = &take.body {
-            match f.body_pose(body.parents.len()) {
-                Ok(p) => take.keys.push((
-                    f.seq - take.first_seq,
-                    Pose::from_arrays(p.translation, &p.rotations),
-                )),
+            let pose = f
+                .body_pose(body.parents.len())
+                .map(|p| Pose::from_arrays(p.translation, &p.rotations));
+            if let Some(m) = &mut take.motion {
+                match &pose {
+                    Ok(p) => m.push(p.translation, &p.rotations)?,
+                    Err(_) => m.repeat()?,
+                }
+            }
+            match pose {
+                Ok(p) => take.keys.push((f.seq - take.first_seq, p)),
                 Err(e) if !take.said_bad_pose => {
                     take.said_bad_pose = true;
                     eprintln!(
@@ -242,7 +258,7 @@ impl Recorder {
             })
             .find(|s| {
                 !self.stems.contains(s)
-                    && ["garment.pc2", "garment.obj", "body.glb", "usda"]
+                    && ["garment.pc2", "garment.obj", "body.glb", "body.bvh", "usda"]
                         .iter()
                         .all(|e| !s.with_extension(e).exists())
             })
@@ -266,6 +282,24 @@ impl Recorder {
             .create_new(true)
             .open(&pc2)
             .with_context(|| format!("creating {}", pc2.display()))?;
+        let body = self.bodies.get(first).cloned().flatten();
+        let motion = match &body {
+            Some(b) => {
+                let path = stem.with_extension("body.bvh");
+                let file = File::options()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .with_context(|| format!("creating {}", path.display()))?;
+                let names: Vec<&str> = JointId::all().map(JointId::name).collect();
+                let writer =
+                    BvhWriter::new(file, &names, &b.parents, &b.skeleton, 1.0 / self.tick_hz)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                Some(writer)
+            }
+            None => None,
+        };
         eprintln!("recording {id} into {}.*", stem.display());
         Ok(Take {
             stem,
@@ -275,8 +309,9 @@ impl Recorder {
             last_seq: seq,
             last: world.to_vec(),
             triangles: triangles.to_vec(),
-            body: self.bodies.get(first).cloned().flatten(),
+            body,
             keys: Vec::new(),
+            motion,
             said_bad_pose: false,
         })
     }
@@ -288,17 +323,20 @@ impl Recorder {
         };
         let samples = take.cache.samples();
         take.cache.finish()?;
-        let mut files = "garment.pc2, garment.obj";
-        if let Some(body) = &take.body
-            && !take.keys.is_empty()
-        {
+        let mut files = vec!["garment.pc2", "garment.obj"];
+        if let Some(m) = take.motion {
+            m.finish()?;
+            files.push("body.bvh");
+        }
+        let animated = take.body.is_some() && !take.keys.is_empty();
+        if let Some(body) = take.body.as_deref().filter(|_| animated) {
             write_body_glb(
                 &take.stem.with_extension("body.glb"),
                 body,
                 &take.keys,
                 self.tick_hz,
             )?;
-            files = "garment.pc2, garment.obj, body.glb";
+            files.push("body.glb");
         }
         if self.usd {
             write_take_usda(
@@ -309,12 +347,9 @@ impl Recorder {
                 &take.keys,
                 self.tick_hz,
             )?;
-            files = if take.body.is_some() && !take.keys.is_empty() {
-                "garment.pc2, garment.obj, body.glb, usda"
-            } else {
-                "garment.pc2, garment.obj, usda"
-            };
+            files.push("usda");
         }
+        let files = files.join(", ");
         eprintln!(
             "{id}: {samples} frames recorded in {}.{{{files}}}",
             take.stem.display()

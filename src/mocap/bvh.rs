@@ -4,6 +4,9 @@
 
 use glam::{Quat, Vec3};
 
+mod write;
+pub use write::BvhWriter;
+
 /// Largest number of joints accepted.
 pub const MAX_JOINTS: usize = 1024;
 /// Largest number of frames accepted (about 4.6 hours at 120 fps).

@@ -15,7 +15,7 @@ mod profile;
 mod retarget;
 mod vmc;
 
-pub use bvh::{Bvh, BvhError, BvhJoint, Channel, MAX_FRAMES, MAX_JOINTS};
+pub use bvh::{Bvh, BvhError, BvhJoint, BvhWriter, Channel, MAX_FRAMES, MAX_JOINTS};
 pub use clip::{Clip, ClipError, foot_contact, stand_on_floor};
 pub use filter::{FilterConfig, PoseFilter};
 pub use hinge_fit::{

@@ -14,6 +14,9 @@ Usage: check_blender.py DIR ID [FPS]
 2. PC2 + OBJ + glTF: `ID.garment.obj` imported with the importer's defaults, given a
    Mesh Cache modifier (PC2, its default axes) reading `ID.garment.pc2`, and
    `ID.body.glb` through the glTF importer with the scene at FPS: the same checks.
+3. BVH: `ID.body.bvh` through the BVH importer with its defaults: its joints are the
+   glTF body's at every checked frame (one scene frame later: the importer starts a
+   BVH at frame 1).
 
 Exits non-zero with the reason on the first failure.
 """
@@ -154,8 +157,33 @@ def check_pc2_obj_gltf(d, ident, fps, samples, frames):
     body = [o for o in meshes() if o is not garment and any(m.type == "ARMATURE" for m in o.modifiers)]
     if len(body) != 1:
         fail(f"gltf: body meshes {[o.name for o in body]} imported, expected one")
-    deformed_by_armature("gltf", body[0])
+    rig = deformed_by_armature("gltf", body[0])
     check_frames("obj+pc2+gltf", garment, body[0], samples, frames)
+    check_bvh(d, ident, rig, frames)
+
+
+def check_bvh(d, ident, rig, frames):
+    """`ID.body.bvh` through Blender's BVH importer: an armature of the same 22 joints
+    whose joints are where the glTF body's are, one frame later (the importer puts a
+    BVH's first frame at scene frame 1 at the earliest)."""
+    scene = bpy.context.scene
+    before = set(scene.objects)
+    bpy.ops.import_anim.bvh(filepath=f"{d}/{ident}.body.bvh", update_scene_fps=False, update_scene_duration=False)
+    new = [o for o in scene.objects if o not in before and o.type == "ARMATURE"]
+    if len(new) != 1:
+        fail(f"bvh: {len(new)} armatures imported")
+    bvh = new[0]
+    names = sorted(b.name for b in bvh.pose.bones)
+    if names != sorted(b.name for b in rig.pose.bones):
+        fail(f"bvh: joints {names} are not the glTF body's")
+    for f in frames:
+        scene.frame_set(f + 1)
+        heads = {b.name: bvh.matrix_world @ b.head for b in bvh.pose.bones}
+        scene.frame_set(f)
+        off = max((heads[b.name] - rig.matrix_world @ b.head).length for b in rig.pose.bones)
+        print(f"bvh: frame {f}: joints within {off * 1000:.3f} mm of the glTF body's")
+        if off > 1e-4:
+            fail(f"bvh: frame {f}: a joint is {off * 1000:.2f} mm from the glTF body's")
 
 
 def main():
