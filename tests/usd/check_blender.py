@@ -17,6 +17,9 @@ Usage: check_blender.py DIR ID [FPS]
 3. BVH: `ID.body.bvh` through the BVH importer with its defaults: its joints are the
    glTF body's at every checked frame (one scene frame later: the importer starts a
    BVH at frame 1).
+4. The add-on `clients/blender/clothcast_import.py`: its one operator sets the frame
+   rate and range and imports the take, which passes the checks of 2; for a take cut
+   short (no glTF), its BVH skeleton's joints are the glTF body's at the same frames.
 
 Exits non-zero with the reason on the first failure.
 """
@@ -186,6 +189,75 @@ def check_bvh(d, ident, rig, frames):
             fail(f"bvh: frame {f}: a joint is {off * 1000:.2f} mm from the glTF body's")
 
 
+def check_addon(d, ident, fps, samples, frames):
+    """The add-on `clients/blender/clothcast_import.py`: one operator call sets the
+    scene and the take up; with the glTF gone (a take cut short), the body is the BVH
+    skeleton, its joints where the glTF body's are at the same frames."""
+    import shutil
+    import tempfile
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "..", "clients", "blender"))
+    import clothcast_import
+
+    reset()
+    clothcast_import.register()
+    if bpy.ops.import_scene.clothcast_take(filepath=f"{d}/{ident}.garment.pc2") != {"FINISHED"}:
+        fail("add-on: the import failed")
+    scene = bpy.context.scene
+    if (scene.frame_start, scene.frame_end) != (0, len(samples) - 1):
+        fail(f"add-on: frames {scene.frame_start}..{scene.frame_end} for {len(samples)} samples")
+    rate = scene.render.fps / scene.render.fps_base
+    if abs(rate - fps) > 1e-3:
+        fail(f"add-on: the scene runs at {rate} fps, not {fps}")
+    objs = {o.name: o for o in scene.objects}
+    garment, body = objs.get(f"{ident} garment"), objs.get(f"{ident} body")
+    if garment is None or body is None or ident not in bpy.data.collections:
+        fail(f"add-on: objects {sorted(objs)}")
+    check_frames("add-on", garment, body, samples, frames)
+
+    # a take cut short: no glTF, no USD
+    cut = tempfile.mkdtemp()
+    for ext in ("garment.pc2", "garment.obj", "body.bvh"):
+        shutil.copy(f"{d}/{ident}.{ext}", cut)
+    reset()
+    if bpy.ops.import_scene.clothcast_take(filepath=f"{cut}/{ident}.body.bvh") != {"FINISHED"}:
+        fail("add-on: the import of a take without its glTF failed")
+    scene = bpy.context.scene
+    skeleton = bpy.data.objects.get(f"{ident} skeleton")
+    if skeleton is None or skeleton.type != "ARMATURE":
+        fail("add-on: no BVH skeleton for a take without its glTF")
+    before = set(scene.objects)
+    bpy.ops.import_scene.gltf(filepath=f"{d}/{ident}.body.glb")
+    rig = [o for o in scene.objects if o not in before and o.type == "ARMATURE"][0]
+    for f in frames:
+        scene.frame_set(f)
+        off = max(
+            (skeleton.matrix_world @ skeleton.pose.bones[b.name].head - rig.matrix_world @ b.head).length
+            for b in rig.pose.bones
+        )
+        print(f"add-on, BVH body: frame {f}: joints within {off * 1000:.3f} mm of the glTF body's")
+        if off > 1e-4:
+            fail(f"add-on, BVH body: frame {f}: a joint is {off * 1000:.2f} mm from the glTF body's")
+    shutil.rmtree(cut)
+
+    # every take of the folder at once, a collection each; a file of no take is refused
+    reset()
+    takes = sorted(n[: -len(".garment.pc2")] for n in os.listdir(d) if n.endswith(".garment.pc2"))
+    bpy.ops.import_scene.clothcast_take(filepath=f"{d}/{ident}.garment.obj", all_takes=True)
+    # (the glTF importer adds a collection of its own for its bone shapes)
+    got = sorted(c.name for c in bpy.data.collections if f"{c.name} garment" in c.objects)
+    if got != takes:
+        fail(f"add-on: every take of the folder gave collections {got}, not {takes}")
+    try:
+        result = bpy.ops.import_scene.clothcast_take(filepath=f"{d}/notes.txt")
+    except RuntimeError as e:
+        result = str(e)
+    if "is not a file of a take" not in str(result):
+        fail(f"add-on: a file of no take gave {result}")
+    print(f"add-on: {len(takes)} takes of the folder imported at once; a file of no take refused")
+
+
 def main():
     if len(sys.argv) < 3:
         fail("usage: check_blender.py DIR ID [FPS]")
@@ -198,6 +270,7 @@ def main():
     print(f"Blender {bpy.app.version_string}")
     check_usd(d, ident, fps, samples, frames)
     check_pc2_obj_gltf(d, ident, fps, samples, frames)
+    check_addon(d, ident, fps, samples, frames)
     print(f"{d}/{ident}: ok in Blender {bpy.app.version_string} ({len(samples)} samples)")
     leave(0)
 
