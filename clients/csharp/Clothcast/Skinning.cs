@@ -45,6 +45,53 @@ namespace Clothcast
             }
         }
 
+        /// <summary>The same motions as <see cref="BoneMatrices"/> as rigid transforms,
+        /// what an engine's bone objects take (Unity's SkinnedMeshRenderer with identity
+        /// bind poses): per bone world ∘ bone as a unit quaternion x, y, z, w then a
+        /// translation, 7 floats a bone, into <paramref name="output"/>. A body vertex at
+        /// rest position p is posed at Σ weight · (R_bone p + t_bone). Allocates
+        /// nothing.</summary>
+        public static void BoneTransforms(float[] bones, float[] world, float[] output)
+        {
+            if (bones == null || bones.Length % 7 != 0) throw new ArgumentException("bones: 7 floats a bone");
+            if (world == null || world.Length != 7) throw new ArgumentException("world: 7 floats");
+            int n = bones.Length / 7;
+            if (output == null || output.Length != 7 * n) throw new ArgumentException("output: 7 floats a bone");
+            double wx = world[0], wy = world[1], wz = world[2], ww = world[3];
+            for (int j = 0; j < n; j++)
+            {
+                int o = 7 * j;
+                double bx = bones[o], by = bones[o + 1], bz = bones[o + 2], bw = bones[o + 3];
+                double x = ww * bx + wx * bw + wy * bz - wz * by;
+                double y = ww * by - wx * bz + wy * bw + wz * bx;
+                double z = ww * bz + wx * by - wy * bx + wz * bw;
+                double w = ww * bw - wx * bx - wy * by - wz * bz;
+                double l = Math.Sqrt(x * x + y * y + z * z + w * w);
+                if (l > 0) { x /= l; y /= l; z /= l; w /= l; } else { x = 0; y = 0; z = 0; w = 1; }
+                double tx, ty, tz;
+                Rotate(wx, wy, wz, ww, bones[o + 4], bones[o + 5], bones[o + 6], out tx, out ty, out tz);
+                output[o] = (float)x; output[o + 1] = (float)y; output[o + 2] = (float)z; output[o + 3] = (float)w;
+                output[o + 4] = (float)(tx + world[4]); output[o + 5] = (float)(ty + world[5]); output[o + 6] = (float)(tz + world[6]);
+            }
+        }
+
+        /// <summary>Rigid transforms (7 floats each, as <see cref="BoneTransforms"/>
+        /// gives them) mirrored through the XY plane (z → −z), in place: clothcast's
+        /// right-handed frame into a left-handed engine's such as Unity's (+Y up, metres).
+        /// A transform T becomes S T S with S = diag(1, 1, −1): rotation (−x, −y, z, w),
+        /// translation (x, y, −z); so it takes the mirrored rest point S p to the mirror
+        /// of T p.</summary>
+        public static void MirrorZ(float[] transforms)
+        {
+            if (transforms == null || transforms.Length % 7 != 0) throw new ArgumentException("transforms: 7 floats each");
+            for (int o = 0; o < transforms.Length; o += 7)
+            {
+                transforms[o] = -transforms[o];
+                transforms[o + 1] = -transforms[o + 1];
+                transforms[o + 6] = -transforms[o + 6];
+            }
+        }
+
         /// <summary>The body's vertices posed by linear blend skinning with
         /// <paramref name="matrices"/> (from <see cref="BoneMatrices"/>), into
         /// <paramref name="output"/> (3 floats a body vertex, metres; world frame when

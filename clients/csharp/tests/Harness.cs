@@ -56,6 +56,7 @@ sealed class Harness
         CodecTests.Register(h);
         MsgPackTests.Register(h);
         ClientTests.Register(h);
+        SkinningTests.Register(h);
         string filter = args.Length > 0 ? args[0] : null;
         int failed = 0, ran = 0;
         foreach (var t in h.tests)

@@ -1,6 +1,7 @@
-// A Unity component that shows every avatar a clothcast server streams: its body,
-// skinned on the CPU from the bones each garment frame carries, and its garments,
-// decoded in place, as dynamic meshes under this GameObject.
+// A Unity component that shows every avatar a clothcast server streams: its body, a
+// SkinnedMeshRenderer whose bones are set from the bones each garment frame carries
+// (Unity skins it, on the GPU where the platform does), and its garments, decoded in
+// place, as dynamic meshes under this GameObject.
 //
 // Setup: copy clients/csharp/Clothcast/*.cs into the project's Assets (any folder),
 // and this file too; add the component to an empty GameObject; set the URL (and the
@@ -11,7 +12,8 @@
 // metres): positions are mirrored through the XY plane (z → −z) and triangles wound
 // the other way, so shapes come out the same, not mirrored.
 //
-// Written against Unity 2021 LTS's API (Mesh, MeshFilter, MeshRenderer, Material).
+// Written against Unity 2021 LTS's API (Mesh, MeshFilter, MeshRenderer,
+// SkinnedMeshRenderer, Material).
 // This repository's CI has no Unity: clients/csharp/test.sh compiles this file against
 // the Unity members it uses, declared as Unity documents them
 // (tests/unity-api/UnityEngine.cs), which catches mistakes in this file but does not
@@ -39,9 +41,13 @@ public class ClothcastStream : MonoBehaviour
     sealed class Shown
     {
         public GameObject root;
-        public Piece body;
+        /// <summary>The body's bones: one Transform a joint, children of root, set each
+        /// frame to the joint's rest → posed motion (the body mesh's bind poses are
+        /// identities, so Unity poses a vertex at Σ weight · bone · rest).</summary>
+        public Transform[] bones;
+        /// <summary>Scratch: 7 floats a bone (Skinning.BoneTransforms).</summary>
+        public float[] transforms;
         public Piece[] garments;
-        public float[] matrices;
     }
 
     /// <summary>One dynamic mesh and the arrays it is filled from.</summary>
@@ -92,6 +98,15 @@ public class ClothcastStream : MonoBehaviour
         mesh.MarkDynamic();
         mesh.vertices = new Vector3[vertices];
         // the other winding for the mirrored frame
+        mesh.triangles = Rewound(triangles);
+        go.AddComponent<MeshFilter>().sharedMesh = mesh;
+        go.AddComponent<MeshRenderer>().sharedMaterial = material;
+        return new Piece { mesh = mesh, world = new float[3 * vertices], vertices = new Vector3[vertices] };
+    }
+
+    /// <summary>The triangles wound the other way, for the mirrored frame.</summary>
+    static int[] Rewound(int[] triangles)
+    {
         var tris = new int[triangles.Length];
         for (int t = 0; t < triangles.Length; t += 3)
         {
@@ -99,10 +114,54 @@ public class ClothcastStream : MonoBehaviour
             tris[t + 1] = triangles[t + 2];
             tris[t + 2] = triangles[t + 1];
         }
-        mesh.triangles = tris;
-        go.AddComponent<MeshFilter>().sharedMesh = mesh;
-        go.AddComponent<MeshRenderer>().sharedMaterial = material;
-        return new Piece { mesh = mesh, world = new float[3 * vertices], vertices = new Vector3[vertices] };
+        return tris;
+    }
+
+    /// <summary>The body as a SkinnedMeshRenderer under <paramref name="parent"/>: its
+    /// rest mesh (mirrored), four influences a vertex, identity bind poses, and a bone
+    /// Transform a joint; returns the bones.</summary>
+    Transform[] MakeBody(Transform parent, GarmentAsset a, Material material)
+    {
+        int n = a.BodyPositions.Length / 3, joints = a.Parents.Length;
+        var bones = new Transform[joints];
+        var bindposes = new Matrix4x4[joints];
+        for (int j = 0; j < joints; j++)
+        {
+            var bone = new GameObject("joint " + j);
+            bone.transform.SetParent(parent, false);
+            bones[j] = bone.transform;
+            bindposes[j] = Matrix4x4.identity;
+        }
+        var vertices = new Vector3[n];
+        var weights = new BoneWeight[n];
+        for (int v = 0; v < n; v++)
+        {
+            vertices[v] = new Vector3(a.BodyPositions[3 * v], a.BodyPositions[3 * v + 1], -a.BodyPositions[3 * v + 2]);
+            var w = new BoneWeight();
+            w.boneIndex0 = a.BodyJoints[4 * v]; w.weight0 = a.BodyWeights[4 * v];
+            w.boneIndex1 = a.BodyJoints[4 * v + 1]; w.weight1 = a.BodyWeights[4 * v + 1];
+            w.boneIndex2 = a.BodyJoints[4 * v + 2]; w.weight2 = a.BodyWeights[4 * v + 2];
+            w.boneIndex3 = a.BodyJoints[4 * v + 3]; w.weight3 = a.BodyWeights[4 * v + 3];
+            weights[v] = w;
+        }
+        var mesh = new Mesh { name = "body" };
+        if (n > 65535) mesh.indexFormat = IndexFormat.UInt32;
+        mesh.vertices = vertices;
+        mesh.triangles = Rewound(a.BodyTriangles);
+        mesh.boneWeights = weights;
+        mesh.bindposes = bindposes;
+        mesh.RecalculateNormals();
+        mesh.RecalculateBounds();
+        var go = new GameObject("body");
+        go.transform.SetParent(parent, false);
+        var skin = go.AddComponent<SkinnedMeshRenderer>();
+        skin.sharedMesh = mesh;
+        skin.bones = bones;
+        skin.quality = SkinQuality.Bone4;
+        // the avatar walks away from its rest bounds
+        skin.updateWhenOffscreen = true;
+        skin.sharedMaterial = material;
+        return bones;
     }
 
     void Add(RemoteAvatar av)
@@ -114,9 +173,9 @@ public class ClothcastStream : MonoBehaviour
         var s = new Shown
         {
             root = root,
-            body = Make(root.transform, "body", a.BodyPositions.Length / 3, a.BodyTriangles, Fallback(bodyMaterial, new Color(0.8f, 0.65f, 0.55f))),
+            bones = MakeBody(root.transform, a, Fallback(bodyMaterial, new Color(0.8f, 0.65f, 0.55f))),
+            transforms = new float[7 * a.Parents.Length],
             garments = new Piece[1 + av.Layers.Length],
-            matrices = new float[16 * a.Parents.Length],
         };
         var cloth = Fallback(garmentMaterial, new Color(0.2f, 0.4f, 0.8f));
         s.garments[0] = Make(root.transform, a.Garment, a.Setup.VertexCount, a.Setup.Triangles, cloth);
@@ -141,10 +200,19 @@ public class ClothcastStream : MonoBehaviour
     {
         Shown s;
         if (!shown.TryGetValue(av.Id, out s)) return;
-        // the body posed by the bones the garment frame carries, in the world frame
-        Skinning.BoneMatrices(av.Bones, av.World, s.matrices);
-        Skinning.PoseBody(av.Asset, s.matrices, s.body.world);
-        Fill(s.body);
+        // the body's bones from the bones the garment frame carries, mirrored into
+        // Unity's frame; Unity skins the body
+        if (av.Bones.Length == s.transforms.Length)
+        {
+            Skinning.BoneTransforms(av.Bones, av.World, s.transforms);
+            Skinning.MirrorZ(s.transforms);
+            var t = s.transforms;
+            for (int j = 0; j < s.bones.Length; j++)
+            {
+                s.bones[j].localPosition = new Vector3(t[7 * j + 4], t[7 * j + 5], t[7 * j + 6]);
+                s.bones[j].localRotation = new Quaternion(t[7 * j], t[7 * j + 1], t[7 * j + 2], t[7 * j + 3]);
+            }
+        }
         Skinning.ToWorld(av.Garment, av.World, s.garments[0].world);
         Fill(s.garments[0]);
         for (int k = 0; k < av.Layers.Length; k++)

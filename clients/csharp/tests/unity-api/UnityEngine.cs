@@ -25,7 +25,34 @@ namespace UnityEngine
     public class Transform : Component
     {
         public void SetParent(Transform parent, bool worldPositionStays) { }
+        public Vector3 localPosition { get; set; }
+        public Quaternion localRotation { get; set; }
     }
+
+    public struct Quaternion
+    {
+        public float x, y, z, w;
+        public Quaternion(float x, float y, float z, float w) { this.x = x; this.y = y; this.z = z; this.w = w; }
+    }
+
+    public struct Matrix4x4
+    {
+        public static Matrix4x4 identity { get { return new Matrix4x4(); } }
+    }
+
+    public struct BoneWeight
+    {
+        public int boneIndex0 { get; set; }
+        public int boneIndex1 { get; set; }
+        public int boneIndex2 { get; set; }
+        public int boneIndex3 { get; set; }
+        public float weight0 { get; set; }
+        public float weight1 { get; set; }
+        public float weight2 { get; set; }
+        public float weight3 { get; set; }
+    }
+
+    public enum SkinQuality { Auto = 0, Bone1 = 1, Bone2 = 2, Bone4 = 4 }
 
     public sealed class GameObject : Object
     {
@@ -62,6 +89,8 @@ namespace UnityEngine
         public Rendering.IndexFormat indexFormat { get; set; }
         public Vector3[] vertices { get; set; }
         public int[] triangles { get; set; }
+        public BoneWeight[] boneWeights { get; set; }
+        public Matrix4x4[] bindposes { get; set; }
         public void MarkDynamic() { }
         public void RecalculateNormals() { }
         public void RecalculateBounds() { }
@@ -78,6 +107,14 @@ namespace UnityEngine
     }
 
     public sealed class MeshRenderer : Renderer { }
+
+    public class SkinnedMeshRenderer : Renderer
+    {
+        public Mesh sharedMesh { get; set; }
+        public Transform[] bones { get; set; }
+        public SkinQuality quality { get; set; }
+        public bool updateWhenOffscreen { get; set; }
+    }
 
     public static class Debug
     {
