@@ -36,8 +36,10 @@ pub(crate) struct WatchArgs {
     no_reconnect: bool,
     /// Also save every watched avatar's stream into this directory (created if
     /// missing): per avatar, the garment as a PC2 point cache (world frame, a sample
-    /// per tick) with an OBJ of its mesh, and the animated body as glTF. Stop with
-    /// Ctrl-C, SIGTERM or --seconds so that the glTF files are written.
+    /// per tick) with an OBJ of its mesh, the motion as BVH (canonical skeleton,
+    /// metres), and the animated body as glTF. Stop with Ctrl-C, SIGTERM or --seconds
+    /// so that the glTF files are written (the PC2 and the BVH read however the
+    /// recording ends). clients/blender/clothcast_import.py imports a take into Blender.
     #[arg(long, value_name = "DIR")]
     record: Option<std::path::PathBuf>,
     /// With --record: when a take ends, also write it as one USD text layer
