@@ -142,6 +142,46 @@ fn check_bvh(path: &Path, samples: usize, seq0: u32, poses: &HashMap<u32, Pose>)
     assert!(matched * 10 >= samples * 9, "{matched} of {samples} frames");
 }
 
+/// The take's `.timing.csv`: a line per PC2 sample, frame `seq0 + k` on line `k`, the
+/// server's and the publisher's times of every frame the test's viewer saw as it saw
+/// them, and a Unix receive time of this minute on every received line.
+fn check_timing(path: &Path, samples: usize, seq0: u32, stamps: &HashMap<u32, (f64, f64)>) {
+    let text = std::fs::read_to_string(path).expect("the timing track is there");
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("sample,frame,server_seconds,pose_seconds,received_unix_seconds")
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64();
+    let (mut rows, mut matched) = (0, 0);
+    for (k, line) in lines.enumerate() {
+        let cells: Vec<&str> = line.split(',').collect();
+        assert_eq!(cells.len(), 5, "{line}");
+        assert_eq!(cells[0], k.to_string(), "{line}");
+        let seq = seq0 + k as u32;
+        assert_eq!(cells[1], seq.to_string(), "{line}");
+        if cells[2].is_empty() {
+            assert!(cells[3].is_empty() && cells[4].is_empty(), "{line}");
+        } else {
+            let at = |i: usize| cells[i].parse::<f64>().expect("a number");
+            assert!((now - at(4)).abs() < 60.0, "{line}");
+            if let Some(&(server, pose)) = stamps.get(&seq) {
+                assert!(
+                    (at(2) - server).abs() < 1e-5 && (at(3) - pose).abs() < 1e-5,
+                    "{line}: the frame said {server}, {pose}"
+                );
+                matched += 1;
+            }
+        }
+        rows += 1;
+    }
+    assert_eq!(rows, samples, "a line per sample");
+    assert!(matched * 10 >= samples * 9, "{matched} of {samples} lines");
+}
+
 fn close(a: &[f32], b: &[f32], tolerance: f32) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tolerance)
 }
@@ -173,6 +213,7 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
         .expect("clothcast watch runs");
     let mut seen: HashMap<u32, Vec<f32>> = HashMap::new();
     let mut poses: HashMap<u32, Pose> = HashMap::new();
+    let mut stamps: HashMap<u32, (f64, f64)> = HashMap::new();
     let stop = tokio::time::Instant::now() + Duration::from_secs(5);
     while let Ok(m) = tokio::time::timeout_at(stop, viewer.next()).await {
         let m = m.expect("a message");
@@ -180,8 +221,11 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
             && let Some((seq, world)) = world_positions(&view, "rec-0")
         {
             seen.insert(seq, world);
-            if let Some(Ok(p)) = view.avatars["rec-0"].last.as_ref().map(|f| f.body_pose(22)) {
-                poses.insert(seq, Pose::from_arrays(p.translation, &p.rotations));
+            if let Some(f) = view.avatars["rec-0"].last.as_ref() {
+                stamps.insert(seq, (f.timestamp, f.pose_timestamp));
+                if let Ok(p) = f.body_pose(22) {
+                    poses.insert(seq, Pose::from_arrays(p.translation, &p.rotations));
+                }
             }
         }
     }

@@ -34,7 +34,7 @@ bl_info = {
     "category": "Import-Export",
 }
 
-SUFFIXES = (".garment.pc2", ".garment.obj", ".body.glb", ".body.bvh", ".usda")
+SUFFIXES = (".garment.pc2", ".garment.obj", ".body.glb", ".body.bvh", ".timing.csv", ".usda")
 
 
 class TakeError(Exception):
@@ -165,7 +165,7 @@ class ImportClothcastTake(bpy.types.Operator, ImportHelper):
     bl_options = {"REGISTER", "UNDO"}
 
     filename_ext = ".pc2"
-    filter_glob: StringProperty(default="*.pc2;*.obj;*.glb;*.bvh;*.usda", options={"HIDDEN"})
+    filter_glob: StringProperty(default="*.pc2;*.obj;*.glb;*.bvh;*.csv;*.usda", options={"HIDDEN"})
     fps: FloatProperty(
         name="Tick rate",
         description="The server's tick rate, frames per second (0: read from the take's BVH, else 30)",

@@ -17,6 +17,10 @@
 //!   motion on the canonical skeleton (metres, +Y up), a frame per sample (a missed
 //!   frame or an unusable pose holds the frame before), for retargeting in animation
 //!   tools and for replaying with `clothcast play`.
+//! - `ID.timing.csv`, written as the take goes: per sample its frame number, the
+//!   server's time of its tick, the publisher's timestamp of its pose and when this
+//!   viewer decoded it (Unix time), to line the take up with video, audio or other
+//!   capture.
 //! - `ID.usda` (with `--usd`), written when the take ends: both in one USD text layer
 //!   (the garment's points at time code `k` are sample `k`; the body a UsdSkel skinned
 //!   mesh with a key per received frame at its sample's time code).
@@ -32,6 +36,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -52,6 +57,12 @@ use crate::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
 /// (the viewer was away) ends the take.
 const MAX_GAP_SECONDS: f32 = 10.0;
 
+/// The timing track's columns: the sample (tick of the take), the stream's frame
+/// number, the server's time of the tick (seconds since it started), the publisher's
+/// timestamp of the pose used (its clock, seconds), and when this viewer decoded the
+/// frame (Unix time, seconds); the three times are empty for a frame it missed.
+const TIMING_HEADER: &str = "sample,frame,server_seconds,pose_seconds,received_unix_seconds";
+
 /// One avatar's recording in progress.
 struct Take {
     /// Path of the take's files without their extensions.
@@ -71,6 +82,8 @@ struct Take {
     keys: Vec<(u32, Pose)>,
     /// The body's motion as BVH, written as it comes (sample `k` is frame `k`).
     motion: Option<BvhWriter<File>>,
+    /// The timing track: a CSV line a sample, written as it comes.
+    timing: File,
     /// Whether a bad pose was reported (once a take).
     said_bad_pose: bool,
 }
@@ -202,13 +215,27 @@ impl Recorder {
         };
         // missed frames hold the last sample, so sample k stays tick k
         if f.seq > take.first_seq {
-            for _ in take.last_seq.saturating_add(1)..f.seq {
+            for seq in take.last_seq.saturating_add(1)..f.seq {
                 take.cache.push(&take.last)?;
                 if let Some(m) = &mut take.motion {
                     m.repeat()?;
                 }
+                let line = format!("{},{seq},,,\n", seq - take.first_seq);
+                take.timing.write_all(line.as_bytes())?;
             }
         }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        // a line a write, so that a killed recording ends on a whole line
+        let line = format!(
+            "{},{},{:.6},{:.6},{now:.6}\n",
+            f.seq - take.first_seq,
+            f.seq,
+            f.timestamp,
+            f.pose_timestamp
+        );
+        take.timing.write_all(line.as_bytes())?;
         take.cache.push(&world)?;
         take.last_seq = f.seq;
         take.last = world;
@@ -258,9 +285,16 @@ impl Recorder {
             })
             .find(|s| {
                 !self.stems.contains(s)
-                    && ["garment.pc2", "garment.obj", "body.glb", "body.bvh", "usda"]
-                        .iter()
-                        .all(|e| !s.with_extension(e).exists())
+                    && [
+                        "garment.pc2",
+                        "garment.obj",
+                        "body.glb",
+                        "body.bvh",
+                        "timing.csv",
+                        "usda",
+                    ]
+                    .iter()
+                    .all(|e| !s.with_extension(e).exists())
             })
             .unwrap_or_else(|| self.dir.join(&base));
         self.stems.insert(stem.clone());
@@ -300,6 +334,13 @@ impl Recorder {
             }
             None => None,
         };
+        let path = stem.with_extension("timing.csv");
+        let mut timing = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        writeln!(timing, "{TIMING_HEADER}")?;
         eprintln!("recording {id} into {}.*", stem.display());
         Ok(Take {
             stem,
@@ -312,18 +353,20 @@ impl Recorder {
             body,
             keys: Vec::new(),
             motion,
+            timing,
             said_bad_pose: false,
         })
     }
 
     /// Ends `id`'s take (it left): its glTF file is written.
     pub(crate) fn end(&mut self, id: &str) -> anyhow::Result<()> {
-        let Some(take) = self.takes.remove(id) else {
+        let Some(mut take) = self.takes.remove(id) else {
             return Ok(());
         };
         let samples = take.cache.samples();
         take.cache.finish()?;
-        let mut files = vec!["garment.pc2", "garment.obj"];
+        take.timing.flush()?;
+        let mut files = vec!["garment.pc2", "garment.obj", "timing.csv"];
         if let Some(m) = take.motion {
             m.finish()?;
             files.push("body.bvh");
