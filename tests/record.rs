@@ -80,9 +80,10 @@ fn check_usd(dir: &Path, id: &str) {
 
 /// `tests/usd/check_blender.py` on the take `id` in `dir`: Blender (the `bpy` module,
 /// which .ci/run installs; `CLOTHCAST_BLENDER_PYTHON` names another Python that has it)
-/// imports the `.usda`, and apart the OBJ with its PC2 as a Mesh Cache and the body's
-/// glTF, and through the add-on, as the README says; in each the garment Blender shows at a frame is that
-/// frame's sample and the body Blender poses lies under it.
+/// imports the `.usda`, the OBJ with its PC2 as a Mesh Cache and the body's glTF, the
+/// BVH, and the take through the add-on, as the README says; in each the garment
+/// Blender shows at a frame is that frame's sample and the body Blender poses lies
+/// under it.
 fn check_blender(dir: &Path, id: &str) {
     let python = std::env::var("CLOTHCAST_BLENDER_PYTHON").unwrap_or_else(|_| "python3".into());
     run_check(
