@@ -39,7 +39,7 @@ fn world_positions(view: &Viewer, id: &str) -> Option<(u32, Vec<f32>)> {
 
 /// Runs the Python check `script` (in `tests/usd/`) on the take `id` in `dir` with
 /// `python`, which must import `module` (else `install` says how to get it).
-fn run_check(python: &str, module: &str, install: &str, script: &str, dir: &Path, id: &str) {
+fn run_check(python: &str, module: &str, install: &str, script: &str, dir: &Path, args: &[&str]) {
     let has = Command::new(python)
         .args(["-c", &format!("import {module}")])
         .status()
@@ -52,7 +52,7 @@ fn run_check(python: &str, module: &str, install: &str, script: &str, dir: &Path
                 .join(script),
         )
         .arg(dir)
-        .arg(id)
+        .args(args)
         .output()
         .expect("python runs");
     assert!(
@@ -74,7 +74,7 @@ fn check_usd(dir: &Path, id: &str) {
         "Python's usd-core is not installed (.ci/run installs it: python3 -m pip install usd-core)",
         "check_recording.py",
         dir,
-        id,
+        &[id],
     );
 }
 
@@ -84,7 +84,7 @@ fn check_usd(dir: &Path, id: &str) {
 /// BVH, and the take through the add-on, as the README says; in each the garment
 /// Blender shows at a frame is that frame's sample and the body Blender poses lies
 /// under it.
-fn check_blender(dir: &Path, id: &str) {
+fn check_blender(dir: &Path, args: &[&str]) {
     let python = std::env::var("CLOTHCAST_BLENDER_PYTHON").unwrap_or_else(|_| "python3".into());
     run_check(
         &python,
@@ -92,7 +92,7 @@ fn check_blender(dir: &Path, id: &str) {
         "Blender's Python module is not installed (.ci/run installs it: python3 -m pip install bpy==4.2.0, for Python 3.11; or set CLOTHCAST_BLENDER_PYTHON to a Python that has it)",
         "check_blender.py",
         dir,
-        id,
+        args,
     );
 }
 
@@ -353,6 +353,41 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
     );
     assert!(stem("rec-0-2", "body.glb").exists(), "{err}");
     assert_eq!(size(&stem("rec-0", "garment.pc2")), before);
+    // a recording killed outright keeps what it wrote: the cache, the BVH, the timing
+    // track, and the body at rest (which the Blender add-on poses with the BVH)
+    let killed = dir.join("killed");
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .args([
+            "watch", "--url", &url, "--token", "view", "--avatar", "rec-0",
+        ])
+        .arg("--record")
+        .arg(&killed)
+        .arg("--usd")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("clothcast watch runs");
+    let cache = killed.join("rec-0.garment.pc2");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while size(&cache) < 32 + 12 * 30 * vertices as u64 {
+        assert!(tokio::time::Instant::now() < deadline, "no killed take");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    watch.kill().expect("SIGKILL");
+    let _ = watch.wait();
+    for ext in [
+        "garment.pc2",
+        "garment.obj",
+        "body.bvh",
+        "body.glb",
+        "timing.csv",
+    ] {
+        assert!(
+            killed.join(format!("rec-0.{ext}")).exists(),
+            "no rec-0.{ext}"
+        );
+    }
+    assert!(!killed.join("rec-0.usda").exists());
     // the recorded motion plays back into the server as a performer of its own
     let replay = Command::new(env!("CARGO_BIN_EXE_clothcast"))
         .arg("play")
@@ -375,6 +410,7 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
     // the first take in the tools, once nothing else needs the time (the player has
     // to outlast both recordings, and these take seconds on a loaded machine)
     check_usd(&dir, "rec-0");
-    check_blender(&dir, "rec-0");
+    check_blender(&dir, &["rec-0"]);
+    check_blender(&dir.join("killed"), &["rec-0", "30", "--cut-short"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,8 +2,9 @@
 #
 # Sets a whole take of `clothcast watch --record DIR` up in one step: the scene's frame
 # rate and range, the garment (its OBJ driven by its PC2 point cache through a Mesh
-# Cache modifier) and the body (the skinned glTF body, or, for a take cut short before
-# its glTF was written, the BVH skeleton), each take in a collection of its own.
+# Cache modifier) and the body (the skinned glTF body; for a take cut short, whose glTF
+# holds the body at rest only, that body deformed by the BVH skeleton), each take in a
+# collection of its own.
 #
 # Install: Edit > Preferences > Add-ons > Install... and pick this file (Blender 3.4+,
 # checked with 4.2), or run it from Blender's text editor.
@@ -21,6 +22,7 @@ import re
 import struct
 
 import bpy
+from mathutils import Matrix
 from bpy.props import BoolProperty, FloatProperty, StringProperty
 from bpy_extras.io_utils import ImportHelper
 
@@ -97,6 +99,70 @@ def link_to(collection, objects):
         collection.objects.link(o)
 
 
+def has_action(obj):
+    return obj.animation_data is not None and obj.animation_data.action is not None
+
+
+def import_bvh(bvh, name):
+    """The BVH skeleton, its action moved back one frame (the importer starts at frame
+    1; sample k belongs at frame k); returns the new objects."""
+    scene = bpy.context.scene
+    before = set(scene.objects)
+    bpy.ops.import_anim.bvh(filepath=bvh, update_scene_fps=False, update_scene_duration=False)
+    added = new_objects(before)
+    for o in added:
+        if o.type == "ARMATURE":
+            o.name = f"{name} skeleton"
+            if has_action(o):
+                for fc in o.animation_data.action.fcurves:
+                    for k in fc.keyframe_points:
+                        k.co.x -= 1.0
+                        k.handle_left.x -= 1.0
+                        k.handle_right.x -= 1.0
+    return added
+
+
+def import_body(stem, name, collection):
+    """The body: the glTF (skinned and animated); for a take cut short, whose glTF
+    holds the body at rest only, that mesh deformed by the BVH skeleton; without a
+    glTF, the BVH skeleton alone."""
+    scene = bpy.context.scene
+    glb, bvh = stem + ".body.glb", stem + ".body.bvh"
+    if not os.path.exists(glb):
+        if os.path.exists(bvh):
+            link_to(collection, import_bvh(bvh, name))
+        return
+    before = set(scene.objects)
+    bpy.ops.import_scene.gltf(filepath=glb)
+    added = new_objects(before)
+    mesh, rig = None, None
+    for o in added:
+        if o.type == "MESH" and any(m.type == "ARMATURE" for m in o.modifiers):
+            mesh = o
+            mesh.name = f"{name} body"
+        elif o.type == "ARMATURE":
+            rig = o
+            rig.name = f"{name} skeleton"
+    if mesh is not None and rig is not None and not has_action(rig) and os.path.exists(bvh):
+        # cut short: the BVH poses the rest mesh. Its skeleton's root rests at the
+        # origin, the mesh's at the pelvis: move the mesh down by the pelvis so that
+        # it lies on the BVH's rest skeleton, and let that skeleton deform it (the
+        # vertex groups are named by joint, as the BVH's bones)
+        root = rig.pose.bones.get("pelvis") or rig.pose.bones[0]
+        pelvis = rig.matrix_world @ root.head
+        world = mesh.matrix_world.copy()
+        mesh.parent = None
+        mesh.matrix_world = Matrix.Translation(-pelvis) @ world
+        added = [o for o in added if o is not rig]
+        bpy.data.objects.remove(rig)
+        skeleton = [o for o in import_bvh(bvh, name) if o.type == "ARMATURE"]
+        for m in mesh.modifiers:
+            if m.type == "ARMATURE":
+                m.object = skeleton[0] if skeleton else None
+        added += skeleton
+    link_to(collection, added)
+
+
 def import_take(stem, fps=0.0, body=True):
     """Imports the take at `stem` (`DIR/ID`) into a new collection named after it;
     returns the collection and the take's number of frames. Sets the scene's frame rate
@@ -128,32 +194,7 @@ def import_take(stem, fps=0.0, body=True):
     link_to(collection, [garment])
 
     if body:
-        glb, bvh = stem + ".body.glb", stem + ".body.bvh"
-        before = set(scene.objects)
-        if os.path.exists(glb):
-            bpy.ops.import_scene.gltf(filepath=glb)
-            added = new_objects(before)
-            for o in added:
-                if o.type == "MESH" and any(m.type == "ARMATURE" for m in o.modifiers):
-                    o.name = f"{name} body"
-                elif o.type == "ARMATURE":
-                    o.name = f"{name} skeleton"
-            link_to(collection, added)
-        elif os.path.exists(bvh):
-            bpy.ops.import_anim.bvh(filepath=bvh, update_scene_fps=False, update_scene_duration=False)
-            added = new_objects(before)
-            for o in added:
-                if o.type == "ARMATURE":
-                    o.name = f"{name} skeleton"
-                    action = o.animation_data.action if o.animation_data else None
-                    if action is not None:
-                        # the importer starts at frame 1; sample k belongs at frame k
-                        for fc in action.fcurves:
-                            for k in fc.keyframe_points:
-                                k.co.x -= 1.0
-                                k.handle_left.x -= 1.0
-                                k.handle_right.x -= 1.0
-            link_to(collection, added)
+        import_body(stem, name, collection)
     return collection, samples
 
 

@@ -9,10 +9,11 @@
 //! - `ID.garment.obj`: the garment mesh at the take's first frame, vertices in the
 //!   cache's order (what Blender's Mesh Cache modifier, Maya, Houdini or Cinema 4D
 //!   drive with the cache).
-//! - `ID.body.glb`, written when the take ends: the body skinned to the canonical
-//!   skeleton with its streamed motion, a key per received frame at `k / tick rate`
-//!   seconds, so that with the scene's frame rate at the tick rate, frame `k` of the
-//!   body is sample `k` of the garment.
+//! - `ID.body.glb`: the body skinned to the canonical skeleton, written at rest when
+//!   the take starts (so a take cut short keeps it) and again with its streamed motion
+//!   when it ends, a key per received frame at `k / tick rate` seconds, so that with
+//!   the scene's frame rate at the tick rate, frame `k` of the body is sample `k` of
+//!   the garment.
 //! - `ID.body.bvh`, written as the take goes (a cut-short one still reads): the body's
 //!   motion on the canonical skeleton (metres, +Y up), a frame per sample (a missed
 //!   frame or an unusable pose holds the frame before), for retargeting in animation
@@ -317,6 +318,10 @@ impl Recorder {
             .open(&pc2)
             .with_context(|| format!("creating {}", pc2.display()))?;
         let body = self.bodies.get(first).cloned().flatten();
+        if let Some(b) = &body {
+            // the body at rest now, so that a take cut short still has its mesh
+            write_body_glb(&stem.with_extension("body.glb"), b, &[], self.tick_hz)?;
+        }
         let motion = match &body {
             Some(b) => {
                 let path = stem.with_extension("body.bvh");
@@ -371,8 +376,7 @@ impl Recorder {
             m.finish()?;
             files.push("body.bvh");
         }
-        let animated = take.body.is_some() && !take.keys.is_empty();
-        if let Some(body) = take.body.as_deref().filter(|_| animated) {
+        if let Some(body) = take.body.as_deref() {
             write_body_glb(
                 &take.stem.with_extension("body.glb"),
                 body,
@@ -420,7 +424,8 @@ fn canonical_parents(parents: &[i32]) -> bool {
     })
 }
 
-/// The take's `.body.glb`: the body skinned and animated by its keys.
+/// The take's `.body.glb`: the body skinned and animated by its keys (at rest, without
+/// an animation, when there are none).
 fn write_body_glb(
     path: &Path,
     body: &BodyAsset,
@@ -437,7 +442,7 @@ fn write_body_glb(
     let joints: Vec<[u16; 4]> = body.joints.iter().map(|j| j.map(u16::from)).collect();
     let times = keys.iter().map(|(k, _)| *k as f32 / tick_hz).collect();
     let poses: Vec<Pose> = keys.iter().map(|(_, p)| *p).collect();
-    let animation = ExportAnimation::keyed(times, &poses, &skeleton);
+    let animation = (!keys.is_empty()).then(|| ExportAnimation::keyed(times, &poses, &skeleton));
     let scene = GlbScene {
         skeleton: Some(glb_skeleton(&skeleton)),
         meshes: vec![GlbMesh {
@@ -448,7 +453,7 @@ fn write_body_glb(
             skin: Some((&joints, &body.weights)),
             material: skin_material(),
         }],
-        animation: Some(animation.glb("recorded")),
+        animation: animation.as_ref().map(|a| a.glb("recorded")),
     };
     super::common::write_glb_file(path, &scene)
 }

@@ -3,7 +3,7 @@
 is Blender built as a Python module) by the import paths the README describes, and
 checks what Blender shows.
 
-Usage: check_blender.py DIR ID [FPS]
+Usage: check_blender.py DIR ID [FPS] [--cut-short]
 
 1. USD: `DIR/ID.usda` through Blender's own USD importer. The scene's frame range and
    rate are the take's; at several frames the garment Blender evaluates (its points
@@ -21,8 +21,13 @@ Usage: check_blender.py DIR ID [FPS]
    rate and range and imports the take, which passes the checks of 2; for a take cut
    short (no glTF), its BVH skeleton's joints are the glTF body's at the same frames.
 
+With --cut-short, for a take whose recording was killed (its glTF holds the body at
+rest, there is no USD): the add-on deforms that body with the BVH skeleton, and it
+lies under the garment at the first, middle and last frames.
+
 Exits non-zero with the reason on the first failure.
 """
+import math
 import os
 import statistics
 import struct
@@ -258,16 +263,116 @@ def check_addon(d, ident, fps, samples, frames):
     print(f"add-on: {len(takes)} takes of the folder imported at once; a file of no take refused")
 
 
+def bvh_joints(path, frame):
+    """World joint positions (Y up, the file's units) at `frame` of a BVH as clothcast
+    writes it, by reading it here: each joint's channels composed in their order."""
+    from mathutils import Matrix
+
+    tokens = open(path).read().split()
+    joints, stack, i, order = {}, [], 0, []
+    while tokens[i] != "MOTION":
+        t = tokens[i]
+        if t in ("ROOT", "JOINT"):
+            name = tokens[i + 1]
+            joints[name] = {"parent": stack[-1] if stack else None}
+            order.append(name)
+            stack.append(name)
+            i += 2
+        elif t == "End":
+            stack.append(None)
+            i += 2
+        elif t == "OFFSET":
+            if stack[-1] is not None:
+                joints[stack[-1]]["offset"] = Vector([float(x) for x in tokens[i + 1:i + 4]])
+            i += 4
+        elif t == "CHANNELS":
+            n = int(tokens[i + 1])
+            joints[stack[-1]]["channels"] = tokens[i + 2:i + 2 + n]
+            i += 2 + n
+        elif t == "}":
+            stack.pop()
+            i += 1
+        else:
+            i += 1
+    width = sum(len(joints[n]["channels"]) for n in order)
+    start = tokens.index("Time:", i) + 2
+    values = [float(x) for x in tokens[start + frame * width:start + (frame + 1) * width]]
+    world, k = {}, 0
+    for name in order:
+        j = joints[name]
+        rot, at = Matrix.Identity(3), j["offset"].copy()
+        for c in j["channels"]:
+            v = values[k]
+            k += 1
+            if c.endswith("position"):
+                at["XYZ".index(c[0])] += v
+            else:
+                rot = rot @ Matrix.Rotation(math.radians(v), 3, c[0])
+        if j["parent"] is None:
+            world[name] = (rot, at)
+        else:
+            prot, pat = world[j["parent"]]
+            world[name] = (prot @ rot, pat + prot @ at)
+    return {n: world[n][1] for n in order}
+
+
+def check_cut_short(d, ident, fps, samples, frames):
+    """A take whose recording was killed (no USD, the glTF holding the body at rest
+    only): the add-on deforms that body with the BVH skeleton, and it lies under the
+    garment at every checked frame."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, os.path.join(here, "..", "..", "clients", "blender"))
+    import clothcast_import
+
+    if os.path.exists(f"{d}/{ident}.usda"):
+        fail("cut short: the take has its USD layer (was it killed?)")
+    reset()
+    clothcast_import.register()
+    bpy.ops.import_scene.gltf(filepath=f"{d}/{ident}.body.glb")
+    rigs = [o for o in bpy.context.scene.objects if o.type == "ARMATURE"]
+    if len(rigs) != 1 or clothcast_import.has_action(rigs[0]):
+        fail("cut short: the glTF should hold one skeleton at rest, without an animation")
+    reset()
+    if bpy.ops.import_scene.clothcast_take(filepath=f"{d}/{ident}.garment.pc2") != {"FINISHED"}:
+        fail("cut short: the add-on's import failed")
+    objs = {o.name: o for o in bpy.context.scene.objects}
+    garment, body, skeleton = (objs.get(f"{ident} {k}") for k in ("garment", "body", "skeleton"))
+    if garment is None or body is None or skeleton is None:
+        fail(f"cut short: objects {sorted(objs)}")
+    if [m.object for m in body.modifiers if m.type == "ARMATURE"] != [skeleton]:
+        fail("cut short: the body is not deformed by the BVH skeleton")
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        want = bvh_joints(f"{d}/{ident}.body.bvh", f)
+        off = max((skeleton.matrix_world @ skeleton.pose.bones[n].head - z_up(p)).length for n, p in want.items())
+        print(f"cut short: frame {f}: the skeleton's joints within {off * 1000:.3f} mm of the BVH's frame {f}")
+        if off > 1e-4:
+            fail(f"cut short: frame {f}: a joint of the skeleton is {off * 1000:.2f} mm from the BVH's frame {f}")
+    check_frames("cut short", garment, body, samples, frames)
+
+
 def main():
     if len(sys.argv) < 3:
-        fail("usage: check_blender.py DIR ID [FPS]")
-    d, ident = sys.argv[1], sys.argv[2]
-    fps = float(sys.argv[3]) if len(sys.argv) > 3 else 30.0
+        fail("usage: check_blender.py DIR ID [FPS] [--cut-short]")
+    cut_short = "--cut-short" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--cut-short"]
+    d, ident = args[0], args[1]
+    fps = float(args[2]) if len(args) > 2 else 30.0
     samples = read_pc2(f"{d}/{ident}.garment.pc2")
     if len(samples) < 3:
         fail(f"only {len(samples)} samples")
     frames = [0, len(samples) // 2, len(samples) - 1]
     print(f"Blender {bpy.app.version_string}")
+    if cut_short:
+        # killed between writing one file's frame and the next's, the files may end a
+        # frame apart: check the frames all of them have
+        with open(f"{d}/{ident}.body.bvh") as f:
+            tokens = f.read().split()
+        n = min(len(samples), int(tokens[tokens.index("Frames:") + 1]))
+        frames = [0, n // 2, n - 1]
+        check_cut_short(d, ident, fps, samples, frames)
+        print(f"{d}/{ident} (cut short): ok in Blender {bpy.app.version_string} ({len(samples)} samples)")
+        leave(0)
     check_usd(d, ident, fps, samples, frames)
     check_pc2_obj_gltf(d, ident, fps, samples, frames)
     check_addon(d, ident, fps, samples, frames)
