@@ -284,6 +284,12 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
         seq0,
         &poses,
     );
+    check_timing(
+        &stem("rec-0", "timing.csv"),
+        cache.samples.len(),
+        seq0,
+        &stamps,
+    );
 
     // the mesh the cache drives: the same vertices, in the same order
     let obj = File::open(stem("rec-0", "garment.obj")).expect("the mesh is there");
