@@ -30,12 +30,13 @@ Exits non-zero with the reason on the first failure.
 import math
 import os
 import statistics
-import struct
 import sys
 
 import bpy
 from mathutils import Vector
 from mathutils.kdtree import KDTree
+
+import pc2
 
 
 def leave(code):
@@ -53,14 +54,10 @@ def fail(msg):
 
 
 def read_pc2(path):
-    with open(path, "rb") as f:
-        magic, version, points, start, rate, samples = struct.unpack("<12siiffi", f.read(32))
-        if magic != b"POINTCACHE2\0" or version != 1:
-            fail(f"{path}: not a PC2 file")
-        data = f.read()
-    floats = struct.unpack(f"<{len(data) // 4}f", data)
-    n = 3 * points
-    return [floats[k * n:(k + 1) * n] for k in range(samples)]
+    try:
+        return pc2.read_pc2(path)
+    except ValueError as e:
+        fail(str(e))
 
 
 def z_up(xyz):

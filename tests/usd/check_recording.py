@@ -12,10 +12,11 @@ lies under the garment (the garment's vertices within a few centimetres of the
 body's: a wrong bind, rest transform, joint order or quaternion order puts them
 decimetres to metres apart). Exits non-zero with the reason on the first failure.
 """
-import struct
 import sys
 
 from pxr import Usd, UsdGeom, UsdSkel, Vt
+
+import pc2
 
 
 def fail(msg):
@@ -24,15 +25,10 @@ def fail(msg):
 
 
 def read_pc2(path):
-    with open(path, "rb") as f:
-        head = f.read(32)
-        magic, version, points, start, rate, samples = struct.unpack("<12siiffi", head)
-        if magic != b"POINTCACHE2\0" or version != 1:
-            fail(f"{path}: not a PC2 file")
-        data = f.read()
-    floats = struct.unpack(f"<{len(data) // 4}f", data)
-    n = 3 * points
-    return [floats[k * n:(k + 1) * n] for k in range(samples)]
+    try:
+        return pc2.read_pc2(path)
+    except ValueError as e:
+        fail(str(e))
 
 
 def validate(stage, path):

@@ -23,25 +23,15 @@ namespace Clothcast
             if (world == null || world.Length != 7) throw new ArgumentException("world: 7 floats");
             int n = bones.Length / 7;
             if (output == null || output.Length != 16 * n) throw new ArgumentException("output: 16 floats a bone");
-            double wx = world[0], wy = world[1], wz = world[2], ww = world[3];
             for (int j = 0; j < n; j++)
             {
-                int o = 7 * j;
-                double bx = bones[o], by = bones[o + 1], bz = bones[o + 2], bw = bones[o + 3];
-                // q = world ⊗ bone
-                double x = ww * bx + wx * bw + wy * bz - wz * by;
-                double y = ww * by - wx * bz + wy * bw + wz * bx;
-                double z = ww * bz + wx * by - wy * bx + wz * bw;
-                double w = ww * bw - wx * bx - wy * by - wz * bz;
-                double l = Math.Sqrt(x * x + y * y + z * z + w * w);
-                if (l > 0) { x /= l; y /= l; z /= l; w /= l; }
-                double tx, ty, tz;
-                Rotate(wx, wy, wz, ww, bones[o + 4], bones[o + 5], bones[o + 6], out tx, out ty, out tz);
+                double x, y, z, w, tx, ty, tz;
+                Compose(bones, 7 * j, world, out x, out y, out z, out w, out tx, out ty, out tz);
                 int m = 16 * j;
                 output[m] = (float)(1 - 2 * (y * y + z * z)); output[m + 1] = (float)(2 * (x * y + w * z)); output[m + 2] = (float)(2 * (x * z - w * y)); output[m + 3] = 0;
                 output[m + 4] = (float)(2 * (x * y - w * z)); output[m + 5] = (float)(1 - 2 * (x * x + z * z)); output[m + 6] = (float)(2 * (y * z + w * x)); output[m + 7] = 0;
                 output[m + 8] = (float)(2 * (x * z + w * y)); output[m + 9] = (float)(2 * (y * z - w * x)); output[m + 10] = (float)(1 - 2 * (x * x + y * y)); output[m + 11] = 0;
-                output[m + 12] = (float)(tx + world[4]); output[m + 13] = (float)(ty + world[5]); output[m + 14] = (float)(tz + world[6]); output[m + 15] = 1;
+                output[m + 12] = (float)tx; output[m + 13] = (float)ty; output[m + 14] = (float)tz; output[m + 15] = 1;
             }
         }
 
@@ -57,22 +47,32 @@ namespace Clothcast
             if (world == null || world.Length != 7) throw new ArgumentException("world: 7 floats");
             int n = bones.Length / 7;
             if (output == null || output.Length != 7 * n) throw new ArgumentException("output: 7 floats a bone");
-            double wx = world[0], wy = world[1], wz = world[2], ww = world[3];
             for (int j = 0; j < n; j++)
             {
                 int o = 7 * j;
-                double bx = bones[o], by = bones[o + 1], bz = bones[o + 2], bw = bones[o + 3];
-                double x = ww * bx + wx * bw + wy * bz - wz * by;
-                double y = ww * by - wx * bz + wy * bw + wz * bx;
-                double z = ww * bz + wx * by - wy * bx + wz * bw;
-                double w = ww * bw - wx * bx - wy * by - wz * bz;
-                double l = Math.Sqrt(x * x + y * y + z * z + w * w);
-                if (l > 0) { x /= l; y /= l; z /= l; w /= l; } else { x = 0; y = 0; z = 0; w = 1; }
-                double tx, ty, tz;
-                Rotate(wx, wy, wz, ww, bones[o + 4], bones[o + 5], bones[o + 6], out tx, out ty, out tz);
+                double x, y, z, w, tx, ty, tz;
+                Compose(bones, o, world, out x, out y, out z, out w, out tx, out ty, out tz);
                 output[o] = (float)x; output[o + 1] = (float)y; output[o + 2] = (float)z; output[o + 3] = (float)w;
-                output[o + 4] = (float)(tx + world[4]); output[o + 5] = (float)(ty + world[5]); output[o + 6] = (float)(tz + world[6]);
+                output[o + 4] = (float)tx; output[o + 5] = (float)ty; output[o + 6] = (float)tz;
             }
+        }
+
+        /// <summary>world ∘ bone for the bone at <paramref name="o"/> of
+        /// <paramref name="bones"/>: its rotation renormalised (the identity for a zero
+        /// quaternion) and its translation.</summary>
+        static void Compose(float[] bones, int o, float[] world, out double x, out double y, out double z, out double w, out double tx, out double ty, out double tz)
+        {
+            double wx = world[0], wy = world[1], wz = world[2], ww = world[3];
+            double bx = bones[o], by = bones[o + 1], bz = bones[o + 2], bw = bones[o + 3];
+            // q = world ⊗ bone
+            x = ww * bx + wx * bw + wy * bz - wz * by;
+            y = ww * by - wx * bz + wy * bw + wz * bx;
+            z = ww * bz + wx * by - wy * bx + wz * bw;
+            w = ww * bw - wx * bx - wy * by - wz * bz;
+            double l = Math.Sqrt(x * x + y * y + z * z + w * w);
+            if (l > 0) { x /= l; y /= l; z /= l; w /= l; } else { x = 0; y = 0; z = 0; w = 1; }
+            Rotate(wx, wy, wz, ww, bones[o + 4], bones[o + 5], bones[o + 6], out tx, out ty, out tz);
+            tx += world[4]; ty += world[5]; tz += world[6];
         }
 
         /// <summary>Rigid transforms (7 floats each, as <see cref="BoneTransforms"/>
