@@ -99,6 +99,12 @@ def link_to(collection, objects):
         collection.objects.link(o)
 
 
+def why_failed(e):
+    """The line of an importer's traceback that names the error."""
+    lines = str(e).strip().splitlines() or ["?"]
+    return next((ln for ln in reversed(lines) if "Error" in ln), lines[-1]).strip()[:200]
+
+
 def has_action(obj):
     return obj.animation_data is not None and obj.animation_data.action is not None
 
@@ -108,7 +114,15 @@ def import_bvh(bvh, name):
     1; sample k belongs at frame k); returns the new objects."""
     scene = bpy.context.scene
     before = set(scene.objects)
-    bpy.ops.import_anim.bvh(filepath=bvh, update_scene_fps=False, update_scene_duration=False)
+    try:
+        bpy.ops.import_anim.bvh(filepath=bvh, update_scene_fps=False, update_scene_duration=False)
+    except RuntimeError as e:
+        # e.g. Debian 12's Blender 3.4, whose BVH add-on opens files in mode "rU",
+        # which its Python 3.11 no longer has
+        print(f"clothcast take {name}: the BVH importer failed ({why_failed(e)}); no skeleton")
+        for o in new_objects(before):
+            bpy.data.objects.remove(o)
+        return []
     added = new_objects(before)
     for o in added:
         if o.type == "ARMATURE":
@@ -125,7 +139,7 @@ def import_bvh(bvh, name):
 def import_body(stem, name, collection):
     """The body: the glTF (skinned and animated); for a take cut short, whose glTF
     holds the body at rest only, that mesh deformed by the BVH skeleton; without a
-    glTF, the BVH skeleton alone."""
+    glTF, or where Blender's glTF importer fails, the BVH skeleton alone."""
     scene = bpy.context.scene
     glb, bvh = stem + ".body.glb", stem + ".body.bvh"
     if not os.path.exists(glb):
@@ -133,7 +147,17 @@ def import_body(stem, name, collection):
             link_to(collection, import_bvh(bvh, name))
         return
     before = set(scene.objects)
-    bpy.ops.import_scene.gltf(filepath=glb)
+    try:
+        bpy.ops.import_scene.gltf(filepath=glb)
+    except RuntimeError as e:
+        # e.g. Debian 12's Blender 3.4, whose glTF add-on fails on its NumPy
+        # (`np.bool`): the motion is still in the BVH
+        for o in new_objects(before):
+            bpy.data.objects.remove(o)
+        print(f"clothcast take {name}: the glTF importer failed ({why_failed(e)}); the body is the BVH skeleton alone")
+        if os.path.exists(bvh):
+            link_to(collection, import_bvh(bvh, name))
+        return
     added = new_objects(before)
     mesh, rig = None, None
     for o in added:
@@ -175,6 +199,9 @@ def import_take(stem, fps=0.0, body=True):
             raise TakeError(f"{name}: {os.path.basename(p)} is missing")
     _points, samples = pc2_samples(pc2)
     rate = fps or bvh_rate(stem + ".body.bvh") or 30.0
+    if abs(rate - round(rate)) < 1e-3:
+        # the BVH's frame time is printed to 8 decimals: 0.03333334 s is 30 fps
+        rate = float(round(rate))
     scene.render.fps, scene.render.fps_base = max(1, round(rate)), max(1, round(rate)) / rate
 
     collection = bpy.data.collections.new(name)

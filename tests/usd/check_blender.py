@@ -3,7 +3,10 @@
 is Blender built as a Python module) by the import paths the README describes, and
 checks what Blender shows.
 
-Usage: check_blender.py DIR ID [FPS] [--cut-short]
+Usage: check_blender.py DIR ID [FPS] [--cut-short] [--without-usd]
+   or: blender -b --python check_blender.py -- DIR ID [FPS] [--cut-short] [--without-usd]
+
+(--without-usd skips 1, for Blender builds without USD such as Debian's.)
 
 1. USD: `DIR/ID.usda` through Blender's own USD importer. The scene's frame range and
    rate are the take's; at several frames the garment Blender evaluates (its points
@@ -36,7 +39,9 @@ import bpy
 from mathutils import Vector
 from mathutils.kdtree import KDTree
 
-import pc2
+# Blender's own Python does not put the script's folder on the path
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pc2  # noqa: E402
 
 
 def leave(code):
@@ -349,10 +354,14 @@ def check_cut_short(d, ident, fps, samples, frames):
 
 
 def main():
-    if len(sys.argv) < 3:
-        fail("usage: check_blender.py DIR ID [FPS] [--cut-short]")
-    cut_short = "--cut-short" in sys.argv
-    args = [a for a in sys.argv[1:] if a != "--cut-short"]
+    # as a module (python3 check_blender.py ARGS) or in Blender (blender -b --python
+    # check_blender.py -- ARGS)
+    argv = sys.argv[sys.argv.index("--") + 1:] if "--" in sys.argv else sys.argv[1:]
+    flags = {"--cut-short", "--without-usd"}
+    args = [a for a in argv if a not in flags]
+    if len(args) < 2:
+        fail("usage: check_blender.py DIR ID [FPS] [--cut-short] [--without-usd]")
+    cut_short = "--cut-short" in argv
     d, ident = args[0], args[1]
     fps = float(args[2]) if len(args) > 2 else 30.0
     samples = read_pc2(f"{d}/{ident}.garment.pc2")
@@ -370,7 +379,10 @@ def main():
         check_cut_short(d, ident, fps, samples, frames)
         print(f"{d}/{ident} (cut short): ok in Blender {bpy.app.version_string} ({len(samples)} samples)")
         leave(0)
-    check_usd(d, ident, fps, samples, frames)
+    if "--without-usd" in argv:
+        print("USD import skipped (--without-usd)")
+    else:
+        check_usd(d, ident, fps, samples, frames)
     check_pc2_obj_gltf(d, ident, fps, samples, frames)
     check_addon(d, ident, fps, samples, frames)
     print(f"{d}/{ident}: ok in Blender {bpy.app.version_string} ({len(samples)} samples)")
