@@ -109,7 +109,7 @@ def has_action(obj):
     return obj.animation_data is not None and obj.animation_data.action is not None
 
 
-def import_bvh(bvh, name):
+def import_bvh(bvh, name, warn=print):
     """The BVH skeleton, its action moved back one frame (the importer starts at frame
     1; sample k belongs at frame k); returns the new objects."""
     scene = bpy.context.scene
@@ -119,7 +119,7 @@ def import_bvh(bvh, name):
     except RuntimeError as e:
         # e.g. Debian 12's Blender 3.4, whose BVH add-on opens files in mode "rU",
         # which its Python 3.11 no longer has
-        print(f"clothcast take {name}: the BVH importer failed ({why_failed(e)}); no skeleton")
+        warn(f"clothcast take {name}: the BVH importer failed ({why_failed(e)}); no skeleton")
         for o in new_objects(before):
             bpy.data.objects.remove(o)
         return []
@@ -136,7 +136,7 @@ def import_bvh(bvh, name):
     return added
 
 
-def import_body(stem, name, collection):
+def import_body(stem, name, collection, warn=print):
     """The body: the glTF (skinned and animated); for a take cut short, whose glTF
     holds the body at rest only, that mesh deformed by the BVH skeleton; without a
     glTF, or where Blender's glTF importer fails, the BVH skeleton alone."""
@@ -144,7 +144,7 @@ def import_body(stem, name, collection):
     glb, bvh = stem + ".body.glb", stem + ".body.bvh"
     if not os.path.exists(glb):
         if os.path.exists(bvh):
-            link_to(collection, import_bvh(bvh, name))
+            link_to(collection, import_bvh(bvh, name, warn))
         return
     before = set(scene.objects)
     try:
@@ -154,9 +154,9 @@ def import_body(stem, name, collection):
         # (`np.bool`): the motion is still in the BVH
         for o in new_objects(before):
             bpy.data.objects.remove(o)
-        print(f"clothcast take {name}: the glTF importer failed ({why_failed(e)}); the body is the BVH skeleton alone")
+        warn(f"clothcast take {name}: the glTF importer failed ({why_failed(e)}); the body is the BVH skeleton alone")
         if os.path.exists(bvh):
-            link_to(collection, import_bvh(bvh, name))
+            link_to(collection, import_bvh(bvh, name, warn))
         return
     added = new_objects(before)
     mesh, rig = None, None
@@ -179,7 +179,7 @@ def import_body(stem, name, collection):
         mesh.matrix_world = Matrix.Translation(-pelvis) @ world
         added = [o for o in added if o is not rig]
         bpy.data.objects.remove(rig)
-        skeleton = [o for o in import_bvh(bvh, name) if o.type == "ARMATURE"]
+        skeleton = [o for o in import_bvh(bvh, name, warn) if o.type == "ARMATURE"]
         for m in mesh.modifiers:
             if m.type == "ARMATURE":
                 m.object = skeleton[0] if skeleton else None
@@ -187,10 +187,11 @@ def import_body(stem, name, collection):
     link_to(collection, added)
 
 
-def import_take(stem, fps=0.0, body=True):
+def import_take(stem, fps=0.0, body=True, warn=print):
     """Imports the take at `stem` (`DIR/ID`) into a new collection named after it;
     returns the collection and the take's number of frames. Sets the scene's frame rate
-    to `fps`, the tick rate (0: the BVH's, else 30)."""
+    to `fps`, the tick rate (0: the BVH's, else 30). `warn` is told of a part that
+    could not be imported (an importer of this Blender that fails)."""
     scene = bpy.context.scene
     name = os.path.basename(stem)
     pc2, obj = stem + ".garment.pc2", stem + ".garment.obj"
@@ -221,7 +222,7 @@ def import_take(stem, fps=0.0, body=True):
     link_to(collection, [garment])
 
     if body:
-        import_body(stem, name, collection)
+        import_body(stem, name, collection, warn)
     return collection, samples
 
 
@@ -257,7 +258,8 @@ class ImportClothcastTake(bpy.types.Operator, ImportHelper):
             )
             if not stems:
                 raise TakeError("no take (no .garment.pc2) in the folder")
-            frames = max(import_take(stem, fps=self.fps, body=self.body)[1] for stem in stems)
+            warn = lambda message: self.report({"WARNING"}, message)  # noqa: E731
+            frames = max(import_take(stem, fps=self.fps, body=self.body, warn=warn)[1] for stem in stems)
             context.scene.frame_start, context.scene.frame_end = 0, frames - 1
         except (TakeError, OSError, RuntimeError) as e:
             self.report({"ERROR"}, str(e))
