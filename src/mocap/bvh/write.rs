@@ -48,6 +48,67 @@ fn num(out: &mut String, x: f32, decimals: usize) {
     }
 }
 
+/// `OFFSET x y z` and a line end.
+fn offset(text: &mut String, o: Vec3) {
+    text.push_str("OFFSET ");
+    num(text, o.x, 6);
+    text.push(' ');
+    num(text, o.y, 6);
+    text.push(' ');
+    num(text, o.z, 6);
+    text.push('\n');
+}
+
+/// Joint `j` of the hierarchy and, inside it, its children (depth first), at nesting
+/// `depth`; `order` gets the joints in the order their channels are written.
+#[allow(clippy::too_many_arguments, reason = "one recursive helper of `new`")]
+fn write_joint(
+    text: &mut String,
+    order: &mut Vec<usize>,
+    j: usize,
+    depth: usize,
+    names: &[&str],
+    parents: &[i32],
+    rest: &[[f32; 3]],
+    children: &[Vec<usize>],
+) {
+    let pad = "  ".repeat(depth);
+    order.push(j);
+    let kind = if j == 0 { "ROOT" } else { "JOINT" };
+    let _ = writeln!(text, "{pad}{kind} {}\n{pad}{{", names[j]);
+    text.push_str(&pad);
+    text.push_str("  ");
+    // the root's offset is zero and its position channels absolute, which readers
+    // that add the root's offset and those that ignore it agree on
+    let local = match usize::try_from(parents[j]) {
+        Ok(p) => Vec3::from(rest[j]) - Vec3::from(rest[p]),
+        Err(_) => Vec3::ZERO,
+    };
+    offset(text, local);
+    let channels = if j == 0 {
+        "6 Xposition Yposition Zposition Zrotation Xrotation Yrotation"
+    } else {
+        "3 Zrotation Xrotation Yrotation"
+    };
+    let _ = writeln!(text, "{pad}  CHANNELS {channels}");
+    if children[j].is_empty() {
+        let along = if j > 0 && local.length() > 1e-6 {
+            0.5 * local
+        } else {
+            Vec3::new(0.0, 0.1, 0.0)
+        };
+        let _ = writeln!(text, "{pad}  End Site\n{pad}  {{");
+        text.push_str(&pad);
+        text.push_str("    ");
+        offset(text, along);
+        let _ = writeln!(text, "{pad}  }}");
+    }
+    for &c in &children[j] {
+        write_joint(text, order, c, depth + 1, names, parents, rest, children);
+    }
+    let _ = writeln!(text, "{pad}}}");
+}
+
 impl<W: Write + Seek> BvhWriter<W> {
     /// Writes the hierarchy of a skeleton of `names` (letters, digits and `_`; they are
     /// written as they are), `parents` (−1 for the one root; a parent comes before its
@@ -81,74 +142,9 @@ impl<W: Write + Seek> BvhWriter<W> {
         let children: Vec<Vec<usize>> = (0..n)
             .map(|j| (1..n).filter(|&c| parents[c] == j as i32).collect())
             .collect();
-        let v = |j: usize| Vec3::from(rest[j]);
         let mut text = String::from("HIERARCHY\n");
         let mut order = Vec::with_capacity(n);
-        // depth-first: (joint, depth, children written so far)
-        let mut stack = vec![(0usize, 0usize)];
-        let mut open: Vec<(usize, usize)> = Vec::new();
-        let offset = |s: &mut String, o: Vec3| {
-            s.push_str("OFFSET ");
-            num(s, o.x, 6);
-            s.push(' ');
-            num(s, o.y, 6);
-            s.push(' ');
-            num(s, o.z, 6);
-            s.push('\n');
-        };
-        while let Some((j, depth)) = stack.pop() {
-            // close the joints this one is not inside
-            while open.last().is_some_and(|&(_, d)| d >= depth) {
-                open.pop();
-                text.push_str(&"  ".repeat(open.len()));
-                text.push_str("}\n");
-            }
-            let pad = "  ".repeat(depth);
-            order.push(j);
-            let _ = writeln!(
-                text,
-                "{pad}{} {}",
-                if j == 0 { "ROOT" } else { "JOINT" },
-                names[j]
-            );
-            let _ = writeln!(text, "{pad}{{");
-            text.push_str(&pad);
-            text.push_str("  ");
-            // the root's offset is zero and its position channels absolute, which
-            // readers that add the root's offset and those that ignore it agree on
-            let local = match usize::try_from(parents[j]) {
-                Ok(p) => v(j) - v(p),
-                Err(_) => Vec3::ZERO,
-            };
-            offset(&mut text, local);
-            if j == 0 {
-                let _ = writeln!(
-                    text,
-                    "{pad}  CHANNELS 6 Xposition Yposition Zposition Zrotation Xrotation Yrotation"
-                );
-            } else {
-                let _ = writeln!(text, "{pad}  CHANNELS 3 Zrotation Xrotation Yrotation");
-            }
-            if children[j].is_empty() {
-                let along = match usize::try_from(parents[j]) {
-                    Ok(_) if local.length() > 1e-6 => 0.5 * local,
-                    _ => Vec3::new(0.0, 0.1, 0.0),
-                };
-                let _ = writeln!(text, "{pad}  End Site\n{pad}  {{");
-                text.push_str(&pad);
-                text.push_str("    ");
-                offset(&mut text, along);
-                let _ = writeln!(text, "{pad}  }}");
-            }
-            open.push((j, depth));
-            for &c in children[j].iter().rev() {
-                stack.push((c, depth + 1));
-            }
-        }
-        while open.pop().is_some() {
-            text.push_str(&"  ".repeat(open.len()));
-            text.push_str("}\n");
-        }
+        write_joint(&mut text, &mut order, 0, 0, names, parents, rest, &children);
         text.push_str("MOTION\nFrames: ");
         let count_at = text.len() as u64;
         let _ = writeln!(text, "{:<COUNT_WIDTH$}", 0);
@@ -160,7 +156,7 @@ impl<W: Write + Seek> BvhWriter<W> {
         Ok(Self {
             out,
             order,
-            root_rest: v(0),
+            root_rest: Vec3::from(rest[0]),
             count_at,
             frames: 0,
             line: String::new(),
