@@ -26,10 +26,11 @@
 //!   (the garment's points at time code `k` are sample `k`; the body a UsdSkel skinned
 //!   mesh with a key per received frame at its sample's time code).
 //!
-//! In Blender (checked with 4.2 by `tests/usd/check_blender.py`, and 3.4 by hand): set
-//! the frame rate to the server's tick rate, then either import the `.usda`, or import
-//! the OBJ (the default Y-up, −Z forward) and the glTF and give the garment a Mesh
-//! Cache modifier (format PC2, default axes) reading the `.pc2`.
+//! In Blender (checked with 4.2 by `tests/usd/check_blender.py`): the add-on
+//! `clients/blender/clothcast_import.py` imports a take in one step; by hand, set the
+//! frame rate to the server's tick rate, then either import the `.usda`, or import the
+//! OBJ (the default Y-up, −Z forward) and the glTF and give the garment a Mesh Cache
+//! modifier (format PC2, default axes) reading the `.pc2`.
 //!
 //! A take ends when the recording stops, the avatar leaves, changes garments, or its
 //! stream restarts (a restarted server); the next take of the same avatar is
@@ -311,12 +312,7 @@ impl Recorder {
             write_obj(w, &garment, &format!("clothcast garment of {id:?}"))
         })?;
         let pc2 = stem.with_extension("garment.pc2");
-        let file = File::options()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&pc2)
-            .with_context(|| format!("creating {}", pc2.display()))?;
+        let file = create_new(&pc2)?;
         let body = self.bodies.get(first).cloned().flatten();
         if let Some(b) = &body {
             // the body at rest now, so that a take cut short still has its mesh
@@ -325,12 +321,7 @@ impl Recorder {
         let motion = match &body {
             Some(b) => {
                 let path = stem.with_extension("body.bvh");
-                let file = File::options()
-                    .read(true)
-                    .write(true)
-                    .create_new(true)
-                    .open(&path)
-                    .with_context(|| format!("creating {}", path.display()))?;
+                let file = create_new(&path)?;
                 let names: Vec<&str> = JointId::all().map(JointId::name).collect();
                 let writer =
                     BvhWriter::new(file, &names, &b.parents, &b.skeleton, 1.0 / self.tick_hz)
@@ -340,11 +331,7 @@ impl Recorder {
             None => None,
         };
         let path = stem.with_extension("timing.csv");
-        let mut timing = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .with_context(|| format!("creating {}", path.display()))?;
+        let mut timing = create_new(&path)?;
         writeln!(timing, "{TIMING_HEADER}")?;
         eprintln!("recording {id} into {}.*", stem.display());
         Ok(Take {
@@ -363,7 +350,7 @@ impl Recorder {
         })
     }
 
-    /// Ends `id`'s take (it left): its glTF file is written.
+    /// Ends `id`'s take (it left, or the recording stops): the files written as it went are closed, the animated glTF and the USD layer written.
     pub(crate) fn end(&mut self, id: &str) -> anyhow::Result<()> {
         let Some(mut take) = self.takes.remove(id) else {
             return Ok(());
@@ -377,12 +364,15 @@ impl Recorder {
             files.push("body.bvh");
         }
         if let Some(body) = take.body.as_deref() {
-            write_body_glb(
-                &take.stem.with_extension("body.glb"),
-                body,
-                &take.keys,
-                self.tick_hz,
-            )?;
+            // the body at rest is there since the take began; with keys, animated
+            if !take.keys.is_empty() {
+                write_body_glb(
+                    &take.stem.with_extension("body.glb"),
+                    body,
+                    &take.keys,
+                    self.tick_hz,
+                )?;
+            }
             files.push("body.glb");
         }
         if self.usd {
@@ -415,6 +405,17 @@ impl Recorder {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// A new file at `path` for reading and writing (one already there is an error: a take
+/// never overwrites).
+fn create_new(path: &Path) -> anyhow::Result<File> {
+    File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))
 }
 
 /// Whether `parents` is the canonical skeleton's hierarchy.
