@@ -350,7 +350,8 @@ impl Recorder {
         })
     }
 
-    /// Ends `id`'s take (it left, or the recording stops): the files written as it went are closed, the animated glTF and the USD layer written.
+    /// Ends `id`'s take (it left, or the recording stops): the files written as it
+    /// went are closed, the animated glTF and the USD layer written.
     pub(crate) fn end(&mut self, id: &str) -> anyhow::Result<()> {
         let Some(mut take) = self.takes.remove(id) else {
             return Ok(());
