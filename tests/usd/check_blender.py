@@ -172,6 +172,27 @@ def check_pc2_obj_gltf(d, ident, fps, samples, frames):
     check_bvh(d, ident, rig, frames)
 
 
+def joint_gap(a, b, a_frame, b_frame):
+    """The largest distance between a joint of armature `a` at scene frame `a_frame`
+    and the joint of the same name of armature `b` at `b_frame` (world, metres)."""
+    scene = bpy.context.scene
+    scene.frame_set(a_frame)
+    heads = {j.name: a.matrix_world @ j.head for j in a.pose.bones}
+    scene.frame_set(b_frame)
+    return max((heads[j.name] - b.matrix_world @ j.head).length for j in b.pose.bones)
+
+
+def addon():
+    """The add-on `clients/blender/clothcast_import.py`, imported and registered once."""
+    if "clothcast_import" not in sys.modules:
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(here, "..", "..", "clients", "blender"))
+        import clothcast_import
+
+        clothcast_import.register()
+    return sys.modules["clothcast_import"]
+
+
 def check_bvh(d, ident, rig, frames):
     """`ID.body.bvh` through Blender's BVH importer: an armature of the same 22 joints
     whose joints are where the glTF body's are, one frame later (the importer puts a
@@ -187,10 +208,7 @@ def check_bvh(d, ident, rig, frames):
     if names != sorted(b.name for b in rig.pose.bones):
         fail(f"bvh: joints {names} are not the glTF body's")
     for f in frames:
-        scene.frame_set(f + 1)
-        heads = {b.name: bvh.matrix_world @ b.head for b in bvh.pose.bones}
-        scene.frame_set(f)
-        off = max((heads[b.name] - rig.matrix_world @ b.head).length for b in rig.pose.bones)
+        off = joint_gap(bvh, rig, f + 1, f)
         print(f"bvh: frame {f}: joints within {off * 1000:.3f} mm of the glTF body's")
         if off > 1e-4:
             fail(f"bvh: frame {f}: a joint is {off * 1000:.2f} mm from the glTF body's")
@@ -203,12 +221,8 @@ def check_addon(d, ident, fps, samples, frames):
     import shutil
     import tempfile
 
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(here, "..", "..", "clients", "blender"))
-    import clothcast_import
-
+    addon()
     reset()
-    clothcast_import.register()
     if bpy.ops.import_scene.clothcast_take(filepath=f"{d}/{ident}.garment.pc2") != {"FINISHED"}:
         fail("add-on: the import failed")
     scene = bpy.context.scene
@@ -238,11 +252,7 @@ def check_addon(d, ident, fps, samples, frames):
     bpy.ops.import_scene.gltf(filepath=f"{d}/{ident}.body.glb")
     rig = [o for o in scene.objects if o not in before and o.type == "ARMATURE"][0]
     for f in frames:
-        scene.frame_set(f)
-        off = max(
-            (skeleton.matrix_world @ skeleton.pose.bones[b.name].head - rig.matrix_world @ b.head).length
-            for b in rig.pose.bones
-        )
+        off = joint_gap(skeleton, rig, f, f)
         print(f"add-on, BVH body: frame {f}: joints within {off * 1000:.3f} mm of the glTF body's")
         if off > 1e-4:
             fail(f"add-on, BVH body: frame {f}: a joint is {off * 1000:.2f} mm from the glTF body's")
@@ -322,14 +332,10 @@ def check_cut_short(d, ident, fps, samples, frames):
     """A take whose recording was killed (no USD, the glTF holding the body at rest
     only): the add-on deforms that body with the BVH skeleton, and it lies under the
     garment at every checked frame."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, os.path.join(here, "..", "..", "clients", "blender"))
-    import clothcast_import
-
+    clothcast_import = addon()
     if os.path.exists(f"{d}/{ident}.usda"):
         fail("cut short: the take has its USD layer (was it killed?)")
     reset()
-    clothcast_import.register()
     bpy.ops.import_scene.gltf(filepath=f"{d}/{ident}.body.glb")
     rigs = [o for o in bpy.context.scene.objects if o.type == "ARMATURE"]
     if len(rigs) != 1 or clothcast_import.has_action(rigs[0]):
