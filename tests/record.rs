@@ -183,6 +183,29 @@ fn check_timing(path: &Path, samples: usize, seq0: u32, stamps: &HashMap<u32, (f
     assert!(matched * 10 >= samples * 9, "{matched} of {samples} lines");
 }
 
+/// `clothcast watch --record DIR` of the server at `url` with the test token, and
+/// `args`; stdout dropped, stderr piped.
+fn record(url: &str, dir: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_clothcast"))
+        .args(["watch", "--url", url, "--token", "view", "--record"])
+        .arg(dir)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast watch runs")
+}
+
+/// Waits (at most 10 s, else fails saying `what`) until the PC2 cache at `path` of
+/// `vertices` points holds `samples` samples.
+async fn wait_for_samples(path: &Path, vertices: usize, samples: u64, what: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::metadata(path).map_or(0, |m| m.len()) < 32 + 12 * samples * vertices as u64 {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn close(a: &[f32], b: &[f32], tolerance: f32) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= tolerance)
 }
@@ -203,15 +226,7 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
     // a viewer of our own keeps every frame it decodes, by frame number
     let mut viewer = connect_viewer(&url).await;
     let mut view = Viewer::default();
-    let watch = Command::new(env!("CARGO_BIN_EXE_clothcast"))
-        .args(["watch", "--url", &url, "--token", "view", "--seconds", "3"])
-        .arg("--record")
-        .arg(&dir)
-        .arg("--usd")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clothcast watch runs");
+    let watch = record(&url, &dir, &["--usd", "--seconds", "3"]);
     let mut seen: HashMap<u32, Vec<f32>> = HashMap::new();
     let mut poses: HashMap<u32, Pose> = HashMap::new();
     let mut stamps: HashMap<u32, (f64, f64)> = HashMap::new();
@@ -334,19 +349,14 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
     // directory takes new names instead of overwriting the first
     let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let before = size(&stem("rec-0", "garment.pc2"));
-    let watch = Command::new(env!("CARGO_BIN_EXE_clothcast"))
-        .args(["watch", "--url", &url, "--token", "view", "--record"])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clothcast watch runs");
-    let second = stem("rec-0-2", "garment.pc2");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while size(&second) < 32 + 12 * 10 * vertices as u64 {
-        assert!(tokio::time::Instant::now() < deadline, "no second take");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let watch = record(&url, &dir, &[]);
+    wait_for_samples(
+        &stem("rec-0-2", "garment.pc2"),
+        vertices,
+        10,
+        "no second take",
+    )
+    .await;
     let interrupted = Command::new("kill")
         .args(["-INT", &watch.id().to_string()])
         .status()
@@ -362,23 +372,14 @@ async fn watch_records_each_avatar_as_a_point_cache_a_mesh_and_an_animated_body(
     // a recording killed outright keeps what it wrote: the cache, the BVH, the timing
     // track, and the body at rest (which the Blender add-on poses with the BVH)
     let killed = dir.join("killed");
-    let mut watch = Command::new(env!("CARGO_BIN_EXE_clothcast"))
-        .args([
-            "watch", "--url", &url, "--token", "view", "--avatar", "rec-0",
-        ])
-        .arg("--record")
-        .arg(&killed)
-        .arg("--usd")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("clothcast watch runs");
-    let cache = killed.join("rec-0.garment.pc2");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while size(&cache) < 32 + 12 * 30 * vertices as u64 {
-        assert!(tokio::time::Instant::now() < deadline, "no killed take");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let mut watch = record(&url, &killed, &["--usd", "--avatar", "rec-0"]);
+    wait_for_samples(
+        &killed.join("rec-0.garment.pc2"),
+        vertices,
+        30,
+        "no killed take",
+    )
+    .await;
     watch.kill().expect("SIGKILL");
     let _ = watch.wait();
     for ext in [
