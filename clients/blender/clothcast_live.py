@@ -1,0 +1,320 @@
+# clothcast live link for Blender: the garments and bodies a clothcast server streams,
+# shown live in the scene (3D Viewport > sidebar > clothcast).
+#
+# Each streamed avatar becomes two mesh objects in the collection "clothcast live":
+# `ID garment` (an outfit: `ID garment`, `ID garment 2`, … inner to outer) and
+# `ID body`, their vertices replaced by each new frame and their transform set to the
+# frame's world placement turned Z up. An avatar that leaves is removed. Nothing is
+# keyed: to keep a performance, record it with `clothcast watch --record` and import
+# the take with clothcast_import.py.
+#
+# It needs clothcast's Python module (`clothcast.so`, built from clients/python: see
+# its README), importable by Blender's Python: put it next to this file in Blender's
+# add-ons folder, or name its folder in the add-on's preferences. Install this file
+# with Edit > Preferences > Add-ons > Install... (Blender 4.2+; Python 3.11+).
+#
+# Frames: the server's garments and bodies are in each avatar's canonical frame
+# (metres, +Y up, facing +Z); the frame's `world` (rotation, translation) places them;
+# Blender is Z up, so every object's matrix is Y_UP_TO_Z_UP @ world, and the meshes
+# keep the canonical coordinates (what a glTF import of the same data gives).
+
+import sys
+
+import bpy
+from bpy.props import FloatProperty, StringProperty
+from mathutils import Matrix, Quaternion, Vector
+
+bl_info = {
+    "name": "clothcast live link",
+    "author": "clothcast",
+    "version": (1, 0, 0),
+    "blender": (4, 2, 0),
+    "location": "3D Viewport > Sidebar > clothcast",
+    "description": "Show the garments a clothcast server streams, live",
+    "category": "Animation",
+}
+
+COLLECTION = "clothcast live"
+
+# glTF's +Y up to Blender's +Z up: (x, y, z) -> (x, -z, y)
+Y_UP_TO_Z_UP = Matrix(((1, 0, 0, 0), (0, 0, -1, 0), (0, 1, 0, 0), (0, 0, 0, 1)))
+
+
+class LiveError(Exception):
+    """Why the live link cannot start (no module, a bad address); the message says."""
+
+
+def import_module(directory=""):
+    """clothcast's Python module, from `directory` if given, else from sys.path (the
+    add-ons folder is on it)."""
+    if directory and directory not in sys.path:
+        sys.path.insert(0, directory)
+    try:
+        import clothcast
+    except ImportError as e:
+        where = f" in {directory}" if directory else " next to this add-on or on sys.path"
+        raise LiveError(f"clothcast's Python module (clothcast.so) was not found{where}: {e}") from e
+    return clothcast
+
+
+class Link:
+    """A live link: the viewer and what it has put in the scene so far."""
+
+    def __init__(self, module, url, token=None, avatars=None):
+        self.module = module
+        try:
+            self.viewer = module.Viewer(url, token=token or None, avatars=avatars or None)
+        except ValueError as e:
+            raise LiveError(str(e)) from e
+        # avatar id -> the asset hashes its objects were built for
+        self.built = {}
+        # avatar id -> the `seq` of the frame its objects show
+        self.shown = {}
+        self.failure = None
+
+    def collection(self):
+        c = bpy.data.collections.get(COLLECTION)
+        if c is None:
+            c = bpy.data.collections.new(COLLECTION)
+            bpy.context.scene.collection.children.link(c)
+        return c
+
+    def remove(self, avatar):
+        """Removes an avatar's objects and meshes."""
+        for name in list(self.object_names(avatar)):
+            obj = bpy.data.objects.get(name)
+            if obj is not None:
+                mesh = obj.data
+                bpy.data.objects.remove(obj)
+                if mesh is not None and mesh.users == 0:
+                    bpy.data.meshes.remove(mesh)
+        self.built.pop(avatar, None)
+        self.shown.pop(avatar, None)
+
+    def object_names(self, avatar):
+        assets = self.built.get(avatar, ())
+        names = [garment_name(avatar, i) for i in range(len(assets))]
+        return names + [f"{avatar} body"]
+
+    def build(self, avatar, assets):
+        """The avatar's objects for its garments `assets` (hashes, inner to outer)."""
+        self.remove(avatar)
+        collection = self.collection()
+        for i, hash in enumerate(assets):
+            a = self.viewer.asset(hash)
+            new_mesh_object(collection, garment_name(avatar, i), a["vertices"], a["triangles"])
+        body = self.viewer.asset(assets[0])["body"]
+        if body is not None:
+            new_mesh_object(collection, f"{avatar} body", len(body["positions"]) // 3, body["triangles"])
+        self.built[avatar] = list(assets)
+
+    def update(self):
+        """Shows every avatar's newest frame; returns the ids it updated."""
+        updated, gone = self.viewer.poll()
+        for avatar in gone:
+            self.remove(avatar)
+        for avatar in updated:
+            try:
+                frame = self.viewer.frame(avatar)
+            except KeyError:
+                continue  # it left between poll() and here
+            if self.built.get(avatar) != frame["assets"]:
+                self.build(avatar, frame["assets"])
+            matrix = Y_UP_TO_Z_UP @ world_matrix(frame["world"])
+            for i in range(len(frame["assets"])):
+                show(garment_name(avatar, i), matrix, lambda out, i=i: self.viewer.garment(avatar, i, out))
+            if bpy.data.objects.get(f"{avatar} body") is not None:
+                show(f"{avatar} body", matrix, lambda out: self.viewer.body(avatar, out))
+            self.shown[avatar] = frame["seq"]
+        return updated
+
+    def close(self):
+        self.viewer.close()
+
+
+def garment_name(avatar, layer):
+    return f"{avatar} garment" if layer == 0 else f"{avatar} garment {layer + 1}"
+
+
+def world_matrix(world):
+    """A frame's `world` (qx, qy, qz, qw, tx, ty, tz) as a 4×4 matrix."""
+    qx, qy, qz, qw, tx, ty, tz = world
+    m = Quaternion((qw, qx, qy, qz)).to_matrix().to_4x4()
+    m.translation = Vector((tx, ty, tz))
+    return m
+
+
+def new_mesh_object(collection, name, vertices, triangles):
+    """A mesh object `name` of `vertices` vertices (at the origin until a frame comes)
+    and `triangles` (flat vertex indices, 3 a triangle)."""
+    old = bpy.data.objects.get(name)
+    if old is not None:
+        bpy.data.objects.remove(old)
+    mesh = bpy.data.meshes.new(name)
+    t = len(triangles) // 3
+    mesh.vertices.add(vertices)
+    mesh.loops.add(3 * t)
+    mesh.polygons.add(t)
+    mesh.loops.foreach_set("vertex_index", triangles)
+    mesh.polygons.foreach_set("loop_start", range(0, 3 * t, 3))
+    mesh.polygons.foreach_set("loop_total", [3] * t)
+    mesh.update()
+    mesh.validate()
+    obj = bpy.data.objects.new(name, mesh)
+    collection.objects.link(obj)
+    return obj
+
+
+def show(name, matrix, fill):
+    """Writes a frame's positions into object `name`'s mesh (`fill(out)` writes them
+    into a float32 buffer of the mesh's size) and places the object."""
+    obj = bpy.data.objects.get(name)
+    if obj is None:
+        return
+    mesh = obj.data
+    out = memoryview(bytearray(12 * len(mesh.vertices))).cast("f")
+    fill(out)
+    mesh.vertices.foreach_set("co", out)
+    mesh.update()
+    obj.matrix_world = matrix
+
+
+# the running link (one per Blender session)
+_link = None
+
+
+def link():
+    """The running live link, or None."""
+    return _link
+
+
+def start(url, token="", avatars="", module_dir=""):
+    """Starts the live link to `url` (replacing a running one); `avatars`: ids to
+    show, separated by commas (empty: all)."""
+    global _link
+    stop()
+    ids = [a.strip() for a in avatars.split(",") if a.strip()]
+    _link = Link(import_module(module_dir), url, token, ids)
+    if not bpy.app.timers.is_registered(_tick):
+        bpy.app.timers.register(_tick, first_interval=0.0)
+    return _link
+
+
+def stop():
+    """Stops the live link (its objects stay in the scene)."""
+    global _link
+    if bpy.app.timers.is_registered(_tick):
+        bpy.app.timers.unregister(_tick)
+    if _link is not None:
+        _link.close()
+        _link = None
+
+
+def _tick():
+    """Blender's timer: the newest frames into the scene, again after the interval."""
+    if _link is None:
+        return None
+    try:
+        _link.update()
+    except _link.module.ClientError as e:
+        # refused for good (a wrong token): say so and stop asking
+        _link.failure = str(e)
+        print(f"clothcast live link: {e}")
+        return None
+    settings = getattr(bpy.context.scene, "clothcast_live", None)
+    return 1.0 / max(1.0, settings.rate if settings else 60.0)
+
+
+class LiveSettings(bpy.types.PropertyGroup):
+    url: StringProperty(name="Server", default="ws://127.0.0.1:8470/ws", description="The server's WebSocket endpoint")
+    token: StringProperty(name="Token", default="", subtype="PASSWORD", description="Viewer token (empty: none)")
+    avatars: StringProperty(name="Avatars", default="", description="Avatar ids to show, comma-separated (empty: all)")
+    rate: FloatProperty(name="Updates/s", default=60.0, min=1.0, max=240.0, description="How often the scene is updated")
+
+
+class Preferences(bpy.types.AddonPreferences):
+    bl_idname = __name__
+    module_dir: StringProperty(
+        name="Module folder",
+        subtype="DIR_PATH",
+        default="",
+        description="Folder holding clothcast.so (empty: next to this add-on or on sys.path)",
+    )
+
+    def draw(self, context):
+        self.layout.prop(self, "module_dir")
+
+
+def module_dir(context):
+    addon = context.preferences.addons.get(__name__)
+    return addon.preferences.module_dir if addon else ""
+
+
+class Connect(bpy.types.Operator):
+    bl_idname = "clothcast.live_connect"
+    bl_label = "Connect"
+    bl_description = "Show the server's avatars live"
+
+    def execute(self, context):
+        s = context.scene.clothcast_live
+        try:
+            start(s.url, s.token, s.avatars, bpy.path.abspath(module_dir(context)))
+        except LiveError as e:
+            self.report({"ERROR"}, str(e))
+            return {"CANCELLED"}
+        return {"FINISHED"}
+
+
+class Disconnect(bpy.types.Operator):
+    bl_idname = "clothcast.live_disconnect"
+    bl_label = "Disconnect"
+    bl_description = "Stop the live link (the objects stay)"
+
+    def execute(self, context):
+        stop()
+        return {"FINISHED"}
+
+
+class Panel(bpy.types.Panel):
+    bl_idname = "VIEW3D_PT_clothcast_live"
+    bl_label = "clothcast live"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "clothcast"
+
+    def draw(self, context):
+        s = context.scene.clothcast_live
+        col = self.layout.column()
+        for p in ("url", "token", "avatars", "rate"):
+            col.prop(s, p)
+        if _link is None:
+            col.operator(Connect.bl_idname)
+            return
+        col.operator(Disconnect.bl_idname)
+        v = _link.viewer
+        if _link.failure:
+            col.label(text=f"refused: {_link.failure}", icon="ERROR")
+        elif v.connected:
+            col.label(text=f"connected, {len(_link.built)} avatars at {v.tick_hz:g} Hz", icon="LINKED")
+        else:
+            col.label(text=f"connecting… {v.error or ''}", icon="UNLINKED")
+
+
+CLASSES = (LiveSettings, Preferences, Connect, Disconnect, Panel)
+
+
+def register():
+    for c in CLASSES:
+        bpy.utils.register_class(c)
+    bpy.types.Scene.clothcast_live = bpy.props.PointerProperty(type=LiveSettings)
+
+
+def unregister():
+    stop()
+    del bpy.types.Scene.clothcast_live
+    for c in reversed(CLASSES):
+        bpy.utils.unregister_class(c)
+
+
+if __name__ == "__main__":
+    register()

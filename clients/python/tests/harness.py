@@ -1,0 +1,152 @@
+"""What the Python client's tests share: where the repository, the `clothcast` binary
+and the built module are, running `clothcast serve`, `play` and `watch --record` as
+child processes, and reading a recorded take back."""
+import csv
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+BIN = os.environ.get("CLOTHCAST_BIN") or os.path.join(ROOT, "target", "debug", "clothcast")
+# the module built by clients/python/build.sh
+MODULE_DIR = os.environ.get("CLOTHCAST_PYTHON_MODULE_DIR") or os.path.join(ROOT, "clients", "python", "build")
+DB = os.path.join(ROOT, "tests", "fixtures", "db", "v1", "small.ccdb")
+CLIP = os.path.join(ROOT, "tests", "fixtures", "mocap", "cmu_131_03.bvh")
+GOLDEN = os.path.join(ROOT, "tests", "fixtures", "codec")
+
+sys.path.insert(0, MODULE_DIR)
+sys.path.insert(0, os.path.join(ROOT, "tests", "usd"))
+import clothcast  # noqa: E402
+import pc2  # noqa: E402
+
+PUBLISHER_TOKEN = "python-test-publisher"
+VIEWER_TOKEN = "python-test-viewer"
+
+
+class Processes:
+    """Child processes (output to files, so that no pipe fills), all killed on exit."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="clothcast-python-")
+        self.procs = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p, _ in self.procs:
+            stop(p)
+        return False
+
+    def spawn(self, name, *args, tokens=True):
+        log = os.path.join(self.dir, f"{name}-{len(self.procs)}.log")
+        env = dict(os.environ)
+        if tokens:
+            env["CLOTHCAST_PUBLISHER_TOKEN"] = PUBLISHER_TOKEN
+            env["CLOTHCAST_VIEWER_TOKEN"] = VIEWER_TOKEN
+        with open(log, "wb") as out:
+            p = subprocess.Popen([BIN, *args], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        self.procs.append((p, log))
+        return p, log
+
+    def serve(self, bind="127.0.0.1:0", config=None, tokens=True):
+        """`clothcast serve` on `bind` (the small test database; `config`: TOML text of
+        a config file instead); returns it and its address (host:port)."""
+        args = ["serve", "--bind", bind]
+        if config is None:
+            args += ["--db", DB]
+        else:
+            path = os.path.join(self.dir, f"server-{len(self.procs)}.toml")
+            with open(path, "w") as f:
+                f.write(config)
+            args += ["--config", path]
+        p, log = self.spawn("serve", *args, tokens=tokens)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            with open(log, errors="replace") as f:
+                m = re.search(r"ws://([0-9.:]+)/ws", f.read())
+            if m:
+                return p, m.group(1)
+            if p.poll() is not None:
+                break
+            time.sleep(0.1)
+        stop(p)
+        with open(log, errors="replace") as f:
+            raise RuntimeError(f"the server did not say where it listens:\n{f.read()[-3000:]}")
+
+    def play(self, addr, avatars=2, seconds=60, tokens=True):
+        return self.spawn("play", "play", CLIP, "--url", f"ws://{addr}/ws", "--avatars", str(avatars),
+                          "--seconds", str(seconds), tokens=tokens)[0]
+
+    def record(self, addr, seconds, tokens=True):
+        """`clothcast watch --record` for `seconds`; returns it and its folder."""
+        d = os.path.join(self.dir, f"takes-{len(self.procs)}")
+        p, _ = self.spawn("watch", "watch", "--url", f"ws://{addr}/ws", "--record", d, "--seconds", str(seconds),
+                          tokens=tokens)
+        return p, d
+
+
+def stop(p):
+    if p.poll() is None:
+        p.kill()
+    try:
+        p.wait(5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def recorded(directory, avatar):
+    """The take of `avatar` in a recording folder: {frame number (seq): world-frame
+    garment sample (flat x, y, z)} for every frame the recorder received."""
+    stem = os.path.join(directory, avatar)
+    samples = pc2.read_pc2(stem + ".garment.pc2")
+    out = {}
+    with open(stem + ".timing.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            k = int(row["sample"])
+            # missed frames repeat the sample before; their times are empty
+            if row["server_seconds"] and k < len(samples):
+                out[int(row["frame"])] = samples[k]
+    return out
+
+
+def to_world(world, positions):
+    """Canonical-frame positions (flat x, y, z) placed by a frame's `world` (qx, qy, qz,
+    qw, tx, ty, tz), in f64: a list of (x, y, z)."""
+    qx, qy, qz, qw, tx, ty, tz = world
+    out = []
+    for i in range(0, len(positions), 3):
+        x, y, z = positions[i], positions[i + 1], positions[i + 2]
+        # v + 2w (q × v) + 2 q × (q × v)
+        cx, cy, cz = qy * z - qz * y, qz * x - qx * z, qx * y - qy * x
+        dx, dy, dz = qy * cz - qz * cy, qz * cx - qx * cz, qx * cy - qy * cx
+        out.append((x + 2 * (qw * cx + dx) + tx, y + 2 * (qw * cy + dy) + ty, z + 2 * (qw * cz + dz) + tz))
+    return out
+
+
+def median_distance(points, cloud):
+    """Median and largest distance from each of `points` to its nearest in `cloud`
+    (brute force over a grid of 5 cm cells)."""
+    cell = 0.05
+    grid = {}
+    for p in cloud:
+        grid.setdefault(tuple(int(c // cell) for c in p), []).append(p)
+    ds = []
+    for p in points:
+        k = tuple(int(c // cell) for c in p)
+        best = float("inf")
+        for r in range(1, 6):
+            for dx in range(-r, r + 1):
+                for dy in range(-r, r + 1):
+                    for dz in range(-r, r + 1):
+                        for q in grid.get((k[0] + dx, k[1] + dy, k[2] + dz), ()):
+                            best = min(best, sum((a - b) ** 2 for a, b in zip(p, q)))
+            if best <= (r * cell) ** 2:
+                break
+        ds.append(best ** 0.5)
+    ds.sort()
+    return ds[len(ds) // 2], ds[-1]
