@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: Rust unit and integration tests, the JavaScript decoder against the
-# Rust golden streams (Node's test runner), the C# client (Mono) on the same streams and
-# against a live server, then the Node tests that check clothcast's
+# Rust golden streams (Node's test runner), the C# client (Mono) and the Python module
+# (with the Blender live link) on the same streams and against a live server, then the
+# Node tests that check clothcast's
 # output with the Khronos glTF validator and render it in headless Chromium, and the
 # end-to-end streaming test (server, BVH publisher, the viewer page and the three.js
 # example in headless Chromium). The Rust code is checked against rustfmt first (where
@@ -19,6 +20,9 @@ node --test clients/web/test/
 # the C# client (Unity, .NET): its decoder on the same golden streams, and the client
 # against this build's server
 CLOTHCAST_BIN="$PWD/target/debug/clothcast" clients/csharp/test.sh
+# the Python module (PyO3): its decoder on the same streams, its viewer against this
+# build's server, and the Blender live link built on it
+CLOTHCAST_BIN="$PWD/target/debug/clothcast" clients/python/test.sh
 export CLOTHCAST_BIN="$PWD/target/debug/clothcast"
 (cd clients/web/examples/threejs && { [ -d node_modules ] || npm ci --no-audit --no-fund; })
 (cd tests/gltf && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm test)

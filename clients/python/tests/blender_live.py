@@ -1,0 +1,169 @@
+"""The Blender live link (clients/blender/clothcast_live.py) in Blender 4.2 (the `bpy`
+module, or `blender -b --python` this file) against a real server: `clothcast serve`
+(tokens on, avatars removed 2 s after their publisher stops), `play` of CMU 131_03 on
+two avatars, and `watch --record` alongside as the independent record of what the server
+sent. Checks that the garments Blender shows, in its world (Z up), are the recorded
+samples of the frames the link says it shows; that the bodies lie under them; that
+avatars that leave are removed; that Blender's timer drives the link; and that a wrong
+token stops it with the reason. Exits 0 when all hold."""
+import importlib.util
+import os
+import statistics
+import sys
+import time
+
+import bpy
+from mathutils import Vector
+from mathutils.kdtree import KDTree
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import DB, MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, recorded  # noqa: E402
+
+
+def leave(code):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def fail(msg):
+    print(f"blender_live: {msg}", file=sys.stderr)
+    leave(1)
+
+
+def z_up(x, y, z):
+    return Vector((x, -z, y))
+
+
+def evaluated_world(obj):
+    dg = bpy.context.evaluated_depsgraph_get()
+    ev = obj.evaluated_get(dg)
+    mesh = ev.to_mesh()
+    out = [ev.matrix_world @ v.co for v in mesh.vertices]
+    ev.to_mesh_clear()
+    return out
+
+
+def load_addon():
+    path = os.path.join(ROOT, "clients", "blender", "clothcast_live.py")
+    spec = importlib.util.spec_from_file_location("clothcast_live", path)
+    live = importlib.util.module_from_spec(spec)
+    sys.modules["clothcast_live"] = live
+    spec.loader.exec_module(live)
+    live.register()
+    return live
+
+
+def run_for(live, seconds, each=None):
+    """Updates the scene as Blender's timer would, every ~20 ms, for `seconds`."""
+    end = time.time() + seconds
+    while time.time() < end:
+        updated = live.link().update()
+        if each:
+            each(updated)
+        time.sleep(0.02)
+
+
+def main():
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    live = load_addon()
+    config = f'databases = ["{DB}"]\n[engine]\nidle_timeout = 1.0\nremove_after = 2.0\n'
+    with Processes() as ps:
+        _, addr = ps.serve(config=config)
+        url = f"ws://{addr}/ws"
+        recorder, takes = ps.record(addr, seconds=6)
+        player = ps.play(addr, avatars=2, seconds=10)
+        live.start(url, token=VIEWER_TOKEN, module_dir=MODULE_DIR)
+        if not bpy.app.timers.is_registered(live._tick):
+            fail("the link's timer is not registered")
+        # Blender's timer function itself: it updates and asks to run again
+        interval = live._tick()
+        if not (0 < interval <= 1):
+            fail(f"the timer asks for {interval} s")
+        deadline = time.time() + 30
+        while len(live.link().shown) < 2 and time.time() < deadline:
+            live.link().update()
+            time.sleep(0.02)
+        ids = sorted(live.link().shown)
+        if len(ids) != 2:
+            fail(f"avatars shown: {ids}")
+        collection = bpy.data.collections.get(live.COLLECTION)
+        names = sorted(o.name for o in collection.objects)
+        want = sorted(f"{a} {what}" for a in ids for what in ("garment", "body"))
+        if names != want:
+            fail(f"objects {names}, expected {want}")
+        # snapshots of what Blender shows, while the recorder runs
+        shots = []
+
+        def snap(updated):
+            for a in updated:
+                seq = live.link().shown[a]
+                if seq % 9 == 0 and len(shots) < 12:
+                    g = evaluated_world(bpy.data.objects[f"{a} garment"])
+                    b = evaluated_world(bpy.data.objects[f"{a} body"])
+                    shots.append((a, seq, g, b))
+
+        run_for(live, 3, snap)
+        recorder.wait(30)
+        compared = 0
+        for a, seq, g, b in shots:
+            sample = recorded(takes, a).get(seq)
+            if sample is None:
+                continue
+            if 3 * len(g) != len(sample):
+                fail(f"{a}: {len(g)} garment vertices, the recording has {len(sample) // 3}")
+            off = max((g[i] - z_up(*sample[3 * i:3 * i + 3])).length for i in range(len(g)))
+            tree = KDTree(len(b))
+            for i, p in enumerate(b):
+                tree.insert(p, i)
+            tree.balance()
+            d = sorted(tree.find(p)[2] for p in g)
+            median, worst = statistics.median(d), d[-1]
+            print(f"{a} frame {seq}: garment = recorded sample within {off * 1000:.4f} mm; "
+                  f"body under it: median {median * 100:.1f} cm, worst {worst * 100:.1f} cm")
+            if off > 1e-4:
+                fail(f"{a} frame {seq}: the garment Blender shows is {off * 1000:.2f} mm off the recording")
+            if median > 0.04 or worst > 0.15:
+                fail(f"{a} frame {seq}: the body is {median:.3f} m (median), {worst:.3f} m (worst) from the garment")
+            # Z up: the garment's top is well above the body's feet
+            if max(p.z for p in g) - min(p.z for p in b) < 1.2:
+                fail(f"{a} frame {seq}: the garment's top is not 1.2 m above the body's lowest point")
+            compared += 1
+        if compared < 4:
+            fail(f"only {compared} snapshots fell within the recording")
+        # the publisher stops: the server removes its avatars, and so does the link
+        player.kill()
+        deadline = time.time() + 30
+        while collection.objects and time.time() < deadline:
+            live.link().update()
+            time.sleep(0.05)
+        if collection.objects:
+            fail(f"objects left after the avatars left: {[o.name for o in collection.objects]}")
+        if bpy.data.meshes:
+            fail(f"meshes left: {[m.name for m in bpy.data.meshes]}")
+        print("avatars that left were removed with their meshes")
+        live.stop()
+        if bpy.app.timers.is_registered(live._tick) or live.link() is not None:
+            fail("the link still runs after stop()")
+        # a wrong token: the timer stops and the link says why
+        live.start(url, token="not-the-token", module_dir=MODULE_DIR)
+        deadline = time.time() + 20
+        while live._tick() is not None:
+            if time.time() > deadline:
+                fail("the timer kept running with a wrong token")
+            time.sleep(0.05)
+        if "4001" not in (live.link().failure or ""):
+            fail(f"the failure: {live.link().failure}")
+        print(f"a wrong token stopped the link: {live.link().failure}")
+        live.unregister()
+    print("blender_live: all checks passed")
+    leave(0)
+
+
+try:
+    main()
+except Exception as e:  # noqa: BLE001: the verdict must be the exit code
+    import traceback
+
+    traceback.print_exc()
+    fail(f"{type(e).__name__}: {e}")
