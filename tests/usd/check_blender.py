@@ -395,4 +395,7 @@ def main():
     leave(0)
 
 
-main()
+# run as a script (by Python, or by `blender -b --python`); imported, it lends its helpers
+# (the live link's check, clients/python/tests/blender_live.py)
+if __name__ == "__main__":
+    main()

@@ -13,35 +13,17 @@ import sys
 import time
 
 import bpy
-from mathutils import Vector
 from mathutils.kdtree import KDTree
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import DB, MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, recorded  # noqa: E402
-
-
-def leave(code):
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+# tests/usd, on the path by harness
+from check_blender import evaluated_world, leave, z_up  # noqa: E402
 
 
 def fail(msg):
     print(f"blender_live: {msg}", file=sys.stderr)
     leave(1)
-
-
-def z_up(x, y, z):
-    return Vector((x, -z, y))
-
-
-def evaluated_world(obj):
-    dg = bpy.context.evaluated_depsgraph_get()
-    ev = obj.evaluated_get(dg)
-    mesh = ev.to_mesh()
-    out = [ev.matrix_world @ v.co for v in mesh.vertices]
-    ev.to_mesh_clear()
-    return out
 
 
 def load_addon():
@@ -112,7 +94,7 @@ def main():
                 continue
             if 3 * len(g) != len(sample):
                 fail(f"{a}: {len(g)} garment vertices, the recording has {len(sample) // 3}")
-            off = max((g[i] - z_up(*sample[3 * i:3 * i + 3])).length for i in range(len(g)))
+            off = max((g[i] - z_up(sample[3 * i:3 * i + 3])).length for i in range(len(g)))
             tree = KDTree(len(b))
             for i, p in enumerate(b):
                 tree.insert(p, i)
