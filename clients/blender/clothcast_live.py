@@ -1,12 +1,14 @@
 # clothcast live link for Blender: the garments and bodies a clothcast server streams,
 # shown live in the scene (3D Viewport > sidebar > clothcast).
 #
-# Each streamed avatar becomes two mesh objects in the collection "clothcast live":
-# `ID garment` (an outfit: `ID garment`, `ID garment 2`, … inner to outer) and
-# `ID body`, their vertices replaced by each new frame and their transform set to the
-# frame's world placement turned Z up. An avatar that leaves is removed. Nothing is
-# keyed: to keep a performance, record it with `clothcast watch --record` and import
-# the take with clothcast_import.py.
+# Each streamed avatar becomes, in the collection "clothcast live", an armature
+# `ID armature` of the 22 canonical joints (SMPL names), posed by each frame's bones and
+# placed by its world transform turned Z up; the body `ID body`, a mesh deformed by it
+# (an Armature modifier: retarget from the armature to a character of your own with
+# bone constraints); and the garment `ID garment` (an outfit: `ID garment 2`, … inner
+# to outer), a child of the armature whose vertices each frame replaces. An avatar that
+# leaves is removed. Nothing is keyed: to keep a performance, record it with
+# `clothcast watch --record` and import the take with clothcast_import.py.
 #
 # It needs clothcast's Python module (`clothcast.so`, built from clients/python: see
 # its README), importable by Blender's Python: put it next to this file in Blender's
@@ -15,8 +17,9 @@
 #
 # Frames: the server's garments and bodies are in each avatar's canonical frame
 # (metres, +Y up, facing +Z); the frame's `world` (rotation, translation) places them;
-# Blender is Z up, so every object's matrix is Y_UP_TO_Z_UP @ world, and the meshes
-# keep the canonical coordinates (what a glTF import of the same data gives).
+# Blender is Z up, so the armature's matrix is Y_UP_TO_Z_UP @ world (a garment without
+# a body: its own), and the meshes and bones keep the canonical coordinates (what a glTF
+# import of the same data gives).
 
 import sys
 
@@ -70,6 +73,8 @@ class Link:
         self.built = {}
         # avatar id -> the `seq` of the frame its objects show
         self.shown = {}
+        # avatar id -> its skeleton: (bone names, parents, rest matrices) or None
+        self.rigs = {}
         self.failure = None
 
     def collection(self):
@@ -80,32 +85,48 @@ class Link:
         return c
 
     def remove(self, avatar):
-        """Removes an avatar's objects and meshes."""
+        """Removes an avatar's objects and their data (meshes, armature)."""
         for name in list(self.object_names(avatar)):
             obj = bpy.data.objects.get(name)
+            data = obj.data if obj is not None else (bpy.data.meshes.get(name) or bpy.data.armatures.get(name))
             if obj is not None:
-                mesh = obj.data
                 bpy.data.objects.remove(obj)
-                if mesh is not None and mesh.users == 0:
-                    bpy.data.meshes.remove(mesh)
+            # (data whose object was deleted by hand is left with no users)
+            if data is not None and data.users == 0:
+                if isinstance(data, bpy.types.Mesh):
+                    bpy.data.meshes.remove(data)
+                else:
+                    bpy.data.armatures.remove(data)
         self.built.pop(avatar, None)
         self.shown.pop(avatar, None)
+        self.rigs.pop(avatar, None)
 
     def object_names(self, avatar):
+        """The names of the avatar's objects: garments, then the armature and the body
+        (when its asset has a body)."""
         assets = self.built.get(avatar, ())
         names = [garment_name(avatar, i) for i in range(len(assets))]
-        return names + [f"{avatar} body"]
+        return names + [f"{avatar} armature", f"{avatar} body"]
 
     def build(self, avatar, assets):
-        """The avatar's objects for its garments `assets` (hashes, inner to outer)."""
+        """The avatar's objects for its garments `assets` (hashes, inner to outer): with a
+        body, an armature of the skeleton, which the body follows by an Armature
+        modifier and the garments as children; the armature is what `update` places."""
         self.remove(avatar)
         collection = self.collection()
+        body = self.viewer.asset(assets[0])["body"]
+        rig = None
+        if body is not None:
+            rig, bones = new_armature(collection, f"{avatar} armature", body, self.module.JOINT_NAMES)
+            mesh = new_mesh_object(collection, f"{avatar} body", len(body["positions"]) // 3, body["triangles"])
+            mesh.data.attributes["position"].data.foreach_set("vector", body["positions"])
+            mesh.data.update()
+            skin_to(mesh, rig, body, bones)
+            self.rigs[avatar] = rig_of(rig, bones, body["parents"])
         for i, hash in enumerate(assets):
             a = self.viewer.asset(hash)
-            new_mesh_object(collection, garment_name(avatar, i), a["vertices"], a["triangles"])
-        body = self.viewer.asset(assets[0])["body"]
-        if body is not None:
-            new_mesh_object(collection, f"{avatar} body", len(body["positions"]) // 3, body["triangles"])
+            g = new_mesh_object(collection, garment_name(avatar, i), a["vertices"], a["triangles"])
+            g.parent = rig
         self.built[avatar] = list(assets)
 
     def update(self):
@@ -118,18 +139,105 @@ class Link:
                 frame = self.viewer.frame(avatar)
             except KeyError:
                 continue  # it left between poll() and here
-            if self.built.get(avatar) != frame["assets"]:
+            # new, dressed otherwise, or an object gone (deleted, a new file loaded)
+            names = self.object_names(avatar)
+            if not self.rigs.get(avatar):
+                names = names[:-2]
+            if self.built.get(avatar) != frame["assets"] or any(bpy.data.objects.get(n) is None for n in names):
                 self.build(avatar, frame["assets"])
             matrix = Y_UP_TO_Z_UP @ world_matrix(frame["world"])
+            rig = self.rigs.get(avatar)
             for i in range(len(frame["assets"])):
-                show(garment_name(avatar, i), matrix, lambda out, i=i: self.viewer.garment(avatar, i, out))
-            if bpy.data.objects.get(f"{avatar} body") is not None:
-                show(f"{avatar} body", matrix, lambda out: self.viewer.body(avatar, out))
+                # children of the armature follow it; without a body, placed each
+                show(garment_name(avatar, i), None if rig else matrix,
+                     lambda out, i=i: self.viewer.garment(avatar, i, out))
+            if rig is not None:
+                pose(bpy.data.objects[f"{avatar} armature"], matrix, rig, self.viewer.bones(avatar))
             self.shown[avatar] = frame["seq"]
         return updated
 
     def close(self):
         self.viewer.close()
+
+
+def new_armature(collection, name, body, joint_names):
+    """An armature object `name` of the body's skeleton at rest (canonical frame): a bone
+    per joint from the joint to its children (a leaf: half its parent's bone further).
+    Returns it and its bones' names in joint order."""
+    skeleton = body["skeleton"]
+    parents = body["parents"]
+    n = len(parents)
+    heads = [Vector(skeleton[3 * j:3 * j + 3]) for j in range(n)]
+    names = [joint_names[j] if j < len(joint_names) else f"joint{j}" for j in range(n)]
+    old = bpy.data.objects.get(name)
+    if old is not None:
+        bpy.data.objects.remove(old)
+    arm = bpy.data.armatures.new(name)
+    obj = bpy.data.objects.new(name, arm)
+    collection.objects.link(obj)
+    view_layer = bpy.context.view_layer
+    previous = view_layer.objects.active
+    view_layer.objects.active = obj
+    bpy.ops.object.mode_set(mode="EDIT")
+    bones = []
+    for j in range(n):
+        b = arm.edit_bones.new(names[j])
+        b.head = heads[j]
+        children = [heads[c] for c in range(n) if parents[c] == j]
+        if children:
+            tail = sum(children, Vector()) / len(children)
+        elif parents[j] >= 0:
+            tail = heads[j] + 0.5 * (heads[j] - heads[parents[j]])
+        else:
+            tail = heads[j] + Vector((0, 0.1, 0))
+        if (tail - heads[j]).length < 1e-3:
+            tail = heads[j] + Vector((0, 0.05, 0))
+        b.tail = tail
+        if parents[j] >= 0:
+            b.parent = bones[parents[j]]
+        bones.append(b)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    view_layer.objects.active = previous
+    return obj, names
+
+
+def skin_to(mesh, rig, body, names):
+    """Gives `mesh` the body's skin as vertex groups named after `rig`'s bones and an
+    Armature modifier of `rig`, and makes it `rig`'s child."""
+    groups = [mesh.vertex_groups.new(name=n) for n in names]
+    joints, weights = body["joints"], body["weights"]
+    for v in range(len(joints) // 4):
+        for k in range(4):
+            w = weights[4 * v + k]
+            j = joints[4 * v + k]
+            if w > 0 and j < len(groups):
+                groups[j].add([v], w, "ADD")
+    m = mesh.modifiers.new("skeleton", "ARMATURE")
+    m.object = rig
+    mesh.parent = rig
+
+
+def rig_of(rig, names, parents):
+    """What posing `rig` needs: its pose bones in joint order (`names`), the parents,
+    and each bone's rest matrix and its inverse (armature space)."""
+    rest = [rig.data.bones[n].matrix_local.copy() for n in names]
+    return [rig.pose.bones[n] for n in names], list(parents), rest, [m.inverted() for m in rest]
+
+
+def pose(obj, matrix, rig, bones):
+    """Places the armature `obj` by `matrix` and poses it by a frame's skinning
+    transforms `bones` (rest → posed, canonical frame, (qx, qy, qz, qw, tx, ty, tz)):
+    bone j's posed matrix is T_j · R_j (R_j its rest matrix), so relative to its
+    parent p (posed T_p · R_p) its basis is R_j⁻¹ · T_p⁻¹ · T_j · R_j."""
+    pose_bones, parents, rest, rest_inv = rig
+    t = [world_matrix(b) for b in bones]
+    for j, pb in enumerate(pose_bones):
+        if j >= len(t):
+            break
+        p = parents[j]
+        relative = t[j] if p < 0 else t[p].inverted() @ t[j]
+        pb.matrix_basis = rest_inv[j] @ relative @ rest[j]
+    obj.matrix_world = matrix
 
 
 def garment_name(avatar, layer):
@@ -171,7 +279,8 @@ _buffers = {}
 
 def show(name, matrix, fill):
     """Writes a frame's positions into object `name`'s mesh (`fill(out)` writes them
-    into a float32 buffer of the mesh's size) and places the object."""
+    into a float32 buffer of the mesh's size) and places the object by `matrix` (None:
+    where it is, a child of the avatar's armature)."""
     obj = bpy.data.objects.get(name)
     if obj is None:
         return
@@ -184,7 +293,8 @@ def show(name, matrix, fill):
     # vertices); `vertices.foreach_set("co", …)` goes vertex by vertex (~0.3 ms)
     mesh.attributes["position"].data.foreach_set("vector", out)
     mesh.update()
-    obj.matrix_world = matrix
+    if matrix is not None:
+        obj.matrix_world = matrix
 
 
 # the running link (one per Blender session)
@@ -224,10 +334,11 @@ def _tick():
         return None
     try:
         _link.update()
-    except _link.module.ClientError as e:
-        # refused for good (a wrong token): say so and stop asking
+    except Exception as e:  # noqa: BLE001: Blender would drop the timer without a word
+        # refused for good (a wrong token: ClientError), or a failure of our own: say
+        # so, in the panel and on the console, and stop asking
         _link.failure = str(e)
-        print(f"clothcast live link: {e}")
+        print(f"clothcast live link: {type(e).__name__}: {e}")
         return None
     settings = getattr(bpy.context.scene, "clothcast_live", None)
     return 1.0 / max(1.0, settings.rate if settings else 60.0)

@@ -238,7 +238,10 @@ impl Viewer {
         let (asset, bones) = {
             let s = lock(&self.state);
             let a = avatar_of(&s, avatar)?;
-            (asset_of(&s, &a.assets[0])?, a.bones.clone())
+            let first = a.assets.first().ok_or_else(|| {
+                PyLookupError::new_err(format!("avatar {avatar:?} wears no garment"))
+            })?;
+            (asset_of(&s, first)?, a.bones.clone())
         };
         let body = asset.body.as_ref().map_err(|why| {
             PyLookupError::new_err(format!("avatar {avatar:?}: no usable body ({why})"))

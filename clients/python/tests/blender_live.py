@@ -3,7 +3,8 @@ module, or `blender -b --python` this file) against a real server: `clothcast se
 (tokens on, avatars removed 2 s after their publisher stops), `play` of CMU 131_03 on
 two avatars, and `watch --record` alongside as the independent record of what the server
 sent. Checks that the garments Blender shows, in its world (Z up), are the recorded
-samples of the frames the link says it shows; that the bodies lie under them; that
+samples of the frames the link says it shows; that the armatures' joints are the
+recorded BVH's joints of those frames; that the bodies they deform lie under them; that
 avatars that leave are removed; that Blender's timer drives the link; and that a wrong
 token stops it with the reason. Exits 0 when all hold."""
 import importlib.util
@@ -16,14 +17,21 @@ import bpy
 from mathutils.kdtree import KDTree
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import DB, MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, recorded  # noqa: E402
+from harness import DB, MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, recorded, sample_of  # noqa: E402
 # tests/usd, on the path by harness
-from check_blender import evaluated_world, leave, z_up  # noqa: E402
+from check_blender import bvh_joints, evaluated_world, leave, z_up  # noqa: E402
 
 
 def fail(msg):
     print(f"blender_live: {msg}", file=sys.stderr)
     leave(1)
+
+
+def joints(armature):
+    """World positions of an armature's joints (its bones' heads) as Blender evaluates
+    them now."""
+    ev = armature.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return {pb.name: ev.matrix_world @ pb.head for pb in ev.pose.bones}
 
 
 def load_addon():
@@ -71,7 +79,7 @@ def main():
             fail(f"avatars shown: {ids}")
         collection = bpy.data.collections.get(live.COLLECTION)
         names = sorted(o.name for o in collection.objects)
-        want = sorted(f"{a} {what}" for a in ids for what in ("garment", "body"))
+        want = sorted(f"{a} {what}" for a in ids for what in ("garment", "body", "armature"))
         if names != want:
             fail(f"objects {names}, expected {want}")
         # snapshots of what Blender shows, while the recorder runs
@@ -83,15 +91,29 @@ def main():
                 if seq % 9 == 0 and len(shots) < 12:
                     g = evaluated_world(bpy.data.objects[f"{a} garment"])
                     b = evaluated_world(bpy.data.objects[f"{a} body"])
-                    shots.append((a, seq, g, b))
+                    shots.append((a, seq, g, b, joints(bpy.data.objects[f"{a} armature"])))
 
         run_for(live, 3, snap)
+        # an object deleted by hand (or a new file loaded) comes back with the next frame
+        bpy.data.objects.remove(bpy.data.objects[f"{ids[0]} garment"])
+        run_for(live, 0.5)
+        if bpy.data.objects.get(f"{ids[0]} garment") is None:
+            fail("a deleted garment object was not made again")
         recorder.wait(30)
         compared = 0
-        for a, seq, g, b in shots:
+        for a, seq, g, b, heads in shots:
             sample = recorded(takes, a).get(seq)
             if sample is None:
                 continue
+            # the armature's joints: the recorded BVH's at the same frame
+            bvh = bvh_joints(os.path.join(takes, f"{a}.body.bvh"), sample_of(takes, a)[seq])
+            if sorted(bvh) != sorted(heads):
+                fail(f"{a}: bones {sorted(heads)}, the BVH has {sorted(bvh)}")
+            gap = max((heads[n] - z_up(bvh[n])).length for n in heads)
+            # the link poses by the codec frame's bones, coded to ~3.5e-4 rad (README,
+            # codec), where the BVH has the frame's exact pose: ~0.5 mm at a wrist
+            if gap > 2e-3:
+                fail(f"{a} frame {seq}: the armature's joints are up to {gap * 1000:.2f} mm off the recorded BVH's")
             if 3 * len(g) != len(sample):
                 fail(f"{a}: {len(g)} garment vertices, the recording has {len(sample) // 3}")
             off = max((g[i] - z_up(sample[3 * i:3 * i + 3])).length for i in range(len(g)))
@@ -102,6 +124,7 @@ def main():
             d = sorted(tree.find(p)[2] for p in g)
             median, worst = statistics.median(d), d[-1]
             print(f"{a} frame {seq}: garment = recorded sample within {off * 1000:.4f} mm; "
+                  f"joints = recorded BVH's within {gap * 1000:.4f} mm; "
                   f"body under it: median {median * 100:.1f} cm, worst {worst * 100:.1f} cm")
             if off > 1e-4:
                 fail(f"{a} frame {seq}: the garment Blender shows is {off * 1000:.2f} mm off the recording")
@@ -121,8 +144,8 @@ def main():
             time.sleep(0.05)
         if collection.objects:
             fail(f"objects left after the avatars left: {[o.name for o in collection.objects]}")
-        if bpy.data.meshes:
-            fail(f"meshes left: {[m.name for m in bpy.data.meshes]}")
+        if bpy.data.meshes or bpy.data.armatures:
+            fail(f"data left: {[m.name for m in bpy.data.meshes]} {[a.name for a in bpy.data.armatures]}")
         print("avatars that left were removed with their meshes")
         live.stop()
         if bpy.app.timers.is_registered(live._tick) or live.link() is not None:

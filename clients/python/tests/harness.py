@@ -99,19 +99,23 @@ def stop(p):
         pass
 
 
+def sample_of(directory, avatar):
+    """{frame number (seq): sample index} of `avatar`'s take in a recording folder, for
+    every frame the recorder received (missed frames repeat the sample before, with
+    their times empty)."""
+    out = {}
+    with open(os.path.join(directory, avatar + ".timing.csv"), newline="") as f:
+        for row in csv.DictReader(f):
+            if row["server_seconds"]:
+                out[int(row["frame"])] = int(row["sample"])
+    return out
+
+
 def recorded(directory, avatar):
     """The take of `avatar` in a recording folder: {frame number (seq): world-frame
     garment sample (flat x, y, z)} for every frame the recorder received."""
-    stem = os.path.join(directory, avatar)
-    samples = pc2.read_pc2(stem + ".garment.pc2")
-    out = {}
-    with open(stem + ".timing.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            k = int(row["sample"])
-            # missed frames repeat the sample before; their times are empty
-            if row["server_seconds"] and k < len(samples):
-                out[int(row["frame"])] = samples[k]
-    return out
+    samples = pc2.read_pc2(os.path.join(directory, avatar + ".garment.pc2"))
+    return {seq: samples[k] for seq, k in sample_of(directory, avatar).items() if k < len(samples)}
 
 
 def to_world(world, positions):
