@@ -3,11 +3,11 @@
 #
 # Each streamed avatar becomes, in the collection "clothcast live", an armature
 # `ID armature` of the 22 canonical joints (SMPL names), posed by each frame's bones and
-# placed by its world transform turned Z up; the body `ID body`, a mesh deformed by it
-# (an Armature modifier: retarget from the armature to a character of your own with
-# bone constraints); and the garment `ID garment` (an outfit: `ID garment 2`, … inner
-# to outer), a child of the armature whose vertices each frame replaces. An avatar that
-# leaves is removed. Nothing is keyed: to keep a performance, record it with
+# placed by its world transform turned Z up (retarget from it to a character of your
+# own with bone constraints); the body `ID body`, posed by the same bones; and the
+# garment `ID garment` (an outfit: `ID garment 2`, … inner to outer). Body and garments
+# are meshes whose vertices each frame replaces, children of the armature. An avatar
+# that leaves is removed. Nothing is keyed: to keep a performance, record it with
 # `clothcast watch --record` and import the take with clothcast_import.py.
 #
 # It needs clothcast's Python module (`clothcast.so`, built from clients/python: see
@@ -24,7 +24,7 @@
 import sys
 
 import bpy
-from bpy.props import FloatProperty, StringProperty
+from bpy.props import BoolProperty, FloatProperty, StringProperty
 from mathutils import Matrix, Quaternion, Vector
 
 bl_info = {
@@ -63,17 +63,22 @@ def import_module(directory=""):
 class Link:
     """A live link: the viewer and what it has put in the scene so far."""
 
-    def __init__(self, module, url, token=None, avatars=None):
+    def __init__(self, module, url, token=None, avatars=None, armature=True):
         self.module = module
+        # whether each avatar gets an armature posed by its bones (else its body and
+        # garments are placed directly: about half of Blender's time an avatar-frame)
+        self.armature = armature
         try:
             self.viewer = module.Viewer(url, token=token or None, avatars=avatars or None)
         except ValueError as e:
             raise LiveError(str(e)) from e
         # avatar id -> the asset hashes its objects were built for
         self.built = {}
+        # avatar id -> the names of the objects built for it
+        self.objects = {}
         # avatar id -> the `seq` of the frame its objects show
         self.shown = {}
-        # avatar id -> its skeleton: (bone names, parents, rest matrices) or None
+        # avatar id -> what posing its armature needs (see rig_of)
         self.rigs = {}
         self.failure = None
 
@@ -86,7 +91,7 @@ class Link:
 
     def remove(self, avatar):
         """Removes an avatar's objects and their data (meshes, armature)."""
-        for name in list(self.object_names(avatar)):
+        for name in self.objects.pop(avatar, ()):
             obj = bpy.data.objects.get(name)
             data = obj.data if obj is not None else (bpy.data.meshes.get(name) or bpy.data.armatures.get(name))
             if obj is not None:
@@ -101,33 +106,30 @@ class Link:
         self.shown.pop(avatar, None)
         self.rigs.pop(avatar, None)
 
-    def object_names(self, avatar):
-        """The names of the avatar's objects: garments, then the armature and the body
-        (when its asset has a body)."""
-        assets = self.built.get(avatar, ())
-        names = [garment_name(avatar, i) for i in range(len(assets))]
-        return names + [f"{avatar} armature", f"{avatar} body"]
-
     def build(self, avatar, assets):
-        """The avatar's objects for its garments `assets` (hashes, inner to outer): with a
-        body, an armature of the skeleton, which the body follows by an Armature
-        modifier and the garments as children; the armature is what `update` places."""
+        """The avatar's objects for its garments `assets` (hashes, inner to outer), and
+        its body when the asset has one; with `armature`, an armature of the skeleton
+        with the body and the garments as children, the armature what `update` places."""
         self.remove(avatar)
         collection = self.collection()
+        names = []
         body = self.viewer.asset(assets[0])["body"]
         rig = None
         if body is not None:
-            rig, bones = new_armature(collection, f"{avatar} armature", body, self.module.JOINT_NAMES)
+            if self.armature:
+                rig, bones = new_armature(collection, f"{avatar} armature", body, self.module.JOINT_NAMES)
+                self.rigs[avatar] = rig_of(rig, bones, body["parents"])
+                names.append(rig.name)
             mesh = new_mesh_object(collection, f"{avatar} body", len(body["positions"]) // 3, body["triangles"])
-            mesh.data.attributes["position"].data.foreach_set("vector", body["positions"])
-            mesh.data.update()
-            skin_to(mesh, rig, body, bones)
-            self.rigs[avatar] = rig_of(rig, bones, body["parents"])
+            mesh.parent = rig
+            names.append(mesh.name)
         for i, hash in enumerate(assets):
             a = self.viewer.asset(hash)
             g = new_mesh_object(collection, garment_name(avatar, i), a["vertices"], a["triangles"])
             g.parent = rig
+            names.append(g.name)
         self.built[avatar] = list(assets)
+        self.objects[avatar] = names
 
     def update(self):
         """Shows every avatar's newest frame; returns the ids it updated."""
@@ -140,19 +142,20 @@ class Link:
             except KeyError:
                 continue  # it left between poll() and here
             # new, dressed otherwise, or an object gone (deleted, a new file loaded)
-            names = self.object_names(avatar)
-            if not self.rigs.get(avatar):
-                names = names[:-2]
-            if self.built.get(avatar) != frame["assets"] or any(bpy.data.objects.get(n) is None for n in names):
+            if self.built.get(avatar) != frame["assets"] or any(
+                bpy.data.objects.get(n) is None for n in self.objects.get(avatar, ())
+            ):
                 self.build(avatar, frame["assets"])
             matrix = Y_UP_TO_Z_UP @ world_matrix(frame["world"])
             rig = self.rigs.get(avatar)
-            for i in range(len(frame["assets"])):
-                # children of the armature follow it; without a body, placed each
-                show(garment_name(avatar, i), None if rig else matrix,
-                     lambda out, i=i: self.viewer.garment(avatar, i, out))
             if rig is not None:
                 pose(bpy.data.objects[f"{avatar} armature"], matrix, rig, self.viewer.bones(avatar))
+                matrix = None  # the armature's children follow it
+            for i in range(len(frame["assets"])):
+                show(garment_name(avatar, i), matrix, lambda out, i=i: self.viewer.garment(avatar, i, out))
+            # the body skinned by the frame's bones in the module (~0.1 ms for 6 000
+            # vertices; an Armature modifier costs Blender ~1.3 ms)
+            show(f"{avatar} body", matrix, lambda out: self.viewer.body(avatar, out))
             self.shown[avatar] = frame["seq"]
         return updated
 
@@ -199,22 +202,6 @@ def new_armature(collection, name, body, joint_names):
     bpy.ops.object.mode_set(mode="OBJECT")
     view_layer.objects.active = previous
     return obj, names
-
-
-def skin_to(mesh, rig, body, names):
-    """Gives `mesh` the body's skin as vertex groups named after `rig`'s bones and an
-    Armature modifier of `rig`, and makes it `rig`'s child."""
-    groups = [mesh.vertex_groups.new(name=n) for n in names]
-    joints, weights = body["joints"], body["weights"]
-    for v in range(len(joints) // 4):
-        for k in range(4):
-            w = weights[4 * v + k]
-            j = joints[4 * v + k]
-            if w > 0 and j < len(groups):
-                groups[j].add([v], w, "ADD")
-    m = mesh.modifiers.new("skeleton", "ARMATURE")
-    m.object = rig
-    mesh.parent = rig
 
 
 def rig_of(rig, names, parents):
@@ -306,13 +293,13 @@ def link():
     return _link
 
 
-def start(url, token="", avatars="", module_dir=""):
+def start(url, token="", avatars="", module_dir="", armature=True):
     """Starts the live link to `url` (replacing a running one); `avatars`: ids to
-    show, separated by commas (empty: all)."""
+    show, separated by commas (empty: all); `armature`: whether avatars get one."""
     global _link
     stop()
     ids = [a.strip() for a in avatars.split(",") if a.strip()]
-    _link = Link(import_module(module_dir), url, token, ids)
+    _link = Link(import_module(module_dir), url, token, ids, armature)
     if not bpy.app.timers.is_registered(_tick):
         bpy.app.timers.register(_tick, first_interval=0.0)
     return _link
@@ -349,6 +336,12 @@ class LiveSettings(bpy.types.PropertyGroup):
     token: StringProperty(name="Token", default="", subtype="PASSWORD", description="Viewer token (empty: none)")
     avatars: StringProperty(name="Avatars", default="", description="Avatar ids to show, comma-separated (empty: all)")
     rate: FloatProperty(name="Updates/s", default=60.0, min=1.0, max=240.0, description="How often the scene is updated")
+    armature: BoolProperty(
+        name="Armature",
+        default=True,
+        description="Give each avatar an armature posed by its skeleton (to retarget from); "
+        "off, the body and garments are placed directly, at about half the cost",
+    )
 
 
 class Preferences(bpy.types.AddonPreferences):
@@ -377,7 +370,7 @@ class Connect(bpy.types.Operator):
     def execute(self, context):
         s = context.scene.clothcast_live
         try:
-            start(s.url, s.token, s.avatars, bpy.path.abspath(module_dir(context)))
+            start(s.url, s.token, s.avatars, bpy.path.abspath(module_dir(context)), s.armature)
         except LiveError as e:
             self.report({"ERROR"}, str(e))
             return {"CANCELLED"}
@@ -404,7 +397,7 @@ class Panel(bpy.types.Panel):
     def draw(self, context):
         s = context.scene.clothcast_live
         col = self.layout.column()
-        for p in ("url", "token", "avatars", "rate"):
+        for p in ("url", "token", "avatars", "rate", "armature"):
             col.prop(s, p)
         if _link is None:
             col.operator(Connect.bl_idname)

@@ -54,6 +54,88 @@ def run_for(live, seconds, each=None):
         time.sleep(0.02)
 
 
+def check_shots(label, shots, takes):
+    """Each snapshot (avatar, seq, garment and body world vertices, armature joints or
+    None) against the recording: the garment is the recorded sample of its frame, the
+    joints the recorded BVH's, the body under the garment, and all of it Z up."""
+    compared = 0
+    for a, seq, g, b, heads in shots:
+        sample = recorded(takes, a).get(seq)
+        if sample is None:
+            continue
+        gap = 0.0
+        if heads is not None:
+            # the armature's joints: the recorded BVH's at the same frame
+            bvh = bvh_joints(os.path.join(takes, f"{a}.body.bvh"), sample_of(takes, a)[seq])
+            if sorted(bvh) != sorted(heads):
+                fail(f"{label}: {a}: bones {sorted(heads)}, the BVH has {sorted(bvh)}")
+            gap = max((heads[n] - z_up(bvh[n])).length for n in heads)
+            # the link poses by the codec frame's bones, coded to ~3.5e-4 rad (README,
+            # codec), where the BVH has the frame's exact pose: ~0.5 mm at a wrist
+            if gap > 2e-3:
+                fail(f"{label}: {a} frame {seq}: the armature's joints are up to {gap * 1000:.2f} mm off the recorded BVH's")
+        if 3 * len(g) != len(sample):
+            fail(f"{label}: {a}: {len(g)} garment vertices, the recording has {len(sample) // 3}")
+        off = max((g[i] - z_up(sample[3 * i:3 * i + 3])).length for i in range(len(g)))
+        tree = KDTree(len(b))
+        for i, p in enumerate(b):
+            tree.insert(p, i)
+        tree.balance()
+        d = sorted(tree.find(p)[2] for p in g)
+        median, worst = statistics.median(d), d[-1]
+        print(f"{label}: {a} frame {seq}: garment = recorded sample within {off * 1000:.4f} mm; "
+              + (f"joints = recorded BVH's within {gap * 1000:.4f} mm; " if heads is not None else "")
+              + f"body under it: median {median * 100:.1f} cm, worst {worst * 100:.1f} cm")
+        if off > 1e-4:
+            fail(f"{label}: {a} frame {seq}: the garment Blender shows is {off * 1000:.2f} mm off the recording")
+        if median > 0.04 or worst > 0.15:
+            fail(f"{label}: {a} frame {seq}: the body is {median:.3f} m (median), {worst:.3f} m (worst) from the garment")
+        # Z up: the garment's top is well above the body's feet
+        if max(p.z for p in g) - min(p.z for p in b) < 1.2:
+            fail(f"{label}: {a} frame {seq}: the garment's top is not 1.2 m above the body's lowest point")
+        compared += 1
+    if compared < 4:
+        fail(f"{label}: only {compared} snapshots fell within the recording")
+
+
+def take(live, ps, addr, armature, label):
+    """A session: a recorder, two avatars played for 10 s, the link (`armature` or not)
+    showing them; checks the objects and what they show (check_shots); returns the
+    player and the avatar ids."""
+    recorder, takes = ps.record(addr, seconds=6)
+    player = ps.play(addr, avatars=2, seconds=10)
+    live.start(f"ws://{addr}/ws", token=VIEWER_TOKEN, module_dir=MODULE_DIR, armature=armature)
+    deadline = time.time() + 30
+    while len(live.link().shown) < 2 and time.time() < deadline:
+        live.link().update()
+        time.sleep(0.02)
+    ids = sorted(live.link().shown)
+    if len(ids) != 2:
+        fail(f"{label}: avatars shown: {ids}")
+    collection = bpy.data.collections.get(live.COLLECTION)
+    names = sorted(o.name for o in collection.objects)
+    kinds = ("garment", "body", "armature") if armature else ("garment", "body")
+    want = sorted(f"{a} {what}" for a in ids for what in kinds)
+    if names != want:
+        fail(f"{label}: objects {names}, expected {want}")
+    # snapshots of what Blender shows, while the recorder runs
+    shots = []
+
+    def snap(updated):
+        for a in updated:
+            seq = live.link().shown[a]
+            if seq % 9 == 0 and len(shots) < 12:
+                g = evaluated_world(bpy.data.objects[f"{a} garment"])
+                b = evaluated_world(bpy.data.objects[f"{a} body"])
+                heads = joints(bpy.data.objects[f"{a} armature"]) if armature else None
+                shots.append((a, seq, g, b, heads))
+
+    run_for(live, 3, snap)
+    recorder.wait(30)
+    check_shots(label, shots, takes)
+    return player, ids
+
+
 def main():
     bpy.ops.wm.read_factory_settings(use_empty=True)
     live = load_addon()
@@ -61,83 +143,21 @@ def main():
     with Processes() as ps:
         _, addr = ps.serve(config=config)
         url = f"ws://{addr}/ws"
-        recorder, takes = ps.record(addr, seconds=6)
-        player = ps.play(addr, avatars=2, seconds=10)
-        live.start(url, token=VIEWER_TOKEN, module_dir=MODULE_DIR)
+        player, ids = take(live, ps, addr, True, "with armatures")
         if not bpy.app.timers.is_registered(live._tick):
             fail("the link's timer is not registered")
         # Blender's timer function itself: it updates and asks to run again
         interval = live._tick()
         if not (0 < interval <= 1):
             fail(f"the timer asks for {interval} s")
-        deadline = time.time() + 30
-        while len(live.link().shown) < 2 and time.time() < deadline:
-            live.link().update()
-            time.sleep(0.02)
-        ids = sorted(live.link().shown)
-        if len(ids) != 2:
-            fail(f"avatars shown: {ids}")
-        collection = bpy.data.collections.get(live.COLLECTION)
-        names = sorted(o.name for o in collection.objects)
-        want = sorted(f"{a} {what}" for a in ids for what in ("garment", "body", "armature"))
-        if names != want:
-            fail(f"objects {names}, expected {want}")
-        # snapshots of what Blender shows, while the recorder runs
-        shots = []
-
-        def snap(updated):
-            for a in updated:
-                seq = live.link().shown[a]
-                if seq % 9 == 0 and len(shots) < 12:
-                    g = evaluated_world(bpy.data.objects[f"{a} garment"])
-                    b = evaluated_world(bpy.data.objects[f"{a} body"])
-                    shots.append((a, seq, g, b, joints(bpy.data.objects[f"{a} armature"])))
-
-        run_for(live, 3, snap)
         # an object deleted by hand (or a new file loaded) comes back with the next frame
         bpy.data.objects.remove(bpy.data.objects[f"{ids[0]} garment"])
         run_for(live, 0.5)
         if bpy.data.objects.get(f"{ids[0]} garment") is None:
             fail("a deleted garment object was not made again")
-        recorder.wait(30)
-        compared = 0
-        for a, seq, g, b, heads in shots:
-            sample = recorded(takes, a).get(seq)
-            if sample is None:
-                continue
-            # the armature's joints: the recorded BVH's at the same frame
-            bvh = bvh_joints(os.path.join(takes, f"{a}.body.bvh"), sample_of(takes, a)[seq])
-            if sorted(bvh) != sorted(heads):
-                fail(f"{a}: bones {sorted(heads)}, the BVH has {sorted(bvh)}")
-            gap = max((heads[n] - z_up(bvh[n])).length for n in heads)
-            # the link poses by the codec frame's bones, coded to ~3.5e-4 rad (README,
-            # codec), where the BVH has the frame's exact pose: ~0.5 mm at a wrist
-            if gap > 2e-3:
-                fail(f"{a} frame {seq}: the armature's joints are up to {gap * 1000:.2f} mm off the recorded BVH's")
-            if 3 * len(g) != len(sample):
-                fail(f"{a}: {len(g)} garment vertices, the recording has {len(sample) // 3}")
-            off = max((g[i] - z_up(sample[3 * i:3 * i + 3])).length for i in range(len(g)))
-            tree = KDTree(len(b))
-            for i, p in enumerate(b):
-                tree.insert(p, i)
-            tree.balance()
-            d = sorted(tree.find(p)[2] for p in g)
-            median, worst = statistics.median(d), d[-1]
-            print(f"{a} frame {seq}: garment = recorded sample within {off * 1000:.4f} mm; "
-                  f"joints = recorded BVH's within {gap * 1000:.4f} mm; "
-                  f"body under it: median {median * 100:.1f} cm, worst {worst * 100:.1f} cm")
-            if off > 1e-4:
-                fail(f"{a} frame {seq}: the garment Blender shows is {off * 1000:.2f} mm off the recording")
-            if median > 0.04 or worst > 0.15:
-                fail(f"{a} frame {seq}: the body is {median:.3f} m (median), {worst:.3f} m (worst) from the garment")
-            # Z up: the garment's top is well above the body's feet
-            if max(p.z for p in g) - min(p.z for p in b) < 1.2:
-                fail(f"{a} frame {seq}: the garment's top is not 1.2 m above the body's lowest point")
-            compared += 1
-        if compared < 4:
-            fail(f"only {compared} snapshots fell within the recording")
         # the publisher stops: the server removes its avatars, and so does the link
         player.kill()
+        collection = bpy.data.collections.get(live.COLLECTION)
         deadline = time.time() + 30
         while collection.objects and time.time() < deadline:
             live.link().update()
@@ -146,10 +166,14 @@ def main():
             fail(f"objects left after the avatars left: {[o.name for o in collection.objects]}")
         if bpy.data.meshes or bpy.data.armatures:
             fail(f"data left: {[m.name for m in bpy.data.meshes]} {[a.name for a in bpy.data.armatures]}")
-        print("avatars that left were removed with their meshes")
+        print("avatars that left were removed with their meshes and armatures")
         live.stop()
         if bpy.app.timers.is_registered(live._tick) or live.link() is not None:
             fail("the link still runs after stop()")
+        # without armatures: the body and garments placed directly
+        player, _ = take(live, ps, addr, False, "without armatures")
+        player.kill()
+        live.stop()
         # a wrong token: the timer stops and the link says why
         live.start(url, token="not-the-token", module_dir=MODULE_DIR)
         deadline = time.time() + 20
