@@ -92,6 +92,7 @@ class Link:
     def remove(self, avatar):
         """Removes an avatar's objects and their data (meshes, armature)."""
         for name in self.objects.pop(avatar, ()):
+            _buffers.pop(name, None)
             obj = bpy.data.objects.get(name)
             data = obj.data if obj is not None else (bpy.data.meshes.get(name) or bpy.data.armatures.get(name))
             if obj is not None:

@@ -389,6 +389,11 @@ fn skin(body: &BodyAsset, bones: &[BoneTransform]) -> Vec<f32> {
     out
 }
 
+/// How long after a reconnection an avatar held from before may take to send a frame
+/// before it counts as gone (it left while the link was down): a keyframe comes within
+/// a tick or two of subscribing.
+const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// The network side: one connection at a time, for as long as the viewer lives.
 struct Link {
     url: String,
@@ -464,17 +469,30 @@ impl Link {
         }
         // a new connection starts every stream again from a keyframe
         decoding.avatars.clear();
-        {
+        // the avatars held from the last connection: those that send no frame within
+        // STALE_AFTER left while the link was down (no `gone` came for them)
+        let mut stale: BTreeSet<String> = {
             let mut s = lock(&self.state);
             s.connected = true;
             s.connections += 1;
             s.tick_hz = client.tick_hz;
             s.error = None;
-        }
+            s.avatars.keys().cloned().collect()
+        };
+        let stale_at = tokio::time::Instant::now() + STALE_AFTER;
         loop {
             let m = tokio::select! {
                 m = client.next() => m,
                 _ = stop.wait_for(|s| *s) => return None,
+                _ = tokio::time::sleep_until(stale_at), if !stale.is_empty() => {
+                    let mut s = lock(&self.state);
+                    for id in std::mem::take(&mut stale) {
+                        s.avatars.remove(&id);
+                        s.updated.remove(&id);
+                        s.gone.insert(id);
+                    }
+                    continue;
+                }
             };
             let m = match m {
                 Ok(m) => m,
@@ -493,7 +511,10 @@ impl Link {
                 _ => (None, None),
             };
             match decoding.apply(m) {
-                Ok(Some(id)) => self.frame(decoding, &id),
+                Ok(Some(id)) => {
+                    stale.remove(&id);
+                    self.frame(decoding, &id)
+                }
                 Ok(None) => {}
                 // "closed" precedes the close frame, which says it again with its code
                 Err(ClientError::Refused { code, .. }) if code == "closed" => continue,
