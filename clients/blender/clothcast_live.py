@@ -66,7 +66,7 @@ class Link:
     def __init__(self, module, url, token=None, avatars=None, armature=True):
         self.module = module
         # whether each avatar gets an armature posed by its bones (else its body and
-        # garments are placed directly: about half of Blender's time an avatar-frame)
+        # garments are placed directly: about two thirds of Blender's time an avatar-frame)
         self.armature = armature
         try:
             self.viewer = module.Viewer(url, token=token or None, avatars=avatars or None)
@@ -341,7 +341,7 @@ class LiveSettings(bpy.types.PropertyGroup):
         name="Armature",
         default=True,
         description="Give each avatar an armature posed by its skeleton (to retarget from); "
-        "off, the body and garments are placed directly, at about half the cost",
+        "off, the body and garments are placed directly, at about two thirds of the cost",
     )
 
 
