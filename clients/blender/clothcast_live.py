@@ -80,6 +80,8 @@ class Link:
         self.shown = {}
         # avatar id -> what posing its armature needs (see rig_of)
         self.rigs = {}
+        # avatars not built yet because the user is in an edit mode
+        self.waiting = set()
         self.failure = None
 
     def collection(self):
@@ -106,6 +108,7 @@ class Link:
         self.built.pop(avatar, None)
         self.shown.pop(avatar, None)
         self.rigs.pop(avatar, None)
+        self.waiting.discard(avatar)
 
     def build(self, avatar, assets):
         """The avatar's objects for its garments `assets` (hashes, inner to outer), and
@@ -146,6 +149,12 @@ class Link:
             if self.built.get(avatar) != frame["assets"] or any(
                 bpy.data.objects.get(n) is None for n in self.objects.get(avatar, ())
             ):
+                if self.armature and bpy.context.mode != "OBJECT":
+                    # an armature is made in its edit mode, which would take the user
+                    # out of theirs: wait for object mode (the others stream on)
+                    self.waiting.add(avatar)
+                    continue
+                self.waiting.discard(avatar)
                 self.build(avatar, frame["assets"])
             matrix = Y_UP_TO_Z_UP @ world_matrix(frame["world"])
             rig = self.rigs.get(avatar)

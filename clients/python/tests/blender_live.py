@@ -150,8 +150,20 @@ def main():
         interval = live._tick()
         if not (0 < interval <= 1):
             fail(f"the timer asks for {interval} s")
-        # an object deleted by hand (or a new file loaded) comes back with the next frame
+        # an object deleted by hand (or a new file loaded) comes back with the next frame,
+        # but not while the user is in an edit mode (making an armature would end it)
         bpy.data.objects.remove(bpy.data.objects[f"{ids[0]} garment"])
+        bpy.ops.mesh.primitive_cube_add()
+        cube = bpy.context.active_object
+        bpy.ops.object.mode_set(mode="EDIT")
+        run_for(live, 0.5)
+        if bpy.context.mode != "EDIT_MESH" or bpy.data.objects.get(f"{ids[0]} garment") is not None:
+            fail(f"the link acted in the user's edit mode (now {bpy.context.mode})")
+        if ids[0] not in live.link().waiting:
+            fail("the avatar to make again is not waiting for object mode")
+        bpy.ops.object.mode_set(mode="OBJECT")
+        bpy.data.objects.remove(cube)
+        bpy.data.meshes.remove(bpy.data.meshes["Cube"])
         run_for(live, 0.5)
         if bpy.data.objects.get(f"{ids[0]} garment") is None:
             fail("a deleted garment object was not made again")
