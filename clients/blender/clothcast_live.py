@@ -418,6 +418,8 @@ class Panel(bpy.types.Panel):
             col.label(text=f"refused: {_link.failure}", icon="ERROR")
         elif v.connected:
             col.label(text=f"connected, {len(_link.built)} avatars at {v.tick_hz:g} Hz", icon="LINKED")
+            if _link.waiting:
+                col.label(text=f"{len(_link.waiting)} more wait for object mode", icon="INFO")
         else:
             col.label(text=f"connecting… {v.error or ''}", icon="UNLINKED")
 
