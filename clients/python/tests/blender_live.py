@@ -5,13 +5,15 @@ two avatars, and `watch --record` alongside as the independent record of what th
 sent. Checks that the garments Blender shows, in its world (Z up), are the recorded
 samples of the frames the link says it shows; that the armatures' joints are the
 recorded BVH's joints of those frames; that the bodies they deform lie under them; that
-avatars that leave are removed; that Blender's timer drives the link; and that a wrong
-token stops it with the reason. Exits 0 when all hold."""
+avatars that leave are removed, and deleted objects made again (not in the user's edit
+mode); that Blender's timer drives the link; that a wrong token stops it with the
+reason; that the panel's buttons work and what it says. Exits 0 when all hold."""
 import importlib.util
 import os
 import statistics
 import sys
 import time
+import types
 
 import bpy
 from mathutils.kdtree import KDTree
@@ -32,6 +34,32 @@ def joints(armature):
     them now."""
     ev = armature.evaluated_get(bpy.context.evaluated_depsgraph_get())
     return {pb.name: ev.matrix_world @ pb.head for pb in ev.pose.bones}
+
+
+class Layout:
+    """What the panel draws, recorded (there is no UI in `bpy` without a window)."""
+
+    def __init__(self):
+        self.lines = []
+
+    def column(self):
+        return self
+
+    def prop(self, data, name):
+        self.lines.append(f"prop {name}")
+
+    def operator(self, name):
+        self.lines.append(f"operator {name}")
+
+    def label(self, text="", icon="NONE"):
+        self.lines.append(f"label {text}")
+
+
+def panel(live):
+    """The panel's lines as it would draw them now."""
+    layout = Layout()
+    live.Panel.draw(types.SimpleNamespace(layout=layout), bpy.context)
+    return layout.lines
 
 
 def load_addon():
@@ -143,7 +171,12 @@ def main():
     with Processes() as ps:
         _, addr = ps.serve(config=config)
         url = f"ws://{addr}/ws"
+        if "operator clothcast.live_connect" not in panel(live):
+            fail(f"the panel without a link: {panel(live)}")
         player, ids = take(live, ps, addr, True, "with armatures")
+        lines = panel(live)
+        if "operator clothcast.live_disconnect" not in lines or "label connected, 2 avatars at 30 Hz" not in lines:
+            fail(f"the panel of a link streaming two avatars: {lines}")
         if not bpy.app.timers.is_registered(live._tick):
             fail("the link's timer is not registered")
         # Blender's timer function itself: it updates and asks to run again
@@ -161,6 +194,8 @@ def main():
             fail(f"the link acted in the user's edit mode (now {bpy.context.mode})")
         if ids[0] not in live.link().waiting:
             fail("the avatar to make again is not waiting for object mode")
+        if "label 1 more wait for object mode" not in panel(live):
+            fail(f"the panel while an avatar waits: {panel(live)}")
         bpy.ops.object.mode_set(mode="OBJECT")
         bpy.data.objects.remove(cube)
         bpy.data.meshes.remove(bpy.data.meshes["Cube"])
@@ -196,6 +231,29 @@ def main():
         if "4001" not in (live.link().failure or ""):
             fail(f"the failure: {live.link().failure}")
         print(f"a wrong token stopped the link: {live.link().failure}")
+        if not any(line.startswith("label refused: ") and "4001" in line for line in panel(live)):
+            fail(f"the panel of a refused link: {panel(live)}")
+        # the panel's buttons: Connect with the scene's settings, a bad address refused
+        settings = bpy.context.scene.clothcast_live
+        settings.url, settings.token, settings.armature = "http://nowhere", VIEWER_TOKEN, False
+        try:
+            bpy.ops.clothcast.live_connect()
+            fail("Connect took http://nowhere")
+        except RuntimeError as e:
+            if "ws://" not in str(e):
+                fail(f"Connect's error for http://nowhere: {e}")
+        settings.url = url
+        if bpy.ops.clothcast.live_connect() != {"FINISHED"} or live.link() is None or live.link().armature:
+            fail("Connect did not start a link with the scene's settings")
+        deadline = time.time() + 20
+        while not live.link().viewer.connected and time.time() < deadline:
+            time.sleep(0.05)
+        if not live.link().viewer.connected:
+            fail(f"Connect's link did not connect: {live.link().viewer.error}")
+        bpy.ops.clothcast.live_disconnect()
+        if live.link() is not None or bpy.app.timers.is_registered(live._tick):
+            fail("Disconnect left the link running")
+        print("the panel's Connect and Disconnect work, and a bad address is refused")
         live.unregister()
     print("blender_live: all checks passed")
     leave(0)
