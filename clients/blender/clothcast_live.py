@@ -173,6 +173,20 @@ class Link:
         self.viewer.close()
 
 
+def replace(name):
+    """Removes object `name` (left by an earlier link, or by hand) and its mesh or
+    armature when nothing else uses it, so that the new ones get the name."""
+    old = bpy.data.objects.get(name)
+    if old is None:
+        return
+    data = old.data
+    bpy.data.objects.remove(old)
+    if isinstance(data, bpy.types.Mesh) and data.users == 0:
+        bpy.data.meshes.remove(data)
+    elif isinstance(data, bpy.types.Armature) and data.users == 0:
+        bpy.data.armatures.remove(data)
+
+
 def new_armature(collection, name, body, joint_names):
     """An armature object `name` of the body's skeleton at rest (canonical frame): a bone
     per joint from the joint to its children (a leaf: half its parent's bone further).
@@ -182,9 +196,7 @@ def new_armature(collection, name, body, joint_names):
     n = len(parents)
     heads = [Vector(skeleton[3 * j:3 * j + 3]) for j in range(n)]
     names = [joint_names[j] if j < len(joint_names) else f"joint{j}" for j in range(n)]
-    old = bpy.data.objects.get(name)
-    if old is not None:
-        bpy.data.objects.remove(old)
+    replace(name)
     arm = bpy.data.armatures.new(name)
     obj = bpy.data.objects.new(name, arm)
     collection.objects.link(obj)
@@ -252,9 +264,7 @@ def world_matrix(world):
 def new_mesh_object(collection, name, vertices, triangles):
     """A mesh object `name` of `vertices` vertices (at the origin until a frame comes)
     and `triangles` (flat vertex indices, 3 a triangle)."""
-    old = bpy.data.objects.get(name)
-    if old is not None:
-        bpy.data.objects.remove(old)
+    replace(name)
     mesh = bpy.data.meshes.new(name)
     t = len(triangles) // 3
     mesh.vertices.add(vertices)

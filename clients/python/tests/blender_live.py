@@ -219,6 +219,17 @@ def main():
             fail("the link still runs after stop()")
         # without armatures: the body and garments placed directly
         player, _ = take(live, ps, addr, False, "without armatures")
+        # a new link over the objects of the last one: they are replaced, names kept,
+        # and nothing of theirs is left behind
+        before = sorted(o.name for o in collection.objects)
+        live.stop()
+        live.start(url, token=VIEWER_TOKEN, module_dir=MODULE_DIR, armature=False)
+        run_for(live, 1)
+        if len(live.link().shown) != 2:
+            fail(f"the second link showed {sorted(live.link().shown)}")
+        after = sorted(o.name for o in collection.objects)
+        if after != before or sorted(m.name for m in bpy.data.meshes) != before:
+            fail(f"a second link left {after} and meshes {[m.name for m in bpy.data.meshes]}, expected {before}")
         player.kill()
         live.stop()
         # a wrong token: the timer stops and the link says why
