@@ -7,6 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use clothcast::client::{Backoff, Client, ClientError, Viewer as Decoding};
 use clothcast::codec::{BoneTransform, GarmentSetup};
@@ -67,7 +68,14 @@ struct State {
     updated: BTreeSet<String>,
     /// Avatars that left since the last `poll`.
     gone: BTreeSet<String>,
+    /// Messages refused since the last `errors()` (at most [`MAX_ERRORS`]), and how many
+    /// more there were.
+    errors: Vec<String>,
+    errors_dropped: u64,
 }
+
+/// Refused messages kept for `errors()` between two calls.
+const MAX_ERRORS: usize = 100;
 
 fn lock(s: &Mutex<State>) -> MutexGuard<'_, State> {
     // the state is plain data, consistent after every statement that changes it
@@ -151,6 +159,20 @@ impl Viewer {
         Ok((updated, gone))
     }
 
+    /// What was wrong with each server message refused since the last call (a message
+    /// that does not parse, a frame or asset that does not decode, an error the server
+    /// reports), oldest first: each was skipped and the link kept. At most 100 are
+    /// kept between calls; a last entry says how many more there were.
+    fn errors(&self) -> Vec<String> {
+        let mut s = lock(&self.state);
+        let mut out = std::mem::take(&mut s.errors);
+        let dropped = std::mem::take(&mut s.errors_dropped);
+        if dropped > 0 {
+            out.push(format!("… and {dropped} more"));
+        }
+        out
+    }
+
     /// Whether the viewer is connected now.
     #[getter]
     fn connected(&self) -> bool {
@@ -163,7 +185,8 @@ impl Viewer {
         lock(&self.state).connections
     }
 
-    /// The last failure (connecting, or of a link that broke), or None.
+    /// The last failure (connecting, a link that broke, a message refused), or None;
+    /// cleared by each new connection.
     #[getter]
     fn error(&self) -> Option<String> {
         let s = lock(&self.state);
@@ -392,7 +415,12 @@ fn skin(body: &BodyAsset, bones: &[BoneTransform]) -> Vec<f32> {
 /// How long after a reconnection an avatar held from before may take to send a frame
 /// before it counts as gone (it left while the link was down): a keyframe comes within
 /// a tick or two of subscribing.
-const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(3);
+const STALE_AFTER: Duration = Duration::from_secs(3);
+
+/// How long an avatar's frames may go undecodable (their reference missing, after a
+/// refused frame) before the viewer connects again, which restarts every stream from a
+/// keyframe.
+const OUT_OF_STEP: Duration = Duration::from_secs(1);
 
 /// The network side: one connection at a time, for as long as the viewer lives.
 struct Link {
@@ -443,6 +471,18 @@ impl Link {
         }
     }
 
+    /// Says what was wrong with a message (in `error` and `errors()`), which is skipped.
+    fn report(&self, e: &ClientError) {
+        let mut s = lock(&self.state);
+        let text = e.to_string();
+        if s.errors.len() < MAX_ERRORS {
+            s.errors.push(text.clone());
+        } else {
+            s.errors_dropped += 1;
+        }
+        s.error = Some(text);
+    }
+
     fn refused(&self, e: &ClientError) {
         let mut s = lock(&self.state);
         s.refused = Some(e.to_string());
@@ -480,6 +520,9 @@ impl Link {
             s.avatars.keys().cloned().collect()
         };
         let stale_at = tokio::time::Instant::now() + STALE_AFTER;
+        // avatars whose frames arrive but cannot be decoded (their reference missing),
+        // since when
+        let mut out_of_step: HashMap<String, Instant> = HashMap::new();
         loop {
             let m = tokio::select! {
                 m = client.next() => m,
@@ -496,7 +539,16 @@ impl Link {
             };
             let m = match m {
                 Ok(m) => m,
+                // a message that does not parse: said, skipped, the link kept
+                Err(e @ (ClientError::Protocol(_) | ClientError::Stream(_))) => {
+                    self.report(&e);
+                    continue;
+                }
                 Err(e) => return Some(e),
+            };
+            let framed = match &m {
+                ServerMessage::Frame(f) => Some(f.avatar.clone()),
+                _ => None,
             };
             let (asset, gone) = match &m {
                 ServerMessage::Asset(a) => (
@@ -513,12 +565,32 @@ impl Link {
             match decoding.apply(m) {
                 Ok(Some(id)) => {
                     stale.remove(&id);
+                    out_of_step.remove(&id);
                     self.frame(decoding, &id)
                 }
-                Ok(None) => {}
+                // a frame skipped for want of its reference: the avatar's decoder is out
+                // of step (a frame of its was refused); the server resyncs only a new
+                // subscriber, so one that stays so for OUT_OF_STEP reconnects
+                Ok(None) => {
+                    if let Some(id) = framed {
+                        let since = *out_of_step.entry(id.clone()).or_insert_with(Instant::now);
+                        if since.elapsed() >= OUT_OF_STEP {
+                            return Some(ClientError::Stream(format!(
+                                "avatar {id}: out of step for {:.1?} (a frame of its was refused); connecting again to resync",
+                                since.elapsed()
+                            )));
+                        }
+                    }
+                }
                 // "closed" precedes the close frame, which says it again with its code
                 Err(ClientError::Refused { code, .. }) if code == "closed" => continue,
-                Err(e) => return Some(e),
+                // a frame or asset that does not decode, an error the server reports (a
+                // refusal that ends the link comes with its close code): said, skipped;
+                // an avatar whose frame was refused streams on from its next keyframe
+                Err(e) => {
+                    self.report(&e);
+                    continue;
+                }
             }
             if let Some((hash, garment, body)) = asset
                 && let Some(setup) = decoding.setup(&hash)
