@@ -2,11 +2,15 @@
 test database, `clothcast play` of CMU 131_03 on two avatars, and `clothcast watch
 --record` alongside as the independent record of what the server sent."""
 import array
+import os
+import re
 import socket
+import subprocess
+import sys
 import time
 import unittest
 
-from harness import VIEWER_TOKEN, Processes, clothcast, median_distance, recorded, stop, to_world
+from harness import MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, clothcast, median_distance, recorded, stop, to_world
 
 
 def poll_until(viewer, done, seconds, what):
@@ -105,6 +109,26 @@ class Live(unittest.TestCase):
             # closed: the link is down and closing again does nothing
             self.assertFalse(v.connected)
             v.close()
+
+    def test_the_example_viewer_prints_both_avatars_at_the_tick_rate(self):
+        example = os.path.join(ROOT, "clients", "python", "examples", "watch.py")
+        env = dict(os.environ, PYTHONPATH=MODULE_DIR)
+        with Processes() as ps:
+            _, addr = ps.serve()
+            ps.play(addr, avatars=2, seconds=60)
+            out = subprocess.run([sys.executable, example, f"ws://{addr}/ws", "--token", VIEWER_TOKEN,
+                                  "--seconds", "5"], capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            rows = re.findall(r"(performer-\d) +([0-9.]+) fps +frame +(\d+) +(\d+) vertices", out.stdout)
+            last = {avatar: (float(fps), int(n)) for avatar, fps, _, n in rows}
+            self.assertEqual(sorted(last), ["performer-0", "performer-1"], out.stdout)
+            for avatar, (fps, vertices) in last.items():
+                self.assertGreater(fps, 20, f"{avatar}: {out.stdout}")
+                self.assertEqual(vertices, 900)
+            refused = subprocess.run([sys.executable, example, f"ws://{addr}/ws", "--token", "wrong",
+                                      "--seconds", "20"], capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(refused.returncode, 1)
+            self.assertIn("4001", refused.stderr)
 
     def test_a_wrong_token_is_refused_for_good(self):
         with Processes() as ps:
