@@ -90,6 +90,22 @@ def meshes():
     return [o for o in bpy.context.scene.objects if o.type == "MESH"]
 
 
+def sample_gap(points, sample):
+    """The largest distance between Blender world points and a Y-up sample (flat x, y,
+    z) turned Z up, metres."""
+    return max((p - z_up(sample[3 * i:3 * i + 3])).length for i, p in enumerate(points))
+
+
+def body_gap(garment, body):
+    """Median and largest distance from each garment point to its nearest body point."""
+    tree = KDTree(len(body))
+    for i, p in enumerate(body):
+        tree.insert(p, i)
+    tree.balance()
+    d = sorted(tree.find(p)[2] for p in garment)
+    return statistics.median(d), d[-1]
+
+
 def check_frames(label, garment, body, samples, frames):
     """At each frame: the garment Blender shows is the PC2 sample (converted to Z up),
     and the body Blender poses lies under it."""
@@ -100,16 +116,10 @@ def check_frames(label, garment, body, samples, frames):
         s = samples[f]
         if len(g) * 3 != len(s):
             fail(f"{label}: frame {f}: {len(g)} garment vertices, the PC2 has {len(s) // 3}")
-        off = max((g[i] - z_up(s[3 * i:3 * i + 3])).length for i in range(len(g)))
+        off = sample_gap(g, s)
         if off > 1e-4:
             fail(f"{label}: frame {f}: the garment is {off * 1000:.2f} mm off the PC2 sample")
-        b = evaluated_world(body)
-        tree = KDTree(len(b))
-        for i, p in enumerate(b):
-            tree.insert(p, i)
-        tree.balance()
-        d = sorted(tree.find(p)[2] for p in g)
-        median, worst = statistics.median(d), d[-1]
+        median, worst = body_gap(g, evaluated_world(body))
         print(
             f"{label}: frame {f}: garment = PC2 sample within {off * 1000:.3f} mm; "
             f"garment to posed body median {median * 100:.1f} cm, worst {worst * 100:.1f} cm"

@@ -58,8 +58,7 @@ impl Decoder {
     /// counter-clockwise seen from outside.
     #[getter]
     fn triangles<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let flat: Vec<u32> = self.setup.triangles.iter().flatten().copied().collect();
-        view(py, &flat, "I")
+        view(py, self.setup.triangles.as_flattened(), "I")
     }
 
     /// The setup's id (FNV-1a of its bytes): every frame names the setup it was coded

@@ -291,8 +291,10 @@ impl Viewer {
         let d = PyDict::new(py);
         d.set_item("garment", &a.garment)?;
         d.set_item("vertices", a.setup.vertex_count())?;
-        let tris: Vec<u32> = a.setup.triangles.iter().flatten().copied().collect();
-        d.set_item("triangles", view(py, &tris, "I")?)?;
+        d.set_item(
+            "triangles",
+            view(py, a.setup.triangles.as_flattened(), "I")?,
+        )?;
         match &a.body {
             Ok(b) => {
                 let body = PyDict::new(py);

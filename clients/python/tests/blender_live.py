@@ -10,18 +10,16 @@ mode); that Blender's timer drives the link; that a wrong token stops it with th
 reason; that the panel's buttons work and what it says. Exits 0 when all hold."""
 import importlib.util
 import os
-import statistics
 import sys
 import time
 import types
 
 import bpy
-from mathutils.kdtree import KDTree
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import DB, MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, recorded, sample_of  # noqa: E402
 # tests/usd, on the path by harness
-from check_blender import bvh_joints, evaluated_world, leave, z_up  # noqa: E402
+from check_blender import body_gap, bvh_joints, evaluated_world, leave, sample_gap, z_up  # noqa: E402
 
 
 def fail(msg):
@@ -87,14 +85,17 @@ def check_shots(label, shots, takes):
     None) against the recording: the garment is the recorded sample of its frame, the
     joints the recorded BVH's, the body under the garment, and all of it Z up."""
     compared = 0
+    # each take read once: {avatar: ({seq: sample}, {seq: sample index})}
+    takes_of = {a: (recorded(takes, a), sample_of(takes, a)) for a in {shot[0] for shot in shots}}
     for a, seq, g, b, heads in shots:
-        sample = recorded(takes, a).get(seq)
+        samples, index = takes_of[a]
+        sample = samples.get(seq)
         if sample is None:
             continue
         gap = 0.0
         if heads is not None:
             # the armature's joints: the recorded BVH's at the same frame
-            bvh = bvh_joints(os.path.join(takes, f"{a}.body.bvh"), sample_of(takes, a)[seq])
+            bvh = bvh_joints(os.path.join(takes, f"{a}.body.bvh"), index[seq])
             if sorted(bvh) != sorted(heads):
                 fail(f"{label}: {a}: bones {sorted(heads)}, the BVH has {sorted(bvh)}")
             gap = max((heads[n] - z_up(bvh[n])).length for n in heads)
@@ -104,13 +105,8 @@ def check_shots(label, shots, takes):
                 fail(f"{label}: {a} frame {seq}: the armature's joints are up to {gap * 1000:.2f} mm off the recorded BVH's")
         if 3 * len(g) != len(sample):
             fail(f"{label}: {a}: {len(g)} garment vertices, the recording has {len(sample) // 3}")
-        off = max((g[i] - z_up(sample[3 * i:3 * i + 3])).length for i in range(len(g)))
-        tree = KDTree(len(b))
-        for i, p in enumerate(b):
-            tree.insert(p, i)
-        tree.balance()
-        d = sorted(tree.find(p)[2] for p in g)
-        median, worst = statistics.median(d), d[-1]
+        off = sample_gap(g, sample)
+        median, worst = body_gap(g, b)
         print(f"{label}: {a} frame {seq}: garment = recorded sample within {off * 1000:.4f} mm; "
               + (f"joints = recorded BVH's within {gap * 1000:.4f} mm; " if heads is not None else "")
               + f"body under it: median {median * 100:.1f} cm, worst {worst * 100:.1f} cm")
