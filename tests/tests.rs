@@ -8,5 +8,6 @@ mod load;
 mod outfit;
 mod proxy;
 mod record;
+mod resync;
 mod server;
 mod service;

@@ -267,7 +267,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
             r.set_tick_hz(client.tick_hz)?;
         }
         // a new connection starts every stream again from a keyframe
-        viewer.avatars.clear();
+        viewer.restart();
         report.fastest = f64::INFINITY;
         let lost = loop {
             if deadline.is_some_and(|d| tokio::time::Instant::now() >= d) {
@@ -303,7 +303,18 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
                 Ok(None) => {}
                 // "closed" precedes the close frame, which says it again with its code
                 Err(ClientError::Refused { code, .. }) if code == "closed" => {}
+                // its garment holds its last frame until the keyframe asked for below
+                Err(e @ ClientError::Frame { .. }) => {
+                    eprintln!("{}: {e}; asking for a keyframe", a.url)
+                }
                 Err(e) => return Err(e.into()),
+            }
+            // a stream whose frame was refused (corrupt, or its reference missing)
+            // starts again from a keyframe
+            if let Some(m) = viewer.resync()
+                && let Err(e) = client.send(&m).await
+            {
+                break e;
             }
             if let Err(e) = client.keepalive().await {
                 break e;

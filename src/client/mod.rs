@@ -15,7 +15,8 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::codec::{BoneTransform, CodecError, Decoder, GarmentSetup};
 use crate::protocol::{
-    ClientMessage, FrameMessage, HelloMessage, PROTOCOL_VERSION, ProtocolError, Role, ServerMessage,
+    ClientMessage, FrameMessage, HelloMessage, PROTOCOL_VERSION, ProtocolError, ResyncMessage,
+    Role, ServerMessage,
 };
 
 type Socket =
@@ -60,6 +61,16 @@ pub enum ClientError {
     /// A frame for an asset we never received, or a bad stream.
     #[error("stream: {0}")]
     Stream(String),
+    /// A frame of `avatar` its decoder refused (corrupt, or of another stream): the
+    /// avatar's garment stays at its last decoded frame, and [`Viewer::resync`] asks
+    /// the server for a keyframe. Not a reason to drop the link.
+    #[error("avatar {avatar}: frame refused: {error}")]
+    Frame {
+        /// The avatar.
+        avatar: String,
+        /// What the decoder said.
+        error: CodecError,
+    },
 }
 
 /// Close codes after which reconnecting cannot help (the same as the web client's):
@@ -402,7 +413,17 @@ impl AvatarView {
     }
 }
 
+/// How long a viewer waits for the keyframe it asked for ([`Viewer::resync`]) before
+/// it asks again, while the avatar's frames stay undecodable: a server sends it within
+/// a tick or two.
+pub const RESYNC_AGAIN: Duration = Duration::from_secs(1);
+
 /// A viewer's decoding side: assets by hash, one decoder per avatar and garment.
+///
+/// An avatar whose frame its decoder refused (a corrupt frame, or a delta whose
+/// reference it lacks) is *out of step*: each delta after it is refused too, for want
+/// of its reference, until a keyframe. [`Viewer::resync`] makes the `resync` message
+/// that asks the server for one; send it after each [`Viewer::apply`].
 #[derive(Default)]
 pub struct Viewer {
     setups: HashMap<String, Arc<GarmentSetup>>,
@@ -410,6 +431,8 @@ pub struct Viewer {
     pub garments: HashMap<String, String>,
     /// Avatars by id.
     pub avatars: HashMap<String, AvatarView>,
+    /// Out-of-step avatars: since when, and when a keyframe was last asked for.
+    out_of_step: HashMap<String, (Instant, Option<Instant>)>,
 }
 
 impl Viewer {
@@ -429,6 +452,37 @@ impl Viewer {
         self.setups.get(hash)
     }
 
+    /// Forgets every avatar's stream (and what was out of step): for a new
+    /// connection, on which every stream starts again from a keyframe. The assets
+    /// stay.
+    pub fn restart(&mut self) {
+        self.avatars.clear();
+        self.out_of_step.clear();
+    }
+
+    /// Since when the frames of `avatar` cannot be decoded (a frame of its refused),
+    /// or `None` while it is in step.
+    pub fn out_of_step_since(&self, avatar: &str) -> Option<Instant> {
+        self.out_of_step.get(avatar).map(|&(since, _)| since)
+    }
+
+    /// The `resync` message to send the server now, if an avatar is out of step and
+    /// its keyframe was not asked for in the last [`RESYNC_AGAIN`] (at most
+    /// [`crate::protocol::MAX_HAVE`] avatars a message, the rest in the next).
+    pub fn resync(&mut self) -> Option<ClientMessage> {
+        let now = Instant::now();
+        let mut avatars = Vec::new();
+        for (id, (_, asked)) in &mut self.out_of_step {
+            if avatars.len() < crate::protocol::MAX_HAVE
+                && asked.is_none_or(|t| now.duration_since(t) >= RESYNC_AGAIN)
+            {
+                *asked = Some(now);
+                avatars.push(id.clone());
+            }
+        }
+        (!avatars.is_empty()).then_some(ClientMessage::Resync(ResyncMessage { avatars }))
+    }
+
     fn setup_of(&self, hash: &str) -> Result<&Arc<GarmentSetup>, ClientError> {
         self.setups
             .get(hash)
@@ -436,7 +490,9 @@ impl Viewer {
     }
 
     /// Applies a server message; returns the avatar id a frame was decoded for.
-    /// A frame whose reference is missing is skipped (the server sends a keyframe).
+    /// A frame whose reference is missing is skipped (`Ok(None)`); one its decoder
+    /// refuses otherwise is [`ClientError::Frame`]. Either leaves the avatar out of
+    /// step until a keyframe ([`Viewer::resync`]).
     pub fn apply(&mut self, m: ServerMessage) -> Result<Option<String>, ClientError> {
         match m {
             ServerMessage::Asset(a) => {
@@ -495,13 +551,27 @@ impl Viewer {
                         view.frames += 1;
                         let id = f.avatar.clone();
                         view.last = Some(f);
+                        self.out_of_step.remove(&id);
                         Ok(Some(id))
                     }
-                    Err(CodecError::MissingReference { .. }) => Ok(None),
-                    Err(e) => Err(ClientError::Stream(e.to_string())),
+                    Err(error) => {
+                        // a refused layer may follow decoded ones: every layer starts
+                        // again from the keyframe asked for
+                        self.out_of_step
+                            .entry(f.avatar.clone())
+                            .or_insert((Instant::now(), None));
+                        match error {
+                            CodecError::MissingReference { .. } => Ok(None),
+                            error => Err(ClientError::Frame {
+                                avatar: f.avatar,
+                                error,
+                            }),
+                        }
+                    }
                 }
             }
             ServerMessage::Gone { avatar } => {
+                self.out_of_step.remove(&avatar);
                 self.avatars.remove(&avatar);
                 Ok(None)
             }

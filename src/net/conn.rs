@@ -26,8 +26,8 @@ use crate::engine::{
 };
 use crate::mocap::parse_body_frame;
 use crate::protocol::{
-    AVATAR_ID_RULE, CalibrateMessage, ClientMessage, HelloMessage, PROTOCOL_VERSION, Role,
-    SENSOR_NAME_RULE, ServerMessage, SubscribeMessage, WearMessage, valid_avatar_id,
+    AVATAR_ID_RULE, CalibrateMessage, ClientMessage, HelloMessage, PROTOCOL_VERSION, ResyncMessage,
+    Role, SENSOR_NAME_RULE, ServerMessage, SubscribeMessage, WearMessage, valid_avatar_id,
     valid_sensor_name, wear_outfit,
 };
 
@@ -667,13 +667,27 @@ async fn session(
                         sent_seq.retain(|a, _| sub.wants(a));
                         subscription = Some(sub);
                     }
+                    Some(Ok(ClientMessage::Resync(ResyncMessage { avatars }))) if viewer => {
+                        if let Err(what) = crate::protocol::check_resync(&avatars, s.config.engine.max_avatars) {
+                            m.bad_messages.fetch_add(1, Ordering::Relaxed);
+                            if !out.send(&ServerMessage::error("bad_resync", what)).await { break; }
+                            continue;
+                        }
+                        // out of step: each starts again from a keyframe with its next
+                        // frame (the tick below sends it one, or asks the engine for one)
+                        for a in &avatars {
+                            if synced.remove(a) {
+                                m.resyncs.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
                     Some(Ok(ClientMessage::Ping)) => {
                         let answered = out.send(&ServerMessage::Pong).await;
                         if !answered { break; }
                     }
                     Some(Ok(other)) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        let what = match other { ClientMessage::Hello(_) => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate(_) | ClientMessage::Wear(_) => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe(_) => "subscribe from a publisher-only connection", ClientMessage::Ping => "ping" };
+                        let what = match other { ClientMessage::Hello(_) => "hello sent twice", ClientMessage::Pose(_) | ClientMessage::Calibrate(_) | ClientMessage::Wear(_) => "pose, calibrate or wear from a viewer-only connection", ClientMessage::Subscribe(_) | ClientMessage::Resync(_) => "subscribe or resync from a publisher-only connection", ClientMessage::Ping => "ping" };
                         if !out.send(&ServerMessage::error("unexpected", what)).await { break; }
                     }
                 }

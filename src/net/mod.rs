@@ -367,6 +367,9 @@ struct Metrics {
     bytes_out: AtomicU64,
     frames_out: AtomicU64,
     frames_dropped: AtomicU64,
+    /// Streams a viewer asked to resync (`resync`: a frame its decoder refused) that
+    /// it was in step with: each gets a keyframe.
+    resyncs: AtomicU64,
     bad_messages: AtomicU64,
     /// VMC datagrams of an earlier frame than one already applied (overtaken on the
     /// way), dropped unread.
@@ -482,6 +485,12 @@ impl ServerHandle {
     /// joining, subscribing or resyncing after falling behind): `clothcast_keyframes_total`.
     pub fn keyframes(&self) -> u64 {
         self.shared.metrics.keyframes.load(Ordering::Relaxed)
+    }
+
+    /// Streams viewers asked to resync (`resync`, a frame their decoder refused):
+    /// `clothcast_resyncs_total`.
+    pub fn resyncs(&self) -> u64 {
+        self.shared.metrics.resyncs.load(Ordering::Relaxed)
     }
 
     /// The slots tick periods are divided into now (`clothcast_tick_slots`):

@@ -140,6 +140,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_bytes_out_total counter\nclothcast_bytes_out_total {}\n\
          # TYPE clothcast_frames_out_total counter\nclothcast_frames_out_total {}\n\
          # TYPE clothcast_frames_dropped_total counter\nclothcast_frames_dropped_total {}\n\
+         # TYPE clothcast_resyncs_total counter\nclothcast_resyncs_total {}\n\
          # TYPE clothcast_bad_messages_total counter\nclothcast_bad_messages_total {}\n\
          # TYPE clothcast_vmc_stale_total counter\nclothcast_vmc_stale_total {}\n\
          # TYPE clothcast_mvn_stale_total counter\nclothcast_mvn_stale_total {}\n\
@@ -174,6 +175,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.bytes_out),
         g(&m.frames_out),
         g(&m.frames_dropped),
+        g(&m.resyncs),
         g(&m.bad_messages),
         g(&m.vmc_stale),
         g(&m.mvn_stale),

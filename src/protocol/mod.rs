@@ -4,7 +4,8 @@
 //! Byte payloads (codec setup and frames, float arrays) are MessagePack `bin` (in JSON:
 //! arrays of numbers; viewers should use MessagePack).
 //!
-//! Client → server: `hello`, `pose`, `subscribe`. Server → client: `welcome`, `asset`,
+//! Client → server: `hello`, `pose`, `calibrate`, `wear`, `subscribe`, `resync`, `ping`.
+//! Server → client: `welcome`, `asset`,
 //! `frame`, `gone`, `error`.
 
 mod body;
@@ -130,6 +131,15 @@ pub enum ClientMessage {
     Wear(WearMessage),
     /// Which avatars to receive (viewers); `None`: all.
     Subscribe(SubscribeMessage),
+    /// This viewer cannot decode these avatars' frames: a frame of theirs was refused
+    /// (its reference missing, or the frame itself corrupt), so every delta after it
+    /// is refused too, until a keyframe (viewers; a decoder that lacks a frame's
+    /// reference refuses the frame and asks for a keyframe). The server sends
+    /// each avatar named, that this connection watches, a keyframe with its next
+    /// frames; it makes at most one keyframe per avatar per `keyframe_interval` for
+    /// such requests, so asking again and again costs the server little. Avatars it
+    /// does not watch are ignored. At most the server's avatar limit of ids.
+    Resync(ResyncMessage),
     /// Are you there? (any role, after `hello`): the server answers `pong`. For clients
     /// that cannot see WebSocket pings (browsers) to tell a quiet server from a link
     /// that died without closing.
@@ -152,6 +162,31 @@ pub struct HelloMessage {
     /// ids overlap can share a server.
     #[serde(default)]
     pub sensor: Option<String>,
+}
+
+/// The fields of [`ClientMessage::Resync`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResyncMessage {
+    /// The avatars whose streams need a keyframe (1 or more ids).
+    pub avatars: Vec<String>,
+}
+
+/// Whether a `resync`'s list is one the server takes: 1 to `max` ids (the server's
+/// avatar limit), each a [`valid_avatar_id`]; what is wrong otherwise.
+pub fn check_resync(avatars: &[String], max: usize) -> Result<(), String> {
+    if avatars.is_empty() {
+        return Err("a resync names the avatars that need a keyframe, this one none".into());
+    }
+    if avatars.len() > max {
+        return Err(format!(
+            "a resync names at most {max} avatars (the server's limit), this one {}",
+            avatars.len()
+        ));
+    }
+    match avatars.iter().find(|a| !valid_avatar_id(a)) {
+        Some(a) => Err(format!("resync of {a:?}: {AVATAR_ID_RULE}")),
+        None => Ok(()),
+    }
 }
 
 /// The fields of [`ClientMessage::Calibrate`].
@@ -587,6 +622,7 @@ macro_rules! by_kind {
             "calibrate" => Some($read($input).map(ClientMessage::Calibrate)),
             "wear" => Some($read($input).map(ClientMessage::Wear)),
             "subscribe" => Some($read($input).map(ClientMessage::Subscribe)),
+            "resync" => Some($read($input).map(ClientMessage::Resync)),
             _ => None,
         }
     };

@@ -650,6 +650,10 @@ fn bad_fields_are_named_with_their_message() {
             "`wear` message, missing field `avatar`",
         ),
         (
+            serde_json::json!({"type": "resync", "avatars": "alice"}),
+            "`resync` message, field `avatars`: invalid type: string \"alice\", expected a sequence",
+        ),
+        (
             serde_json::json!({"type": "calibrate", "avatar": 7}),
             "`calibrate` message, field `avatar`: invalid type: integer `7`, expected a string",
         ),
@@ -669,4 +673,31 @@ fn bad_fields_are_named_with_their_message() {
             "{e}"
         );
     }
+}
+
+#[test]
+fn a_resync_names_one_to_max_valid_avatars() {
+    let m = ClientMessage::Resync(ResyncMessage {
+        avatars: vec!["alice".into(), "kinect-kiosk_2-7".into()],
+    });
+    let json = serde_json::to_string(&m).expect("json");
+    assert_eq!(
+        json,
+        r#"{"type":"resync","avatars":["alice","kinect-kiosk_2-7"]}"#
+    );
+    assert_eq!(ClientMessage::from_json(&json).expect("json"), m);
+    let bytes = m.to_msgpack().expect("encodes");
+    assert_eq!(ClientMessage::from_msgpack(&bytes).expect("msgpack"), m);
+    let ClientMessage::Resync(ResyncMessage { avatars }) = m else {
+        unreachable!()
+    };
+    assert_eq!(check_resync(&avatars, 2), Ok(()));
+    let refused = |list: &[&str], max: usize| {
+        let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+        check_resync(&list, max).expect_err("refused")
+    };
+    assert!(refused(&[], 8).contains("none"));
+    assert!(refused(&["a", "b", "c"], 2).contains("at most 2 avatars"));
+    assert!(refused(&["a", "\u{1b}[2J"], 8).contains(AVATAR_ID_RULE));
+    assert!(refused(&[""], 8).contains(AVATAR_ID_RULE));
 }
