@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clothcast::client::{Backoff, Client, ClientError, Viewer as Decoding};
 use clothcast::codec::{BoneTransform, GarmentSetup};
@@ -421,8 +421,9 @@ const STALE_AFTER: Duration = Duration::from_secs(3);
 
 /// How long an avatar's frames may go undecodable (their reference missing, after a
 /// refused frame) before the viewer connects again, which restarts every stream from a
-/// keyframe.
-const OUT_OF_STEP: Duration = Duration::from_secs(1);
+/// keyframe: the `resync` it sends at once (and again each second) brings a keyframe
+/// within a tick or two, so this is for servers that do not know `resync`.
+const OUT_OF_STEP: Duration = Duration::from_secs(3);
 
 /// The network side: one connection at a time, for as long as the viewer lives.
 struct Link {
@@ -510,7 +511,7 @@ impl Link {
             return Some(e);
         }
         // a new connection starts every stream again from a keyframe
-        decoding.avatars.clear();
+        decoding.restart();
         // the avatars held from the last connection: those that send no frame within
         // STALE_AFTER left while the link was down (no `gone` came for them)
         let mut stale: BTreeSet<String> = {
@@ -522,9 +523,6 @@ impl Link {
             s.avatars.keys().cloned().collect()
         };
         let stale_at = tokio::time::Instant::now() + STALE_AFTER;
-        // avatars whose frames arrive but cannot be decoded (their reference missing),
-        // since when
-        let mut out_of_step: HashMap<String, Instant> = HashMap::new();
         loop {
             let m = tokio::select! {
                 m = client.next() => m,
@@ -564,31 +562,36 @@ impl Link {
                 ServerMessage::Gone { avatar } => (None, Some(avatar.clone())),
                 _ => (None, None),
             };
-            match decoding.apply(m) {
+            let applied = decoding.apply(m);
+            // an avatar whose frame was refused (corrupt, or its reference missing)
+            // asks for a keyframe; one still out of step after OUT_OF_STEP (a server
+            // that does not know `resync`) makes the viewer connect again
+            if let Some(r) = decoding.resync()
+                && let Err(e) = client.send(&r).await
+            {
+                return Some(e);
+            }
+            if let Some(id) = &framed
+                && let Some(since) = decoding.out_of_step_since(id)
+                && since.elapsed() >= OUT_OF_STEP
+            {
+                return Some(ClientError::Stream(format!(
+                    "avatar {id}: out of step for {:.1?} (a frame of its was refused, and no keyframe came); connecting again to resync",
+                    since.elapsed()
+                )));
+            }
+            match applied {
                 Ok(Some(id)) => {
                     stale.remove(&id);
-                    out_of_step.remove(&id);
                     self.frame(decoding, &id)
                 }
-                // a frame skipped for want of its reference: the avatar's decoder is out
-                // of step (a frame of its was refused); the server resyncs only a new
-                // subscriber, so one that stays so for OUT_OF_STEP reconnects
-                Ok(None) => {
-                    if let Some(id) = framed {
-                        let since = *out_of_step.entry(id.clone()).or_insert_with(Instant::now);
-                        if since.elapsed() >= OUT_OF_STEP {
-                            return Some(ClientError::Stream(format!(
-                                "avatar {id}: out of step for {:.1?} (a frame of its was refused); connecting again to resync",
-                                since.elapsed()
-                            )));
-                        }
-                    }
-                }
+                Ok(None) => {}
                 // "closed" precedes the close frame, which says it again with its code
                 Err(ClientError::Refused { code, .. }) if code == "closed" => continue,
                 // a frame or asset that does not decode, an error the server reports (a
                 // refusal that ends the link comes with its close code): said, skipped;
-                // an avatar whose frame was refused streams on from its next keyframe
+                // an avatar whose frame was refused streams on from the keyframe asked
+                // for above
                 Err(e) => {
                     self.report(&e);
                     continue;

@@ -2,7 +2,8 @@
 this test's own (RFC 6455, by hand) that welcomes the viewer and streams the golden
 stream as two avatars in JSON messages, with a bad message between frames. Each bad
 message is refused by name in `errors()`, and both avatars stream on over the same
-connection."""
+connection. A refused frame makes the viewer ask for a keyframe (`resync`), and ask
+again while none comes; a server that never sends one is connected to again."""
 import base64
 import hashlib
 import json
@@ -27,8 +28,11 @@ class FakeServer:
         self.listener.listen(4)
         self.url = f"ws://127.0.0.1:{self.listener.getsockname()[1]}/ws"
         self.conn = None
+        self.conns = []
         self.connections = 0
         self.ready = threading.Event()
+        # (connection number, payload) of every data message the clients sent
+        self.received = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -49,14 +53,21 @@ class FakeServer:
         conn.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                      b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")
         self.conn = conn
+        self.conns.append(conn)
         self.connections += 1
+        number = self.connections
         self.ready.set()
-        # the client's frames (hello, subscribe) are read and dropped
         try:
-            while conn.recv(65536):
-                pass
+            for opcode, payload in client_frames(conn):
+                if opcode in (1, 2):
+                    self.received.append((number, payload))
         except OSError:
             pass
+
+    def resyncs(self, avatar, connection):
+        """How many `resync` messages naming `avatar` (alone) came on `connection`."""
+        name = bytes([0xa0 | len(avatar)]) + avatar.encode()  # a MessagePack fixstr
+        return sum(1 for n, p in self.received if n == connection and b"resync" in p and name in p)
 
     def send(self, payload, text=True, conn=None):
         """One unmasked WebSocket frame (text, or binary) to `conn` (default: the latest
@@ -74,9 +85,35 @@ class FakeServer:
         (conn or self.conn).sendall(head + payload)
 
     def close(self):
-        for s in (self.conn, self.listener):
-            if s is not None:
-                s.close()
+        for s in self.conns + [self.listener]:
+            s.close()
+
+
+def client_frames(conn):
+    """The (opcode, unmasked payload) of each WebSocket frame a client sends on `conn`
+    (RFC 6455 §5.2; the client's messages are single frames), until it closes."""
+    buf = b""
+    while True:
+        data = conn.recv(65536)
+        if not data:
+            return
+        buf += data
+        while len(buf) >= 2:
+            n, at = buf[1] & 0x7F, 2
+            if n == 126:
+                if len(buf) < 4:
+                    break
+                n, at = struct.unpack(">H", buf[2:4])[0], 4
+            elif n == 127:
+                if len(buf) < 10:
+                    break
+                n, at = struct.unpack(">Q", buf[2:10])[0], 10
+            key = buf[at:at + 4] if buf[1] & 0x80 else b"\0\0\0\0"
+            at += 4 if buf[1] & 0x80 else 0
+            if len(buf) < at + n:
+                break
+            yield buf[0] & 0x0F, bytes(b ^ key[i % 4] for i, b in enumerate(buf[at:at + n]))
+            buf = buf[at + n:]
 
 
 def asset(hash, setup):
@@ -149,9 +186,34 @@ class HostileServer(unittest.TestCase):
                 v.asset("a2")
             out = v.garment("x")
             self.assertTrue(all(math.isfinite(c) for c in out))
-            # a refused frame, and x's stream going on from it: x's next frames cannot
-            # be decoded; after a second of that the viewer connects again, and streams
-            # restart from keyframes
+            # a refused frame: the viewer asks for a keyframe of x, and x streams on
+            # from it (here its stream starts again, from the golden stream's keyframe)
+            # (the truncated frame among the bad messages above asked once already)
+            asked = server.resyncs("x", 1)
+            server.send(frame("x", seq, "a1", recs[seq][:41]))
+            deadline = time.time() + 10
+            while server.resyncs("x", 1) == asked and time.time() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.2)
+            self.assertEqual(server.resyncs("x", 1), asked + 1, "x's keyframe asked for, once")
+            self.assertEqual(server.resyncs("y", 1), 0, "y was in step")
+            v.poll()
+            self.assertEqual(v.errors(), ["avatar x: frame refused: truncated frame payload"])
+            for k in range(3):
+                server.send(frame("x", seq + k, "a1", recs[k]))
+                server.send(frame("y", seq + k, "a1", recs[seq + k]))
+            deadline = time.time() + 10
+            while v.frame("x")["seq"] != seq + 2 and time.time() < deadline:
+                v.poll()
+                time.sleep(0.02)
+            self.assertEqual(v.frame("x")["seq"], seq + 2, "x decoded again from the keyframe")
+            self.assertEqual(v.frame("y")["seq"], seq + 2)
+            seq += 3
+            self.assertEqual(v.errors(), [])
+            self.assertEqual(v.connections, 1, "still the one connection")
+            # a server that does not answer: the viewer asks again each second, and
+            # after three seconds of undecodable frames it connects again, which
+            # restarts the streams from keyframes
             first = server.conn
             server.send(frame("x", seq, "a1", recs[seq][:41]))
             server.ready.clear()
@@ -168,6 +230,7 @@ class HostileServer(unittest.TestCase):
                 v.poll()
                 time.sleep(0.05)
             self.assertEqual(server.connections, 2, "the viewer connected again")
+            self.assertGreaterEqual(server.resyncs("x", 1), 3, "asked again while no keyframe came")
             self.assertEqual(v.frame("x")["seq"], seq - 1, "x stood at its last good frame")
             self.assertGreater(v.frame("y")["seq"], seq, "y streamed on meanwhile")
             self.assertTrue(server.ready.wait(10))
