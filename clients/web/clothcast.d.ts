@@ -57,6 +57,10 @@ export interface Avatar {
   bytes: number;
   dropped: number;
   latencyMs: number;
+  /** When (performance.now(), ms) the client last asked the server for a keyframe of
+   *  this avatar (`resync`) after a frame of its was refused; null while in step. The
+   *  page client's avatars only (a worker client's are a relay's copy). */
+  resyncAsked?: number | null;
 }
 
 export interface ClothcastClientOptions {

@@ -32,7 +32,13 @@
 //           pose: Float32Array (pelvis translation + 22 local quaternions x,y,z,w;
 //             filled only with { pose: true }, zeros otherwise),
 //           world: Float32Array(7) (garment canonical → world: quaternion, translation),
-//           seq, frames, bytes, dropped, latencyMs }
+//           seq, frames, bytes, dropped, latencyMs,
+//           resyncAsked: when (performance.now(), ms) the client last asked the server
+//             for a keyframe of it, a frame of its refused; null while in step }
+// A frame the decoder refuses (corrupt, or a delta whose reference it lacks) leaves its
+// avatar's garment at the last decoded frame and raises an "error" event (not for a
+// missing reference, which only follows one); the client asks for a keyframe
+// (`resync`), again each second while none comes, and the avatar streams on from it.
 // client.busyMs: milliseconds this thread has spent handling the server's messages
 // (parsing, decoding, the event listeners they run). ClothcastWorkerClient
 // (worker-client.js) runs all of this in a Web Worker instead, off the page's thread.
@@ -56,6 +62,9 @@ const RETRY_MAX_MS = 10000;
 /** Without word from the server: ping after this long, ms; give up after this long. */
 const PING_AFTER_MS = 5000;
 const DEAD_AFTER_MS = 20000;
+/** While an avatar's frames cannot be decoded (a frame of its refused), its keyframe is
+ * asked for again after this long, ms: a server sends it within a tick or two. */
+const RESYNC_AGAIN_MS = 1000;
 /** Close codes after which reconnecting cannot help: wrong token, bad hello/version. */
 const FINAL_CLOSE_CODES = new Set([4001, 1002]);
 
@@ -197,6 +206,15 @@ export class ClothcastClient extends EventTarget {
     this.ws?.close(1000, "bye");
   }
 
+  /** Asks the server for a keyframe of `av` (a `resync`), unless one was asked for in
+   * the last RESYNC_AGAIN_MS. */
+  resync(av) {
+    const now = performance.now();
+    if (av.resyncAsked != null && now - av.resyncAsked < RESYNC_AGAIN_MS) return;
+    av.resyncAsked = now;
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ type: "resync", avatars: [av.id] }));
+  }
+
   handle(m, size) {
     switch (m.type) {
       case "welcome":
@@ -237,7 +255,7 @@ export class ClothcastClient extends EventTarget {
           const first = layer(asset);
           av = { id: m.avatar, asset, decoder: first.decoder, garment: first.garment, layers: over.map(layer),
             bones: new Float32Array(7 * asset.setup.bones), pose: new Float32Array(3 + 4 * 22), world: new Float32Array(7),
-            seq: -1, frames: 0, bytes: 0, dropped: 0, latencyMs: 0 };
+            seq: -1, frames: 0, bytes: 0, dropped: 0, latencyMs: 0, resyncAsked: null };
           this.avatars.set(m.avatar, av);
           this.dispatchEvent(new CustomEvent("avatar", { detail: av }));
         }
@@ -247,9 +265,16 @@ export class ClothcastClient extends EventTarget {
           // every layer's frame has the frame's number: in step with the first
           av.layers.forEach((l, i) => l.decoder.decode(m.layers[i].garment, l.garment));
         } catch (e) {
-          if (e instanceof CodecError && e.code === "missing-reference") { av.dropped++; return; }
+          if (!(e instanceof CodecError)) throw e;
+          // out of step (a corrupt frame, or a delta whose reference it lacks): every
+          // delta after it is refused too, until the keyframe asked for here
+          av.dropped++;
+          this.resync(av);
+          if (e.code === "missing-reference") return;
+          e.message = `avatar ${av.id}: frame refused: ${e.message}`;
           throw e;
         }
+        av.resyncAsked = null;
         if (av.seq >= 0 && m.seq > av.seq + 1) av.dropped += m.seq - av.seq - 1;
         av.seq = m.seq;
         av.frames++;

@@ -488,3 +488,82 @@ test('the client drops a link gone silent and keeps one that answers its pings',
     srv.kill();
   }
 });
+
+test('a client whose frame was refused asks for a keyframe and decodes on as another client does', { timeout: 120000 }, async () => {
+  const { srv, addr } = await startServer();
+  const play = playClip(addr, 1);
+  const browser = await launchBrowser();
+  try {
+    const { page, errors } = await pageWithErrors(browser, { width: 400, height: 300 });
+    await page.goto(`http://${addr}/?decode=page`);
+    const r = await page.evaluate(async (url) => {
+      const { ClothcastClient } = await import('/clothcast.js');
+      // the reference: a client that decodes every frame, its garments kept by number
+      const reference = new ClothcastClient(url);
+      const refSeen = new Map();
+      reference.addEventListener('frame', (e) => refSeen.set(e.detail.seq, Array.from(e.detail.garment)));
+      reference.connect();
+      // the client under test: one of its frames has its checksum spoiled on the way
+      const c = new ClothcastClient(url);
+      const sent = [], refusals = [];
+      let spoil = false, spoiled = null;
+      const handle = c.handle.bind(c);
+      c.handle = (m, size) => {
+        if (spoil && m.type === 'frame') {
+          spoil = false;
+          spoiled = m.seq;
+          m.garment = Uint8Array.from(m.garment);
+          m.garment[32] ^= 0x55;
+        }
+        return handle(m, size);
+      };
+      c.addEventListener('welcome', () => {
+        const send = c.ws.send.bind(c.ws);
+        c.ws.send = (data) => { sent.push(String(data)); send(data); };
+      });
+      c.addEventListener('error', (e) => refusals.push({ code: e.detail.code, message: e.detail.message }));
+      const result = await new Promise((ok) => {
+        let atRefusal = null;
+        c.addEventListener('frame', (e) => {
+          const av = e.detail;
+          if (av.frames === 10) spoil = true;
+          if (spoiled !== null && atRefusal === null) atRefusal = { frames: av.frames, seq: av.seq };
+          // ten frames decoded after it: in step again
+          if (spoiled !== null && av.frames >= 20) {
+            const garment = Array.from(av.garment), seq = av.seq;
+            const wait = () => {
+              if (refSeen.has(seq) || performance.now() > deadline) {
+                c.close();
+                reference.close();
+                const want = refSeen.get(seq);
+                ok({ seq, spoiled, atRefusal, same: !!want && want.every((x, i) => x === garment[i]), dropped: av.dropped, resyncAsked: av.resyncAsked });
+              } else setTimeout(wait, 20);
+            };
+            const deadline = performance.now() + 5000;
+            wait();
+          }
+        });
+        c.connect();
+      });
+      return { ...result, sent, refusals, connections: c.connections };
+    }, `ws://${addr}/ws`);
+    assert.deepEqual(errors, []);
+    // the spoiled frame refused by name, once; the frames after it up to the keyframe
+    // skipped for want of their reference, silently
+    assert.equal(r.refusals.length, 1, JSON.stringify(r.refusals));
+    assert.equal(r.refusals[0].code, 'checksum');
+    assert.match(r.refusals[0].message, /^avatar performer-0: frame refused: checksum/);
+    // one resync asked for it, on the same connection, and the stream went on
+    const resyncs = r.sent.filter((s) => s.includes('"resync"'));
+    assert.deepEqual(resyncs, ['{"type":"resync","avatars":["performer-0"]}']);
+    assert.equal(r.connections, 1);
+    assert.ok(r.dropped >= 1, `dropped ${r.dropped}`);
+    assert.equal(r.resyncAsked, null, 'in step again');
+    assert.ok(r.seq > r.spoiled, `frame ${r.seq} after the spoiled ${r.spoiled}`);
+    assert.ok(r.same, `frame ${r.seq} decodes as the reference client's`);
+  } finally {
+    await browser.close();
+    play.kill();
+    srv.kill();
+  }
+});
