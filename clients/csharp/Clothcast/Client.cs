@@ -20,6 +20,12 @@
 // Dispose() nor after a refusal a retry cannot change (4001 wrong token, 1002 bad hello
 // or protocol version). A link that dies without closing is noticed by the watchdog: a
 // `ping` after 5 s without word from the server, the link dropped after 20 s.
+//
+// A frame the decoder refuses (corrupt, or a delta whose reference it lacks) leaves its
+// avatar's garment at the last decoded frame and counts in Dropped; a corrupt one
+// raises Error too (a ProtocolException naming the avatar, its cause the
+// CodecException). The client asks the server for a keyframe (`resync`), again each
+// second while none comes, and the avatar streams on from it.
 
 using System;
 using System.Collections.Concurrent;
@@ -390,6 +396,8 @@ namespace Clothcast
                             ws.Abort();
                             return;
                         }
+                        // keyframes the decoding side asked for (also sent as messages come)
+                        if (ws.State == WebSocketState.Open) await SendResyncs(ws, send, done.Token).ConfigureAwait(false);
                         if (quiet >= options.PingAfter.TotalMilliseconds && now - pinged >= options.PingAfter.TotalMilliseconds && ws.State == WebSocketState.Open)
                         {
                             pinged = now;
@@ -448,6 +456,7 @@ namespace Clothcast
                             Enqueue(new Incoming { Data = copy, Length = length, Text = text }, done.Token);
                         }
                         message.SetLength(0);
+                        if (!session.Resyncs.IsEmpty) await SendResyncs(ws, send, done.Token).ConfigureAwait(false);
                     }
                 }
                 catch (Exception e) when (e is WebSocketException || e is OperationCanceledException || e is IOException || e is ObjectDisposedException)
@@ -520,6 +529,22 @@ namespace Clothcast
             return w.ToArray();
         }
 
+        /// <summary>Sends a `resync` naming the avatars the decoding side queued (a frame
+        /// of theirs refused), if any: the server sends each a keyframe.</summary>
+        async Task SendResyncs(ClientWebSocket ws, SemaphoreSlim gate, CancellationToken cancel)
+        {
+            var ids = new List<string>();
+            string id;
+            while (ids.Count < 64 && session.Resyncs.TryDequeue(out id))
+            {
+                if (!ids.Contains(id)) ids.Add(id);
+            }
+            if (ids.Count == 0) return;
+            var w = new MsgPackWriter().Map(2).Str("type").Str("resync").Str("avatars").Array(ids.Count);
+            foreach (var a in ids) w.Str(a);
+            await Send(ws, gate, w.ToArray(), cancel).ConfigureAwait(false);
+        }
+
         static async Task Send(ClientWebSocket ws, SemaphoreSlim gate, byte[] data, CancellationToken cancel)
         {
             await gate.WaitAsync(cancel).ConfigureAwait(false);
@@ -532,5 +557,8 @@ namespace Clothcast
     public sealed class ProtocolException : Exception
     {
         public ProtocolException(string message) : base(message) { }
+        /// <summary>A message that <paramref name="cause"/> (a CodecException for a
+        /// refused frame) made unusable.</summary>
+        public ProtocolException(string message, Exception cause) : base(message, cause) { }
     }
 }

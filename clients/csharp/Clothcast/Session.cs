@@ -26,6 +26,9 @@ namespace Clothcast
         public GarmentAsset[] Assets;
         public GarmentDecoder[] Decoders;
         public long Seq = -1, Frames, Bytes, Dropped;
+        /// <summary>When (Session.Clock, ms) a keyframe was last asked for, a frame of
+        /// this stream refused; -1 while in step.</summary>
+        public long ResyncAsked = -1;
         /// <summary>Buffers handed back by Poll() for the decoding thread to reuse.</summary>
         public readonly ConcurrentQueue<FrameBuffers> Pool = new ConcurrentQueue<FrameBuffers>();
 
@@ -60,6 +63,15 @@ namespace Clothcast
     sealed class Session
     {
         const int CompactHead = 9, MaxOutfit = 4;
+        /// <summary>While a stream's frames cannot be decoded, its keyframe is asked for
+        /// again after this long, ms: a server sends it within a tick or two.</summary>
+        public const long ResyncAgainMs = 1000;
+        /// <summary>A monotonic clock (Environment.TickCount wraps).</summary>
+        internal static readonly System.Diagnostics.Stopwatch Clock = System.Diagnostics.Stopwatch.StartNew();
+
+        /// <summary>The avatars whose keyframes to ask the server for (`resync`): filled
+        /// by the decoding thread, sent by the network task.</summary>
+        public readonly ConcurrentQueue<string> Resyncs = new ConcurrentQueue<string>();
 
         readonly Dictionary<string, GarmentAsset> assets = new Dictionary<string, GarmentAsset>();
         readonly Dictionary<string, AvatarStream> streams = new Dictionary<string, AvatarStream>();
@@ -79,6 +91,8 @@ namespace Clothcast
         {
             streams.Clear();
             byIdHash.Clear();
+            string asked;
+            while (Resyncs.TryDequeue(out asked)) { }
         }
 
         /// <summary>The events of one server message (<paramref name="size"/> bytes)
@@ -218,16 +232,21 @@ namespace Clothcast
             catch (CodecException e)
             {
                 s.Pool.Enqueue(b);
-                // a delta whose reference this client lacks (it missed frames): the
-                // server resyncs a viewer that fell behind with a keyframe
-                if (e.Code == "missing-reference")
+                // out of step (a corrupt frame, or a delta whose reference this client
+                // lacks): every delta after it is refused too, until the keyframe asked
+                // for here (again each ResyncAgainMs while none comes)
+                s.Dropped++;
+                events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Lost, Stream = s, Dropped = s.Dropped });
+                long now = Clock.ElapsedMilliseconds;
+                if (s.ResyncAsked < 0 || now - s.ResyncAsked >= ResyncAgainMs)
                 {
-                    s.Dropped++;
-                    events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Lost, Stream = s, Dropped = s.Dropped });
-                    return;
+                    s.ResyncAsked = now;
+                    Resyncs.Enqueue(s.Id);
                 }
-                throw;
+                if (e.Code == "missing-reference") return;
+                throw new ProtocolException("avatar " + s.Id + ": frame refused: " + e.Message, e);
             }
+            s.ResyncAsked = -1;
             if (s.Seq >= 0 && seq > s.Seq + 1) s.Dropped += seq - s.Seq - 1;
             s.Seq = seq;
             s.Frames++;

@@ -177,7 +177,7 @@ static class ClientTests
                 new KeyValuePair<byte[], string>(new MsgPackWriter().Array(3).Str("frame").Str("x").Int(1).ToArray(), "compact frame: 3 entries; a frame has 9 and two per layer, at most 3 layers"),
                 new KeyValuePair<byte[], string>(new MsgPackWriter().Array(9).Str("frame").Int(5).Int(1).Float(0).Float(0).Bin(new byte[28]).Bin(new byte[0]).Str("a1").Bin(recs[1]).ToArray(), "compact frame: avatar: not a String"),
                 new KeyValuePair<byte[], string>(new MsgPackWriter().Array(9).Str("frame").Str("x").Int(1).Float(0).Float(0).Bin(new byte[27]).Bin(new byte[0]).Str("a1").Bin(recs[1]).ToArray(), "compact frame: world: 27 bytes, not 7 floats (28)"),
-                new KeyValuePair<byte[], string>(FrameMessage("x", 1, "a1", new byte[] { 0x43, 0x43, 0x47, 0x46 }), "truncated: frame header"),
+                new KeyValuePair<byte[], string>(FrameMessage("x", 1, "a1", new byte[] { 0x43, 0x43, 0x47, 0x46 }), "avatar x: frame refused: truncated: frame header"),
                 new KeyValuePair<byte[], string>(AssetMessage(new byte[] { 1, 2, 3 }, "a2"), "truncated: setup header"),
                 new KeyValuePair<byte[], string>(AssetMessage(setup, "a3", w => w.Array(22).Int(5).Int(0).Int(1).Int(2).Int(3).Int(4).Int(3).Int(6).Int(7).Int(8).Int(3).Int(10).Int(11).Int(12).Int(0).Int(14).Int(15).Int(16).Int(0).Int(18).Int(19).Int(20)), "asset parents: a joint's parent must be an earlier joint or -1"),
                 new KeyValuePair<byte[], string>(AssetMessage(setup, "a4", w => w.Array(2).Int(-1).Str("0")), "asset parents: not integers"),
@@ -197,12 +197,13 @@ static class ClientTests
                 seq++;
             }
             Harness.Equal(2, cc.Avatars.Count, "the avatars stay");
-            foreach (var av in cc.Avatars.Values) Harness.Equal(0L, av.Dropped, av.Id + " lost nothing");
-            // a frame the decoder lacks the reference of counts as lost; the next
-            // keyframe resyncs
+            Harness.Equal(1L, cc.Avatars["x"].Dropped, "x's refused frame counted as lost");
+            Harness.Equal(0L, cc.Avatars["y"].Dropped, "y lost nothing");
+            // a frame the decoder lacks the reference of counts as lost, silently; the
+            // next keyframe resyncs
             cc.Inject(FrameMessage("x", seq + 1, "a1", recs[(int)seq + 1]));
             Harness.Equal("0 errors: ", drain(), "a frame after a gap");
-            Harness.Equal(1L, cc.Avatars["x"].Dropped, "counted as lost");
+            Harness.Equal(2L, cc.Avatars["x"].Dropped, "counted as lost");
         });
 
         foreach (var offThread in new[] { false, true })
@@ -235,6 +236,79 @@ static class ClientTests
                     }
                     Harness.Equal("hello,subscribe,ping", string.Join(",", said.GetRange(0, Math.Min(3, said.Count))), "what the client said");
                     PollUntil(cc, () => fake.Accepted >= 2, 20, "a second connection");
+                }
+                finally
+                {
+                    cc.Dispose();
+                }
+            }
+        });
+
+        h.Test("client: a refused frame makes it ask for a keyframe, again each second while none comes", () =>
+        {
+            var dir = Path.Combine(Harness.Root, "tests", "fixtures", "codec", "v5");
+            var setup = File.ReadAllBytes(Path.Combine(dir, "setup.bin"));
+            var recs = CodecTests.Records(File.ReadAllBytes(Path.Combine(dir, "stream.bin")));
+            using (var fake = new SilentServer())
+            {
+                var cc = new ClothcastClient(new Uri("ws://127.0.0.1:" + fake.Port + "/ws"), new ClientOptions());
+                try
+                {
+                    var errors = new List<string>();
+                    cc.Error += e => errors.Add(e.Message);
+                    cc.Start();
+                    PollUntil(cc, () => cc.TickHz > 0, 20, "the welcome");
+                    fake.Send(AssetMessage(setup, "a1"));
+                    for (int k = 0; k < 5; k++)
+                    {
+                        fake.Send(FrameMessage("x", k, "a1", recs[k]));
+                        fake.Send(FrameMessage("y", k, "a1", recs[k]));
+                    }
+                    PollUntil(cc, () => cc.Avatars.ContainsKey("x") && cc.Avatars["x"].Seq == 4 && cc.Avatars["y"].Seq == 4, 20, "five frames of each");
+                    Func<string, int> asked = id =>
+                    {
+                        int n = 0;
+                        foreach (var m in fake.Received)
+                        {
+                            var map = MsgPack.Decode(m, 0, m.Length) as Dictionary<string, object>;
+                            var avatars = map != null && "resync".Equals(map["type"]) ? map["avatars"] as object[] : null;
+                            if (avatars != null && Array.IndexOf(avatars, id) >= 0) n++;
+                        }
+                        return n;
+                    };
+                    Harness.Equal(0, asked("x"), "nothing asked while in step");
+                    // x's frame 5 spoiled on the way (its checksum): refused by name, and
+                    // a keyframe asked for at once
+                    var spoiled = (byte[])recs[5].Clone();
+                    spoiled[32] ^= 0x55;
+                    var clock = Stopwatch.StartNew();
+                    fake.Send(FrameMessage("x", 5, "a1", spoiled));
+                    fake.Send(FrameMessage("y", 5, "a1", recs[5]));
+                    PollUntil(cc, () => asked("x") == 1, 5, "x's resync");
+                    Harness.Equal(1, errors.Count, "one error: " + string.Join("; ", errors));
+                    Harness.True(errors[0].StartsWith("avatar x: frame refused: checksum"), errors[0]);
+                    // the server does not answer: x's deltas cannot be decoded (y's can),
+                    // and it is asked again after a second (x gets deltas only: the
+                    // golden stream's frames 6 to 15)
+                    for (int k = 6; asked("x") < 2 && clock.Elapsed.TotalSeconds < 6; k++)
+                    {
+                        fake.Send(FrameMessage("x", k, "a1", recs[6 + k % 10]));
+                        if (k < recs.Count) fake.Send(FrameMessage("y", k, "a1", recs[k]));
+                        cc.Poll(TimeSpan.FromMilliseconds(50));
+                    }
+                    Harness.Equal(2, asked("x"), "x's keyframe asked for again");
+                    Harness.True(clock.Elapsed.TotalSeconds >= 1.0, "asked again after " + clock.Elapsed.TotalSeconds + " s, not at once");
+                    Harness.Equal(4L, cc.Avatars["x"].Seq, "x stood at its last good frame");
+                    Harness.True(cc.Avatars["y"].Seq > 10, "y streamed on: " + cc.Avatars["y"].Seq);
+                    Harness.Equal(0, asked("y"), "y was in step");
+                    // a keyframe (x's stream starting again): decoded, and the deltas after it
+                    for (int k = 0; k < 3; k++) fake.Send(FrameMessage("x", 100 + k, "a1", recs[k]));
+                    PollUntil(cc, () => cc.Avatars["x"].Seq == 102, 5, "x in step again");
+                    Harness.Equal(1, errors.Count, "no more errors: " + string.Join("; ", errors));
+                    Harness.Equal(1, fake.Accepted, "one connection all along");
+                    Thread.Sleep(1200);
+                    cc.Poll();
+                    Harness.Equal(2, asked("x"), "nothing asked once in step");
                 }
                 finally
                 {
@@ -395,9 +469,9 @@ static class ClientTests
 }
 
 /// <summary>A WebSocket "server" that accepts one connection at a time, welcomes it and
-/// then says nothing more, nor answers anything; it records the messages it receives
-/// (client frames are masked; only whole small frames are read, which is what the
-/// client sends).</summary>
+/// then says nothing more unless the test has it <see cref="Send"/>, nor answers
+/// anything; it records the messages it receives (client frames are masked; only whole
+/// small frames are read, which is what the client sends).</summary>
 sealed class SilentServer : IDisposable
 {
     readonly System.Net.Sockets.TcpListener listener = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, 0);
@@ -412,6 +486,27 @@ sealed class SilentServer : IDisposable
     }
 
     public int Port { get { return ((System.Net.IPEndPoint)listener.LocalEndpoint).Port; } }
+
+    System.IO.Stream latest;
+
+    /// <summary>Sends <paramref name="payload"/> as one binary message to the latest
+    /// connection (after its welcome).</summary>
+    public void Send(byte[] payload)
+    {
+        var head = new List<byte> { 0x82 };
+        if (payload.Length < 126) head.Add((byte)payload.Length);
+        else if (payload.Length < 65536) head.AddRange(new byte[] { 126, (byte)(payload.Length >> 8), (byte)payload.Length });
+        else
+        {
+            head.Add(127);
+            for (int i = 7; i >= 0; i--) head.Add((byte)((long)payload.Length >> (8 * i)));
+        }
+        lock (held)
+        {
+            latest.Write(head.ToArray(), 0, head.Count);
+            latest.Write(payload, 0, payload.Length);
+        }
+    }
 
     void Serve()
     {
@@ -441,7 +536,11 @@ sealed class SilentServer : IDisposable
             frame[0] = 0x82;
             frame[1] = (byte)welcome.Length;
             Array.Copy(welcome, 0, frame, 2, welcome.Length);
-            s.Write(frame, 0, frame.Length);
+            lock (held)
+            {
+                s.Write(frame, 0, frame.Length);
+                latest = s;
+            }
             while (true)
             {
                 int b0 = s.ReadByte(), b1 = s.ReadByte();
