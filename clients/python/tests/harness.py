@@ -12,16 +12,23 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
 BIN = os.environ.get("CLOTHCAST_BIN") or os.path.join(ROOT, "target", "debug", "clothcast")
-# the module built by clients/python/build.sh
-MODULE_DIR = os.environ.get("CLOTHCAST_PYTHON_MODULE_DIR") or os.path.join(ROOT, "clients", "python", "build")
+# the module built by clients/python/build.sh; with CLOTHCAST_PYTHON_INSTALLED=1 the one
+# installed in this Python (the wheel, as test.sh installs it), and MODULE_DIR is None
+INSTALLED = os.environ.get("CLOTHCAST_PYTHON_INSTALLED") == "1"
+MODULE_DIR = None if INSTALLED else (
+    os.environ.get("CLOTHCAST_PYTHON_MODULE_DIR") or os.path.join(ROOT, "clients", "python", "build"))
 DB = os.path.join(ROOT, "tests", "fixtures", "db", "v1", "small.ccdb")
 CLIP = os.path.join(ROOT, "tests", "fixtures", "mocap", "cmu_131_03.bvh")
 GOLDEN = os.path.join(ROOT, "tests", "fixtures", "codec")
 
-sys.path.insert(0, MODULE_DIR)
+if MODULE_DIR:
+    sys.path.insert(0, MODULE_DIR)
 sys.path.insert(0, os.path.join(ROOT, "tests", "usd"))
 import clothcast  # noqa: E402
 import pc2  # noqa: E402
+
+if INSTALLED and not os.path.abspath(clothcast.__file__).startswith(sys.prefix):
+    raise ImportError(f"clothcast was to come from this Python's packages ({sys.prefix}), not {clothcast.__file__}")
 
 PUBLISHER_TOKEN = "python-test-publisher"
 VIEWER_TOKEN = "python-test-viewer"

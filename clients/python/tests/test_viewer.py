@@ -112,7 +112,7 @@ class Live(unittest.TestCase):
 
     def test_the_example_viewer_prints_both_avatars_at_the_tick_rate(self):
         example = os.path.join(ROOT, "clients", "python", "examples", "watch.py")
-        env = dict(os.environ, PYTHONPATH=MODULE_DIR)
+        env = dict(os.environ, PYTHONPATH=MODULE_DIR) if MODULE_DIR else None
         with Processes() as ps:
             _, addr = ps.serve()
             ps.play(addr, avatars=2, seconds=60)
