@@ -7,8 +7,16 @@
 # own with bone constraints); the body `ID body`, posed by the same bones; and the
 # garment `ID garment` (an outfit: `ID garment 2`, … inner to outer). Body and garments
 # are meshes whose vertices each frame replaces, children of the armature. An avatar
-# that leaves is removed. Nothing is keyed: to keep a performance, record it with
-# `clothcast watch --record` and import the take with clothcast_import.py.
+# that leaves is removed.
+#
+# Record (in the panel, while connected) keeps what the link shows from the current
+# frame on; Stop writes it as a take: a collection "clothcast take N" with, per avatar,
+# an armature (or, without armatures, an empty) keyed at every scene frame, and its body
+# and garments as meshes whose Mesh Cache modifiers play PC2 caches written to the take
+# folder (default: "clothcast takes" next to the .blend file). A scene frame gets the
+# last frame the server made by its time (a frame the link missed holds the one
+# before). `clothcast watch --record` and clothcast_import.py do the same outside
+# Blender.
 #
 # It needs clothcast's Python module (`clothcast.so`, built from clients/python: see
 # its README), importable by Blender's Python: put it next to this file in Blender's
@@ -21,7 +29,10 @@
 # a body: its own), and the meshes and bones keep the canonical coordinates (what a glTF
 # import of the same data gives).
 
+import os
+import struct
 import sys
+import tempfile
 
 import bpy
 from bpy.props import BoolProperty, FloatProperty, StringProperty
@@ -83,6 +94,9 @@ class Link:
         # avatars not built yet because the user is in an edit mode
         self.waiting = set()
         self.failure = None
+        # the take being recorded (Take), or None; takes written so far
+        self.take = None
+        self.takes = 0
 
     def collection(self):
         c = bpy.data.collections.get(COLLECTION)
@@ -157,17 +171,44 @@ class Link:
                 self.waiting.discard(avatar)
                 self.build(avatar, frame["assets"])
             matrix = Y_UP_TO_Z_UP @ world_matrix(frame["world"])
+            placed = matrix
             rig = self.rigs.get(avatar)
+            bases = None
             if rig is not None:
-                pose(bpy.data.objects[f"{avatar} armature"], matrix, rig, self.viewer.bones(avatar))
+                bases = pose_bases(rig, self.viewer.bones(avatar))
+                pose(bpy.data.objects[f"{avatar} armature"], matrix, rig, bases)
                 matrix = None  # the armature's children follow it
-            for i in range(len(frame["assets"])):
-                show(garment_name(avatar, i), matrix, lambda out, i=i: self.viewer.garment(avatar, i, out))
+            meshes = [garment_name(avatar, i) for i in range(len(frame["assets"]))]
+            for i, name in enumerate(meshes):
+                show(name, matrix, lambda out, i=i: self.viewer.garment(avatar, i, out))
             # the body skinned by the frame's bones in the module (~0.1 ms for 6 000
             # vertices; an Armature modifier costs Blender ~0.7 ms in its depsgraph)
             show(f"{avatar} body", matrix, lambda out: self.viewer.body(avatar, out))
             self.shown[avatar] = frame["seq"]
+            if self.take is not None:
+                armature = (bpy.data.objects.get(f"{avatar} armature"), rig[0]) if rig is not None else None
+                self.take.add(avatar, frame, placed, bases, meshes + [f"{avatar} body"], armature)
         return updated
+
+    def start_recording(self, folder="//clothcast takes", scene=None):
+        """Starts a take from the scene's current frame (a running one goes on), its
+        caches written into `folder` (`//`: next to the .blend file; a file not saved
+        yet: the system's temporary folder) as it goes."""
+        if self.take is None:
+            scene = scene or bpy.context.scene
+            fps = scene.render.fps / scene.render.fps_base
+            self.takes += 1
+            self.take = Take(self.takes, fps, scene.frame_current, resolve_folder(folder))
+        return self.take
+
+    def stop_recording(self, scene=None):
+        """Ends the take and makes its objects (Take.write). Returns the take, or None
+        when none was recorded."""
+        take, self.take = self.take, None
+        if take is None:
+            return None
+        take.write(scene or bpy.context.scene)
+        return take if take.avatars else None
 
     def close(self):
         self.viewer.close()
@@ -233,19 +274,26 @@ def rig_of(rig, names, parents):
     return [rig.pose.bones[n] for n in names], list(parents), rest, [m.inverted() for m in rest]
 
 
-def pose(obj, matrix, rig, bones):
-    """Places the armature `obj` by `matrix` and poses it by a frame's skinning
-    transforms `bones` (rest → posed, canonical frame, (qx, qy, qz, qw, tx, ty, tz)):
-    bone j's posed matrix is T_j · R_j (R_j its rest matrix), so relative to its
-    parent p (posed T_p · R_p) its basis is R_j⁻¹ · T_p⁻¹ · T_j · R_j."""
+def pose_bases(rig, bones):
+    """Each pose bone's basis for a frame's skinning transforms `bones` (rest → posed,
+    canonical frame, (qx, qy, qz, qw, tx, ty, tz)): bone j's posed matrix is T_j · R_j
+    (R_j its rest matrix), so relative to its parent p (posed T_p · R_p) its basis is
+    R_j⁻¹ · T_p⁻¹ · T_j · R_j."""
     pose_bones, parents, rest, rest_inv = rig
     t = [world_matrix(b) for b in bones]
-    for j, pb in enumerate(pose_bones):
-        if j >= len(t):
-            break
+    out = []
+    for j in range(min(len(pose_bones), len(t))):
         p = parents[j]
         relative = t[j] if p < 0 else t[p].inverted() @ t[j]
-        pb.matrix_basis = rest_inv[j] @ relative @ rest[j]
+        out.append(rest_inv[j] @ relative @ rest[j])
+    return out
+
+
+def pose(obj, matrix, rig, bases):
+    """Places the armature `obj` by `matrix` and poses its bones by `bases`
+    (pose_bases)."""
+    for pb, basis in zip(rig[0], bases):
+        pb.matrix_basis = basis
     obj.matrix_world = matrix
 
 
@@ -304,6 +352,198 @@ def show(name, matrix, fill):
         obj.matrix_world = matrix
 
 
+def resolve_folder(folder):
+    """`folder` as an absolute path: `//…` next to the .blend file, or, for a file not
+    saved yet, in the system's temporary folder."""
+    if folder.startswith("//") and not bpy.data.filepath:
+        return os.path.join(tempfile.gettempdir(), folder[2:] or "clothcast takes")
+    return bpy.path.abspath(folder)
+
+
+PC2_HEADER = struct.Struct("<12siiffi")
+
+
+class Cache:
+    """A PC2 point cache written a sample at a time; its header's sample count is
+    rewritten with each, so that the file reads whole even if Blender stops mid-take."""
+
+    def __init__(self, path, points, start):
+        self.path = path
+        self.points = points
+        self.start = start
+        self.samples = 0
+        self.file = open(path, "wb+")
+        self.file.write(PC2_HEADER.pack(b"POINTCACHE2\0", 1, points, float(start), 1.0, 0))
+
+    def put(self, index, sample):
+        """Writes `sample` (3 × points float32, as bytes) as sample `index` (at most
+        one past the last: the last is overwritten, or one added)."""
+        self.file.seek(PC2_HEADER.size + index * 12 * self.points)
+        self.file.write(sample)
+        if index == self.samples:
+            self.samples += 1
+            self.file.seek(PC2_HEADER.size - 4)
+            self.file.write(struct.pack("<i", self.samples))
+
+    def close(self):
+        self.file.close()
+
+
+class Take:
+    """What the link shows while recording, per avatar and scene frame from its first:
+    the server's frame shown there (its `seq`), the parent's matrix (armature or
+    empty), the bones' bases, and each mesh's positions (garments inner to outer, then
+    the body) written to a PC2 cache in `folder` as they come. A scene frame holds the
+    last frame the server made by its time; one the link missed, the frame before."""
+
+    def __init__(self, number, fps, start, folder):
+        self.number = number
+        self.fps = fps
+        # the scene frame of the server time `t0` (the take's first frame)
+        self.start = start
+        self.t0 = None
+        os.makedirs(folder, exist_ok=True)
+        self.folder = folder
+        # avatar -> {"armature", "assets", "meshes" (live names), "faces", "caches", "first",
+        #            "rows": [(seq, matrix, bases) per scene frame from "first"],
+        #            "last": the last positions}
+        self.avatars = {}
+        # frames not kept: another outfit than the avatar's first in the take
+        self.skipped = 0
+        self.collection = None
+
+    def add(self, avatar, frame, matrix, bases, meshes, armature=None):
+        """Keeps what the link just showed of `avatar` (`meshes`: its objects' names;
+        `armature`: its armature object and pose bones, when it has one)."""
+        t = frame["timestamp"]
+        if self.t0 is None:
+            self.t0 = t
+        at = self.start + round((t - self.t0) * self.fps)
+        a = self.avatars.get(avatar)
+        if a is None:
+            # (an asset without a usable body has no body object)
+            meshes = [n for n in meshes if n in _buffers and bpy.data.objects.get(n) is not None]
+            tag = f"{avatar} take {self.number}"
+            a = self.avatars[avatar] = {
+                # the skeleton at rest and the bones' names, kept now: the live armature
+                # goes when the avatar leaves, maybe before the take ends
+                "armature": None if armature is None or armature[0] is None or bases is None else (
+                    armature[0].data.copy(), [pb.name for pb in armature[1]]),
+                "assets": list(frame["assets"]),
+                "meshes": meshes,
+                "faces": [[p.vertices[:] for p in bpy.data.objects[n].data.polygons] for n in meshes],
+                "caches": [
+                    Cache(os.path.join(self.folder, f"{n.replace(avatar, tag, 1)}.pc2"), len(_buffers[n]) // 3, at)
+                    for n in meshes
+                ],
+                "first": at,
+                "rows": [],
+                "last": None,
+            }
+        if a["assets"] != frame["assets"] or any(n not in _buffers for n in a["meshes"]):
+            self.skipped += 1
+            return
+        index = at - a["first"]
+        rows = a["rows"]
+        if index < len(rows) - 1:
+            return  # older than the frame the take holds (not from a sound server)
+        positions = [_buffers[n] for n in a["meshes"]]
+        # frames the link missed hold the one before
+        while len(rows) < index:
+            for c, p in zip(a["caches"], a["last"]):
+                c.put(len(rows), p)
+            rows.append(rows[-1])
+        for c, p in zip(a["caches"], positions):
+            c.put(index, p)
+        row = (frame["seq"], matrix.copy(), None if bases is None else [b.copy() for b in bases])
+        if index < len(rows):
+            rows[index] = row  # a later frame of the same scene frame
+        else:
+            rows.append(row)
+        a["last"] = [bytes(p) for p in positions]
+
+    def frames(self, avatar):
+        """{scene frame: seq} of `avatar` in the take."""
+        a = self.avatars[avatar]
+        return {a["first"] + i: row[0] for i, row in enumerate(a["rows"])}
+
+    def write(self, scene):
+        """Closes the caches and makes the take's objects in a new collection
+        "clothcast take N": per avatar, its parent (a copy of its armature, or an empty)
+        keyed at every frame from its first to its last, and its meshes playing their
+        caches."""
+        collection = bpy.data.collections.new(f"clothcast take {self.number}")
+        scene.collection.children.link(collection)
+        self.collection = collection
+        last = scene.frame_end
+        for avatar, a in sorted(self.avatars.items()):
+            for c in a["caches"]:
+                c.close()
+            rows, first = a["rows"], a["first"]
+            if not rows:
+                continue
+            tag = f"{avatar} take {self.number}"
+            armature = a["armature"]
+            if armature is not None:
+                parent = bpy.data.objects.new(f"{tag} armature", armature[0])
+                armature[0].name = f"{tag} armature"
+            else:
+                parent = bpy.data.objects.new(f"{tag} root", None)
+                parent.empty_display_size = 0.3
+            collection.objects.link(parent)
+            parent.rotation_mode = "QUATERNION"
+            action = bpy.data.actions.new(tag)
+            parent.animation_data_create().action = action
+            key_transforms(action, "", first, [r[1] for r in rows], "Object")
+            if armature is not None:
+                for j, bone in enumerate(armature[1]):
+                    key_transforms(action, f'pose.bones["{bone}"].', first, [r[2][j] for r in rows], bone)
+            for live_name, faces, cache in zip(a["meshes"], a["faces"], a["caches"]):
+                name = live_name.replace(avatar, tag, 1)
+                mesh = bpy.data.meshes.new(name)
+                mesh.from_pydata([(0.0, 0.0, 0.0)] * cache.points, [], faces)
+                mesh.update()
+                obj = bpy.data.objects.new(name, mesh)
+                collection.objects.link(obj)
+                obj.parent = parent
+                modifier = obj.modifiers.new("clothcast take", "MESH_CACHE")
+                modifier.cache_format = "PC2"
+                # relative to the .blend file where it has one (the folder moves with it)
+                modifier.filepath = bpy.path.relpath(cache.path) if bpy.data.filepath else cache.path
+                modifier.frame_start = float(first)
+            last = max(last, first + len(rows) - 1)
+        scene.frame_end = last
+
+
+def key_transforms(action, path, first, matrices, group):
+    """Keys `path`location and `path`rotation_quaternion in `action` at every frame from
+    `first`, one matrix a frame (the quaternions kept on one side, so that no key
+    turns the long way to the next)."""
+    locations, rotations = [], []
+    previous = None
+    for m in matrices:
+        loc, rot, _ = m.decompose()
+        if previous is not None and previous.dot(rot) < 0:
+            rot.negate()
+        previous = rot
+        locations.append(loc)
+        rotations.append(rot)
+    n = len(matrices)
+    for prop, values, size in (("location", locations, 3), ("rotation_quaternion", rotations, 4)):
+        for i in range(size):
+            fc = action.fcurves.new(path + prop, index=i, action_group=group)
+            fc.keyframe_points.add(n)
+            co = []
+            for f, v in enumerate(values):
+                co += (first + f, v[i])
+            fc.keyframe_points.foreach_set("co", co)
+            fc.keyframe_points.foreach_set("interpolation", [LINEAR] * n)
+            fc.update()
+
+
+# the interpolation enum's value for LINEAR (keyframes are per frame: none between)
+LINEAR = 1
+
 # the running link (one per Blender session)
 _link = None
 
@@ -326,11 +566,14 @@ def start(url, token="", avatars="", module_dir="", armature=True):
 
 
 def stop():
-    """Stops the live link (its objects stay in the scene)."""
+    """Stops the live link (its objects stay in the scene); a take being recorded is
+    written first."""
     global _link
     if bpy.app.timers.is_registered(_tick):
         bpy.app.timers.unregister(_tick)
     if _link is not None:
+        if _link.take is not None:
+            _link.stop_recording()
         _link.close()
         _link = None
 
@@ -356,6 +599,12 @@ class LiveSettings(bpy.types.PropertyGroup):
     token: StringProperty(name="Token", default="", subtype="PASSWORD", description="Viewer token (empty: none)")
     avatars: StringProperty(name="Avatars", default="", description="Avatar ids to show, comma-separated (empty: all)")
     rate: FloatProperty(name="Updates/s", default=60.0, min=1.0, max=240.0, description="How often the scene is updated")
+    take_folder: StringProperty(
+        name="Takes",
+        subtype="DIR_PATH",
+        default="//clothcast takes",
+        description="Where recorded takes' point caches go (//: next to the .blend file)",
+    )
     armature: BoolProperty(
         name="Armature",
         default=True,
@@ -407,6 +656,39 @@ class Disconnect(bpy.types.Operator):
         return {"FINISHED"}
 
 
+class Record(bpy.types.Operator):
+    bl_idname = "clothcast.live_record"
+    bl_label = "Record"
+    bl_description = "Record what the link shows, from the current frame, as a keyed take"
+
+    def execute(self, context):
+        if _link is None:
+            self.report({"ERROR"}, "not connected")
+            return {"CANCELLED"}
+        try:
+            _link.start_recording(context.scene.clothcast_live.take_folder, context.scene)
+        except OSError as e:
+            self.report({"ERROR"}, f"the take's folder: {e}")
+            return {"CANCELLED"}
+        return {"FINISHED"}
+
+
+class StopRecording(bpy.types.Operator):
+    bl_idname = "clothcast.live_stop_recording"
+    bl_label = "Stop recording"
+    bl_description = "Write the take: keyed armatures and cached meshes in a new collection"
+
+    def execute(self, context):
+        if _link is None or _link.take is None:
+            return {"CANCELLED"}
+        take = _link.stop_recording(context.scene)
+        if take is None:
+            self.report({"WARNING"}, "nothing was recorded")
+        else:
+            self.report({"INFO"}, f"{take.collection.name}: {len(take.avatars)} avatars, caches in {take.folder}")
+        return {"FINISHED"}
+
+
 class Panel(bpy.types.Panel):
     bl_idname = "VIEW3D_PT_clothcast_live"
     bl_label = "clothcast live"
@@ -417,7 +699,7 @@ class Panel(bpy.types.Panel):
     def draw(self, context):
         s = context.scene.clothcast_live
         col = self.layout.column()
-        for p in ("url", "token", "avatars", "rate", "armature"):
+        for p in ("url", "token", "avatars", "rate", "armature", "take_folder"):
             col.prop(s, p)
         if _link is None:
             col.operator(Connect.bl_idname)
@@ -430,11 +712,17 @@ class Panel(bpy.types.Panel):
             col.label(text=f"connected, {len(_link.built)} avatars at {v.tick_hz:g} Hz", icon="LINKED")
             if _link.waiting:
                 col.label(text=f"{len(_link.waiting)} more wait for object mode", icon="INFO")
+            if _link.take is None:
+                col.operator(Record.bl_idname)
+            else:
+                col.operator(StopRecording.bl_idname)
+                frames = sum(len(a["rows"]) for a in _link.take.avatars.values())
+                col.label(text=f"recording take {_link.take.number}: {frames} avatar-frames", icon="REC")
         else:
             col.label(text=f"connecting… {v.error or ''}", icon="UNLINKED")
 
 
-CLASSES = (LiveSettings, Preferences, Connect, Disconnect, Panel)
+CLASSES = (LiveSettings, Preferences, Connect, Disconnect, Record, StopRecording, Panel)
 
 
 def register():

@@ -154,10 +154,61 @@ def take(live, ps, addr, armature, label):
                 heads = joints(bpy.data.objects[f"{a} armature"]) if armature else None
                 shots.append((a, seq, g, b, heads))
 
-    run_for(live, 3, snap)
+    # recorded in Blender meanwhile, as a take
+    link = live.link()
+    if "operator clothcast.live_record" not in panel(live):
+        fail(f"{label}: no Record in the panel: {panel(live)}")
+    link.start_recording(os.path.join(ps.dir, "blender takes"))
+    run_for(live, 1)
+    if "operator clothcast.live_stop_recording" not in panel(live):
+        fail(f"{label}: no Stop recording in the panel while recording: {panel(live)}")
+    run_for(live, 2, snap)
+    recording = link.stop_recording()
     recorder.wait(30)
     check_shots(label, shots, takes)
+    check_take(label, recording, takes, armature, ids)
     return player, ids
+
+
+def check_take(label, take, takes, armature, ids):
+    """The take Blender recorded: per avatar a parent (armature or empty) and its meshes
+    playing their caches; at frames across it, what Blender evaluates is the recorded
+    sample of the server frame the take says is there (check_shots). Then removes it."""
+    if take is None or sorted(take.avatars) != ids:
+        fail(f"{label}: the take has {sorted(take.avatars) if take else None}, expected {ids}")
+    n = take.number
+    scene = bpy.context.scene
+    shots = []
+    for a in ids:
+        held = take.frames(a)
+        frames = sorted(held)
+        # ~3 s at the scene's 24 fps
+        if len(frames) < 50 or frames != list(range(frames[0], frames[-1] + 1)):
+            fail(f"{label}: {a}'s take covers frames {frames[:3]}…{frames[-3:]} ({len(frames)})")
+        if scene.frame_end < frames[-1]:
+            fail(f"{label}: the scene ends at {scene.frame_end}, before the take's {frames[-1]}")
+        parent = bpy.data.objects[f"{a} take {n} {'armature' if armature else 'root'}"]
+        for f in frames[:: len(frames) // 5]:
+            scene.frame_set(f)
+            g = evaluated_world(bpy.data.objects[f"{a} take {n} garment"])
+            b = evaluated_world(bpy.data.objects[f"{a} take {n} body"])
+            shots.append((a, held[f], g, b, joints(parent) if armature else None))
+    check_shots(f"{label}, the take", shots, takes)
+    remove_take(take)
+
+
+def remove_take(take):
+    """Removes a take's objects, their data and actions."""
+    for obj in list(take.collection.objects):
+        data = obj.data
+        bpy.data.objects.remove(obj)
+        if isinstance(data, bpy.types.Mesh):
+            bpy.data.meshes.remove(data)
+        elif isinstance(data, bpy.types.Armature):
+            bpy.data.armatures.remove(data)
+    bpy.data.collections.remove(take.collection)
+    for action in list(bpy.data.actions):
+        bpy.data.actions.remove(action)
 
 
 def main():
@@ -198,7 +249,10 @@ def main():
         run_for(live, 0.5)
         if bpy.data.objects.get(f"{ids[0]} garment") is None:
             fail("a deleted garment object was not made again")
-        # the publisher stops: the server removes its avatars, and so does the link
+        # the publisher stops: the server removes its avatars, and so does the link; a
+        # take recorded meanwhile keeps their armatures
+        live.link().start_recording(os.path.join(ps.dir, "blender takes"))
+        run_for(live, 0.5)
         player.kill()
         collection = bpy.data.collections.get(live.COLLECTION)
         deadline = time.time() + 30
@@ -207,6 +261,14 @@ def main():
             time.sleep(0.05)
         if collection.objects:
             fail(f"objects left after the avatars left: {[o.name for o in collection.objects]}")
+        left = live.link().stop_recording()
+        for a in ids:
+            rig = bpy.data.objects.get(f"{a} take {left.number} armature")
+            curves = rig.animation_data.action.fcurves if rig is not None and rig.animation_data else []
+            if rig is None or rig.type != "ARMATURE" or len(rig.data.bones) != 22 or len(curves) != 7 * 23:
+                fail(f"the take of avatars that left: {a}'s armature {rig} with {len(curves)} curves")
+        print(f"a take whose avatars left before it ended kept their armatures ({left.collection.name})")
+        remove_take(left)
         if bpy.data.meshes or bpy.data.armatures:
             fail(f"data left: {[m.name for m in bpy.data.meshes]} {[a.name for a in bpy.data.armatures]}")
         print("avatars that left were removed with their meshes and armatures")
@@ -257,6 +319,14 @@ def main():
             time.sleep(0.05)
         if not live.link().viewer.connected:
             fail(f"Connect's link did not connect: {live.link().viewer.error}")
+        # the panel's Record and Stop recording (no avatars streaming: nothing to write)
+        settings.take_folder = os.path.join(ps.dir, "panel takes")
+        if bpy.ops.clothcast.live_record() != {"FINISHED"} or live.link().take is None:
+            fail("Record did not start a take")
+        if not os.path.isdir(settings.take_folder):
+            fail("Record did not make the take's folder")
+        if bpy.ops.clothcast.live_stop_recording() != {"FINISHED"} or live.link().take is not None:
+            fail("Stop recording did not end the take")
         bpy.ops.clothcast.live_disconnect()
         if live.link() is not None or bpy.app.timers.is_registered(live._tick):
             fail("Disconnect left the link running")
