@@ -5,14 +5,22 @@
 # Node tests that check clothcast's
 # output with the Khronos glTF validator and render it in headless Chromium, and the
 # end-to-end streaming test (server, BVH publisher, the viewer page and the three.js
-# example in headless Chromium). The Rust code is checked against rustfmt first (where
-# the toolchain has it), so that formatting drift fails here and not in a later diff.
+# example in headless Chromium). The Rust code is checked against rustfmt and clippy
+# first (where the toolchain has them), so that formatting and lint drift fail here and
+# not in a later diff.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all --check
 else
   echo "rustfmt is not installed: formatting not checked (rustup component add rustfmt)" >&2
+fi
+# clippy's lints on both crates of the workspace, warnings as errors (where the
+# toolchain has clippy), so that lint drift fails here too
+if cargo clippy --version >/dev/null 2>&1; then
+  cargo clippy --all-targets --workspace --quiet -- -D warnings
+else
+  echo "clippy is not installed: lints not checked (rustup component add clippy)" >&2
 fi
 cargo build --bins
 cargo test --all-targets
