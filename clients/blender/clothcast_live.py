@@ -365,25 +365,31 @@ PC2_HEADER = struct.Struct("<12siiffi")
 
 class Cache:
     """A PC2 point cache written a sample at a time; its header's sample count is
-    rewritten with each, so that the file reads whole even if Blender stops mid-take."""
+    rewritten with each, so that the file reads whole even if Blender stops mid-take.
+    Written with positioned writes on an unbuffered file: two system calls a sample."""
 
     def __init__(self, path, points, start):
         self.path = path
         self.points = points
         self.start = start
         self.samples = 0
-        self.file = open(path, "wb+")
+        self.file = open(path, "w+b", buffering=0)
         self.file.write(PC2_HEADER.pack(b"POINTCACHE2\0", 1, points, float(start), 1.0, 0))
 
     def put(self, index, sample):
         """Writes `sample` (3 × points float32, as bytes) as sample `index` (at most
         one past the last: the last is overwritten, or one added)."""
-        self.file.seek(PC2_HEADER.size + index * 12 * self.points)
-        self.file.write(sample)
+        fd = self.file.fileno()
+        os.pwrite(fd, sample, PC2_HEADER.size + index * 12 * self.points)
         if index == self.samples:
             self.samples += 1
-            self.file.seek(PC2_HEADER.size - 4)
-            self.file.write(struct.pack("<i", self.samples))
+            os.pwrite(fd, struct.pack("<i", self.samples), PC2_HEADER.size - 4)
+
+    def hold(self):
+        """Writes the last sample again as the next (a frame the link missed)."""
+        size = 12 * self.points
+        last = os.pread(self.file.fileno(), size, PC2_HEADER.size + (self.samples - 1) * size)
+        self.put(self.samples, last)
 
     def close(self):
         self.file.close()
@@ -405,8 +411,7 @@ class Take:
         os.makedirs(folder, exist_ok=True)
         self.folder = folder
         # avatar -> {"armature", "assets", "meshes" (live names), "faces", "caches", "first",
-        #            "rows": [(seq, matrix, bases) per scene frame from "first"],
-        #            "last": the last positions}
+        #            "rows": [(seq, matrix, bases) per scene frame from "first"]}
         self.avatars = {}
         # frames not kept: another outfit than the avatar's first in the take
         self.skipped = 0
@@ -438,7 +443,6 @@ class Take:
                 ],
                 "first": at,
                 "rows": [],
-                "last": None,
             }
         if a["assets"] != frame["assets"] or any(n not in _buffers for n in a["meshes"]):
             self.skipped += 1
@@ -450,8 +454,8 @@ class Take:
         positions = [_buffers[n] for n in a["meshes"]]
         # frames the link missed hold the one before
         while len(rows) < index:
-            for c, p in zip(a["caches"], a["last"]):
-                c.put(len(rows), p)
+            for c in a["caches"]:
+                c.hold()
             rows.append(rows[-1])
         for c, p in zip(a["caches"], positions):
             c.put(index, p)
@@ -460,7 +464,6 @@ class Take:
             rows[index] = row  # a later frame of the same scene frame
         else:
             rows.append(row)
-        a["last"] = [bytes(p) for p in positions]
 
     def frames(self, avatar):
         """{scene frame: seq} of `avatar` in the take."""
