@@ -10,17 +10,18 @@
 # that leaves is removed.
 #
 # Record (in the panel, while connected) keeps what the link shows from the current
-# frame on; Stop writes it as a take: a collection "clothcast take N" with, per avatar,
-# an armature (or, without armatures, an empty) keyed at every scene frame, and its body
-# and garments as meshes whose Mesh Cache modifiers play PC2 caches written to the take
-# folder (default: "clothcast takes" next to the .blend file). A scene frame gets the
-# last frame the server made by its time (a frame the link missed holds the one
-# before). `clothcast watch --record` and clothcast_import.py do the same outside
-# Blender.
+# frame on, the meshes' PC2 caches written into the take folder as it goes (default:
+# "clothcast takes" next to the .blend file); Stop makes it a take: a collection
+# "clothcast take N" with, per avatar, a copy of its armature (or, without armatures,
+# an empty) keyed at every scene frame, and its body and garments as meshes whose Mesh
+# Cache modifiers play those caches. A scene frame gets the last frame the server made
+# by its time (a frame the link missed holds the one before). `clothcast watch
+# --record` and clothcast_import.py do the same outside Blender.
 #
-# It needs clothcast's Python module (`clothcast.so`, built from clients/python: see
-# its README), importable by Blender's Python: put it next to this file in Blender's
-# add-ons folder, or name its folder in the add-on's preferences. Install this file
+# It needs clothcast's Python module (`pip install ./clients/python` into Blender's
+# Python, or `clothcast.so` built by clients/python/build.sh: see its README),
+# importable by Blender's Python: installed, or next to this file in Blender's add-ons
+# folder, or in a folder named in the add-on's preferences. Install this file
 # with Edit > Preferences > Add-ons > Install... (Blender 4.2+; Python 3.11+).
 #
 # Frames: the server's garments and bodies are in each avatar's canonical frame
