@@ -34,6 +34,7 @@ import os
 import struct
 import sys
 import tempfile
+from array import array
 
 import bpy
 from bpy.props import BoolProperty, FloatProperty, StringProperty
@@ -398,10 +399,11 @@ class Cache:
 
 class Take:
     """What the link shows while recording, per avatar and scene frame from its first:
-    the server's frame shown there (its `seq`), the parent's matrix (armature or
-    empty), the bones' bases, and each mesh's positions (garments inner to outer, then
-    the body) written to a PC2 cache in `folder` as they come. A scene frame holds the
-    last frame the server made by its time; one the link missed, the frame before."""
+    the server's frame shown there (its `seq`); the parent's (armature or empty) and
+    each bone's location and rotation, the channels its keys will have; and each mesh's
+    positions (garments inner to outer, then the body) written to a PC2 cache in
+    `folder` as they come. A scene frame holds the last frame the server made by its
+    time; one the link missed, the frame before."""
 
     def __init__(self, number, fps, start, folder):
         self.number = number
@@ -412,7 +414,9 @@ class Take:
         os.makedirs(folder, exist_ok=True)
         self.folder = folder
         # avatar -> {"armature", "assets", "meshes" (live names), "faces", "caches", "first",
-        #            "rows": [(seq, matrix, bases) per scene frame from "first"]}
+        #            "seqs" (per scene frame from "first"), "channels" (7 a transform:
+        #            location x, y, z, rotation w, x, y, z), "turns" (each transform's
+        #            last rotation)}
         self.avatars = {}
         # frames not kept: another outfit than the avatar's first in the take
         self.skipped = 0
@@ -443,33 +447,42 @@ class Take:
                     for n in meshes
                 ],
                 "first": at,
-                "rows": [],
+                "seqs": [],
+                "channels": [array("f") for _ in range(7 * (1 + (0 if bases is None else len(bases))))],
+                "turns": [None] * (1 + (0 if bases is None else len(bases))),
             }
         if a["assets"] != frame["assets"] or any(n not in _buffers for n in a["meshes"]):
             self.skipped += 1
             return
         index = at - a["first"]
-        rows = a["rows"]
-        if index < len(rows) - 1:
+        seqs, channels = a["seqs"], a["channels"]
+        if index < len(seqs) - 1:
             return  # older than the frame the take holds (not from a sound server)
         positions = [_buffers[n] for n in a["meshes"]]
         # frames the link missed hold the one before
-        while len(rows) < index:
+        while len(seqs) < index:
             for c in a["caches"]:
                 c.hold()
-            rows.append(rows[-1])
+            for ch in channels:
+                ch.append(ch[-1])
+            seqs.append(seqs[-1])
         for c, p in zip(a["caches"], positions):
             c.put(index, p)
-        row = (frame["seq"], matrix.copy(), None if bases is None else [b.copy() for b in bases])
-        if index < len(rows):
-            rows[index] = row  # a later frame of the same scene frame
+        values = transform_channels([matrix] + list(bases or ())[: len(a["turns"]) - 1], a["turns"])
+        if index < len(seqs):
+            # a later frame of the same scene frame
+            seqs[index] = frame["seq"]
+            for ch, v in zip(channels, values):
+                ch[index] = v
         else:
-            rows.append(row)
+            seqs.append(frame["seq"])
+            for ch, v in zip(channels, values):
+                ch.append(v)
 
     def frames(self, avatar):
         """{scene frame: seq} of `avatar` in the take."""
         a = self.avatars[avatar]
-        return {a["first"] + i: row[0] for i, row in enumerate(a["rows"])}
+        return {a["first"] + i: seq for i, seq in enumerate(a["seqs"])}
 
     def write(self, scene):
         """Closes the caches and makes the take's objects in a new collection
@@ -483,8 +496,8 @@ class Take:
         for avatar, a in sorted(self.avatars.items()):
             for c in a["caches"]:
                 c.close()
-            rows, first = a["rows"], a["first"]
-            if not rows:
+            seqs, first = a["seqs"], a["first"]
+            if not seqs:
                 continue
             tag = f"{avatar} take {self.number}"
             armature = a["armature"]
@@ -498,10 +511,13 @@ class Take:
             parent.rotation_mode = "QUATERNION"
             action = bpy.data.actions.new(tag)
             parent.animation_data_create().action = action
-            key_transforms(action, "", first, [r[1] for r in rows], "Object")
-            if armature is not None:
-                for j, bone in enumerate(armature[1]):
-                    key_transforms(action, f'pose.bones["{bone}"].', first, [r[2][j] for r in rows], bone)
+            owners = [("", "Object")] + [(f'pose.bones["{b}"].', b) for b in (armature[1] if armature else ())]
+            frames = array("f", range(first, first + len(seqs)))
+            for k, channel in enumerate(a["channels"][: 7 * len(owners)]):
+                path, group = owners[k // 7]
+                c = k % 7
+                prop, i = ("location", c) if c < 3 else ("rotation_quaternion", c - 3)
+                key(action, path + prop, i, group, frames, channel)
             for live_name, faces, cache in zip(a["meshes"], a["faces"], a["caches"]):
                 name = live_name.replace(avatar, tag, 1)
                 mesh = bpy.data.meshes.new(name)
@@ -515,34 +531,36 @@ class Take:
                 # relative to the .blend file where it has one (the folder moves with it)
                 modifier.filepath = bpy.path.relpath(cache.path) if bpy.data.filepath else cache.path
                 modifier.frame_start = float(first)
-            last = max(last, first + len(rows) - 1)
+            last = max(last, first + len(seqs) - 1)
         scene.frame_end = last
 
 
-def key_transforms(action, path, first, matrices, group):
-    """Keys `path`location and `path`rotation_quaternion in `action` at every frame from
-    `first`, one matrix a frame (the quaternions kept on one side, so that no key
-    turns the long way to the next)."""
-    locations, rotations = [], []
-    previous = None
-    for m in matrices:
+def transform_channels(matrices, turns):
+    """The key values of each matrix: location x, y, z, then rotation w, x, y, z (each
+    rotation kept on the side of `turns`' last one for it, so that no key turns the
+    long way to the next; `turns` updated)."""
+    out = []
+    for j, m in enumerate(matrices):
         loc, rot, _ = m.decompose()
-        if previous is not None and previous.dot(rot) < 0:
+        if turns[j] is not None and turns[j].dot(rot) < 0:
             rot.negate()
-        previous = rot
-        locations.append(loc)
-        rotations.append(rot)
-    n = len(matrices)
-    for prop, values, size in (("location", locations, 3), ("rotation_quaternion", rotations, 4)):
-        for i in range(size):
-            fc = action.fcurves.new(path + prop, index=i, action_group=group)
-            fc.keyframe_points.add(n)
-            co = []
-            for f, v in enumerate(values):
-                co += (first + f, v[i])
-            fc.keyframe_points.foreach_set("co", co)
-            fc.keyframe_points.foreach_set("interpolation", [LINEAR] * n)
-            fc.update()
+        turns[j] = rot
+        out += (loc.x, loc.y, loc.z, rot.w, rot.x, rot.y, rot.z)
+    return out
+
+
+def key(action, path, index, group, frames, values):
+    """An F-curve of `action` for `path`[`index`] with a linear key at each of
+    `frames` (float32 array) of `values`, set in bulk."""
+    n = len(frames)
+    fc = action.fcurves.new(path, index=index, action_group=group)
+    fc.keyframe_points.add(n)
+    co = array("f", bytes(8 * n))
+    co[0::2] = frames
+    co[1::2] = values
+    fc.keyframe_points.foreach_set("co", co)
+    fc.keyframe_points.foreach_set("interpolation", [LINEAR] * n)
+    fc.update()
 
 
 # the interpolation enum's value for LINEAR (keyframes are per frame: none between)
@@ -720,7 +738,7 @@ class Panel(bpy.types.Panel):
                 col.operator(Record.bl_idname)
             else:
                 col.operator(StopRecording.bl_idname)
-                frames = sum(len(a["rows"]) for a in _link.take.avatars.values())
+                frames = sum(len(a["seqs"]) for a in _link.take.avatars.values())
                 col.label(text=f"recording take {_link.take.number}: {frames} avatar-frames", icon="REC")
         else:
             col.label(text=f"connecting… {v.error or ''}", icon="UNLINKED")
