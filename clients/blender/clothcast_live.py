@@ -413,7 +413,7 @@ class Take:
         self.t0 = None
         os.makedirs(folder, exist_ok=True)
         self.folder = folder
-        # avatar -> {"armature", "assets", "meshes" (live names), "faces", "caches", "first",
+        # avatar -> {"armature", "assets", "meshes" (live names), "data", "caches", "first",
         #            "seqs" (per scene frame from "first"), "channels" (7 a transform:
         #            location x, y, z, rotation w, x, y, z), "turns" (each transform's
         #            last rotation)}
@@ -441,7 +441,8 @@ class Take:
                     armature[0].data.copy(), [pb.name for pb in armature[1]]),
                 "assets": list(frame["assets"]),
                 "meshes": meshes,
-                "faces": [[p.vertices[:] for p in bpy.data.objects[n].data.polygons] for n in meshes],
+                # the meshes (topology) copied now, for the same reason
+                "data": [bpy.data.objects[n].data.copy() for n in meshes],
                 "caches": [
                     Cache(os.path.join(self.folder, f"{n.replace(avatar, tag, 1)}.pc2"), len(_buffers[n]) // 3, at)
                     for n in meshes
@@ -518,11 +519,9 @@ class Take:
                 c = k % 7
                 prop, i = ("location", c) if c < 3 else ("rotation_quaternion", c - 3)
                 key(action, path + prop, i, group, frames, channel)
-            for live_name, faces, cache in zip(a["meshes"], a["faces"], a["caches"]):
+            for live_name, mesh, cache in zip(a["meshes"], a["data"], a["caches"]):
                 name = live_name.replace(avatar, tag, 1)
-                mesh = bpy.data.meshes.new(name)
-                mesh.from_pydata([(0.0, 0.0, 0.0)] * cache.points, [], faces)
-                mesh.update()
+                mesh.name = name
                 obj = bpy.data.objects.new(name, mesh)
                 collection.objects.link(obj)
                 obj.parent = parent
