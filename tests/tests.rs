@@ -3,6 +3,7 @@
 mod cli;
 mod clients;
 mod frames;
+mod hostile_server;
 mod limits;
 mod load;
 mod outfit;

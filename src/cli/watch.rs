@@ -290,6 +290,11 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
             }
             let applied = match m {
                 Ok(Ok(m)) => viewer.apply(m),
+                // a message that does not parse: said and skipped, the link kept
+                Ok(Err(e @ (ClientError::Protocol(_) | ClientError::Stream(_)))) => {
+                    eprintln!("{}: {e}; skipped", a.url);
+                    Ok(None)
+                }
                 Ok(Err(e)) => break e,
                 Err(_) => Ok(None),
             };
@@ -306,6 +311,17 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
                 // its garment holds its last frame until the keyframe asked for below
                 Err(e @ ClientError::Frame { .. }) => {
                     eprintln!("{}: {e}; asking for a keyframe", a.url)
+                }
+                // its subscription refused: nothing will come
+                Err(e @ ClientError::Refused { .. }) if matches!(&e, ClientError::Refused { code, .. } if code == "bad_subscription") =>
+                {
+                    return Err(e.into());
+                }
+                // an asset or frame that cannot be used, another error the server
+                // reports (a refusal that ends the link comes with its close code):
+                // said and skipped, the other avatars stream on
+                Err(e @ (ClientError::Stream(_) | ClientError::Refused { .. })) => {
+                    eprintln!("{}: {e}; skipped", a.url)
                 }
                 Err(e) => return Err(e.into()),
             }
