@@ -188,8 +188,7 @@ class Link:
             show(f"{avatar} body", matrix, lambda out: self.viewer.body(avatar, out))
             self.shown[avatar] = frame["seq"]
             if self.take is not None:
-                armature = (bpy.data.objects.get(f"{avatar} armature"), rig[0]) if rig is not None else None
-                self.take.add(avatar, frame, placed, bases, meshes + [f"{avatar} body"], armature)
+                self.take.add(avatar, frame, placed, bases, meshes + [f"{avatar} body"], rig)
         return updated
 
     def start_recording(self, folder="//clothcast takes", scene=None):
@@ -422,9 +421,9 @@ class Take:
         self.skipped = 0
         self.collection = None
 
-    def add(self, avatar, frame, matrix, bases, meshes, armature=None):
+    def add(self, avatar, frame, matrix, bases, meshes, rig=None):
         """Keeps what the link just showed of `avatar` (`meshes`: its objects' names;
-        `armature`: its armature object and pose bones, when it has one)."""
+        `rig`: its armature's, when it has one, see rig_of)."""
         t = frame["timestamp"]
         if self.t0 is None:
             self.t0 = t
@@ -433,12 +432,13 @@ class Take:
         if a is None:
             # (an asset without a usable body has no body object)
             meshes = [n for n in meshes if n in _buffers and bpy.data.objects.get(n) is not None]
+            live = bpy.data.objects.get(f"{avatar} armature")
             tag = f"{avatar} take {self.number}"
             a = self.avatars[avatar] = {
                 # the skeleton at rest and the bones' names, kept now: the live armature
                 # goes when the avatar leaves, maybe before the take ends
-                "armature": None if armature is None or armature[0] is None or bases is None else (
-                    armature[0].data.copy(), [pb.name for pb in armature[1]]),
+                "armature": None if rig is None or bases is None or live is None else (
+                    live.data.copy(), [pb.name for pb in rig[0]]),
                 "assets": list(frame["assets"]),
                 "meshes": meshes,
                 # the meshes (topology) copied now, for the same reason

@@ -313,7 +313,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
                     eprintln!("{}: {e}; asking for a keyframe", a.url)
                 }
                 // its subscription refused: nothing will come
-                Err(e @ ClientError::Refused { .. }) if matches!(&e, ClientError::Refused { code, .. } if code == "bad_subscription") =>
+                Err(e) if matches!(&e, ClientError::Refused { code, .. } if code == "bad_subscription") =>
                 {
                     return Err(e.into());
                 }

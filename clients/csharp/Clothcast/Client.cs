@@ -151,8 +151,8 @@ namespace Clothcast
     {
         public const int ProtocolVersion = 1;
         static readonly TimeSpan RetryFirst = TimeSpan.FromMilliseconds(500), RetryMax = TimeSpan.FromSeconds(10);
-        /// <summary>A monotonic clock for the watchdog (Environment.TickCount wraps).</summary>
-        static readonly System.Diagnostics.Stopwatch Clock = System.Diagnostics.Stopwatch.StartNew();
+        /// <summary>The watchdog's monotonic clock: the session's (resync timing).</summary>
+        static System.Diagnostics.Stopwatch Clock { get { return Session.Clock; } }
 
         readonly Uri url;
         readonly ClientOptions options;
