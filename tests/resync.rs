@@ -15,7 +15,7 @@ use super::server::{
 
 /// The next `frame` message of `avatar` on `c`, not applied (the messages before it
 /// are).
-async fn next_frame(c: &mut Client, viewer: &mut Viewer, avatar: &str) -> FrameMessage {
+pub(super) async fn next_frame(c: &mut Client, viewer: &mut Viewer, avatar: &str) -> FrameMessage {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let m = tokio::time::timeout_at(deadline, c.next())
@@ -31,7 +31,7 @@ async fn next_frame(c: &mut Client, viewer: &mut Viewer, avatar: &str) -> FrameM
     }
 }
 
-fn kind(f: &FrameMessage) -> FrameKind {
+pub(super) fn kind(f: &FrameMessage) -> FrameKind {
     FrameHeader::parse(&f.garment).expect("a codec frame").kind
 }
 
@@ -62,14 +62,14 @@ async fn stays_out_of_step(
 
 /// Alice's garment by frame number, as a viewer that decodes every frame (in a task of
 /// its own) saw it.
-struct Reference {
+pub(super) struct Reference {
     seen: tokio::sync::mpsc::UnboundedReceiver<(u32, Vec<f32>)>,
     by_seq: HashMap<u32, Vec<f32>>,
-    task: tokio::task::JoinHandle<()>,
+    pub(super) task: tokio::task::JoinHandle<()>,
 }
 
 impl Reference {
-    async fn start(url: &str) -> Self {
+    pub(super) async fn start(url: &str) -> Self {
         let mut c = connect_viewer(url).await;
         let (tx, seen) = tokio::sync::mpsc::unbounded_channel();
         let task = tokio::spawn(async move {
@@ -94,7 +94,7 @@ impl Reference {
     }
 
     /// Alice's garment at frame `seq` (waiting up to 5 s for the reference to read it).
-    async fn garment(&mut self, seq: u32) -> &[f32] {
+    pub(super) async fn garment(&mut self, seq: u32) -> &[f32] {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while !self.by_seq.contains_key(&seq) {
             match tokio::time::timeout_at(deadline, self.seen.recv()).await {

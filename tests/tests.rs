@@ -4,6 +4,7 @@ mod cli;
 mod clients;
 mod frames;
 mod hostile_server;
+mod idle;
 mod limits;
 mod load;
 mod outfit;

@@ -291,6 +291,8 @@ pub struct Engine {
     gone: Vec<String>,
     tick: u64,
     last_time: Option<f64>,
+    /// [`Engine::request_idle_keyframes`] was called since the last tick.
+    key_idle: bool,
     /// Slotted calls ([`Schedule::Slot`]): the slots of the current tick period, the
     /// count asked for from the next period on ([`Engine::set_tick_slots`]), the
     /// current period's index and how many of its slots have run.
@@ -356,6 +358,7 @@ impl Engine {
                 done: 0,
             },
             last_time: None,
+            key_idle: false,
         })
     }
 
@@ -546,10 +549,22 @@ impl Engine {
     }
 
     /// Asks for a keyframe of `avatar` in the next tick (a viewer joined or fell behind).
+    /// An idle avatar (no pose for `idle_timeout`) streams no frames, but one asked for
+    /// a keyframe makes one frame of its last garment: the keyframe for whoever asked,
+    /// and a delta (no motion) for the viewers in step. So a viewer that joins, or
+    /// falls out of step, while a performer is quiet still sees that avatar where it
+    /// stands, as the viewers before it do.
     pub fn request_keyframe(&mut self, avatar: &str) {
         if let Some(a) = self.avatars.get_mut(avatar) {
             a.want_key = true;
         }
+    }
+
+    /// Asks for a keyframe of every avatar that is idle at the next tick (a viewer
+    /// subscribed to all avatars: those streaming get it their keyframe anyway, when it
+    /// sees their next frame; see [`Engine::request_keyframe`]).
+    pub fn request_idle_keyframes(&mut self) {
+        self.key_idle = true;
     }
 
     /// A synthesizer for this engine's database (made once by the tick loop and passed
@@ -655,13 +670,19 @@ impl Engine {
             keep
         });
         let idle = self.config.idle_timeout;
+        let key_idle = std::mem::replace(&mut self.key_idle, false);
         let mut live: Vec<(&String, &mut Avatar)> = Vec::new();
         for (id, a) in self.avatars.iter_mut() {
             // handed over since the last call (not judged by its receive time: a pose
             // received just before the last call may have reached the engine after it)
             let arrived = std::mem::replace(&mut a.arrived, false);
-            if now - a.received_at > idle {
-                continue;
+            let quiet = now - a.received_at > idle;
+            if quiet {
+                // idle: no frames, but a keyframe when asked (see `request_keyframe`)
+                a.want_key |= key_idle;
+                if !a.want_key {
+                    continue;
+                }
             }
             if !watched(id) {
                 a.paused = true;
@@ -671,8 +692,8 @@ impl Engine {
             if slotted {
                 // once per tick period: in the first slot after a pose arrives, else
                 // in the period's last slot
-                let due =
-                    a.framed_period != Some(period_index) && (arrived || a.paused || last_slot);
+                let due = a.framed_period != Some(period_index)
+                    && (arrived || a.paused || last_slot || quiet);
                 if !due {
                     continue;
                 }

@@ -760,6 +760,7 @@ fn restarted_on_keyframe<'a>(out: &'a TickOutput, avatar: &str) -> &'a Bytes {
 }
 
 mod arms;
+mod idle;
 mod outfit;
 mod schedule;
 

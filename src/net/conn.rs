@@ -665,6 +665,15 @@ async fn session(
                         // frames it did not want are not counted as dropped
                         synced.retain(|a| sub.wants(a));
                         sent_seq.retain(|a, _| sub.wants(a));
+                        // keyframes of the avatars it lacks: those streaming would show
+                        // it by their next frame, the idle ones by none (a performer who
+                        // is quiet stays where the other viewers see them)
+                        if let Ok(mut inbox) = s.inbox.lock() {
+                            match sub.named() {
+                                Some(named) => inbox.keyframes.extend(named.filter(|a| !synced.contains(*a)).cloned()),
+                                None => inbox.idle_keyframes = true,
+                            }
+                        }
                         subscription = Some(sub);
                     }
                     Some(Ok(ClientMessage::Resync(ResyncMessage { avatars }))) if viewer => {
@@ -679,6 +688,11 @@ async fn session(
                             if synced.remove(a) {
                                 m.resyncs.fetch_add(1, Ordering::Relaxed);
                             }
+                        }
+                        // asked of the engine now (an idle avatar sends no frame that
+                        // would ask it)
+                        if let Ok(mut inbox) = s.inbox.lock() {
+                            inbox.keyframes.extend(avatars.into_iter().filter(|a| subscription.as_ref().is_some_and(|sub| sub.wants(a))));
                         }
                     }
                     Some(Ok(ClientMessage::Ping)) => {

@@ -285,7 +285,12 @@ struct Inbox {
     poses: HashMap<String, (Pose, f64, f64)>,
     /// Poses received per avatar since the last tick (the input rate).
     arrivals: HashMap<String, u32>,
+    /// Avatars some viewer needs a keyframe of (it joined, or fell out of step).
     keyframes: HashSet<String>,
+    /// A viewer subscribed to every avatar: the idle ones, which send no frame that
+    /// would show it lacks them, make a keyframe each (see
+    /// [`crate::engine::Engine::request_idle_keyframes`]).
+    idle_keyframes: bool,
     /// Garment choices (avatar → outfit, garment names inner to outer, validated),
     /// kept until the avatar exists.
     wear: HashMap<String, Vec<String>>,

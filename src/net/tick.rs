@@ -57,11 +57,12 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
         // one's end)
         let groups = shared.config.send_groups.max(1).div_ceil(slots as usize);
         let now = shared.start.elapsed().as_secs_f64();
-        let (poses, keys, arrivals) = match shared.inbox.lock() {
+        let (poses, keys, arrivals, idle_keys) = match shared.inbox.lock() {
             Ok(mut inbox) => (
                 std::mem::take(&mut inbox.poses),
                 std::mem::take(&mut inbox.keyframes),
                 std::mem::take(&mut inbox.arrivals),
+                std::mem::take(&mut inbox.idle_keyframes),
             ),
             Err(_) => break,
         };
@@ -146,6 +147,9 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
         }
         for avatar in keys {
             engine.request_keyframe(&avatar);
+        }
+        if idle_keys {
+            engine.request_idle_keyframes();
         }
         // only avatars some viewer is subscribed to are synthesised and encoded; the
         // others keep their latest pose and restart with a keyframe when watched

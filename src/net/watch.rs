@@ -118,6 +118,12 @@ impl Subscription {
         }
     }
 
+    /// The avatars it names and wants (`None`: it subscribed to all, or all of a shard).
+    pub(super) fn named(&self) -> Option<impl Iterator<Item = &String>> {
+        let set = self.avatars.as_ref()?;
+        Some(set.iter().filter(|a| self.wants(a)))
+    }
+
     pub(super) fn wants(&self, avatar: &str) -> bool {
         self.avatars.as_ref().is_none_or(|set| set.contains(avatar))
             && self

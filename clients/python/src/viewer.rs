@@ -513,7 +513,8 @@ impl Link {
         // a new connection starts every stream again from a keyframe
         decoding.restart();
         // the avatars held from the last connection: those that send no frame within
-        // STALE_AFTER left while the link was down (no `gone` came for them)
+        // STALE_AFTER left while the link was down (no `gone` came for them; one that
+        // is idle, its performer quiet, still sends a keyframe to a new subscriber)
         let mut stale: BTreeSet<String> = {
             let mut s = lock(&self.state);
             s.connected = true;
