@@ -4,7 +4,7 @@
 # tests/fixtures/codec/v5 (the files the Rust and JavaScript decoders are tested on),
 # MessagePack, and the client against a real `clothcast serve` + `clothcast play`
 # (CLOTHCAST_BIN, default target/debug/clothcast; build it first). Needs `mcs` and
-# `mono` (Debian: mono-mcs mono-runtime). Usage: clients/csharp/test.sh [NAME-FILTER]
+# `mono` (Debian: mono-mcs mono-runtime ca-certificates-mono). Usage: clients/csharp/test.sh [NAME-FILTER]
 set -euo pipefail
 cd "$(dirname "$0")"
 mkdir -p build
@@ -17,4 +17,10 @@ done
 # no Unity here)
 mcs -langversion:7.2 -warnaserror+ -target:library -out:build/UnityEngine.dll tests/unity-api/UnityEngine.cs
 mcs -langversion:7.2 -warnaserror+ -target:library -r:build/Clothcast.dll -r:build/UnityEngine.dll -out:build/ClothcastStream.dll unity/ClothcastStream.cs
-exec mono --debug build/Tests.exe "$@"
+# the test CA in a Mono trust store of this run's own (Mono reads its user store from
+# XDG_CONFIG_HOME/.mono), for the wss test: not the user's store. cert-sync: Debian's
+# ca-certificates-mono
+store=$(mktemp -d)
+trap 'rm -rf "$store"' EXIT
+XDG_CONFIG_HOME=$store cert-sync --quiet --user ../../tests/fixtures/tls/ca.pem
+XDG_CONFIG_HOME=$store mono --debug build/Tests.exe "$@"
