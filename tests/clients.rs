@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use clothcast::client::{Client, ClientError, Viewer};
 use clothcast::net::{ServerConfig, start};
-use clothcast::protocol::{FrameMessage, HelloMessage, Role};
+use clothcast::protocol::{ClientMessage, FrameMessage, HelloMessage, Role, ServerMessage};
 use clothcast::skeleton::{JOINT_COUNT, JointId, Pose, Skeleton};
 use glam::Vec3;
 
@@ -345,10 +345,22 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
         .await
         .expect("the viewer is welcomed");
     viewer.close().await;
-    // and a publisher that vanishes without a goodbye
-    let publisher = Client::connect(&url, Role::Publisher, Some("pub-7f3k".into()))
+    // and a publisher that sends 20 poses the server refuses (an unknown profile),
+    // then vanishes without a goodbye
+    let mut publisher = Client::connect(&url, Role::Publisher, Some("pub-7f3k".into()))
         .await
         .expect("the publisher is welcomed");
+    for i in 0..20 {
+        let mut pose = super::server::arm_pose("alice", 0.3, f64::from(i));
+        if let ClientMessage::Pose(p) = &mut pose {
+            p.profile = "kinect-v9".into();
+        }
+        publisher.send(&pose).await.expect("sends");
+        match tokio::time::timeout(Duration::from_secs(10), publisher.next()).await {
+            Ok(Ok(ServerMessage::Error { .. })) => {}
+            other => panic!("expected an error reply, got {other:?}"),
+        }
+    }
     drop(publisher);
     tokio::time::sleep(Duration::from_millis(300)).await;
     server.kill().expect("stops the server");
@@ -384,8 +396,21 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
     );
     line(
         "disconnected",
-        &["role=Publisher", "the peer left without a close"],
+        &[
+            "role=Publisher",
+            "the peer left without a close (20 of its messages refused)",
+        ],
     );
+    // the refusals, as the publisher was told them: the 1st to 4th, 8th and 16th
+    let refusals: Vec<&str> = log.lines().filter(|l| l.contains(" refused ")).collect();
+    assert_eq!(refusals.len(), 6, "{log}");
+    for (l, n) in refusals.iter().zip([1, 2, 3, 4, 8, 16]) {
+        assert!(
+            l.contains("code=bad_pose why=unknown profile \"kinect-v9\"")
+                && l.ends_with(&format!("refused={n}")),
+            "{l}"
+        );
+    }
 }
 
 /// `clothcast play --kinect` stands in for a Kinect bridge: the clip's bodies, sent as

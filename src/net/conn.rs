@@ -156,6 +156,10 @@ struct Out {
     /// `gone`, `pong`) go as JSON text too, so that a client that speaks only JSON can read
     /// them. `asset` and `frame`, which carry binary payloads, stay MessagePack.
     json: bool,
+    /// Who it is, for the log.
+    peer: Peer,
+    /// `error` replies sent (a refused message each; the close's own not counted).
+    refused: u64,
 }
 
 /// How a write of [`Out`] ended.
@@ -224,6 +228,18 @@ impl Out {
     /// that cannot be encoded (a bug of ours) is logged and skipped, the connection
     /// goes on.
     async fn send(&mut self, m: &ServerMessage) -> bool {
+        // each refusal is logged, as the peer is told it (so that whoever runs the
+        // server sees why a sensor bridge's poses go nowhere), but a flood of them in
+        // log₂ of their number: the 1st to 4th, then the 8th, 16th, …
+        if let ServerMessage::Error { code, message } = m
+            && code != "closed"
+        {
+            self.refused += 1;
+            let n = self.refused;
+            if n <= 4 || n.is_power_of_two() {
+                tracing::info!(peer = %self.peer, %code, why = %message, refused = n, "refused");
+            }
+        }
         let encoded = if self.json && m.is_control() {
             m.to_json().map(|t| Message::Text(t.into()))
         } else {
@@ -285,6 +301,8 @@ async fn connection(socket: WebSocket, s: Arc<Shared>, peer: Peer) {
         closed_with: None,
         left: false,
         json: false,
+        peer,
+        refused: 0,
     };
     let mut role = None;
     session(&mut out, stream, Arc::clone(&s), peer, &mut role).await;
@@ -296,6 +314,10 @@ async fn connection(socket: WebSocket, s: Arc<Shared>, peer: Peer) {
         None if out.timed_out => "took none of our bytes for peer_timeout".to_string(),
         None if out.left || out.failed => "the peer left without a close".to_string(),
         None => "closed by the peer".to_string(),
+    };
+    let why = match out.refused {
+        0 => why,
+        n => format!("{why} ({n} of its messages refused)"),
     };
     match role {
         Some(role) => tracing::info!(%peer, ?role, %why, "disconnected"),
