@@ -15,8 +15,10 @@
 # "clothcast take N" with, per avatar, a copy of its armature (or, without armatures,
 # an empty) keyed at every scene frame, and its body and garments as meshes whose Mesh
 # Cache modifiers play those caches. A scene frame gets the last frame the server made
-# by its time (a frame the link missed holds the one before). `clothcast watch
-# --record` and clothcast_import.py do the same outside Blender.
+# by its time (a frame the link missed holds the one before). An avatar dressed
+# otherwise during the take (a try-on) starts a new part: the new outfit's meshes
+# (`… outfit 2`, …) with caches of their own, each part shown only in its frames.
+# `clothcast watch --record` and clothcast_import.py do the same outside Blender.
 #
 # It needs clothcast's Python module (`pip install ./clients/python` into Blender's
 # Python, or `clothcast.so` built by clients/python/build.sh: see its README),
@@ -402,7 +404,9 @@ class Take:
     each bone's location and rotation, the channels its keys will have; and each mesh's
     positions (garments inner to outer, then the body) written to a PC2 cache in
     `folder` as they come. A scene frame holds the last frame the server made by its
-    time; one the link missed, the frame before."""
+    time; one the link missed, the frame before. An avatar dressed otherwise during the
+    take (`wear`: a try-on) starts a new part of its take, the new outfit's meshes with
+    caches of their own from that frame; each part's meshes show only while it lasts."""
 
     def __init__(self, number, fps, start, folder):
         self.number = number
@@ -412,14 +416,35 @@ class Take:
         self.t0 = None
         os.makedirs(folder, exist_ok=True)
         self.folder = folder
-        # avatar -> {"armature", "assets", "meshes" (live names), "data", "caches", "first",
-        #            "seqs" (per scene frame from "first"), "channels" (7 a transform:
-        #            location x, y, z, rotation w, x, y, z), "turns" (each transform's
-        #            last rotation)}
+        # avatar -> {"armature", "first", "seqs" (per scene frame from "first"),
+        #            "channels" (7 a transform: location x, y, z, rotation w, x, y, z),
+        #            "turns" (each transform's last rotation), "parts" (one per outfit
+        #            worn, in order: {"assets", "meshes" (live names), "tag", "data",
+        #            "caches", "first"})}
         self.avatars = {}
-        # frames not kept: another outfit than the avatar's first in the take
+        # frames not kept: an avatar whose meshes were not all shown
         self.skipped = 0
         self.collection = None
+
+    def part(self, avatar, frame, meshes, at):
+        """A new part of `avatar`'s take from scene frame `at`: the outfit of `frame`,
+        its meshes' topology copied now (the live meshes are rebuilt when the avatar
+        is dressed otherwise, and go when it leaves), a PC2 cache each."""
+        a = self.avatars[avatar]
+        k = len(a["parts"])
+        tag = f"{avatar} take {self.number}"
+        suffix = "" if k == 0 else f" outfit {k + 1}"
+        a["parts"].append({
+            "assets": list(frame["assets"]),
+            "meshes": meshes,
+            "suffix": suffix,
+            "data": [bpy.data.objects[n].data.copy() for n in meshes],
+            "caches": [
+                Cache(os.path.join(self.folder, f"{n.replace(avatar, tag, 1)}{suffix}.pc2"), len(_buffers[n]) // 3, at)
+                for n in meshes
+            ],
+            "first": at,
+        })
 
     def add(self, avatar, frame, matrix, bases, meshes, rig=None):
         """Keeps what the link just showed of `avatar` (`meshes`: its objects' names;
@@ -428,47 +453,55 @@ class Take:
         if self.t0 is None:
             self.t0 = t
         at = self.start + round((t - self.t0) * self.fps)
+        # (an asset without a usable body has no body object)
+        meshes = [n for n in meshes if n in _buffers and bpy.data.objects.get(n) is not None]
         a = self.avatars.get(avatar)
         if a is None:
-            # (an asset without a usable body has no body object)
-            meshes = [n for n in meshes if n in _buffers and bpy.data.objects.get(n) is not None]
             live = bpy.data.objects.get(f"{avatar} armature")
-            tag = f"{avatar} take {self.number}"
             a = self.avatars[avatar] = {
                 # the skeleton at rest and the bones' names, kept now: the live armature
                 # goes when the avatar leaves, maybe before the take ends
                 "armature": None if rig is None or bases is None or live is None else (
                     live.data.copy(), [pb.name for pb in rig[0]]),
-                "assets": list(frame["assets"]),
-                "meshes": meshes,
-                # the meshes (topology) copied now, for the same reason
-                "data": [bpy.data.objects[n].data.copy() for n in meshes],
-                "caches": [
-                    Cache(os.path.join(self.folder, f"{n.replace(avatar, tag, 1)}.pc2"), len(_buffers[n]) // 3, at)
-                    for n in meshes
-                ],
                 "first": at,
                 "seqs": [],
                 "channels": [array("f") for _ in range(7 * (1 + (0 if bases is None else len(bases))))],
                 "turns": [None] * (1 + (0 if bases is None else len(bases))),
+                "parts": [],
             }
-        if a["assets"] != frame["assets"] or any(n not in _buffers for n in a["meshes"]):
-            self.skipped += 1
-            return
         index = at - a["first"]
         seqs, channels = a["seqs"], a["channels"]
         if index < len(seqs) - 1:
             return  # older than the frame the take holds (not from a sound server)
-        positions = [_buffers[n] for n in a["meshes"]]
+        parts = a["parts"]
+        if not parts or parts[-1]["assets"] != frame["assets"]:
+            if not meshes:
+                self.skipped += 1
+                return
+            # a later frame of the scene frame the last part began on replaces it
+            if parts and parts[-1]["first"] == at:
+                self.drop_part(avatar)
+            elif parts:
+                # the last part holds its last frame until the new one's first
+                for c in parts[-1]["caches"]:
+                    while c.samples < at - parts[-1]["first"]:
+                        c.hold()
+            self.part(avatar, frame, meshes, at)
+        part = parts[-1]
+        if part["meshes"] != meshes:
+            self.skipped += 1
+            return
         # frames the link missed hold the one before
         while len(seqs) < index:
-            for c in a["caches"]:
-                c.hold()
             for ch in channels:
                 ch.append(ch[-1])
             seqs.append(seqs[-1])
-        for c, p in zip(a["caches"], positions):
-            c.put(index, p)
+        positions = [_buffers[n] for n in meshes]
+        within = at - part["first"]
+        for c, p in zip(part["caches"], positions):
+            while c.samples < within:
+                c.hold()
+            c.put(within, p)
         values = transform_channels([matrix] + list(bases or ())[: len(a["turns"]) - 1], a["turns"])
         if index < len(seqs):
             # a later frame of the same scene frame
@@ -480,23 +513,39 @@ class Take:
             for ch, v in zip(channels, values):
                 ch.append(v)
 
+    def drop_part(self, avatar):
+        """Forgets `avatar`'s last part (an outfit worn for no whole scene frame): its
+        caches closed and deleted, its meshes' copies removed."""
+        part = self.avatars[avatar]["parts"].pop()
+        for c in part["caches"]:
+            c.close()
+            os.remove(c.path)
+        for mesh in part["data"]:
+            bpy.data.meshes.remove(mesh)
+
     def frames(self, avatar):
         """{scene frame: seq} of `avatar` in the take."""
         a = self.avatars[avatar]
         return {a["first"] + i: seq for i, seq in enumerate(a["seqs"])}
 
+    def outfits(self, avatar):
+        """[(first scene frame, asset hashes)] of `avatar`'s parts, in order."""
+        return [(p["first"], p["assets"]) for p in self.avatars[avatar]["parts"]]
+
     def write(self, scene):
         """Closes the caches and makes the take's objects in a new collection
         "clothcast take N": per avatar, its parent (a copy of its armature, or an empty)
         keyed at every frame from its first to its last, and its meshes playing their
-        caches."""
+        caches (an avatar dressed otherwise during the take: each outfit's meshes,
+        named with " outfit 2", … after the first, shown only in their frames)."""
         collection = bpy.data.collections.new(f"clothcast take {self.number}")
         scene.collection.children.link(collection)
         self.collection = collection
         last = scene.frame_end
         for avatar, a in sorted(self.avatars.items()):
-            for c in a["caches"]:
-                c.close()
+            for part in a["parts"]:
+                for c in part["caches"]:
+                    c.close()
             seqs, first = a["seqs"], a["first"]
             if not seqs:
                 continue
@@ -519,19 +568,42 @@ class Take:
                 c = k % 7
                 prop, i = ("location", c) if c < 3 else ("rotation_quaternion", c - 3)
                 key(action, path + prop, i, group, frames, channel)
-            for live_name, mesh, cache in zip(a["meshes"], a["data"], a["caches"]):
-                name = live_name.replace(avatar, tag, 1)
-                mesh.name = name
-                obj = bpy.data.objects.new(name, mesh)
-                collection.objects.link(obj)
-                obj.parent = parent
-                modifier = obj.modifiers.new("clothcast take", "MESH_CACHE")
-                modifier.cache_format = "PC2"
-                # relative to the .blend file where it has one (the folder moves with it)
-                modifier.filepath = bpy.path.relpath(cache.path) if bpy.data.filepath else cache.path
-                modifier.frame_start = float(first)
-            last = max(last, first + len(seqs) - 1)
+            end = first + len(seqs) - 1
+            parts = a["parts"]
+            for k, part in enumerate(parts):
+                until = parts[k + 1]["first"] - 1 if k + 1 < len(parts) else end
+                for live_name, mesh, cache in zip(part["meshes"], part["data"], part["caches"]):
+                    name = live_name.replace(avatar, tag, 1) + part["suffix"]
+                    mesh.name = name
+                    obj = bpy.data.objects.new(name, mesh)
+                    collection.objects.link(obj)
+                    obj.parent = parent
+                    modifier = obj.modifiers.new("clothcast take", "MESH_CACHE")
+                    modifier.cache_format = "PC2"
+                    # relative to the .blend file where it has one (the folder moves with it)
+                    modifier.filepath = bpy.path.relpath(cache.path) if bpy.data.filepath else cache.path
+                    modifier.frame_start = float(part["first"])
+                    if len(parts) > 1:
+                        shown_between(obj, part["first"], until, first, end)
+            last = max(last, end)
         scene.frame_end = last
+
+
+def shown_between(obj, start, until, first, end):
+    """Keys `obj` shown (viewport and render) from scene frame `start` to `until` and
+    hidden before and after, within `first`..`end` (constant keys: no blend)."""
+    keys = [(start, False)]
+    if start > first:
+        keys.insert(0, (start - 1, True))
+    if until < end:
+        keys.append((until + 1, True))
+    for prop in ("hide_viewport", "hide_render"):
+        for frame, hidden in keys:
+            setattr(obj, prop, hidden)
+            obj.keyframe_insert(prop, frame=frame)
+        for fc in obj.animation_data.action.fcurves:
+            for point in fc.keyframe_points:
+                point.interpolation = "CONSTANT"
 
 
 def transform_channels(matrices, turns):

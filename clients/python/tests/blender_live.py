@@ -17,7 +17,7 @@ import types
 import bpy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import DB, MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, recorded, sample_of  # noqa: E402
+from harness import CLIP, DB, MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, pc2, recorded, sample_of  # noqa: E402
 # tests/usd, on the path by harness
 from check_blender import body_gap, bvh_joints, evaluated_world, leave, sample_gap, z_up  # noqa: E402
 
@@ -203,6 +203,94 @@ def check_take(label, take, takes, armature, ids):
     remove_take(take)
 
 
+def evaluated_local(obj):
+    """The object's vertices as Blender evaluates them this frame, in its own
+    coordinates (what a Mesh Cache modifier plays)."""
+    ev = obj.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    mesh = ev.to_mesh()
+    out = [c for v in mesh.vertices for c in v.co]
+    ev.to_mesh_clear()
+    return out
+
+
+def outfit_take(live, ps, addr):
+    """A try-on recorded: an avatar dressed in pants under its shirt (`clothcast wear`)
+    while the take runs. The take has two parts: the shirt alone, then pants and shirt
+    (objects named "… outfit 2"), each part's meshes shown only in its frames, and
+    playing there the samples the link wrote of the frames it showed."""
+    avatar = "tryon-0"
+    player = ps.spawn("play", "play", CLIP, "--url", f"ws://{addr}/ws", "--avatars", "1", "--prefix", "tryon",
+                      "--seconds", "20")[0]
+    link = live.link()
+    deadline = time.time() + 30
+    while avatar not in link.shown and time.time() < deadline:
+        link.update()
+        time.sleep(0.02)
+    if avatar not in link.shown:
+        fail(f"try-on: {avatar} not shown")
+    link.start_recording(os.path.join(ps.dir, "blender takes"))
+    run_for(live, 1)
+    wear = ps.spawn("wear", "wear", avatar, "pants", "tshirt", "--url", f"ws://{addr}/ws")[0]
+    if wear.wait(30) != 0:
+        fail("try-on: `clothcast wear` failed")
+    deadline = time.time() + 10
+    while len(link.built.get(avatar, ())) != 2 and time.time() < deadline:
+        link.update()
+        time.sleep(0.02)
+    if len(link.built.get(avatar, ())) != 2:
+        fail(f"try-on: the link shows {avatar} in {link.built.get(avatar)}")
+    run_for(live, 1)
+    take = link.stop_recording()
+    player.kill()
+    outfits = take.outfits(avatar)
+    if [len(assets) for _, assets in outfits] != [1, 2] or outfits[1][1][1] != outfits[0][1][0]:
+        fail(f"try-on: the take's outfits {outfits}")
+    n = take.number
+    parts = [
+        (outfits[0][0], [f"{avatar} take {n} garment", f"{avatar} take {n} body"]),
+        (outfits[1][0], [f"{avatar} take {n} garment outfit 2", f"{avatar} take {n} garment 2 outfit 2",
+                         f"{avatar} take {n} body outfit 2"]),
+    ]
+    frames = sorted(take.frames(avatar))
+    pants = link.viewer.asset(outfits[1][1][0])["vertices"]
+    if len(bpy.data.objects[parts[1][1][0]].data.vertices) != pants:
+        fail("try-on: the second outfit's inner garment is not the pants")
+    scene = bpy.context.scene
+    dg = bpy.context.evaluated_depsgraph_get()
+    # a frame inside each part, and each part's first and last
+    checked = 0
+    for k, (first, names) in enumerate(parts):
+        until = parts[1][0] - 1 if k == 0 else frames[-1]
+        for f in sorted({first, (first + until) // 2, until}):
+            scene.frame_set(f)
+            for j, (_, other) in enumerate(parts):
+                for name in other:
+                    ev = bpy.data.objects[name].evaluated_get(dg)
+                    hidden = (ev.hide_viewport, ev.hide_render)
+                    if hidden != ((j != k),) * 2:
+                        fail(f"try-on: frame {f} (part {k + 1}): {name} hidden {hidden}")
+            for name in names:
+                obj = bpy.data.objects[name]
+                path = bpy.path.abspath(obj.modifiers["clothcast take"].filepath)
+                sample = pc2.read_pc2(path)[f - first]
+                got = evaluated_local(obj)
+                off = max(abs(a - b) for a, b in zip(got, sample)) if len(got) == len(sample) else None
+                if off is None or off > 1e-6:
+                    fail(f"try-on: frame {f}: {name} plays {off} off its cache's sample {f - first}")
+                checked += 1
+    print(f"a take of a try-on: {avatar} in {len(outfits)} outfits, from frames {[o[0] for o in outfits]}; "
+          f"each part shown only in its frames, playing its caches ({checked} meshes checked)")
+    remove_take(take)
+    # and the avatar leaves (its publisher gone)
+    collection = bpy.data.collections.get(live.COLLECTION)
+    deadline = time.time() + 30
+    while collection.objects and time.time() < deadline:
+        link.update()
+        time.sleep(0.05)
+    if collection.objects:
+        fail(f"try-on: objects left after {avatar} left: {[o.name for o in collection.objects]}")
+
+
 def remove_take(take):
     """Removes a take's objects, their data and actions."""
     for obj in list(take.collection.objects):
@@ -217,10 +305,13 @@ def remove_take(take):
         bpy.data.actions.remove(action)
 
 
+PANTS = os.path.join(ROOT, "tests", "fixtures", "db", "v1", "small-pants.ccdb")
+
+
 def main():
     bpy.ops.wm.read_factory_settings(use_empty=True)
     live = load_addon()
-    config = f'databases = ["{DB}"]\n[engine]\nidle_timeout = 1.0\nremove_after = 2.0\n'
+    config = f'databases = ["{DB}", "{PANTS}"]\n[engine]\nidle_timeout = 1.0\nremove_after = 2.0\n'
     with Processes() as ps:
         _, addr = ps.serve(config=config)
         url = f"ws://{addr}/ws"
@@ -278,6 +369,7 @@ def main():
         if bpy.data.meshes or bpy.data.armatures:
             fail(f"data left: {[m.name for m in bpy.data.meshes]} {[a.name for a in bpy.data.armatures]}")
         print("avatars that left were removed with their meshes and armatures")
+        outfit_take(live, ps, addr)
         live.stop()
         if bpy.app.timers.is_registered(live._tick) or live.link() is not None:
             fail("the link still runs after stop()")
