@@ -133,7 +133,7 @@ async fn watch_names_a_servers_bad_messages_skips_them_and_streams_on() {
     for named in [
         "bad MessagePack",
         "expected ident at line 1 column 2; skipped",
-        "frame for unknown asset nope; skipped",
+        "frame of x for unknown asset nope (asked for again); skipped",
         "server error rate: slow down; skipped",
         "truncated setup header; skipped",
         "avatar x: frame refused: truncated frame payload; asking for a keyframe",
@@ -170,7 +170,8 @@ async fn watch_names_a_servers_bad_messages_skips_them_and_streams_on() {
     assert_eq!(
         resyncs.first(),
         Some(&ClientMessage::Resync(ResyncMessage {
-            avatars: vec!["x".into()]
+            avatars: vec!["x".into()],
+            assets: vec![],
         })),
         "watch's messages: {said:?}"
     );

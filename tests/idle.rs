@@ -110,6 +110,7 @@ async fn viewers_that_join_or_resync_while_a_performer_is_quiet_still_see_them()
     // asks: a keyframe comes although alice still sends nothing
     let resync = ClientMessage::Resync(ResyncMessage {
         avatars: vec!["alice".into()],
+        assets: vec![],
     });
     all.send(&resync).await.expect("resync");
     keyframe_of_alice(&mut all, &mut v, &mut reference, true, "resync").await;

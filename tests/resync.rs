@@ -7,7 +7,9 @@ use std::time::Duration;
 use clothcast::client::{Client, ClientError, RESYNC_AGAIN, Viewer};
 use clothcast::codec::{FrameHeader, FrameKind};
 use clothcast::net::start;
-use clothcast::protocol::{ClientMessage, FrameMessage, ResyncMessage, ServerMessage};
+use clothcast::protocol::{
+    ClientMessage, FrameMessage, ResyncMessage, Role, ServerMessage, SubscribeMessage,
+};
 
 use super::server::{
     arm_pose, config, connect_publisher, connect_viewer, db, expect_error, http_get, until,
@@ -118,6 +120,7 @@ async fn resyncs(c: &mut Client, viewer: &mut Viewer, reference: &mut Reference)
         .expect("an out-of-step avatar asks for a keyframe");
     let alice = ClientMessage::Resync(ResyncMessage {
         avatars: vec!["alice".into()],
+        assets: vec![],
     });
     assert_eq!(m, alice);
     assert_eq!(
@@ -246,7 +249,12 @@ async fn a_bad_resync_is_refused_by_name_and_the_link_kept() {
     let mut c = connect_viewer(&url).await;
     let mut v = Viewer::default();
     until(&mut c, &mut v, |v, _| v.avatars.contains_key("alice")).await;
-    let resync = |avatars: Vec<String>| ClientMessage::Resync(ResyncMessage { avatars });
+    let resync = |avatars: Vec<String>| {
+        ClientMessage::Resync(ResyncMessage {
+            avatars,
+            assets: vec![],
+        })
+    };
     let max = config().engine.max_avatars;
     let cases = [
         (resync(vec![]), "none"),
@@ -256,6 +264,20 @@ async fn a_bad_resync_is_refused_by_name_and_the_link_kept() {
         ),
         (resync(vec!["evil\u{202e}".into()]), "avatar id"),
         (resync(vec![String::new()]), "avatar id"),
+        (
+            ClientMessage::Resync(ResyncMessage {
+                avatars: vec![],
+                assets: vec!["0123abcd".into()],
+            }),
+            "\"0123abcd\": this server has no such asset",
+        ),
+        (
+            ClientMessage::Resync(ResyncMessage {
+                avatars: vec!["alice".into()],
+                assets: (0..65).map(|i| format!("{i:x}")).collect(),
+            }),
+            "at most 64 assets",
+        ),
     ];
     for (m, says) in cases {
         c.send(&m).await.expect("sends");
@@ -310,5 +332,119 @@ async fn a_bad_resync_is_refused_by_name_and_the_link_kept() {
     })
     .await;
     assert_eq!(server.resyncs(), 0);
+    server.shutdown().await;
+}
+
+/// A viewer that lacks an asset (its subscription's `have` named it wrongly, as a
+/// client whose cache lost it would) says so once, asks for it in its `resync` with the
+/// avatar's keyframe, gets the `asset` again (once a second at most, however often it
+/// asks) and then streams in step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_viewer_lacking_an_asset_asks_for_it_again_and_streams_on() {
+    let server = start(db(), config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let mut publisher = connect_publisher(&url).await;
+    let publishing = tokio::spawn(async move {
+        for i in 0..1500 {
+            let t = f64::from(i) * 0.02;
+            let angle = 0.3 + 0.5 * (t as f32 * 3.0).sin().abs();
+            if publisher.send(&arm_pose("alice", angle, t)).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    let mut reference = Reference::start(&url).await;
+    let mut c = Client::connect(&url, Role::Viewer, Some("view".into()))
+        .await
+        .expect("viewer connects");
+    let hash = c.assets[0].clone();
+    c.send(&ClientMessage::Subscribe(SubscribeMessage {
+        have: Some(vec![hash.clone()]),
+        ..SubscribeMessage::default()
+    }))
+    .await
+    .expect("subscribes");
+    let mut v = Viewer::default();
+    // frames of an asset it lacks: said once, then skipped
+    let f = next_frame(&mut c, &mut v, "alice").await;
+    match v.apply(ServerMessage::Frame(f)) {
+        Err(ClientError::Stream(what)) => assert!(what.contains(&hash), "{what}"),
+        other => panic!(
+            "a frame of an asset it lacks is said, got {:?}",
+            other.map_err(|e| e.to_string())
+        ),
+    }
+    let f = next_frame(&mut c, &mut v, "alice").await;
+    assert!(
+        matches!(v.apply(ServerMessage::Frame(f)), Ok(None)),
+        "and said once"
+    );
+    assert_eq!(v.missing_assets().collect::<Vec<_>>(), [hash.as_str()]);
+    assert!(v.out_of_step_since("alice").is_some());
+    let asked = v.resync().expect("asks");
+    assert_eq!(
+        asked,
+        ClientMessage::Resync(ResyncMessage {
+            avatars: vec!["alice".into()],
+            assets: vec![hash.clone()],
+        })
+    );
+    // asked three times at once: the asset comes once
+    for _ in 0..3 {
+        c.send(&asked).await.expect("resync");
+    }
+    let mut assets = 0;
+    let seq = loop {
+        let m = tokio::time::timeout(Duration::from_secs(10), c.next())
+            .await
+            .expect("timed out")
+            .expect("message");
+        assets += usize::from(matches!(m, ServerMessage::Asset(_)));
+        let keyframe = matches!(&m, ServerMessage::Frame(f) if kind(f) == FrameKind::Key);
+        let seq = match &m {
+            ServerMessage::Frame(f) => f.seq,
+            _ => 0,
+        };
+        if v.apply(m).expect("applies").is_some() {
+            assert!(keyframe, "in step again from a keyframe");
+            break seq;
+        }
+    };
+    assert_eq!(assets, 1, "the asset came once");
+    assert!(v.missing_assets().next().is_none());
+    assert!(v.out_of_step_since("alice").is_none());
+    let want = reference.garment(seq).await;
+    assert!(
+        v.avatars["alice"].positions == want,
+        "frame {seq} decodes as the in-step viewer's"
+    );
+    assert_eq!(server.assets_resent(), 1);
+    let metrics = http_get(server.addr, "/metrics").await;
+    assert!(
+        metrics.contains("clothcast_assets_resent_total 1\n"),
+        "{metrics}"
+    );
+    // a second later it may ask again, and gets it again
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    c.send(&ClientMessage::Resync(ResyncMessage {
+        avatars: vec![],
+        assets: vec![hash.clone()],
+    }))
+    .await
+    .expect("resync");
+    let again = loop {
+        match tokio::time::timeout(Duration::from_secs(10), c.next()).await {
+            Ok(Ok(ServerMessage::Asset(a))) => break a,
+            Ok(Ok(m)) => {
+                v.apply(m).expect("applies");
+            }
+            other => panic!("expected the asset again, got {other:?}"),
+        }
+    };
+    assert_eq!(again.hash, hash);
+    assert_eq!(server.assets_resent(), 2);
+    publishing.abort();
+    reference.task.abort();
     server.shutdown().await;
 }

@@ -117,7 +117,12 @@ export interface StreamClient extends EventTarget {
   close(): void;
 }
 
-export interface ClothcastClient extends StreamClient {}
+export interface ClothcastClient extends StreamClient {
+  /** Assets frames named that this client lacks (their `asset` never came, or was
+   *  refused) → when it last asked the server for them (performance.now(), ms); each
+   *  asked for again each second, with the avatar's keyframe, until it comes. */
+  readonly missingAssets: Map<string, number>;
+}
 /** The viewer client, decoding on the thread that runs it (see StreamClient). */
 export declare class ClothcastClient extends EventTarget {
   constructor(url: string, options?: ClothcastClientOptions);

@@ -39,6 +39,10 @@
 // avatar's garment at the last decoded frame and raises an "error" event (not for a
 // missing reference, which only follows one); the client asks for a keyframe
 // (`resync`), again each second while none comes, and the avatar streams on from it.
+// A frame naming an asset the client lacks (its `asset` never came, or was refused)
+// raises one "error" for that asset and asks the server for it again (`resync`'s
+// `assets`, each second while it does not come: client.missingAssets), with the
+// avatar's keyframe.
 // client.busyMs: milliseconds this thread has spent handling the server's messages
 // (parsing, decoding, the event listeners they run). ClothcastWorkerClient
 // (worker-client.js) runs all of this in a Web Worker instead, off the page's thread.
@@ -126,6 +130,9 @@ export class ClothcastClient extends EventTarget {
       this.assets.set(a.hash, a);
     }
     this.avatars = new Map();
+    // assets frames named that this client lacks (their `asset` never came, or was
+    // refused) → when last asked for (performance.now(), ms)
+    this.missingAssets = new Map();
     this.tickHz = 0;
     this.ws = null;
     this.clockOffset = Infinity; // min(receive time − server timestamp), ms
@@ -189,6 +196,8 @@ export class ClothcastClient extends EventTarget {
       this.dispatchEvent(new CustomEvent("gone", { detail: id }));
     }
     this.clockOffset = Infinity;
+    // (the next subscription brings every asset not held)
+    this.missingAssets.clear();
     const retry = this.reconnect && !this.closed && !FINAL_CLOSE_CODES.has(code);
     const retryMs = retry ? this.retryMs : null;
     this.dispatchEvent(new CustomEvent("close", { detail: { code, reason, retryMs } }));
@@ -215,6 +224,17 @@ export class ClothcastClient extends EventTarget {
     if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ type: "resync", avatars: [av.id] }));
   }
 
+  /** Asks the server again for asset `hash`, which a frame of avatar `id` named (and
+   * for that avatar's keyframe: its stream restarts once the asset is in), unless
+   * asked in the last RESYNC_AGAIN_MS. */
+  askAsset(hash, id) {
+    const now = performance.now();
+    const asked = this.missingAssets.get(hash);
+    if (asked != null && now - asked < RESYNC_AGAIN_MS) return;
+    this.missingAssets.set(hash, now);
+    if (this.ws?.readyState === WebSocket.OPEN) this.ws.send(JSON.stringify({ type: "resync", avatars: [id], assets: [hash] }));
+  }
+
   handle(m, size) {
     switch (m.type) {
       case "welcome":
@@ -235,18 +255,22 @@ export class ClothcastClient extends EventTarget {
           parents: m.parents,
         };
         this.assets.set(a.hash, a);
+        this.missingAssets.delete(a.hash);
         this.dispatchEvent(new CustomEvent("asset", { detail: a }));
         break;
       }
       case "frame": {
+        // an asset it lacks: asked for again with the avatar's keyframe; said once
+        const lacking = [m.asset, ...(m.layers ?? []).map((l) => l.asset)].find((h) => !this.assets.has(h));
+        if (lacking !== undefined) {
+          const said = this.missingAssets.has(lacking);
+          this.askAsset(lacking, m.avatar);
+          if (said) return;
+          throw new Error(`frame of ${m.avatar} for unknown asset ${lacking} (asked for again)`);
+        }
         const asset = this.assets.get(m.asset);
-        if (!asset) throw new Error(`frame for unknown asset ${m.asset}`);
         // an outfit's garments over the first, inner to outer (absent for one garment)
-        const over = (m.layers ?? []).map((l) => {
-          const a = this.assets.get(l.asset);
-          if (!a) throw new Error(`frame for unknown asset ${l.asset}`);
-          return a;
-        });
+        const over = (m.layers ?? []).map((l) => this.assets.get(l.asset));
         let av = this.avatars.get(m.avatar);
         const same = av && av.asset === asset && av.layers.length === over.length && av.layers.every((l, i) => l.asset === over[i]);
         if (!same) {

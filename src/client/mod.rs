@@ -433,6 +433,9 @@ pub struct Viewer {
     pub avatars: HashMap<String, AvatarView>,
     /// Out-of-step avatars: since when, and when a keyframe was last asked for.
     out_of_step: HashMap<String, (Instant, Option<Instant>)>,
+    /// Assets frames named that it lacks (never sent, or refused): when they were
+    /// last asked for.
+    missing: HashMap<String, Option<Instant>>,
 }
 
 impl Viewer {
@@ -458,6 +461,14 @@ impl Viewer {
     pub fn restart(&mut self) {
         self.avatars.clear();
         self.out_of_step.clear();
+        // (a new subscription brings every asset not held)
+        self.missing.clear();
+    }
+
+    /// The assets frames have named that it lacks (their `asset` message never came,
+    /// or was refused), which [`Viewer::resync`] asks for.
+    pub fn missing_assets(&self) -> impl Iterator<Item = &str> {
+        self.missing.keys().map(String::as_str)
     }
 
     /// Since when the frames of `avatar` cannot be decoded (a frame of its refused),
@@ -466,21 +477,34 @@ impl Viewer {
         self.out_of_step.get(avatar).map(|&(since, _)| since)
     }
 
-    /// The `resync` message to send the server now, if an avatar is out of step and
-    /// its keyframe was not asked for in the last [`RESYNC_AGAIN`] (at most
-    /// [`crate::protocol::MAX_HAVE`] avatars a message, the rest in the next).
+    /// The `resync` message to send the server now, if an avatar is out of step, or
+    /// an asset missing, that was not asked for in the last [`RESYNC_AGAIN`] (at most
+    /// [`crate::protocol::MAX_HAVE`] avatars and as many assets a message, the rest in
+    /// the next).
     pub fn resync(&mut self) -> Option<ClientMessage> {
         let now = Instant::now();
+        let due = |asked: &mut Option<Instant>, n: usize| {
+            let due = n < crate::protocol::MAX_HAVE
+                && asked.is_none_or(|t| now.duration_since(t) >= RESYNC_AGAIN);
+            if due {
+                *asked = Some(now);
+            }
+            due
+        };
         let mut avatars = Vec::new();
         for (id, (_, asked)) in &mut self.out_of_step {
-            if avatars.len() < crate::protocol::MAX_HAVE
-                && asked.is_none_or(|t| now.duration_since(t) >= RESYNC_AGAIN)
-            {
-                *asked = Some(now);
+            if due(asked, avatars.len()) {
                 avatars.push(id.clone());
             }
         }
-        (!avatars.is_empty()).then_some(ClientMessage::Resync(ResyncMessage { avatars }))
+        let mut assets = Vec::new();
+        for (hash, asked) in &mut self.missing {
+            if due(asked, assets.len()) {
+                assets.push(hash.clone());
+            }
+        }
+        (!avatars.is_empty() || !assets.is_empty())
+            .then_some(ClientMessage::Resync(ResyncMessage { avatars, assets }))
     }
 
     fn setup_of(&self, hash: &str) -> Result<&Arc<GarmentSetup>, ClientError> {
@@ -499,10 +523,29 @@ impl Viewer {
                 let setup = GarmentSetup::from_bytes(&a.setup)
                     .map_err(|e| ClientError::Stream(e.to_string()))?;
                 self.garments.insert(a.hash.clone(), a.garment);
+                self.missing.remove(&a.hash);
                 self.setups.insert(a.hash, Arc::new(setup));
                 Ok(None)
             }
             ServerMessage::Frame(f) => {
+                // an asset it lacks: the avatar is out of step until the asset comes
+                // (asked for by `resync`) and then a keyframe; said once an asset
+                let lacking = std::iter::once(&f.asset)
+                    .chain(f.layers.iter().map(|l| &l.asset))
+                    .find(|h| !self.setups.contains_key(*h));
+                if let Some(hash) = lacking {
+                    self.out_of_step
+                        .entry(f.avatar.clone())
+                        .or_insert((Instant::now(), None));
+                    if self.missing.contains_key(hash) {
+                        return Ok(None);
+                    }
+                    self.missing.insert(hash.clone(), None);
+                    return Err(ClientError::Stream(format!(
+                        "frame of {} for unknown asset {hash} (asked for again)",
+                        f.avatar
+                    )));
+                }
                 let setup = Arc::clone(self.setup_of(&f.asset)?);
                 let mut layers = Vec::with_capacity(f.layers.len());
                 for l in &f.layers {

@@ -435,6 +435,8 @@ async fn session(
     let mut rx: Option<broadcast::Receiver<Arc<TickOutput>>> = None;
     let mut subscription: Option<Subscription> = None;
     let mut synced: HashSet<String> = HashSet::new();
+    // per asset, when a `resync` last had it sent again
+    let mut resent: HashMap<String, Instant> = HashMap::new();
     // per avatar, the number of the last frame sent to this viewer
     let mut sent_seq: HashMap<String, u32> = HashMap::new();
     // the avatars this publisher drives; silent ones give way to new ones (Kinect body
@@ -698,12 +700,30 @@ async fn session(
                         }
                         subscription = Some(sub);
                     }
-                    Some(Ok(ClientMessage::Resync(ResyncMessage { avatars }))) if viewer => {
-                        if let Err(what) = crate::protocol::check_resync(&avatars, s.config.engine.max_avatars) {
+                    Some(Ok(ClientMessage::Resync(resync))) if viewer => {
+                        let unknown = resync.assets.iter().find(|h| !s.asset_hashes.contains(h));
+                        let checked = crate::protocol::check_resync(&resync, s.config.engine.max_avatars)
+                            .and_then(|()| unknown.map_or(Ok(()), |h| Err(format!("resync of asset {h:?}: this server has no such asset (its assets are in `welcome`)"))));
+                        if let Err(what) = checked {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
                             if !out.send(&ServerMessage::error("bad_resync", what)).await { break; }
                             continue;
                         }
+                        let ResyncMessage { avatars, assets } = resync;
+                        // the assets it lacks, again (before subscribing they come with
+                        // the subscription), each at most once per ASSET_AGAIN_SECONDS
+                        let mut ok = true;
+                        for hash in assets.iter().filter(|_| rx.is_some()) {
+                            let now = Instant::now();
+                            if resent.get(hash).is_some_and(|t| now.duration_since(*t).as_secs_f64() < crate::protocol::ASSET_AGAIN_SECONDS) {
+                                continue;
+                            }
+                            let Some(i) = s.asset_hashes.iter().position(|h| h == hash) else { continue };
+                            resent.insert(hash.clone(), now);
+                            m.assets_resent.fetch_add(1, Ordering::Relaxed);
+                            if !out.message(Message::Binary(s.assets[i].clone())).await { ok = false; break; }
+                        }
+                        if !ok { break; }
                         // out of step: each starts again from a keyframe with its next
                         // frame (the tick below sends it one, or asks the engine for one)
                         for a in &avatars {

@@ -375,6 +375,8 @@ struct Metrics {
     /// Streams a viewer asked to resync (`resync`: a frame its decoder refused) that
     /// it was in step with: each gets a keyframe.
     resyncs: AtomicU64,
+    /// `asset` messages sent again for a viewer's `resync` (an asset it lacked).
+    assets_resent: AtomicU64,
     bad_messages: AtomicU64,
     /// VMC datagrams of an earlier frame than one already applied (overtaken on the
     /// way), dropped unread.
@@ -496,6 +498,12 @@ impl ServerHandle {
     /// `clothcast_resyncs_total`.
     pub fn resyncs(&self) -> u64 {
         self.shared.metrics.resyncs.load(Ordering::Relaxed)
+    }
+
+    /// `asset` messages sent again for viewers' `resync` (an asset a viewer lacked):
+    /// `clothcast_assets_resent_total`.
+    pub fn assets_resent(&self) -> u64 {
+        self.shared.metrics.assets_resent.load(Ordering::Relaxed)
     }
 
     /// The slots tick periods are divided into now (`clothcast_tick_slots`):

@@ -141,6 +141,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_frames_out_total counter\nclothcast_frames_out_total {}\n\
          # TYPE clothcast_frames_dropped_total counter\nclothcast_frames_dropped_total {}\n\
          # TYPE clothcast_resyncs_total counter\nclothcast_resyncs_total {}\n\
+         # TYPE clothcast_assets_resent_total counter\nclothcast_assets_resent_total {}\n\
          # TYPE clothcast_bad_messages_total counter\nclothcast_bad_messages_total {}\n\
          # TYPE clothcast_vmc_stale_total counter\nclothcast_vmc_stale_total {}\n\
          # TYPE clothcast_mvn_stale_total counter\nclothcast_mvn_stale_total {}\n\
@@ -176,6 +177,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.frames_out),
         g(&m.frames_dropped),
         g(&m.resyncs),
+        g(&m.assets_resent),
         g(&m.bad_messages),
         g(&m.vmc_stale),
         g(&m.mvn_stale),

@@ -167,15 +167,39 @@ pub struct HelloMessage {
 /// The fields of [`ClientMessage::Resync`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ResyncMessage {
-    /// The avatars whose streams need a keyframe (1 or more ids).
+    /// The avatars whose streams need a keyframe.
+    #[serde(default)]
     pub avatars: Vec<String>,
+    /// Assets (content hashes) the viewer lacks: frames name them, and their `asset`
+    /// message never came (a `have` that listed it wrongly) or was refused. The server
+    /// sends each `asset` again, at most once per [`ASSET_AGAIN_SECONDS`] a connection.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub assets: Vec<String>,
 }
 
-/// Whether a `resync`'s list is one the server takes: 1 to `max` ids (the server's
-/// avatar limit), each a [`valid_avatar_id`]; what is wrong otherwise.
-pub fn check_resync(avatars: &[String], max: usize) -> Result<(), String> {
-    if avatars.is_empty() {
-        return Err("a resync names the avatars that need a keyframe, this one none".into());
+/// Seconds before a connection is sent the same `asset` again for a `resync` (an asset
+/// is up to a few MB: a viewer asking at its message rate would multiply them).
+pub const ASSET_AGAIN_SECONDS: f64 = 1.0;
+
+/// Whether a `resync` is one the server takes: 0 to `max` avatar ids (the server's
+/// avatar limit), each a [`valid_avatar_id`], and 0 to [`MAX_HAVE`] asset hashes of at
+/// most 64 characters, one of the two lists not empty; what is wrong otherwise.
+pub fn check_resync(m: &ResyncMessage, max: usize) -> Result<(), String> {
+    let avatars = &m.avatars;
+    if avatars.is_empty() && m.assets.is_empty() {
+        return Err(
+            "a resync names the avatars that need a keyframe or the assets missing, this one none"
+                .into(),
+        );
+    }
+    if m.assets.len() > MAX_HAVE {
+        return Err(format!(
+            "a resync names at most {MAX_HAVE} assets, this one {}",
+            m.assets.len()
+        ));
+    }
+    if m.assets.iter().any(|h| h.len() > 64) {
+        return Err("a resync names asset hashes of at most 64 characters".into());
     }
     if avatars.len() > max {
         return Err(format!(

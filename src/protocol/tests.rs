@@ -679,6 +679,7 @@ fn bad_fields_are_named_with_their_message() {
 fn a_resync_names_one_to_max_valid_avatars() {
     let m = ClientMessage::Resync(ResyncMessage {
         avatars: vec!["alice".into(), "kinect-kiosk_2-7".into()],
+        assets: vec![],
     });
     let json = serde_json::to_string(&m).expect("json");
     assert_eq!(
@@ -688,15 +689,44 @@ fn a_resync_names_one_to_max_valid_avatars() {
     assert_eq!(ClientMessage::from_json(&json).expect("json"), m);
     let bytes = m.to_msgpack().expect("encodes");
     assert_eq!(ClientMessage::from_msgpack(&bytes).expect("msgpack"), m);
-    let ClientMessage::Resync(ResyncMessage { avatars }) = m else {
+    let ClientMessage::Resync(resync) = m else {
         unreachable!()
     };
-    assert_eq!(check_resync(&avatars, 2), Ok(()));
+    assert_eq!(check_resync(&resync, 2), Ok(()));
     let refused = |list: &[&str], max: usize| {
-        let list: Vec<String> = list.iter().map(|s| s.to_string()).collect();
-        check_resync(&list, max).expect_err("refused")
+        let avatars: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+        let m = ResyncMessage {
+            avatars,
+            assets: vec![],
+        };
+        check_resync(&m, max).expect_err("refused")
     };
     assert!(refused(&[], 8).contains("none"));
+    // missing assets, with or without avatars
+    let with_assets = |avatars: &[&str], assets: Vec<String>| ResyncMessage {
+        avatars: avatars.iter().map(|s| s.to_string()).collect(),
+        assets,
+    };
+    let m = ClientMessage::Resync(with_assets(&["alice"], vec!["4845df35".into()]));
+    let json = serde_json::to_string(&m).expect("json");
+    assert_eq!(
+        json,
+        r#"{"type":"resync","avatars":["alice"],"assets":["4845df35"]}"#
+    );
+    assert_eq!(ClientMessage::from_json(&json).expect("json"), m);
+    let alone = ClientMessage::from_json(r#"{"type":"resync","assets":["4845df35"]}"#);
+    assert_eq!(
+        alone.expect("assets alone"),
+        ClientMessage::Resync(with_assets(&[], vec!["4845df35".into()]))
+    );
+    assert_eq!(
+        check_resync(&with_assets(&[], vec!["ab".into()]), 8),
+        Ok(())
+    );
+    let too_many = with_assets(&[], (0..=MAX_HAVE).map(|i| i.to_string()).collect());
+    assert!(check_resync(&too_many, 8).is_err_and(|e| e.contains("at most 64 assets")));
+    let long = with_assets(&["a"], vec!["f".repeat(65)]);
+    assert!(check_resync(&long, 8).is_err_and(|e| e.contains("64 characters")));
     assert!(refused(&["a", "b", "c"], 2).contains("at most 2 avatars"));
     assert!(refused(&["a", "\u{1b}[2J"], 8).contains(AVATAR_ID_RULE));
     assert!(refused(&[""], 8).contains(AVATAR_ID_RULE));

@@ -567,3 +567,70 @@ test('a client whose frame was refused asks for a keyframe and decodes on as ano
     srv.kill();
   }
 });
+
+test('a client that lost an asset asks for it again and decodes on as another client does', { timeout: 120000 }, async () => {
+  const { srv, addr } = await startServer();
+  const play = playClip(addr, 1);
+  const browser = await launchBrowser();
+  try {
+    const { page, errors } = await pageWithErrors(browser, { width: 400, height: 300 });
+    await page.goto(`http://${addr}/?decode=page`);
+    const r = await page.evaluate(async (url) => {
+      const { ClothcastClient } = await import('/clothcast.js');
+      const reference = new ClothcastClient(url);
+      const refSeen = new Map();
+      reference.addEventListener('frame', (e) => refSeen.set(e.detail.seq, Array.from(e.detail.garment)));
+      reference.connect();
+      // the client under test: the server's first `asset` message lost on the way
+      const c = new ClothcastClient(url);
+      const sent = [], refusals = [];
+      let lost = null;
+      const handle = c.handle.bind(c);
+      c.handle = (m, size) => {
+        if (m.type === 'asset' && lost === null) {
+          lost = m.hash;
+          return undefined;
+        }
+        return handle(m, size);
+      };
+      c.addEventListener('welcome', () => {
+        const send = c.ws.send.bind(c.ws);
+        c.ws.send = (data) => { sent.push(String(data)); send(data); };
+      });
+      c.addEventListener('error', (e) => refusals.push(e.detail.message));
+      const result = await new Promise((ok) => {
+        c.addEventListener('frame', (e) => {
+          const av = e.detail;
+          if (av.frames < 10) return;
+          c.close();
+          const garment = Array.from(av.garment), seq = av.seq;
+          const deadline = performance.now() + 5000;
+          const wait = () => {
+            if (refSeen.has(seq) || performance.now() > deadline) {
+              reference.close();
+              const want = refSeen.get(seq);
+              ok({ seq, same: !!want && want.every((x, i) => x === garment[i]), missing: [...c.missingAssets.keys()] });
+            } else setTimeout(wait, 20);
+          };
+          wait();
+        });
+        c.connect();
+      });
+      return { ...result, lost, sent, refusals, connections: c.connections };
+    }, `ws://${addr}/ws`);
+    assert.deepEqual(errors, []);
+    // said once, however many frames named it before it came again
+    assert.equal(r.refusals.length, 1, JSON.stringify(r.refusals));
+    assert.equal(r.refusals[0], `frame of performer-0 for unknown asset ${r.lost} (asked for again)`);
+    const resyncs = r.sent.filter((s) => s.includes('"resync"'));
+    assert.equal(resyncs[0], `{"type":"resync","avatars":["performer-0"],"assets":["${r.lost}"]}`);
+    assert.ok(resyncs.length <= 2, JSON.stringify(resyncs));
+    assert.equal(r.connections, 1, 'on the same connection');
+    assert.deepEqual(r.missing, []);
+    assert.ok(r.same, `frame ${r.seq} decodes as the reference client's`);
+  } finally {
+    await browser.close();
+    play.kill();
+    srv.kill();
+  }
+});

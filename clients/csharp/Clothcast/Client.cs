@@ -25,7 +25,10 @@
 // avatar's garment at the last decoded frame and counts in Dropped; a corrupt one
 // raises Error too (a ProtocolException naming the avatar, its cause the
 // CodecException). The client asks the server for a keyframe (`resync`), again each
-// second while none comes, and the avatar streams on from it.
+// second while none comes, and the avatar streams on from it. A frame that names an
+// asset the client lacks raises Error once ("frame of … for unknown asset …"); the
+// client asks for the asset again with the keyframe (`resync`'s `assets`) and skips the
+// avatar's frames until it comes.
 
 using System;
 using System.Collections.Concurrent;
@@ -530,18 +533,29 @@ namespace Clothcast
         }
 
         /// <summary>Sends a `resync` naming the avatars the decoding side queued (a frame
-        /// of theirs refused), if any: the server sends each a keyframe.</summary>
+        /// of theirs refused, or naming an asset this client lacks) and the assets it
+        /// lacks, if any: the server sends each asset again and each avatar a keyframe.</summary>
         async Task SendResyncs(ClientWebSocket ws, SemaphoreSlim gate, CancellationToken cancel)
         {
             var ids = new List<string>();
+            var hashes = new List<string>();
             string id;
             while (ids.Count < 64 && session.Resyncs.TryDequeue(out id))
             {
                 if (!ids.Contains(id)) ids.Add(id);
             }
-            if (ids.Count == 0) return;
-            var w = new MsgPackWriter().Map(2).Str("type").Str("resync").Str("avatars").Array(ids.Count);
+            while (hashes.Count < 64 && session.AssetsWanted.TryDequeue(out id))
+            {
+                if (!hashes.Contains(id)) hashes.Add(id);
+            }
+            if (ids.Count == 0 && hashes.Count == 0) return;
+            var w = new MsgPackWriter().Map(hashes.Count > 0 ? 3 : 2).Str("type").Str("resync").Str("avatars").Array(ids.Count);
             foreach (var a in ids) w.Str(a);
+            if (hashes.Count > 0)
+            {
+                w.Str("assets").Array(hashes.Count);
+                foreach (var hash in hashes) w.Str(hash);
+            }
             await Send(ws, gate, w.ToArray(), cancel).ConfigureAwait(false);
         }
 

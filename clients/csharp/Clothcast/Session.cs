@@ -72,6 +72,12 @@ namespace Clothcast
         /// <summary>The avatars whose keyframes to ask the server for (`resync`): filled
         /// by the decoding thread, sent by the network task.</summary>
         public readonly ConcurrentQueue<string> Resyncs = new ConcurrentQueue<string>();
+        /// <summary>The assets (content hashes) to ask the server for again (`resync`'s
+        /// `assets`): frames named them and this client does not hold them.</summary>
+        public readonly ConcurrentQueue<string> AssetsWanted = new ConcurrentQueue<string>();
+        /// <summary>Per asset a frame named and this client lacks, when (Clock, ms) it
+        /// was last asked for; an asset's arrival takes it out.</summary>
+        readonly Dictionary<string, long> missing = new Dictionary<string, long>();
 
         readonly Dictionary<string, GarmentAsset> assets = new Dictionary<string, GarmentAsset>();
         readonly Dictionary<string, AvatarStream> streams = new Dictionary<string, AvatarStream>();
@@ -93,6 +99,8 @@ namespace Clothcast
             byIdHash.Clear();
             string asked;
             while (Resyncs.TryDequeue(out asked)) { }
+            while (AssetsWanted.TryDequeue(out asked)) { }
+            missing.Clear();
         }
 
         /// <summary>The events of one server message (<paramref name="size"/> bytes)
@@ -141,6 +149,7 @@ namespace Clothcast
                             asset.HashBytes = System.Text.Encoding.UTF8.GetBytes(asset.Hash);
                             assets[asset.Hash] = asset;
                             Held[asset.Hash] = true;
+                            missing.Remove(asset.Hash);
                             events.Add(new ClientEvent { Kind = ClientEvent.Kinds.Asset, Asset = asset });
                             break;
                         }
@@ -187,12 +196,18 @@ namespace Clothcast
             var pose = At<ArraySegment<byte>>(f, 6, "pose");
             var worn = new GarmentAsset[1 + layers];
             var payloads = new ArraySegment<byte>[1 + layers];
-            worn[0] = Known(At<string>(f, 7, "asset"));
+            worn[0] = Known(id, At<string>(f, 7, "asset"));
             payloads[0] = At<ArraySegment<byte>>(f, 8, "garment");
             for (int k = 0; k < layers; k++)
             {
-                worn[k + 1] = Known(At<string>(f, CompactHead + 2 * k, "a layer's asset"));
+                worn[k + 1] = Known(id, At<string>(f, CompactHead + 2 * k, "a layer's asset"));
                 payloads[k + 1] = At<ArraySegment<byte>>(f, CompactHead + 2 * k + 1, "a layer's garment");
+            }
+            // a garment this client lacks: the frame cannot be decoded; the asset and a
+            // keyframe are asked for (Known), and the avatar holds its last garment
+            for (int k = 0; k < worn.Length; k++)
+            {
+                if (worn[k] == null) return;
             }
             AvatarStream s;
             bool same = streams.TryGetValue(id, out s) && s.Assets.Length == worn.Length;
@@ -427,11 +442,24 @@ namespace Clothcast
             }
         }
 
-        GarmentAsset Known(string hash)
+        /// <summary>The asset a frame of avatar <paramref name="id"/> names, or null
+        /// where this client lacks it: then the asset and the avatar's keyframe are asked
+        /// for (again each ResyncAgainMs while it does not come); the first frame that
+        /// names it raises a ProtocolException, the frames after it are skipped.</summary>
+        GarmentAsset Known(string id, string hash)
         {
             GarmentAsset a;
-            if (!assets.TryGetValue(hash, out a)) throw new ProtocolException("frame for unknown asset " + hash);
-            return a;
+            if (assets.TryGetValue(hash, out a)) return a;
+            long now = Clock.ElapsedMilliseconds, asked;
+            bool first = !missing.TryGetValue(hash, out asked);
+            if (first || now - asked >= ResyncAgainMs)
+            {
+                missing[hash] = now;
+                AssetsWanted.Enqueue(hash);
+                Resyncs.Enqueue(id);
+            }
+            if (first) throw new ProtocolException("frame of " + id + " for unknown asset " + hash + " (asked for again)");
+            return null;
         }
 
         static T At<T>(object[] f, int i, string what)

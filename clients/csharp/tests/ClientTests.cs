@@ -223,7 +223,7 @@ static class ClientTests
                 new KeyValuePair<byte[], string>(new byte[] { 0x92, 0x01 }, "truncated MessagePack"),
                 new KeyValuePair<byte[], string>(new MsgPackWriter().Map(1).Str("kind").Str("asset").ToArray(), "message without type"),
                 new KeyValuePair<byte[], string>(new MsgPackWriter().Int(7).ToArray(), "a message that is neither a map nor a compact frame"),
-                new KeyValuePair<byte[], string>(FrameMessage("x", 1, "nope", recs[1]), "frame for unknown asset nope"),
+                new KeyValuePair<byte[], string>(FrameMessage("x", 1, "nope", recs[1]), "frame of x for unknown asset nope (asked for again)"),
                 new KeyValuePair<byte[], string>(new MsgPackWriter().Array(3).Str("frame").Str("x").Int(1).ToArray(), "compact frame: 3 entries; a frame has 9 and two per layer, at most 3 layers"),
                 new KeyValuePair<byte[], string>(new MsgPackWriter().Array(9).Str("frame").Int(5).Int(1).Float(0).Float(0).Bin(new byte[28]).Bin(new byte[0]).Str("a1").Bin(recs[1]).ToArray(), "compact frame: avatar: not a String"),
                 new KeyValuePair<byte[], string>(new MsgPackWriter().Array(9).Str("frame").Str("x").Int(1).Float(0).Float(0).Bin(new byte[27]).Bin(new byte[0]).Str("a1").Bin(recs[1]).ToArray(), "compact frame: world: 27 bytes, not 7 floats (28)"),
@@ -361,6 +361,81 @@ static class ClientTests
                     Thread.Sleep(1200);
                     cc.Poll();
                     Harness.Equal(2, asked("x"), "nothing asked once in step");
+                }
+                finally
+                {
+                    cc.Dispose();
+                }
+            }
+        });
+
+        h.Test("client: a frame naming an asset it lacks makes it ask for the asset again, and the avatar streams on when it comes", () =>
+        {
+            var dir = Path.Combine(Harness.Root, "tests", "fixtures", "codec", "v5");
+            var setup = File.ReadAllBytes(Path.Combine(dir, "setup.bin"));
+            var recs = CodecTests.Records(File.ReadAllBytes(Path.Combine(dir, "stream.bin")));
+            using (var fake = new SilentServer())
+            {
+                var cc = new ClothcastClient(new Uri("ws://127.0.0.1:" + fake.Port + "/ws"), new ClientOptions());
+                try
+                {
+                    var errors = new List<string>();
+                    cc.Error += e => errors.Add(e.Message);
+                    cc.Start();
+                    PollUntil(cc, () => cc.TickHz > 0, 20, "the welcome");
+                    fake.Send(AssetMessage(setup, "a1"));
+                    for (int k = 0; k < 3; k++)
+                    {
+                        fake.Send(FrameMessage("x", k, "a1", recs[k]));
+                        fake.Send(FrameMessage("y", k, "a1", recs[k]));
+                    }
+                    PollUntil(cc, () => cc.Avatars.ContainsKey("y") && cc.Avatars["x"].Seq == 2 && cc.Avatars["y"].Seq == 2, 20, "three frames of each");
+                    // the resyncs the client sent: (avatars, assets) of each
+                    Func<List<string>> resyncs = () =>
+                    {
+                        var said = new List<string>();
+                        foreach (var m in fake.Received)
+                        {
+                            var map = MsgPack.Decode(m, 0, m.Length) as Dictionary<string, object>;
+                            if (map == null || !"resync".Equals(map["type"])) continue;
+                            object assets;
+                            said.Add(string.Join(",", Array.ConvertAll((object[])map["avatars"], o => (string)o)) + " / "
+                                + (map.TryGetValue("assets", out assets) ? string.Join(",", Array.ConvertAll((object[])assets, o => (string)o)) : ""));
+                        }
+                        return said;
+                    };
+                    // x is dressed in a garment whose asset never came (a server that
+                    // thought this client held it): named once, asked for with x's keyframe
+                    var clock = Stopwatch.StartNew();
+                    fake.Send(FrameMessage("x", 3, "a2", recs[0]));
+                    fake.Send(FrameMessage("y", 3, "a1", recs[3]));
+                    PollUntil(cc, () => resyncs().Count == 1, 5, "the client's resync");
+                    Harness.Equal("x / a2", resyncs()[0], "what it asked for");
+                    Harness.Equal(1, errors.Count, "one error: " + string.Join("; ", errors));
+                    Harness.Equal("frame of x for unknown asset a2 (asked for again)", errors[0], "the error");
+                    // more frames in the garment it lacks: skipped silently (y streams
+                    // on), and the asset asked for again after a second
+                    for (int k = 4; resyncs().Count < 2 && clock.Elapsed.TotalSeconds < 6; k++)
+                    {
+                        fake.Send(FrameMessage("x", k, "a2", recs[k % 10]));
+                        if (k < recs.Count) fake.Send(FrameMessage("y", k, "a1", recs[k]));
+                        cc.Poll(TimeSpan.FromMilliseconds(50));
+                    }
+                    Harness.Equal(2, resyncs().Count, "asked again: " + string.Join("; ", resyncs()));
+                    Harness.Equal("x / a2", resyncs()[1], "what it asked for again");
+                    Harness.True(clock.Elapsed.TotalSeconds >= 1.0, "asked again after " + clock.Elapsed.TotalSeconds + " s, not at once");
+                    Harness.Equal(1, errors.Count, "no more errors: " + string.Join("; ", errors));
+                    Harness.Equal(2L, cc.Avatars["x"].Seq, "x held its last garment");
+                    Harness.True(cc.Avatars["y"].Seq > 10, "y streamed on: " + cc.Avatars["y"].Seq);
+                    // the asset, then x's keyframe in it and the deltas after it
+                    fake.Send(AssetMessage(setup, "a2"));
+                    for (int k = 0; k < 3; k++) fake.Send(FrameMessage("x", 200 + k, "a2", recs[k]));
+                    PollUntil(cc, () => cc.Avatars["x"].Seq == 202, 5, "x streaming in the new garment");
+                    Harness.Equal("a2", cc.Avatars["x"].Asset.Hash, "x's garment");
+                    Harness.Equal(1, errors.Count, "no more errors: " + string.Join("; ", errors));
+                    Thread.Sleep(1200);
+                    cc.Poll();
+                    Harness.Equal(2, resyncs().Count, "nothing asked once it came");
                 }
                 finally
                 {

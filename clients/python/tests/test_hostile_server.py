@@ -163,7 +163,7 @@ class HostileServer(unittest.TestCase):
                 ("not json", True, "expected"),
                 ('{"type": "frame"}', True, "missing field"),
                 ('{"type": "launch"}', True, "unknown variant"),
-                (frame("x", 99, "nope", recs[1]), True, "frame for unknown asset nope"),
+                (frame("x", 99, "nope", recs[1]), True, "frame of x for unknown asset nope"),
                 (frame("x", seq, "a1", recs[seq][:41]), True, "truncated"),
                 (frame("x", seq, "a1", recs[seq], world=(0, 0, 0, 1, 0, 0)), True, "7"),
                 (asset("a2", b"\1\2\3"), True, "truncated"),
