@@ -7,7 +7,7 @@
 # collection of its own.
 #
 # Install: Edit > Preferences > Add-ons > Install... and pick this file (Blender 3.4+,
-# checked with 4.2), or run it from Blender's text editor.
+# checked with 4.2, 4.5 and 5.0), or run it from Blender's text editor.
 #
 # The recording's conventions (README, "Recording a session"): sample k of the PC2 is
 # tick k of the take, the glTF body's key k is at k / tick rate seconds, and the BVH
@@ -109,6 +109,21 @@ def has_action(obj):
     return obj.animation_data is not None and obj.animation_data.action is not None
 
 
+def fcurves_of(obj):
+    """The F-curves that animate `obj` in its action (on Blender 4.4 and later, with
+    slotted actions, those of the slot it uses: 5.0 removed `Action.fcurves`); empty
+    without an action."""
+    if not has_action(obj):
+        return []
+    anim = obj.animation_data
+    if not hasattr(anim.action, "slots"):
+        return list(anim.action.fcurves)
+    from bpy_extras import anim_utils
+
+    bag = anim_utils.action_get_channelbag_for_slot(anim.action, anim.action_slot)
+    return list(bag.fcurves) if bag is not None else []
+
+
 def import_bvh(bvh, name, warn=print):
     """The BVH skeleton, its action moved back one frame (the importer starts at frame
     1; sample k belongs at frame k); returns the new objects."""
@@ -127,12 +142,11 @@ def import_bvh(bvh, name, warn=print):
     for o in added:
         if o.type == "ARMATURE":
             o.name = f"{name} skeleton"
-            if has_action(o):
-                for fc in o.animation_data.action.fcurves:
-                    for k in fc.keyframe_points:
-                        k.co.x -= 1.0
-                        k.handle_left.x -= 1.0
-                        k.handle_right.x -= 1.0
+            for fc in fcurves_of(o):
+                for k in fc.keyframe_points:
+                    k.co.x -= 1.0
+                    k.handle_left.x -= 1.0
+                    k.handle_right.x -= 1.0
     return added
 
 

@@ -24,7 +24,8 @@
 # Python, or `clothcast.so` built by clients/python/build.sh: see its README),
 # importable by Blender's Python: installed, or next to this file in Blender's add-ons
 # folder, or in a folder named in the add-on's preferences. Install this file
-# with Edit > Preferences > Add-ons > Install... (Blender 4.2+; Python 3.11+).
+# with Edit > Preferences > Add-ons > Install... (Blender 4.2+, checked with 4.2, 4.5 and
+# 5.0; Python 3.11+).
 #
 # Frames: the server's garments and bodies are in each avatar's canonical frame
 # (metres, +Y up, facing +Z); the frame's `world` (rotation, translation) places them;
@@ -559,15 +560,14 @@ class Take:
                 parent.empty_display_size = 0.3
             collection.objects.link(parent)
             parent.rotation_mode = "QUATERNION"
-            action = bpy.data.actions.new(tag)
-            parent.animation_data_create().action = action
+            curves = new_action(parent, tag)
             owners = [("", "Object")] + [(f'pose.bones["{b}"].', b) for b in (armature[1] if armature else ())]
             frames = array("f", range(first, first + len(seqs)))
             for k, channel in enumerate(a["channels"][: 7 * len(owners)]):
                 path, group = owners[k // 7]
                 c = k % 7
                 prop, i = ("location", c) if c < 3 else ("rotation_quaternion", c - 3)
-                key(action, path + prop, i, group, frames, channel)
+                key(curves, path + prop, i, group, frames, channel)
             end = first + len(seqs) - 1
             parts = a["parts"]
             for k, part in enumerate(parts):
@@ -601,7 +601,7 @@ def shown_between(obj, start, until, first, end):
         for frame, hidden in keys:
             setattr(obj, prop, hidden)
             obj.keyframe_insert(prop, frame=frame)
-        for fc in obj.animation_data.action.fcurves:
+        for fc in fcurves_of(obj):
             for point in fc.keyframe_points:
                 point.interpolation = "CONSTANT"
 
@@ -620,11 +620,44 @@ def transform_channels(matrices, turns):
     return out
 
 
-def key(action, path, index, group, frames, values):
-    """An F-curve of `action` for `path`[`index`] with a linear key at each of
-    `frames` (float32 array) of `values`, set in bulk."""
+def new_action(owner, name):
+    """A new action `name` animating `owner`, and where its F-curves go: the channel bag
+    of a slot for `owner` in the action's one layer and keyframe strip on Blender 4.4
+    and later (slotted actions; 5.0 removed `Action.fcurves`), the action itself before.
+    Either has `fcurves` and `groups`."""
+    action = bpy.data.actions.new(name)
+    anim = owner.animation_data_create()
+    anim.action = action
+    if not hasattr(action, "slots"):
+        return action
+    slot = action.slots.new(owner.id_type, owner.name)
+    anim.action_slot = slot
+    strip = action.layers.new("Layer").strips.new(type="KEYFRAME")
+    return strip.channelbag(slot, ensure=True)
+
+
+def fcurves_of(owner):
+    """The F-curves that animate `owner` in its action (on Blender 4.4 and later those of
+    the slot it uses); empty without an action."""
+    anim = owner.animation_data
+    action = anim.action if anim is not None else None
+    if action is None:
+        return []
+    if not hasattr(action, "slots"):
+        return list(action.fcurves)
+    from bpy_extras import anim_utils
+
+    bag = anim_utils.action_get_channelbag_for_slot(action, anim.action_slot)
+    return list(bag.fcurves) if bag is not None else []
+
+
+def key(curves, path, index, group, frames, values):
+    """An F-curve in `curves` (what `new_action` gives) for `path`[`index`], in the
+    group `group`, with a linear key at each of `frames` (float32 array) of `values`,
+    set in bulk."""
     n = len(frames)
-    fc = action.fcurves.new(path, index=index, action_group=group)
+    fc = curves.fcurves.new(path, index=index)
+    fc.group = curves.groups.get(group) or curves.groups.new(group)
     fc.keyframe_points.add(n)
     co = array("f", bytes(8 * n))
     co[0::2] = frames

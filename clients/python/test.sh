@@ -4,10 +4,12 @@
 # the module), the decoder on the golden streams of tests/fixtures/codec/v5 and on
 # hostile input, the viewer against a real `clothcast serve` + `play` + `watch --record`
 # (CLOTHCAST_BIN, default target/debug/clothcast: build it first), and the Blender live
-# link (clients/blender/clothcast_live.py) in Blender 4.2's Python module `bpy`
+# link (clients/blender/clothcast_live.py) in Blender's Python module `bpy` (4.2; 5.0 too in CI)
 # (CLOTHCAST_BLENDER_PYTHON names a Python that has it; default the environment's,
 # which sees python3's packages). Needs Python 3.11 or later and maturin
 # (pip install maturin). Usage: clients/python/test.sh [unittest names, e.g. test_viewer]
+#    or: clients/python/test.sh --blender   (the Blender live link's check alone: run
+#        again with another Blender's Python in CLOTHCAST_BLENDER_PYTHON)
 set -euo pipefail
 cd "$(dirname "$0")"
 # the module as users install it: the wheel maturin builds from pyproject.toml (in the
@@ -24,14 +26,17 @@ python3 -m venv --system-site-packages "$work/venv"
 py="$work/venv/bin/python"
 "$py" -m pip install --quiet --no-index --no-deps "$work"/wheels/clothcast-*.whl
 export CLOTHCAST_PYTHON_INSTALLED=1 CLOTHCAST_PYTHON_WHEEL_DIR="$work/wheels"
-if [ $# -gt 0 ]; then
+if [ "${1:-}" = --blender ]; then
+  shift
+elif [ $# -gt 0 ]; then
   (cd tests && "$py" -m unittest -v "$@")
   exit
+else
+  "$py" -m unittest discover -s tests -v
 fi
-"$py" -m unittest discover -s tests -v
 python="${CLOTHCAST_BLENDER_PYTHON:-$py}"
 if ! "$python" -c 'import bpy' >/dev/null 2>&1; then
-  echo "the Blender live link's test needs Blender 4.2's bpy module in $python (pip install bpy==4.2.0, Python 3.11)" >&2
+  echo "the Blender live link's test needs Blender's bpy module (4.2 or later) in $python (pip install bpy==4.2.0, Python 3.11)" >&2
   exit 1
 fi
 if [ "$python" != "$py" ]; then

@@ -1,12 +1,12 @@
-"""The Blender live link (clients/blender/clothcast_live.py) in Blender 4.2 (the `bpy`
-module, or `blender -b --python` this file) against a real server: `clothcast serve`
-(tokens on, avatars removed 2 s after their publisher stops), `play` of CMU 131_03 on
-two avatars, and `watch --record` alongside as the independent record of what the server
-sent. Checks that the garments Blender shows, in its world (Z up), are the recorded
-samples of the frames the link says it shows; that the armatures' joints are the
-recorded BVH's joints of those frames; that the bodies they deform lie under them; that
-avatars that leave are removed, and deleted objects made again (not in the user's edit
-mode); that Blender's timer drives the link; that a wrong token stops it with the
+"""The Blender live link (clients/blender/clothcast_live.py) in Blender 4.2 (and in CI 5.0;
+the `bpy` module, or `blender -b --python` this file) against a real server: `clothcast
+serve` (tokens on, avatars removed 2 s after their publisher stops), `play` of CMU
+131_03 on two avatars, and `watch --record` alongside as the independent record of what
+the server sent. Checks that the garments Blender shows, in its world (Z up), are the
+recorded samples of the frames the link says it shows; that the armatures' joints are
+the recorded BVH's joints of those frames; that the bodies they deform lie under them;
+that avatars that leave are removed, and deleted objects made again (not in the user's
+edit mode); that Blender's timer drives the link; that a wrong token stops it with the
 reason; that the panel's buttons work and what it says. Exits 0 when all hold."""
 import importlib.util
 import os
@@ -361,9 +361,17 @@ def main():
         left = live.link().stop_recording()
         for a in ids:
             rig = bpy.data.objects.get(f"{a} take {left.number} armature")
-            curves = rig.animation_data.action.fcurves if rig is not None and rig.animation_data else []
+            curves = live.fcurves_of(rig) if rig is not None else []
             if rig is None or rig.type != "ARMATURE" or len(rig.data.bones) != 22 or len(curves) != 7 * 23:
                 fail(f"the take of avatars that left: {a}'s armature {rig} with {len(curves)} curves")
+            # each bone's curves in a group of its name (the Dope Sheet's rows), the
+            # object's in "Object"
+            groups = {}
+            for fc in curves:
+                groups.setdefault(fc.group.name if fc.group else None, []).append(fc.data_path)
+            want = {"Object"} | {b.name for b in rig.data.bones}
+            if set(groups) != want or any(len(paths) != 7 for paths in groups.values()):
+                fail(f"the take's curves are grouped as {sorted(map(str, groups))}, not by bone")
         print(f"a take whose avatars left before it ended kept their armatures ({left.collection.name})")
         remove_take(left)
         if bpy.data.meshes or bpy.data.armatures:
