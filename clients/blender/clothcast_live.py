@@ -13,8 +13,9 @@
 # frame on, the meshes' PC2 caches written into the take folder as it goes (default:
 # "clothcast takes" next to the .blend file); Stop makes it a take: a collection
 # "clothcast take N" with, per avatar, a copy of its armature (or, without armatures,
-# an empty) keyed at every scene frame, and its body and garments as meshes whose Mesh
-# Cache modifiers play those caches. A scene frame gets the last frame the server made
+# an empty) keyed at every scene frame, its garments as meshes whose Mesh Cache
+# modifiers play those caches, and its body the same way without armatures, or with
+# them the body at rest with its skin weights, deformed by the keyed armature. A scene frame gets the last frame the server made
 # by its time (a frame the link missed holds the one before). An avatar dressed
 # otherwise during the take (a try-on) starts a new part: the new outfit's meshes
 # (`… outfit 2`, …) with caches of their own, each part shown only in its frames.
@@ -191,7 +192,8 @@ class Link:
             show(f"{avatar} body", matrix, lambda out: self.viewer.body(avatar, out))
             self.shown[avatar] = frame["seq"]
             if self.take is not None:
-                self.take.add(avatar, frame, placed, bases, meshes + [f"{avatar} body"], rig)
+                self.take.add(avatar, frame, placed, bases, meshes + [f"{avatar} body"], rig,
+                              lambda: self.viewer.asset(frame["assets"][0])["body"])
         return updated
 
     def start_recording(self, folder="//clothcast takes", scene=None):
@@ -404,7 +406,9 @@ class Take:
     the server's frame shown there (its `seq`); the parent's (armature or empty) and
     each bone's location and rotation, the channels its keys will have; and each mesh's
     positions (garments inner to outer, then the body) written to a PC2 cache in
-    `folder` as they come. A scene frame holds the last frame the server made by its
+    `folder` as they come, except the body of an avatar with an armature: that body is
+    its rest mesh and skin weights, deformed by the keyed armature (an Armature
+    modifier), which spares two thirds of the take's cache bytes. A scene frame holds the last frame the server made by its
     time; one the link missed, the frame before. An avatar dressed otherwise during the
     take (`wear`: a try-on) starts a new part of its take, the new outfit's meshes with
     caches of their own from that frame; each part's meshes show only while it lasts."""
@@ -420,17 +424,20 @@ class Take:
         # avatar -> {"armature", "first", "seqs" (per scene frame from "first"),
         #            "channels" (7 a transform: location x, y, z, rotation w, x, y, z),
         #            "turns" (each transform's last rotation), "parts" (one per outfit
-        #            worn, in order: {"assets", "meshes" (live names), "tag", "data",
-        #            "caches", "first"})}
+        #            worn, in order: {"assets", "meshes" (live names of the meshes
+        #            with caches), "suffix", "data", "caches", "first", "body" (an
+        #            armature's body: (live name, mesh, skin), else None)})}
         self.avatars = {}
         # frames not kept: an avatar whose meshes were not all shown
         self.skipped = 0
         self.collection = None
 
-    def part(self, avatar, frame, meshes, at):
+    def part(self, avatar, frame, meshes, at, body=None):
         """A new part of `avatar`'s take from scene frame `at`: the outfit of `frame`,
         its meshes' topology copied now (the live meshes are rebuilt when the avatar
-        is dressed otherwise, and go when it leaves), a PC2 cache each."""
+        is dressed otherwise, and go when it leaves), a PC2 cache each; `body`: the
+        live name and the asset's body (rest positions, skin) of a body the armature
+        will deform, copied now too."""
         a = self.avatars[avatar]
         k = len(a["parts"])
         tag = f"{avatar} take {self.number}"
@@ -445,11 +452,17 @@ class Take:
                 for n in meshes
             ],
             "first": at,
+            "body": None if body is None else (body[0], bpy.data.objects[body[0]].data.copy(), {
+                "positions": array("f", body[1]["positions"]),
+                "joints": bytes(body[1]["joints"]),
+                "weights": array("f", body[1]["weights"]),
+            }),
         })
 
-    def add(self, avatar, frame, matrix, bases, meshes, rig=None):
-        """Keeps what the link just showed of `avatar` (`meshes`: its objects' names;
-        `rig`: its armature's, when it has one, see rig_of)."""
+    def add(self, avatar, frame, matrix, bases, meshes, rig=None, body=None):
+        """Keeps what the link just showed of `avatar` (`meshes`: its objects' names,
+        the body last; `rig`: its armature's, when it has one, see rig_of; `body`: a
+        function that gives the frame's body asset, for a body the armature deforms)."""
         t = frame["timestamp"]
         if self.t0 is None:
             self.t0 = t
@@ -470,6 +483,10 @@ class Take:
                 "turns": [None] * (1 + (0 if bases is None else len(bases))),
                 "parts": [],
             }
+        # the body of an avatar with an armature: deformed by the keyed armature
+        rigged = None
+        if a["armature"] is not None and body is not None and meshes and meshes[-1] == f"{avatar} body":
+            rigged, meshes = meshes[-1], meshes[:-1]
         index = at - a["first"]
         seqs, channels = a["seqs"], a["channels"]
         if index < len(seqs) - 1:
@@ -487,7 +504,8 @@ class Take:
                 for c in parts[-1]["caches"]:
                     while c.samples < at - parts[-1]["first"]:
                         c.hold()
-            self.part(avatar, frame, meshes, at)
+            skin = body() if rigged is not None else None
+            self.part(avatar, frame, meshes, at, None if skin is None else (rigged, skin))
         part = parts[-1]
         if part["meshes"] != meshes:
             self.skipped += 1
@@ -523,6 +541,8 @@ class Take:
             os.remove(c.path)
         for mesh in part["data"]:
             bpy.data.meshes.remove(mesh)
+        if part["body"] is not None:
+            bpy.data.meshes.remove(part["body"][1])
 
     def frames(self, avatar):
         """{scene frame: seq} of `avatar` in the take."""
@@ -585,8 +605,38 @@ class Take:
                     modifier.frame_start = float(part["first"])
                     if len(parts) > 1:
                         shown_between(obj, part["first"], until, first, end)
+                if part["body"] is not None:
+                    live_name, mesh, skin = part["body"]
+                    obj = skinned_body(live_name.replace(avatar, tag, 1) + part["suffix"], mesh, skin, parent,
+                                       armature[1])
+                    collection.objects.link(obj)
+                    if len(parts) > 1:
+                        shown_between(obj, part["first"], until, first, end)
             last = max(last, end)
         scene.frame_end = last
+
+
+def skinned_body(name, mesh, skin, rig, bone_names):
+    """The object `name` of the body `mesh` (the live body's topology) at rest, a child
+    of the armature object `rig` deformed by it: a vertex group per bone of
+    `bone_names` (joint order) holding the skin's weights (`skin`: the asset's rest
+    positions, 4 joints and 4 weights a vertex), and an Armature modifier. Blender's
+    Armature modifier is linear blend skinning as the module's body is: posed by the
+    keyed bones it is the body the link showed."""
+    mesh.name = name
+    mesh.vertices.foreach_set("co", skin["positions"])
+    mesh.update()
+    obj = bpy.data.objects.new(name, mesh)
+    obj.parent = rig
+    groups = [obj.vertex_groups.new(name=b) for b in bone_names]
+    joints, weights = skin["joints"], skin["weights"]
+    for k, (j, w) in enumerate(zip(joints, weights)):
+        if w != 0.0 and j < len(groups):
+            groups[j].add([k // 4], w, "REPLACE")
+    modifier = obj.modifiers.new("clothcast take", "ARMATURE")
+    modifier.object = rig
+    modifier.use_vertex_groups = True
+    return obj
 
 
 def shown_between(obj, start, until, first, end):

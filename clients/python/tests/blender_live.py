@@ -168,14 +168,16 @@ def take(live, ps, addr, armature, label):
     recording = link.stop_recording()
     recorder.wait(30)
     check_shots(label, shots, takes)
-    check_take(label, recording, takes, armature, ids)
+    check_take(label, recording, takes, armature, ids, shots)
     return player, ids
 
 
-def check_take(label, take, takes, armature, ids):
+def check_take(label, take, takes, armature, ids, live_shots):
     """The take Blender recorded: per avatar a parent (armature or empty) and its meshes
-    playing their caches; at frames across it, what Blender evaluates is the recorded
-    sample of the server frame the take says is there (check_shots). Then removes it."""
+    playing their caches, or with an armature its body deformed by it; at frames across
+    it, what Blender evaluates is the recorded sample of the server frame the take says
+    is there (check_shots), and at the frames that hold a server frame of `live_shots`
+    the body is the one the link showed then. Then removes it."""
     if take is None or sorted(take.avatars) != ids:
         fail(f"{label}: the take has {sorted(take.avatars) if take else None}, expected {ids}")
     n = take.number
@@ -199,7 +201,34 @@ def check_take(label, take, takes, armature, ids):
             g = evaluated_world(bpy.data.objects[f"{a} take {n} garment"])
             b = evaluated_world(bpy.data.objects[f"{a} take {n} body"])
             shots.append((a, held[f], g, b, joints(parent) if armature else None))
+        body = bpy.data.objects[f"{a} take {n} body"]
+        kinds = [m.type for m in body.modifiers]
+        if kinds != (["ARMATURE"] if armature else ["MESH_CACHE"]) or (armature and body.modifiers[0].object != parent):
+            fail(f"{label}: {a}'s take body has modifiers {kinds} (armature {armature})")
     check_shots(f"{label}, the take", shots, takes)
+    # the take's body where it holds a frame the link was seen to show: the same
+    # vertices (an Armature modifier on the keyed bones, or the cache)
+    live = {(a, seq): b for a, seq, _, b, _ in live_shots}
+    worst, compared = 0.0, 0
+    for a in ids:
+        for f, seq in sorted(take.frames(a).items()):
+            if (a, seq) not in live:
+                continue
+            scene.frame_set(f)
+            b = evaluated_world(bpy.data.objects[f"{a} take {n} body"])
+            want = live[(a, seq)]
+            if len(b) != len(want):
+                fail(f"{label}: {a}'s take body has {len(b)} vertices, the live one {len(want)}")
+            worst = max(worst, max((u - v).length for u, v in zip(b, want)))
+            compared += 1
+    # (within 0.5 mm, not exactly: the link skins the live body by the frame's bones as
+    # decoded, whose quaternions are unit only to ~1e-4, so ~0.2 mm of scale at a metre
+    # from the pelvis; the keys hold them normalised. A bone's weights on the wrong group
+    # would put vertices centimetres off)
+    if compared < 2 or worst > 5e-4:
+        fail(f"{label}: the take's body is {worst * 1000:.4f} mm off the live one ({compared} frames compared)")
+    print(f"{label}, the take: the body at {compared} frames the link was seen to show is the live one "
+          f"within {worst * 1000:.4f} mm")
     remove_take(take)
 
 
@@ -271,7 +300,15 @@ def outfit_take(live, ps, addr):
                         fail(f"try-on: frame {f} (part {k + 1}): {name} hidden {hidden}")
             for name in names:
                 obj = bpy.data.objects[name]
-                path = bpy.path.abspath(obj.modifiers["clothcast take"].filepath)
+                modifier = obj.modifiers["clothcast take"]
+                if " body" in name:
+                    # deformed by the take's armature (check_take compares such a body
+                    # with the live one)
+                    if modifier.type != "ARMATURE" or modifier.object.name != f"{avatar} take {n} armature":
+                        fail(f"try-on: {name} is not deformed by the take's armature")
+                    checked += 1
+                    continue
+                path = bpy.path.abspath(modifier.filepath)
                 sample = pc2.read_pc2(path)[f - first]
                 got = evaluated_local(obj)
                 off = max(abs(a - b) for a, b in zip(got, sample)) if len(got) == len(sample) else None
