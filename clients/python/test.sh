@@ -10,6 +10,7 @@
 # (pip install maturin). Usage: clients/python/test.sh [unittest names, e.g. test_viewer]
 #    or: clients/python/test.sh --blender   (the Blender live link's check alone: run
 #        again with another Blender's Python in CLOTHCAST_BLENDER_PYTHON)
+# CLOTHCAST_PYTHON_WHEEL names a wheel built elsewhere to test instead of building one.
 set -euo pipefail
 cd "$(dirname "$0")"
 # the module as users install it: the wheel maturin builds from pyproject.toml (in the
@@ -21,7 +22,12 @@ if ! python3 -m maturin --version >/dev/null 2>&1; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 -m maturin build --profile dev --out "$work/wheels"
+if [ -n "${CLOTHCAST_PYTHON_WHEEL:-}" ]; then
+  # a wheel built elsewhere (e.g. the portable one, README): tested as it is
+  mkdir "$work/wheels" && cp "$CLOTHCAST_PYTHON_WHEEL" "$work/wheels/"
+else
+  python3 -m maturin build --profile dev --out "$work/wheels"
+fi
 python3 -m venv --system-site-packages "$work/venv"
 py="$work/venv/bin/python"
 "$py" -m pip install --quiet --no-index --no-deps "$work"/wheels/clothcast-*.whl

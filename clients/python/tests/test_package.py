@@ -4,6 +4,8 @@ and the wheel test.sh installs carries them (`py.typed`)."""
 import ast
 import inspect
 import os
+import re
+import struct
 import unittest
 import zipfile
 
@@ -82,6 +84,40 @@ class Stubs(unittest.TestCase):
         self.assertEqual([i.filename for i in so], ["clothcast/clothcast.abi3.so"])
         # stripped (the release profile's debug info left out)
         self.assertLess(so[0].file_size, 20 << 20, f"{so[0].file_size} bytes")
+        # the platform tag tells the truth: the module needs no glibc symbol newer than
+        # the manylinux_X_Y it claims (pip installs it on any glibc from X.Y)
+        tag = re.search(r"-manylinux_(\d+)_(\d+)_x86_64\.whl$", wheel)
+        self.assertIsNotNone(tag, wheel)
+        with zipfile.ZipFile(os.path.join(wheels, wheel)) as z:
+            needed = glibc_versions(z.read(so[0].filename))
+        self.assertIn((2, 2, 5), needed, "the versions read are glibc's")
+        self.assertLessEqual(max(needed), (int(tag[1]), int(tag[2])), f"{wheel} needs glibc {max(needed)}")
+
+
+def glibc_versions(elf):
+    """The GLIBC_x.y[.z] symbol versions an ELF64 little-endian shared object needs
+    (its .gnu.version_r section, SHT_GNU_verneed), as tuples."""
+    assert elf[:6] == b"\x7fELF\x02\x01", "an ELF64 little-endian file"
+    (shoff,) = struct.unpack_from("<Q", elf, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", elf, 0x3A)
+    sections = [struct.unpack_from("<IIQQQQIIQQ", elf, shoff + k * shentsize) for k in range(shnum)]
+    out = set()
+    for _, kind, _, _, offset, _, link, count, _, _ in sections:
+        if kind != 0x6FFFFFFE:  # SHT_GNU_verneed; `count` (sh_info) entries
+            continue
+        strings = sections[link][4]
+        at = offset
+        for _ in range(count):
+            _, n_aux, _, aux, nxt = struct.unpack_from("<HHIII", elf, at)
+            a = at + aux
+            for _ in range(n_aux):
+                _, _, _, name, anext = struct.unpack_from("<IHHII", elf, a)
+                text = elf[strings + name:elf.index(b"\0", strings + name)].decode()
+                if text.startswith("GLIBC_") and text[6:7].isdigit():
+                    out.add(tuple(int(x) for x in text[6:].split(".")))
+                a += anext
+            at += nxt
+    return out
 
 
 if __name__ == "__main__":
