@@ -6,7 +6,8 @@
 # holds the body at rest only, that body deformed by the BVH skeleton), each take in a
 # collection of its own.
 #
-# Install: Edit > Preferences > Add-ons > Install... and pick this file (Blender 3.4+,
+# Install: Edit > Preferences > Add-ons > Install... (from Blender 4.2: Install from
+# Disk... in the page's v menu) and pick this file (Blender 3.4+,
 # checked with 4.2, 4.5 and 5.0), or run it from Blender's text editor.
 #
 # The recording's conventions (README, "Recording a session"): sample k of the PC2 is

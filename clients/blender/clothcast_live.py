@@ -25,8 +25,8 @@
 # Python, or `clothcast.so` built by clients/python/build.sh: see its README),
 # importable by Blender's Python: installed, or next to this file in Blender's add-ons
 # folder, or in a folder named in the add-on's preferences. Install this file
-# with Edit > Preferences > Add-ons > Install... (Blender 4.2+, checked with 4.2, 4.5 and
-# 5.0; Python 3.11+).
+# with Edit > Preferences > Add-ons > (the v menu) Install from Disk... (Blender 4.2+,
+# checked with 4.2, 4.5 and 5.0; Python 3.11+).
 #
 # Frames: the server's garments and bodies are in each avatar's canonical frame
 # (metres, +Y up, facing +Z); the frame's `world` (rotation, translation) places them;

@@ -345,7 +345,46 @@ def remove_take(take):
 PANTS = os.path.join(ROOT, "tests", "fixtures", "db", "v1", "small-pants.ccdb")
 
 
+INSTALL = """
+import bpy
+for name in ("clothcast_live", "clothcast_import"):
+    path = f"{folder}/{name}.py"
+    if bpy.ops.preferences.addon_install(filepath=path) != {"FINISHED"}:
+        raise SystemExit(f"{name}: not installed")
+    if bpy.ops.preferences.addon_enable(module=name) != {"FINISHED"}:
+        raise SystemExit(f"{name}: not enabled")
+for kind in ("VIEW3D_PT_clothcast_live", "CLOTHCAST_OT_live_connect", "CLOTHCAST_OT_live_record",
+             "IMPORT_SCENE_OT_clothcast_take"):
+    if not hasattr(bpy.types, kind):
+        raise SystemExit(f"{kind} not registered")
+print("installed in Blender", bpy.app.version_string)
+"""
+
+
+def check_install():
+    """The add-ons installed as a user installs them (Preferences, Add-ons, Install from
+    Disk: `preferences.addon_install`, then enabled), in a Blender of its own whose user
+    folders are a temporary one: their panel, operators and importer registered."""
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as home:
+        env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"))
+        code = INSTALL.replace("{folder}", os.path.join(ROOT, "clients", "blender"))
+        # a Blender (`blender -b --python` this file) runs the code itself; the module,
+        # this Python
+        run = ([bpy.app.binary_path, "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", code]
+               if bpy.app.binary_path else [sys.executable, "-c", code])
+        out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+        installed = [f for _, _, fs in os.walk(home) for f in fs if f.startswith("clothcast_")]
+        said = [ln for ln in out.stdout.splitlines() if ln.startswith("installed in Blender")]
+        if out.returncode != 0 or not said or sorted(installed) != ["clothcast_import.py", "clothcast_live.py"]:
+            fail(f"installing the add-ons: {out.stdout[-400:]} {out.stderr[-400:]} (files {installed})")
+    print(f"the add-ons install and enable from Preferences ({said[0]})")
+
+
 def main():
+    check_install()
     bpy.ops.wm.read_factory_settings(use_empty=True)
     live = load_addon()
     config = f'databases = ["{DB}", "{PANTS}"]\n[engine]\nidle_timeout = 1.0\nremove_after = 2.0\n'
