@@ -8,6 +8,7 @@ mod idle;
 mod limits;
 mod load;
 mod outfit;
+mod prometheus;
 mod proxy;
 mod record;
 mod resync;
