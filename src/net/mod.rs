@@ -28,6 +28,7 @@ mod bodies;
 mod conn;
 mod driven;
 mod http;
+mod out;
 mod owners;
 mod peer;
 mod settings;
