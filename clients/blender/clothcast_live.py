@@ -12,14 +12,15 @@
 # Record (in the panel, while connected) keeps what the link shows from the current
 # frame on, the meshes' PC2 caches written into the take folder as it goes (default:
 # "clothcast takes" next to the .blend file); Stop makes it a take: a collection
-# "clothcast take N" with, per avatar, a copy of its armature (or, without armatures,
-# an empty) keyed at every scene frame, its garments as meshes whose Mesh Cache
-# modifiers play those caches, and its body the same way without armatures, or with
-# them the body at rest with its skin weights, deformed by the keyed armature. A scene frame gets the last frame the server made
-# by its time (a frame the link missed holds the one before). An avatar dressed
-# otherwise during the take (a try-on) starts a new part: the new outfit's meshes
-# (`… outfit 2`, …) with caches of their own, each part shown only in its frames.
-# `clothcast watch --record` and clothcast_import.py do the same outside Blender.
+# "clothcast take N" with, per avatar, a copy of its armature (or, without armatures, an
+# empty) keyed at every scene frame, its garments as meshes whose Mesh Cache modifiers
+# play those caches, and its body the same way without armatures, or with them the body
+# at rest with its skin weights, deformed by the keyed armature. A scene frame gets the
+# last frame the server made by its time (a frame the link missed holds the one before).
+# An avatar dressed otherwise during the take (a try-on) starts a new part: the new
+# outfit's meshes (`… outfit 2`, …) with caches of their own, each part shown only in
+# its frames. `clothcast watch --record` and clothcast_import.py do the same outside
+# Blender.
 #
 # It needs clothcast's Python module (`pip install ./clients/python` into Blender's
 # Python, or `clothcast.so` built by clients/python/build.sh: see its README),
@@ -402,16 +403,17 @@ class Cache:
 
 
 class Take:
-    """What the link shows while recording, per avatar and scene frame from its first:
-    the server's frame shown there (its `seq`); the parent's (armature or empty) and
-    each bone's location and rotation, the channels its keys will have; and each mesh's
+    """What the link shows while recording, per avatar and scene frame from its first: the
+    server's frame shown there (its `seq`); the parent's (armature or empty) and each
+    bone's location and rotation, the channels its keys will have; and each mesh's
     positions (garments inner to outer, then the body) written to a PC2 cache in
     `folder` as they come, except the body of an avatar with an armature: that body is
     its rest mesh and skin weights, deformed by the keyed armature (an Armature
-    modifier), which spares two thirds of the take's cache bytes. A scene frame holds the last frame the server made by its
-    time; one the link missed, the frame before. An avatar dressed otherwise during the
-    take (`wear`: a try-on) starts a new part of its take, the new outfit's meshes with
-    caches of their own from that frame; each part's meshes show only while it lasts."""
+    modifier), which spares two thirds of the take's cache bytes. A scene frame holds
+    the last frame the server made by its time; one the link missed, the frame before.
+    An avatar dressed otherwise during the take (`wear`: a try-on) starts a new part of
+    its take, the new outfit's meshes with caches of their own from that frame; each
+    part's meshes show only while it lasts."""
 
     def __init__(self, number, fps, start, folder):
         self.number = number
