@@ -238,7 +238,8 @@ export class ClothcastWorkerClient extends EventTarget {
       case "frame": {
         const asset = this.assets.get(m.asset);
         const over = m.layerAssets.map((h) => this.assets.get(h));
-        if (!asset || over.some((a) => !a)) throw new Error(`frame for unknown asset ${m.asset}`);
+        const lacking = [m.asset, ...m.layerAssets].find((h) => !this.assets.has(h));
+        if (lacking !== undefined) throw new Error(`frame of ${m.id} for unknown asset ${lacking}`);
         let av = this.avatars.get(m.id);
         const same = av && av.asset === asset && av.layers.length === over.length && av.layers.every((l, i) => l.asset === over[i]);
         if (!same) {
