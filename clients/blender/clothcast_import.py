@@ -8,7 +8,9 @@
 #
 # Install: Edit > Preferences > Add-ons > Install... (from Blender 4.2: Install from
 # Disk... in the page's v menu) and pick this file (Blender 3.4+,
-# checked with 4.2, 4.5 and 5.0), or run it from Blender's text editor.
+# checked with 4.2, 4.5 and 5.0), or run it from Blender's text editor; or, from
+# Blender 4.2, as an extension: the zip clients/blender/build_extensions.py makes,
+# installed by Get Extensions > (the v menu) Install from Disk...
 #
 # The recording's conventions (README, "Recording a session"): sample k of the PC2 is
 # tick k of the take, the glTF body's key k is at k / tick rate seconds, and the BVH

@@ -22,12 +22,14 @@
 # its frames. `clothcast watch --record` and clothcast_import.py do the same outside
 # Blender.
 #
-# It needs clothcast's Python module (`pip install ./clients/python` into Blender's
-# Python, or `clothcast.so` built by clients/python/build.sh: see its README),
-# importable by Blender's Python: installed, or next to this file in Blender's add-ons
-# folder, or in a folder named in the add-on's preferences. Install this file
-# with Edit > Preferences > Add-ons > (the v menu) Install from Disk... (Blender 4.2+,
-# checked with 4.2, 4.5 and 5.0; Python 3.11+).
+# Install it as an extension (Blender 4.2+, checked with 4.2, 4.5 and 5.0): the zip
+# clients/blender/build_extensions.py makes holds this file and clothcast's Python
+# module as a wheel, which Blender installs with it (Edit > Preferences > Get
+# Extensions > (the v menu) Install from Disk...). Or install this file alone (Add-ons >
+# Install from Disk...); it then needs the module importable by Blender's Python
+# (`pip install ./clients/python` into Blender's Python, or `clothcast.so` built by
+# clients/python/build.sh: see its README): installed, or next to this file in
+# Blender's add-ons folder, or in a folder named in the add-on's preferences.
 #
 # Frames: the server's garments and bodies are in each avatar's canonical frame
 # (metres, +Y up, facing +Z); the frame's `world` (rotation, translation) places them;

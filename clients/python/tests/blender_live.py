@@ -8,6 +8,7 @@ the recorded BVH's joints of those frames; that the bodies they deform lie under
 that avatars that leave are removed, and deleted objects made again (not in the user's
 edit mode); that Blender's timer drives the link; that a wrong token stops it with the
 reason; that the panel's buttons work and what it says. Exits 0 when all hold."""
+import glob
 import importlib.util
 import os
 import sys
@@ -383,6 +384,88 @@ def check_install():
     print(f"the add-ons install and enable from Preferences ({said[0]})")
 
 
+EXTENSIONS = """
+import glob, importlib.util, os, sys, time
+import bpy
+# Blender's own Python has no clothcast module: this Python's (if it has one) is hidden,
+# so that what the live link imports is the extension's wheel
+spec = importlib.util.find_spec("clothcast")
+if spec is not None:
+    hidden = os.path.dirname(os.path.dirname(spec.origin)) if spec.submodule_search_locations else os.path.dirname(spec.origin)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p) != os.path.abspath(hidden)]
+for path in {zips}:
+    if bpy.ops.extensions.package_install_files(repo="user_default", filepath=path, enable_on_install=True) != {{"FINISHED"}}:
+        raise SystemExit(f"{{path}}: not installed")
+for kind in ("VIEW3D_PT_clothcast_live", "CLOTHCAST_OT_live_connect", "CLOTHCAST_OT_live_record",
+             "IMPORT_SCENE_OT_clothcast_take"):
+    if not hasattr(bpy.types, kind):
+        raise SystemExit(f"{{kind}} not registered")
+live = sys.modules["bl_ext.user_default.clothcast_live"]
+module = live.import_module()
+where = bpy.utils.user_resource("EXTENSIONS")
+if not os.path.abspath(module.__file__).startswith(os.path.abspath(where)):
+    raise SystemExit(f"clothcast's module came from {{module.__file__}}, not the extension's wheel under {{where}}")
+# the live link of the extension, on the extension's module, against the test's server
+live.start({url!r}, token={token!r}, armature=True)
+deadline = time.time() + 30
+while not live.link().shown and time.time() < deadline:
+    live.link().update()
+    time.sleep(0.02)
+if not live.link().shown:
+    raise SystemExit(f"no avatar shown ({{live.link().failure or live.link().viewer.error}})")
+avatar = sorted(live.link().shown)[0]
+garment = bpy.data.objects[f"{{avatar}} garment"].data
+ys = [v.co.y for v in garment.vertices]
+live.stop()
+# a garment on a standing body: its vertices between the hips and the neck (canonical
+# metres, +Y up), not all at the origin
+if len(ys) < 100 or not (0.5 < sum(ys) / len(ys) < 1.6):
+    raise SystemExit(f"the garment of {{avatar}}: {{len(ys)}} vertices, mean height {{sum(ys) / max(len(ys), 1)}}")
+print(f"extensions in Blender {{bpy.app.version_string}}: {{avatar}}'s garment of {{len(ys)}} vertices, module {{module.__file__}}")
+"""
+
+
+def check_extensions(ps, addr):
+    """The add-ons as Blender extensions (clients/blender/build_extensions.py, with the
+    wheel test.sh built: CLOTHCAST_PYTHON_WHEEL_DIR): Blender's own validator accepts
+    both zips; installed from disk (`extensions.package_install_files`, as Get
+    Extensions > Install from Disk does) in a Blender of its own whose user folders are a
+    temporary one and whose Python lacks the module, they register, the live link
+    imports the module from the extension's bundled wheel, and it shows an avatar a
+    `play` streams."""
+    import subprocess
+    import tempfile
+
+    wheels = sorted(glob.glob(os.path.join(os.environ.get("CLOTHCAST_PYTHON_WHEEL_DIR", ""), "clothcast-*.whl")))
+    if len(wheels) != 1:
+        fail(f"the extensions' check needs the wheel test.sh built (CLOTHCAST_PYTHON_WHEEL_DIR): found {wheels}")
+    validator = os.path.join(bpy.utils.system_resource("SCRIPTS"), "addons_core", "bl_pkg", "cli", "blender_ext.py")
+    if not os.path.isfile(validator):
+        fail(f"Blender's extension validator is not at {validator}")
+    with tempfile.TemporaryDirectory() as home:
+        build = subprocess.run([sys.executable, os.path.join(ROOT, "clients", "blender", "build_extensions.py"),
+                                "--wheel", wheels[0], "--out", os.path.join(home, "dist")],
+                               capture_output=True, text=True, timeout=60)
+        zips = build.stdout.split()
+        if build.returncode != 0 or len(zips) != 2:
+            fail(f"build_extensions.py: {build.stdout} {build.stderr}")
+        for z in zips:
+            valid = subprocess.run([sys.executable, validator, "validate", z], capture_output=True, text=True, timeout=60)
+            if valid.returncode != 0 or "Success" not in valid.stdout:
+                fail(f"Blender's validator refused {os.path.basename(z)}: {valid.stdout} {valid.stderr}")
+        player = ps.play(addr, avatars=1, seconds=20)
+        env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"))
+        code = EXTENSIONS.format(zips=zips, url=f"ws://{addr}/ws", token=VIEWER_TOKEN)
+        run = ([bpy.app.binary_path, "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", code]
+               if bpy.app.binary_path else [sys.executable, "-c", code])
+        out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+        player.kill()
+        said = [ln for ln in out.stdout.splitlines() if ln.startswith("extensions in Blender")]
+        if out.returncode != 0 or not said:
+            fail(f"the extensions: {out.stdout[-600:]} {out.stderr[-600:]}")
+    print(f"the add-ons build, validate and install as extensions; {said[0]}")
+
+
 def main():
     check_install()
     bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -391,6 +474,7 @@ def main():
     with Processes() as ps:
         _, addr = ps.serve(config=config)
         url = f"ws://{addr}/ws"
+        check_extensions(ps, addr)
         if "operator clothcast.live_connect" not in panel(live):
             fail(f"the panel without a link: {panel(live)}")
         player, ids = take(live, ps, addr, True, "with armatures")
