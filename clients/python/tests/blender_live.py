@@ -18,13 +18,14 @@ import types
 import bpy
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import CLIP, DB, MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, pc2, recorded, sample_of  # noqa: E402
+from harness import CLIP, DB, MODULE_DIR, ROOT, VIEWER_TOKEN, Processes, pc2, recorded, sample_of, stop_all  # noqa: E402
 # tests/usd, on the path by harness
 from check_blender import body_gap, bvh_joints, evaluated_world, leave, sample_gap, z_up  # noqa: E402
 
 
 def fail(msg):
     print(f"blender_live: {msg}", file=sys.stderr)
+    stop_all()
     leave(1)
 
 

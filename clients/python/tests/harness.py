@@ -35,11 +35,13 @@ VIEWER_TOKEN = "python-test-viewer"
 
 
 class Processes:
-    """Child processes (output to files, so that no pipe fills), all killed on exit."""
+    """Child processes (output to files, so that no pipe fills), all killed on exit (or
+    by stop_all, for a test that ends with os._exit)."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="clothcast-python-")
         self.procs = []
+        _LIVE.append(self)
 
     def __enter__(self):
         return self
@@ -95,6 +97,18 @@ class Processes:
         p, _ = self.spawn("watch", "watch", "--url", f"ws://{addr}/ws", "--record", d, "--seconds", str(seconds),
                           tokens=tokens)
         return p, d
+
+
+# every Processes made, for stop_all
+_LIVE = []
+
+
+def stop_all():
+    """Stops the child processes of every Processes: what a test that leaves by
+    os._exit (Blender's, whose verdict cannot wait for the interpreter's teardown) calls
+    first, so that a failure leaves no server running."""
+    for ps in _LIVE:
+        ps.__exit__(None, None, None)
 
 
 def stop(p):
