@@ -461,6 +461,9 @@ def check_extensions(ps, addr):
                if bpy.app.binary_path else [sys.executable, "-c", code])
         out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
         player.kill()
+        # the server removes its avatar (silent for `remove_after`, 2 s in the test's
+        # config) before the checks that follow count the avatars of their own players
+        time.sleep(3.5)
         said = [ln for ln in out.stdout.splitlines() if ln.startswith("extensions in Blender")]
         if out.returncode != 0 or not said:
             fail(f"the extensions: {out.stdout[-600:]} {out.stderr[-600:]}")
