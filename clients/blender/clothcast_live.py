@@ -76,7 +76,9 @@ def import_module(directory=""):
         import clothcast
     except ImportError as e:
         where = f" in {directory}" if directory else " next to this add-on or on sys.path"
-        raise LiveError(f"clothcast's Python module (clothcast.so) was not found{where}: {e}") from e
+        raise LiveError(f"clothcast's Python module (clothcast.so) was not found{where} ({e}): install the "
+                        "live link as the extension that carries it (clients/blender/build_extensions.py), "
+                        "or the module into Blender's Python") from e
     return clothcast
 
 
