@@ -801,7 +801,7 @@ class Preferences(bpy.types.AddonPreferences):
         name="Module folder",
         subtype="DIR_PATH",
         default="",
-        description="Folder holding clothcast.so (empty: next to this add-on or on sys.path)",
+        description="Folder holding clothcast.so (empty: the one the extension carries, next to this add-on, or on sys.path)",
     )
 
     def draw(self, context):
