@@ -11,7 +11,9 @@ reason; that the panel's buttons work and what it says. Exits 0 when all hold.""
 import glob
 import importlib.util
 import os
+import subprocess
 import sys
+import tempfile
 import time
 import types
 
@@ -363,21 +365,22 @@ print("installed in Blender", bpy.app.version_string)
 """
 
 
+def in_fresh_blender(code, home):
+    """Runs Python `code` in a Blender of its own whose user folders are under `home`
+    (a temporary folder): a Blender (`blender -b --python` this file) runs it itself,
+    the module this Python. Returns the finished process (output captured)."""
+    env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"))
+    run = ([bpy.app.binary_path, "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", code]
+           if bpy.app.binary_path else [sys.executable, "-c", code])
+    return subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+
+
 def check_install():
     """The add-ons installed as a user installs them (Preferences, Add-ons, Install from
     Disk: `preferences.addon_install`, then enabled), in a Blender of its own whose user
     folders are a temporary one: their panel, operators and importer registered."""
-    import subprocess
-    import tempfile
-
     with tempfile.TemporaryDirectory() as home:
-        env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"))
-        code = INSTALL.replace("{folder}", os.path.join(ROOT, "clients", "blender"))
-        # a Blender (`blender -b --python` this file) runs the code itself; the module,
-        # this Python
-        run = ([bpy.app.binary_path, "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", code]
-               if bpy.app.binary_path else [sys.executable, "-c", code])
-        out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+        out = in_fresh_blender(INSTALL.replace("{folder}", os.path.join(ROOT, "clients", "blender")), home)
         installed = [f for _, _, fs in os.walk(home) for f in fs if f.startswith("clothcast_")]
         said = [ln for ln in out.stdout.splitlines() if ln.startswith("installed in Blender")]
         if out.returncode != 0 or not said or sorted(installed) != ["clothcast_import.py", "clothcast_live.py"]:
@@ -434,9 +437,6 @@ def check_extensions(ps, addr):
     temporary one and whose Python lacks the module, they register, the live link
     imports the module from the extension's bundled wheel, and it shows an avatar a
     `play` streams."""
-    import subprocess
-    import tempfile
-
     wheels = sorted(glob.glob(os.path.join(os.environ.get("CLOTHCAST_PYTHON_WHEEL_DIR", ""), "clothcast-*.whl")))
     if len(wheels) != 1:
         fail(f"the extensions' check needs the wheel test.sh built (CLOTHCAST_PYTHON_WHEEL_DIR): found {wheels}")
@@ -455,11 +455,7 @@ def check_extensions(ps, addr):
             if valid.returncode != 0 or "Success" not in valid.stdout:
                 fail(f"Blender's validator refused {os.path.basename(z)}: {valid.stdout} {valid.stderr}")
         player = ps.play(addr, avatars=1, seconds=20)
-        env = dict(os.environ, HOME=home, XDG_CONFIG_HOME=os.path.join(home, ".config"))
-        code = EXTENSIONS.format(zips=zips, url=f"ws://{addr}/ws", token=VIEWER_TOKEN)
-        run = ([bpy.app.binary_path, "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", code]
-               if bpy.app.binary_path else [sys.executable, "-c", code])
-        out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=120)
+        out = in_fresh_blender(EXTENSIONS.format(zips=zips, url=f"ws://{addr}/ws", token=VIEWER_TOKEN), home)
         player.kill()
         # the server removes its avatar (silent for `remove_after`, 2 s in the test's
         # config) before the checks that follow count the avatars of their own players
