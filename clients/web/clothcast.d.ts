@@ -55,7 +55,11 @@ export interface Avatar {
   seq: number;
   frames: number;
   bytes: number;
+  /** Frames the server never sent this client (its queue was full). */
   dropped: number;
+  /** ClothcastWorkerClient only: frames the worker decoded and never passed to the page,
+   *  each replaced by a later one while the page was behind (latest wins). */
+  skipped?: number;
   latencyMs: number;
   /** When (performance.now(), ms) the client last asked the server for a keyframe of
    *  this avatar (`resync`) after a frame of its was refused; null while in step. The

@@ -5,7 +5,9 @@
 //
 // Messages in: { op: "connect", url, options } (ClothcastClient's constructor arguments;
 // the first one only), { op: "recycle", arrays } (a replaced frame's arrays, moved
-// back to be decoded into again; with the `recycle` option), { op: "close" }.
+// back to be decoded into again; with the `recycle` option), { op: "took", id } (the
+// page has taken in a frame of avatar `id`: decode-relay.js's IN_FLIGHT_MAX),
+// { op: "close" }.
 
 import { relay } from "./decode-relay.js";
 
@@ -15,5 +17,6 @@ self.onmessage = (e) => {
   const m = e.data;
   if (m?.op === "connect" && !client) client = relay(m.url, m.options, (msg, transfer) => postMessage(msg, transfer));
   else if (m?.op === "recycle") client?.recycle(m.arrays);
+  else if (m?.op === "took") client?.took(m.id);
   else if (m?.op === "close") client?.close();
 };

@@ -294,9 +294,9 @@ function updateOverlay(now) {
   frames = 0; lastFps = now;
   const lines = [`render ${fps.toFixed(0)} fps   stream ${stats.kbps.toFixed(0)} kbit/s   tick ${client.tickHz} Hz   ${link}`,
     `decoding ${(100 * stats.busy).toFixed(1)} % of ${!worker ? "the page's thread" : client.slots.length > 1 ? `a thread, in ${client.slots.length} workers` : "a worker"}   page's thread ${(100 * stats.page).toFixed(1)} %`];
-  for (const av of client.avatars.values()) lines.push(`${av.id.padEnd(14)} frame ${String(av.seq).padStart(6)}  dropped ${av.dropped}  latency ${av.latencyMs.toFixed(0)} ms`);
+  for (const av of client.avatars.values()) lines.push(`${av.id.padEnd(14)} frame ${String(av.seq).padStart(6)}  dropped ${av.dropped}${av.skipped ? `  skipped ${av.skipped}` : ""}  latency ${av.latencyMs.toFixed(0)} ms`);
   overlay.textContent = lines.join("\n");
-  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, decode: worker ? "worker" : "page", workers: worker ? client.slots.length : 0, busy: stats.busy, page: stats.page, arraysMade: client.arraysMade ?? 0, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)), layers: a.layers.map((l) => ({ garment: l.asset.garment, sample: Array.from(l.garment.subarray(0, 30)) })) })) };
+  window.__clothcast = { fps, kbps: stats.kbps, link, connections: client.connections, decode: worker ? "worker" : "page", workers: worker ? client.slots.length : 0, busy: stats.busy, page: stats.page, arraysMade: client.arraysMade ?? 0, avatars: [...client.avatars.values()].map((a) => ({ id: a.id, seq: a.seq, frames: a.frames, dropped: a.dropped, skipped: a.skipped ?? 0, latencyMs: a.latencyMs, sample: Array.from(a.garment.subarray(0, 30)), layers: a.layers.map((l) => ({ garment: l.asset.garment, sample: Array.from(l.garment.subarray(0, 30)) })) })) };
 }
 
 function render(now) {

@@ -10,7 +10,10 @@ export interface ClothcastWorkerClient extends StreamClient {}
  *  With `{ workers: n }` it runs n workers, each on its own connection subscribed to
  *  its shard of the avatars; `connections` and `busyMs` are then their sums. The first
  *  connects alone; the others once its assets are in, handed them (so they are
- *  downloaded once). */
+ *  downloaded once). Latest wins towards the page: at most two frames of an avatar
+ *  are on their way to the page's thread at once, a frame decoded meanwhile is replaced
+ *  by the next (counted in the avatar's `skipped`), so a page that fell behind gets the
+ *  latest frames, not a backlog. */
 export declare class ClothcastWorkerClient extends EventTarget {
   constructor(url: string, options?: ClothcastClientOptions);
   /** Milliseconds this (the page's) thread has spent taking the worker's results in. */
@@ -23,6 +26,6 @@ export declare class ClothcastWorkerClient extends EventTarget {
   readonly slots: ReadonlyArray<{ readonly connections: number; readonly busyMs: number; readonly assets: number; readonly arraysMade: number }>;
   /** Float32Arrays the workers have made for frames: with `recycle` it stops growing
    *  once every avatar streams, since each frame is copied into the arrays of the
-   *  frame it replaces. */
+   *  frame it replaces (at most 4 sets per avatar, whatever the page's pace). */
   readonly arraysMade: number;
 }

@@ -40,7 +40,14 @@
 //   frames then: an array handed back is empty (length 0) from that moment (or,
 //   where no worker could start, overwritten by a later frame). Copy
 //   what you keep, or upload it (e.g. to a WebGL buffer) when its frame event comes.
-//   arraysMade counts the arrays the workers made new.
+//   arraysMade counts the arrays the workers made new: at most 4 sets per avatar
+//   (decode-relay.js's IN_FLIGHT_MAX), whatever the page's pace;
+// - latest wins towards the page: at most two frames of an avatar are on their way to
+//   this thread at once; a frame decoded meanwhile waits and is replaced by the next, so
+//   a page that falls behind (a long task, a tab in the background) gets each avatar's
+//   latest frame when it is back, not a backlog of stale ones. An Avatar's `skipped`
+//   counts the frames the worker decoded and never passed on (`dropped` counts those the
+//   server never sent).
 // The worker script is found next to this module (decode-worker.js), as a module
 // worker (Chrome 80, Firefox 114, Safari 15 and later). Where one cannot start (an older
 // browser, a page whose policy forbids workers) the client decodes on the page's thread
@@ -91,6 +98,12 @@ export class ClothcastWorkerClient extends EventTarget {
         this.onEvent(m, slot);
       } catch (err) {
         this.dispatchEvent(new CustomEvent("error", { detail: err }));
+      } finally {
+        // (every frame taken in, refused or not, lets the worker send that avatar's next)
+        if (m?.ev === "frame") {
+          if (slot.worker) slot.worker.postMessage({ op: "took", id: m.id });
+          else this.here?.took(m.id);
+        }
       }
       this.pageMs += performance.now() - t;
     };
@@ -244,7 +257,7 @@ export class ClothcastWorkerClient extends EventTarget {
         const same = av && av.asset === asset && av.layers.length === over.length && av.layers.every((l, i) => l.asset === over[i]);
         if (!same) {
           av = { id: m.id, asset, garment: m.garment, normals: m.normals, layers: over.map((a, i) => ({ asset: a, garment: m.layers[i], normals: m.layerNormals[i] })),
-            bones: m.bones, pose: m.pose, world: m.world, seq: -1, frames: 0, bytes: 0, dropped: 0, latencyMs: 0 };
+            bones: m.bones, pose: m.pose, world: m.world, seq: -1, frames: 0, bytes: 0, dropped: 0, skipped: 0, latencyMs: 0 };
           this.avatars.set(m.id, av);
           this.dispatchEvent(new CustomEvent("avatar", { detail: av }));
         }
@@ -259,6 +272,7 @@ export class ClothcastWorkerClient extends EventTarget {
         av.frames = m.frames;
         av.bytes = m.bytes;
         av.dropped = m.dropped;
+        av.skipped = m.skipped;
         av.latencyMs = m.latencyMs;
         slot.busyMs = m.busyMs;
         this.busyMs = this.total("busyMs");
