@@ -10,6 +10,10 @@
 # not in a later diff.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# each step's start and the time since the suite began, on stderr, so that a CI log
+# shows where the suite's time goes
+phase() { echo "== $(date -u +%H:%M:%S) +${SECONDS}s $*" >&2; }
+phase "rustfmt and clippy"
 if cargo fmt --version >/dev/null 2>&1; then
   cargo fmt --all --check
 else
@@ -22,24 +26,32 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
   echo "clippy is not installed: lints not checked (rustup component add clippy)" >&2
 fi
+phase "build"
 cargo build --bins
+phase "Rust tests"
 cargo test --all-targets
+phase "JavaScript decoder"
 node --test clients/web/test/
 # the C# client (Unity, .NET): its decoder on the same golden streams, and the client
 # against this build's server
+phase "C# client"
 CLOTHCAST_BIN="$PWD/target/debug/clothcast" clients/csharp/test.sh
 # the Python module (PyO3): its decoder on the same streams, its viewer against this
 # build's server, and the Blender live link built on it
+phase "Python module and Blender live link"
 CLOTHCAST_BIN="$PWD/target/debug/clothcast" clients/python/test.sh
 # the Blender add-ons (the live link, and the take importer on a recording) again in each
 # other Blender named by CLOTHCAST_MORE_BLENDER_PYTHONS (Pythons with that Blender's bpy,
 # separated by spaces; .ci/run names Blender 5.0's, whose animation API, slotted actions
 # without Action.fcurves, is not 4.2's)
 for blender_python in ${CLOTHCAST_MORE_BLENDER_PYTHONS:-}; do
+  phase "Blender checks in $blender_python"
   CLOTHCAST_BLENDER_PYTHON="$blender_python" CLOTHCAST_BIN="$PWD/target/debug/clothcast" \
     clients/python/test.sh --blender
   CLOTHCAST_BLENDER_PYTHON="$blender_python" cargo test --test tests record::
 done
+phase "glTF, rendering and streaming in Chromium"
 export CLOTHCAST_BIN="$PWD/target/debug/clothcast"
 (cd clients/web/examples/threejs && { [ -d node_modules ] || npm ci --no-audit --no-fund; })
 (cd tests/gltf && { [ -d node_modules ] || npm ci --no-audit --no-fund; } && npm test)
+phase "done"
