@@ -27,8 +27,9 @@ const POOL_MAX = 256;
 
 /** Most frames of one avatar on their way to the page, not yet taken in: two, so that
  * the next frame is already there as the page takes one in. With `recycle` this bounds
- * the arrays made for an avatar, whatever the page's pace: the frame it holds, those on
- * their way and the one being copied (4 sets). */
+ * the arrays made for an avatar, whatever the page's pace, at 3 sets: a frame is copied
+ * only while fewer than two are on their way, so the sets out of the pool are the one
+ * the page holds, at most one on its way, and the one being copied. */
 export const IN_FLIGHT_MAX = 2;
 
 /** Float32Arrays to copy frames into: made new, or with `recycle` taken from those
@@ -126,9 +127,10 @@ export function relay(url, options, post) {
     }
   });
   client.addEventListener("gone", (e) => {
-    // (a frame still on its way is taken in all the same, and dropped by the page)
-    const f = flow.get(e.detail);
-    if (f) f.waiting = false;
+    // (a waiting frame goes with it; the page's late took() for a frame still on its
+    // way finds no entry, or that of an avatar back under the same id, which then may
+    // send one frame early: harmless)
+    flow.delete(e.detail);
     post({ ev: "gone", id: e.detail }, []);
   });
   client.addEventListener("close", (e) => post({ ev: "close", detail: e.detail, connections: client.connections }, []));

@@ -26,6 +26,6 @@ export declare class ClothcastWorkerClient extends EventTarget {
   readonly slots: ReadonlyArray<{ readonly connections: number; readonly busyMs: number; readonly assets: number; readonly arraysMade: number }>;
   /** Float32Arrays the workers have made for frames: with `recycle` it stops growing
    *  once every avatar streams, since each frame is copied into the arrays of the
-   *  frame it replaces (at most 4 sets per avatar, whatever the page's pace). */
+   *  frame it replaces (at most 3 sets per avatar, whatever the page's pace). */
   readonly arraysMade: number;
 }

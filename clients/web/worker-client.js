@@ -40,7 +40,7 @@
 //   frames then: an array handed back is empty (length 0) from that moment (or,
 //   where no worker could start, overwritten by a later frame). Copy
 //   what you keep, or upload it (e.g. to a WebGL buffer) when its frame event comes.
-//   arraysMade counts the arrays the workers made new: at most 4 sets per avatar
+//   arraysMade counts the arrays the workers made new: at most 3 sets per avatar
 //   (decode-relay.js's IN_FLIGHT_MAX), whatever the page's pace;
 // - latest wins towards the page: at most two frames of an avatar are on their way to
 //   this thread at once; a frame decoded meanwhile waits and is replaced by the next, so
