@@ -143,15 +143,19 @@ class HostileServer(unittest.TestCase):
             seq = 0
 
             def both_frames():
+                """Sends frame `seq` of both avatars, waits until both are decoded, and
+                returns the ids that `poll` reported updated meanwhile (sorted)."""
                 nonlocal seq
                 for avatar in ("x", "y"):
                     server.send(frame(avatar, seq, "a1", recs[seq]))
                 seq += 1
                 deadline = time.time() + 10
+                updated = set()
                 while time.time() < deadline:
                     if all(a in v.avatars and v.frame(a)["seq"] == seq - 1 for a in ("x", "y")):
-                        return
-                    v.poll()
+                        updated.update(v.poll()[0])
+                        return sorted(updated)
+                    updated.update(v.poll()[0])
                     time.sleep(0.01)
                 self.fail(f"frame {seq - 1} of both avatars did not come (errors: {v.errors()})")
 
@@ -172,7 +176,7 @@ class HostileServer(unittest.TestCase):
             ]
             for payload, text, named in bad:
                 server.send(payload, text)
-                both_frames()
+                updated = both_frames()
                 errors = v.errors()
                 print(f"{payload[:30]!r} refused: {errors[0]}")
                 self.assertEqual(len(errors), 1, f"{payload[:40]!r}: {errors}")
@@ -181,7 +185,8 @@ class HostileServer(unittest.TestCase):
             self.assertEqual(v.connections, 1, "one connection all along")
             self.assertTrue(v.connected)
             self.assertEqual(v.avatars, ["x", "y"])
-            self.assertEqual(v.poll(), (["x", "y"], []))
+            self.assertEqual(updated, ["x", "y"], "both avatars reported updated")
+            self.assertEqual(v.poll(), ([], []), "nothing new since")
             with self.assertRaises(KeyError):
                 v.asset("a2")
             out = v.garment("x")
