@@ -931,6 +931,115 @@ fn render_with_a_database_draws_the_synthesised_garment_on_the_performer() {
     assert!(!o.status.success() && err.contains("twice"), "{err}");
 }
 
+/// `render --db DB --example N` draws an example as baked (blue, above) and as the
+/// other examples predict it at its pose (green, below), and prints that prediction's
+/// error: for the example `inspect` names worst, the largest error it names. An
+/// example the database lacks, or two databases, are refused by name.
+#[test]
+fn render_shows_an_example_above_the_others_prediction_of_it() {
+    let dir = tmp("render-example");
+    let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let o = bin().arg("inspect").arg(&db).output().expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    // "  worst      example K X cm (mean Y), …"
+    let worst = report
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("worst"))
+        .expect("inspect's worst examples")
+        .trim()
+        .to_owned();
+    let mut words = worst.split_whitespace();
+    assert_eq!(words.next(), Some("example"), "{worst}");
+    let example = words.next().expect("its number").to_owned();
+    let max = words.next().expect("its largest error").to_owned();
+    let out = dir.join("example.png");
+    let o = bin()
+        .arg("render")
+        .arg("--db")
+        .arg(&db)
+        .args(["--example", &example, "--views", "front", "--size", "120"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        said.contains(&format!("example {example} of "))
+            && said.contains(&format!(" {max} cm at most")),
+        "{said} (inspect: {worst})"
+    );
+    let (w, h, c, px) = png_pixels(&out);
+    assert_eq!((w, h), (120, 240), "two rows of one view");
+    // the baked shirt is blue and in the upper row, the predicted one green and in the
+    // lower, each on the body's torso (its upper half)
+    let (mut blue, mut green) = (Vec::new(), Vec::new());
+    for i in 0..w * h {
+        let (r, g, b) = (
+            i32::from(px[i * c]),
+            i32::from(px[i * c + 1]),
+            i32::from(px[i * c + 2]),
+        );
+        if b > r + 40 && b > g + 10 {
+            blue.push(i / w);
+        } else if g > r + 30 && g > b + 20 {
+            green.push(i / w);
+        }
+    }
+    assert!(
+        blue.len() > 300 && green.len() > 300,
+        "{} baked and {} predicted shirt pixels",
+        blue.len(),
+        green.len()
+    );
+    assert!(
+        blue.iter().all(|&y| y < 120),
+        "a blue pixel below the top row"
+    );
+    assert!(
+        green.iter().all(|&y| y >= 120),
+        "a green pixel above the bottom row"
+    );
+    let mean = |v: &[usize]| v.iter().sum::<usize>() as f64 / v.len() as f64;
+    assert!(mean(&blue) < 60.0, "the baked shirt is not on the torso");
+    assert!(
+        mean(&green) < 180.0,
+        "the predicted shirt is not on the torso"
+    );
+    for (args, says) in [
+        (vec!["--example", "999"], "there is no example 999"),
+        (vec!["--example", "0", "--bvh", "x.bvh"], "--bvh"),
+    ] {
+        let o = bin()
+            .arg("render")
+            .arg("--db")
+            .arg(&db)
+            .args(&args)
+            .arg("--out")
+            .arg(dir.join("x.png"))
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(says), "{args:?}: {err}");
+    }
+    let o = bin()
+        .arg("render")
+        .arg("--db")
+        .arg(&db)
+        .arg("--db")
+        .arg(db.with_file_name("small-pants.ccdb"))
+        .args(["--example", "0", "--out"])
+        .arg(dir.join("x.png"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("give one --db"),
+        "{err}"
+    );
+}
+
 /// `eval` on a few frames of a held-out clip with the small frozen database: the
 /// summary table has a row per method whose second cell is the mean error in cm, SOR
 /// below plain LBS, for either ground truth (and without damping); the CSV has a row

@@ -579,6 +579,10 @@ pub(crate) struct SynthArgs {
     /// mean per region, shared by all examples (Wu Eq. 7's form; the default).
     #[arg(long, value_enum)]
     pub(crate) distance: Option<DistanceArg>,
+    /// With pooled distance weights, the share of each example's own U mixed in
+    /// (default 0.25; 0 pooled alone, 1 each example's own).
+    #[arg(long, value_parser = parse_own_share)]
+    pub(crate) own_share: Option<f32>,
 }
 
 impl SynthArgs {
@@ -589,6 +593,9 @@ impl SynthArgs {
         }
         if let Some(m) = self.min_share {
             p.min_share = m;
+        }
+        if let Some(s) = self.own_share {
+            p.own_share = s;
         }
         if let Some(d) = self.distance {
             p.distance = match d {
@@ -612,6 +619,13 @@ fn parse_share(s: &str) -> Result<f32, String> {
     match s.trim().parse::<f32>() {
         Ok(v) if v.is_finite() && (0.0..=0.5).contains(&v) => Ok(v),
         _ => Err(format!("min_share must be 0–0.5, not {s:?}")),
+    }
+}
+
+fn parse_own_share(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(v) if v.is_finite() && (0.0..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("own_share must be 0–1, not {s:?}")),
     }
 }
 

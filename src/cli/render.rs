@@ -8,7 +8,7 @@ use clap::Args;
 use glam::Vec3;
 
 use super::common::{
-    BodyArgs, FrameRange, GarmentArgs, parse_frames, read_clip, read_clip_at, write_png,
+    BodyArgs, FrameRange, GarmentArgs, SynthArgs, parse_frames, read_clip, read_clip_at, write_png,
 };
 use crate::body::{SelfContactGuard, SkinningMethod};
 use crate::mesh::{Camera, DrawItem, Image, TriMesh, render};
@@ -70,6 +70,14 @@ pub(crate) struct RenderArgs {
         "garment_vertices", "sleeves", "legs",
     ])]
     db: Vec<PathBuf>,
+    /// With one `--db`: example N of the database (numbered from 0, as `inspect`
+    /// names them) at its own pose, in two rows of views: above, its garment as the
+    /// bake simulated it (blue); below, the garment SOR synthesises at that pose from
+    /// the other examples (green), the prediction `inspect`'s "left out" line measures
+    /// (its error is printed too). Where `inspect` names an example the others predict
+    /// badly, this shows where and why.
+    #[arg(long, requires = "db", conflicts_with_all = ["bvh", "frame", "frames", "kinect"])]
+    example: Option<usize>,
     /// Image height in pixels (square views side by side).
     #[arg(long, default_value_t = 600)]
     size: u32,
@@ -77,6 +85,9 @@ pub(crate) struct RenderArgs {
     body: BodyArgs,
     #[command(flatten)]
     garment: GarmentArgs,
+    /// SOR's settings for `--db` (the server's defaults unless given).
+    #[command(flatten)]
+    synth: SynthArgs,
 }
 
 fn parse_tilt(s: &str) -> Result<f32, String> {
@@ -125,8 +136,19 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
         Some(db) => db.body.to_body(),
         None => a.body.build()?,
     };
+    let mut params = SynthParams::default();
+    a.synth.apply(&mut params);
+    if let Some(example) = a.example {
+        let [db] = dbs.as_slice() else {
+            anyhow::bail!("--example shows one database's example: give one --db");
+        };
+        let image = example_picture(db, &params, &body, example, views, a.size)?;
+        write_png(&a.out, &image)?;
+        outln!("{}", a.out.display());
+        return Ok(());
+    }
     let mut dress = match dbs.first() {
-        Some(_) => Dress::Synthesised(Box::new(Outfit::new(&dbs, &body)?)),
+        Some(_) => Dress::Synthesised(Box::new(Outfit::new(&dbs, &body, &params)?)),
         None => Dress::Skinned(
             a.garments
                 .split(',')
@@ -246,7 +268,11 @@ impl<'db> Outfit<'db> {
     /// The garments of `dbs`, inner to outer, worn by `body` (the first database's);
     /// refused by name when two were baked for different bodies or are the same
     /// garment.
-    fn new(dbs: &'db [Arc<Database>], body: &crate::body::Body) -> anyhow::Result<Self> {
+    fn new(
+        dbs: &'db [Arc<Database>],
+        body: &crate::body::Body,
+        synth: &SynthParams,
+    ) -> anyhow::Result<Self> {
         let params = LayerParams::default();
         let mut layerings = Vec::with_capacity(dbs.len());
         for (i, outer) in dbs.iter().enumerate() {
@@ -265,7 +291,7 @@ impl<'db> Outfit<'db> {
             layers: dbs
                 .iter()
                 .map(|db| Synthesis {
-                    synth: Synthesizer::new(db, SynthParams::default()),
+                    synth: Synthesizer::new(db, synth.clone()),
                     triangles: db.garment.triangles.clone(),
                     state: AvatarState::new(),
                     scratch: Scratch::default(),
@@ -355,6 +381,73 @@ impl Dress<'_> {
             }
         }
     }
+}
+
+/// Example `example` of `db` (worn by `body`, the database's) at its own pose: its
+/// garment as baked, in a row of `views` above the garment SOR synthesises there from
+/// the other examples with `params` (see `RenderArgs::example`); prints how far the
+/// two lie apart.
+fn example_picture(
+    db: &Database,
+    params: &SynthParams,
+    body: &crate::body::Body,
+    example: usize,
+    views: &[Vec3],
+    size: u32,
+) -> anyhow::Result<Image> {
+    let count = db.examples.len();
+    let ex = db.examples.get(example).ok_or_else(|| {
+        anyhow::anyhow!(
+            "the database has {count} examples (0–{}): there is no example {example}",
+            count.saturating_sub(1)
+        )
+    })?;
+    let mut predicted = vec![Vec3::ZERO; db.vertex_count()];
+    let left = crate::sor::left_out(db, params, example, &mut predicted).ok_or_else(|| {
+        anyhow::anyhow!("a database of {count} example has no others to predict it from")
+    })?;
+    let worst = ex
+        .positions
+        .iter()
+        .zip(&predicted)
+        .map(|(a, b)| (*a - *b).length())
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map_or(0, |(i, _)| i);
+    // the region the worst vertex belongs to most
+    let regions = db.region_count();
+    let region = db
+        .garment
+        .region_weights
+        .get(worst * regions..(worst + 1) * regions)
+        .and_then(|row| row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)))
+        .and_then(|(r, _)| db.garment.region_names.get(r))
+        .map_or("?", String::as_str);
+    outln!(
+        "example {example} of {count}: above as baked, below synthesised from the other examples: {:.2} cm mean vertex error, {:.1} cm at most (vertex {worst}, region {region})",
+        100.0 * left.mean,
+        100.0 * left.max,
+    );
+    // the example's pose is canonical (no root translation or heading): the garments
+    // are drawn where they are
+    let face = face(body);
+    let row = |positions: Vec<Vec3>, colour: [f32; 3]| {
+        picture(
+            body,
+            &face,
+            &[(
+                TriMesh::new(positions, db.garment.triangles.clone()),
+                colour,
+            )],
+            &ex.pose,
+            views,
+            size,
+        )
+    };
+    Ok(Image::vstack(&[
+        row(ex.positions.clone(), [0.2, 0.4, 0.8])?,
+        row(predicted, [0.25, 0.6, 0.35])?,
+    ]))
 }
 
 /// Eyes and a mouth for the body's head, at rest (metres): small dark ellipsoids set

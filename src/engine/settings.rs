@@ -205,6 +205,11 @@ impl EngineConfig {
                 range(0.0, false, 0.5, "0 to 0.5"),
             ),
             (
+                "synth.own_share",
+                f(s.own_share),
+                range(0.0, false, 1.0, "0 to 1"),
+            ),
+            (
                 "layers.clearance",
                 f(self.layers.clearance),
                 range(0.0, false, 0.05, "metres, 0 to 0.05"),

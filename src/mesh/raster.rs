@@ -180,6 +180,25 @@ pub fn render(items: &[DrawItem<'_>], cam: &Camera, width: u32, height: u32) -> 
 }
 
 impl Image {
+    /// Places images one above the other (the first on top; narrower ones left-aligned
+    /// on white) into one image.
+    pub fn vstack(images: &[Image]) -> Image {
+        let width = images.iter().map(|i| i.width).max().unwrap_or(0);
+        let height: u32 = images.iter().map(|i| i.height).sum();
+        let mut rgb = vec![255u8; (width * height * 3) as usize];
+        let mut y0 = 0;
+        for img in images {
+            for y in 0..img.height {
+                let src =
+                    &img.rgb[(y * img.width * 3) as usize..((y + 1) * img.width * 3) as usize];
+                let dst = (((y0 + y) * width) * 3) as usize;
+                rgb[dst..dst + src.len()].copy_from_slice(src);
+            }
+            y0 += img.height;
+        }
+        Image { width, height, rgb }
+    }
+
     /// Places images side by side (same height) into one image.
     pub fn hstack(images: &[Image]) -> Image {
         let height = images.iter().map(|i| i.height).max().unwrap_or(0);
@@ -209,5 +228,38 @@ impl Image {
         let mean = lum.iter().sum::<f64>() / n;
         let var = lum.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / n;
         (mean as f32, var.sqrt() as f32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Image;
+
+    fn filled(width: u32, height: u32, v: u8) -> Image {
+        Image {
+            width,
+            height,
+            rgb: vec![v; (width * height * 3) as usize],
+        }
+    }
+
+    fn px(img: &Image, x: u32, y: u32) -> u8 {
+        img.rgb[((y * img.width + x) * 3) as usize]
+    }
+
+    /// Stacked images keep their pixels where they were placed: side by side, then one
+    /// above the other, a narrower one left-aligned on white.
+    #[test]
+    fn stacking_places_each_image_where_it_belongs() {
+        let row = Image::hstack(&[filled(2, 3, 10), filled(3, 3, 20)]);
+        assert_eq!((row.width, row.height), (5, 3));
+        assert_eq!(px(&row, 1, 2), 10);
+        assert_eq!(px(&row, 2, 0), 20);
+        let column = Image::vstack(&[row, filled(4, 2, 30)]);
+        assert_eq!((column.width, column.height), (5, 5));
+        assert_eq!(px(&column, 0, 0), 10);
+        assert_eq!(px(&column, 4, 2), 20);
+        assert_eq!(px(&column, 3, 4), 30);
+        assert_eq!(px(&column, 4, 3), 255, "white beside the narrower image");
     }
 }

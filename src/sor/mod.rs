@@ -23,7 +23,7 @@ pub use part::{decode_example, encode_example};
 pub use rig::{Example, GarmentRigInput, PosedBody, RigParams, RigReport, fit_example, tau_matrix};
 pub use synth::{
     AvatarJob, AvatarState, Distance, LeftOut, Scratch, SynthFrame, SynthParams, Synthesizer,
-    leave_one_out, synthesize_all, synthesize_job,
+    leave_one_out, left_out, synthesize_all, synthesize_job,
 };
 
 #[cfg(test)]

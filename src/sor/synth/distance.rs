@@ -21,8 +21,10 @@ pub enum Distance {
     Pooled,
 }
 
-/// The distance weights of every example (`examples × regions × 66`) for `distance`.
-pub(super) fn distance_weights(db: &Database, distance: Distance) -> Vec<f32> {
+/// The distance weights of every example (`examples × regions × 66`) for `distance`;
+/// pooled, with `own_share` (0–1, clamped) of each example's own mixed in (see
+/// [`super::SynthParams::own_share`]).
+pub(super) fn distance_weights(db: &Database, distance: Distance, own_share: f32) -> Vec<f32> {
     let per_example: Vec<f32> = db
         .examples
         .iter()
@@ -40,8 +42,18 @@ pub(super) fn distance_weights(db: &Database, distance: Distance) -> Vec<f32> {
                 }
             }
             let mean: Vec<f32> = mean.iter().map(|m| (m / ne as f64) as f32).collect();
-            (0..db.examples.len())
-                .flat_map(|_| mean.iter().copied())
+            let s = if own_share.is_finite() {
+                own_share.clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            per_example
+                .chunks_exact(len.max(1))
+                .flat_map(|own| {
+                    own.iter()
+                        .zip(&mean)
+                        .map(move |(u, m)| (1.0 - s) * m + s * u)
+                })
                 .collect()
         }
     }

@@ -34,23 +34,50 @@ pub fn leave_one_out(db: &Database, params: &SynthParams) -> Vec<LeftOut> {
     let synth = Synthesizer::new(db, params.clone());
     let mut scratch = Scratch::default();
     let mut out = vec![Vec3::ZERO; db.vertex_count()];
-    db.examples
-        .iter()
-        .enumerate()
-        .map(|(j, ex)| {
-            let mut state = AvatarState::new();
-            synth.synthesize_without(&mut state, &mut scratch, &ex.pose, 0.0, Some(j), &mut out);
-            let (mut sum, mut max) = (0f64, 0f32);
-            for (a, b) in out.iter().zip(&ex.positions) {
-                let d = (*a - *b).length();
-                sum += f64::from(d);
-                max = max.max(d);
-            }
-            LeftOut {
-                example: j,
-                mean: (sum / out.len().max(1) as f64) as f32,
-                max,
-            }
-        })
+    (0..db.examples.len())
+        .filter_map(|j| left_out_with(&synth, &mut scratch, j, &mut out))
         .collect()
+}
+
+/// Example `example` of `db` as [`leave_one_out`] predicts it: the garment SOR
+/// synthesises at the example's pose from the other examples (canonical frame, metres)
+/// into `out` (the database's vertex count long), and how far it lies from the
+/// example's own garment. `None` (and `out` untouched) when the database has no such
+/// example, fewer than two examples, or `out` is not the garment's length.
+pub fn left_out(
+    db: &Database,
+    params: &SynthParams,
+    example: usize,
+    out: &mut [Vec3],
+) -> Option<LeftOut> {
+    if db.examples.len() < 2 {
+        return None;
+    }
+    let synth = Synthesizer::new(db, params.clone());
+    left_out_with(&synth, &mut Scratch::default(), example, out)
+}
+
+fn left_out_with(
+    synth: &Synthesizer<'_>,
+    scratch: &mut Scratch,
+    example: usize,
+    out: &mut [Vec3],
+) -> Option<LeftOut> {
+    let ex = synth.db.examples.get(example)?;
+    if out.len() != ex.positions.len() {
+        return None;
+    }
+    let mut state = AvatarState::new();
+    synth.synthesize_without(&mut state, scratch, &ex.pose, 0.0, Some(example), out);
+    let (mut sum, mut max) = (0f64, 0f32);
+    for (a, b) in out.iter().zip(&ex.positions) {
+        let d = (*a - *b).length();
+        sum += f64::from(d);
+        max = max.max(d);
+    }
+    Some(LeftOut {
+        example,
+        mean: (sum / out.len().max(1) as f64) as f32,
+        max,
+    })
 }

@@ -250,7 +250,7 @@ fn wide_distances_are_the_scalar_ones() {
             e
         })
         .collect();
-    let ex8 = super::wide::Examples8::new(&db, &distance_weights(&db, Distance::PerExample));
+    let ex8 = super::wide::Examples8::new(&db, &distance_weights(&db, Distance::PerExample, 0.0));
     let g = db.region_count();
     let mut pose = base[1].pose;
     pose.set_rotation(JointId::SPINE2, quat_exp(Vec3::new(0.1, 0.25, 0.05)));
@@ -274,14 +274,18 @@ fn wide_distances_are_the_scalar_ones() {
 }
 
 /// Pooled distance weights are the examples' mean U, the same for every example;
-/// per-example ones are each example's own, and both synthesise each example at its
-/// own pose (the distance is zero there whichever U).
+/// per-example ones are each example's own; pooled with an own share s, the mix
+/// (1 − s) mean + s own. All synthesise each example at its own pose (the distance is
+/// zero there whichever U).
 #[test]
 fn pooled_distance_weights_are_the_examples_mean() {
     let db = small_db();
     let (ne, len) = (db.examples.len(), db.region_count() * DOF_COUNT);
-    let own = distance_weights(&db, Distance::PerExample);
-    let pooled = distance_weights(&db, Distance::Pooled);
+    let own = distance_weights(&db, Distance::PerExample, 0.25);
+    let pooled = distance_weights(&db, Distance::Pooled, 0.0);
+    let mixed = distance_weights(&db, Distance::Pooled, 0.25);
+    assert_eq!(own, distance_weights(&db, Distance::PerExample, 0.0));
+    assert_eq!(own, distance_weights(&db, Distance::Pooled, 1.0));
     assert_eq!((own.len(), pooled.len()), (ne * len, ne * len));
     for (j, e) in db.examples.iter().enumerate() {
         assert_eq!(&own[j * len..(j + 1) * len], &e.distance_weights[..]);
@@ -301,12 +305,23 @@ fn pooled_distance_weights_are_the_examples_mean() {
                 "{p} vs {mean}"
             );
             differ += usize::from(own[j * len + i] != pooled[j * len + i]);
+            let m = f64::from(mixed[j * len + i]);
+            let want = 0.75 * mean + 0.25 * f64::from(own[j * len + i]);
+            assert!(
+                (m - want).abs() <= 1e-6 * want.abs().max(1e-12),
+                "{m} vs {want}"
+            );
         }
     }
     assert!(differ > 0, "the fixture's examples should have different U");
-    for distance in [Distance::PerExample, Distance::Pooled] {
+    for (distance, own_share) in [
+        (Distance::PerExample, 0.0),
+        (Distance::Pooled, 0.0),
+        (Distance::Pooled, 0.25),
+    ] {
         let params = SynthParams {
             distance,
+            own_share,
             resolve_penetration: false,
             ..SynthParams::default()
         };
