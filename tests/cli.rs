@@ -953,6 +953,16 @@ fn render_shows_an_example_above_the_others_prediction_of_it() {
     assert_eq!(words.next(), Some("example"), "{worst}");
     let example = words.next().expect("its number").to_owned();
     let max = words.next().expect("its largest error").to_owned();
+    // and says how to look at it
+    let look = report
+        .lines()
+        .find_map(|l| l.strip_prefix("  look       clothcast render --db "))
+        .expect("inspect's command to look at the worst example");
+    assert!(
+        look.contains("small.ccdb")
+            && look.ends_with(&format!(" --example {example} --out example-{example}.png")),
+        "{look}"
+    );
     let out = dir.join("example.png");
     let o = bin()
         .arg("render")

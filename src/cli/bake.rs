@@ -195,7 +195,7 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
         db.vertex_count(),
         db.bake.seconds
     );
-    for line in leave_one_out_lines(&db) {
+    for line in leave_one_out_lines(&db, &out) {
         outln!("{line}");
     }
     Ok(())
@@ -205,9 +205,10 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
 const WORST_SHOWN: usize = 3;
 
 /// `inspect`'s, `bake`'s and `merge`'s summary of [`crate::sor::leave_one_out`] with the server's
-/// synthesis settings: the mean over the examples, and the examples the others
-/// predict worst (by their largest vertex distance); none for under two examples.
-fn leave_one_out_lines(db: &Database) -> Vec<String> {
+/// synthesis settings: the mean over the examples, the examples the others predict
+/// worst (by their largest vertex distance), and the command that draws the worst
+/// (`render --example`) for the database at `path`; none for under two examples.
+fn leave_one_out_lines(db: &Database, path: &std::path::Path) -> Vec<String> {
     let mut rows = crate::sor::leave_one_out(db, &crate::sor::SynthParams::default());
     if rows.is_empty() {
         return Vec::new();
@@ -232,7 +233,25 @@ fn leave_one_out_lines(db: &Database) -> Vec<String> {
             100.0 * mean
         ),
         format!("  worst      {}", worst.join(", ")),
+        format!(
+            "  look       clothcast render --db {} --example {k} --out example-{k}.png",
+            shell_word(&path.display().to_string()),
+            k = rows[0].example
+        ),
     ]
+}
+
+/// `s` as one word of a POSIX shell command line: as it is when it holds only
+/// characters no shell treats specially, else in single quotes.
+fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:,@%=".contains(c));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
 }
 
 /// Arguments of `clothcast merge`.
@@ -255,7 +274,7 @@ pub(crate) fn run_merge(a: MergeArgs) -> anyhow::Result<()> {
     let db = merge(dbs)?;
     db.write(&a.out)?;
     outln!("{}  {} examples", a.out.display(), db.examples.len());
-    for line in leave_one_out_lines(&db) {
+    for line in leave_one_out_lines(&db, &a.out) {
         outln!("{line}");
     }
     Ok(())
@@ -333,7 +352,7 @@ pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
         outln!("  source     {s}");
     }
     outln!("material     {}", material_line(&db.bake.sim));
-    for line in leave_one_out_lines(&db) {
+    for line in leave_one_out_lines(&db, &a.db) {
         outln!("{line}");
     }
     Ok(())
@@ -371,6 +390,16 @@ fn material_line(sim: &serde_json::Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A path is printed as one shell word: plain when it can be, else single-quoted
+    /// with its own single quotes escaped.
+    #[test]
+    fn paths_are_printed_as_one_shell_word() {
+        assert_eq!(shell_word("/data/db-1.ccdb"), "/data/db-1.ccdb");
+        assert_eq!(shell_word("my db.ccdb"), "'my db.ccdb'");
+        assert_eq!(shell_word("it's;$x"), r"'it'\''s;$x'");
+        assert_eq!(shell_word(""), "''");
+    }
 
     /// The material line says whether the examples were simulated with self-contact.
     #[test]
