@@ -406,14 +406,7 @@ fn example_picture(
     let left = crate::sor::left_out(db, params, example, &mut predicted).ok_or_else(|| {
         anyhow::anyhow!("a database of {count} example has no others to predict it from")
     })?;
-    let worst = ex
-        .positions
-        .iter()
-        .zip(&predicted)
-        .map(|(a, b)| (*a - *b).length())
-        .enumerate()
-        .max_by(|a, b| a.1.total_cmp(&b.1))
-        .map_or(0, |(i, _)| i);
+    let worst = left.worst;
     // the region the worst vertex belongs to most
     let regions = db.region_count();
     let region = db

@@ -20,6 +20,8 @@ pub struct LeftOut {
     pub mean: f32,
     /// The largest such distance over the garment's vertices, metres.
     pub max: f32,
+    /// The vertex at that largest distance (the first, on a tie).
+    pub worst: usize,
 }
 
 /// Every example of `db` synthesised at its own pose from the others (SOR §5 with
@@ -69,15 +71,18 @@ fn left_out_with(
     }
     let mut state = AvatarState::new();
     synth.synthesize_without(&mut state, scratch, &ex.pose, 0.0, Some(example), out);
-    let (mut sum, mut max) = (0f64, 0f32);
-    for (a, b) in out.iter().zip(&ex.positions) {
+    let (mut sum, mut max, mut worst) = (0f64, 0f32, 0);
+    for (i, (a, b)) in out.iter().zip(&ex.positions).enumerate() {
         let d = (*a - *b).length();
         sum += f64::from(d);
-        max = max.max(d);
+        if d > max {
+            (max, worst) = (d, i);
+        }
     }
     Some(LeftOut {
         example,
         mean: (sum / out.len().max(1) as f64) as f32,
         max,
+        worst,
     })
 }
