@@ -149,6 +149,38 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
         report.contains("body         2000 vertices") && report.contains("height 1.600 m"),
         "{report}"
     );
+    // the left-out lines, and `--examples`' list, say where each example's pose came
+    // from: the rest pose, and the built-in clip's frame or a joint-limit sample
+    let from = |l: &str| {
+        l.contains("pose from built-in CMU 131_01, frame ")
+            || l.contains("pose from joint-limit sample ")
+            || l.contains("pose from rest pose")
+    };
+    assert!(from(worst), "{report}");
+    let o = bin()
+        .args(["inspect", "--examples"])
+        .arg(&db)
+        .output()
+        .expect("run");
+    let listed = String::from_utf8_lossy(&o.stdout);
+    let rows: Vec<&str> = listed
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("# "))
+        .collect();
+    assert!(o.status.success() && rows.len() == 3, "{listed}");
+    assert!(rows[0].trim_end().ends_with("pose from"), "{listed}");
+    assert!(
+        rows[1].trim_start().starts_with("0 ") && rows[1].ends_with("  rest pose"),
+        "{listed}"
+    );
+    let other = rows[2].trim_start();
+    assert!(
+        other.starts_with("1 ")
+            && other.contains(" cm ")
+            && (other.contains("  built-in CMU 131_01, frame ")
+                || other.contains("  joint-limit sample ")),
+        "{listed}"
+    );
     // the same bake in two shards: one example each, nothing to leave out until merged
     let shards: Vec<PathBuf> = (0..2).map(|i| dir.join(format!("shard{i}.ccdb"))).collect();
     for (i, shard) in shards.iter().enumerate() {

@@ -20,6 +20,10 @@ use super::pipeline::{BakeConfig, BakeError, Baker, Progress, Shard};
 /// for evaluation.)
 pub const DEFAULT_CLIP: &str = include_str!("../../tests/fixtures/mocap/cmu_131_01.bvh");
 
+/// The name [`DEFAULT_CLIP`] goes by in a database's record of where its examples came
+/// from ([`crate::mocap::Clip::named`]).
+pub const DEFAULT_CLIP_NAME: &str = "built-in CMU 131_01";
+
 /// Bumped whenever the default recipe changes in a way the key does not see (2: the
 /// arm guard's torso became continuous; 3: the guard pushes an arm out of the torso
 /// radially, forwards in front of the chest, instead of only sideways; each moved the
@@ -109,7 +113,8 @@ pub fn default_database(progress: Progress<'_>) -> Result<(Database, PathBuf), B
     )
     .map_err(|e| BakeError::Config(e.to_string()))?;
     let clip = Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)
-        .map_err(|e| BakeError::Config(e.to_string()))?;
+        .map_err(|e| BakeError::Config(e.to_string()))?
+        .named(DEFAULT_CLIP_NAME);
     let baker = Baker::new(&body, &garment, default_config())?;
     let parts = path.with_extension("parts");
     let db = baker.bake_kmeans(&[clip], Some(&parts), Shard::ALL, progress)?;

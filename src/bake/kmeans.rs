@@ -31,21 +31,31 @@ fn dist(a: &[f32], b: &[f32], w: &[f32; JOINT_COUNT]) -> f32 {
     d
 }
 
+/// One pose [`representatives`] chose: which of its inputs it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Chosen {
+    /// The pose at this index of `fixed`, kept as given.
+    Fixed(usize),
+    /// The pose at this index of `pool`.
+    Pool(usize),
+}
+
 /// Picks `k` representative poses from `pool` (k-means++ seeding, Lloyd iterations).
 /// The first of `fixed` poses are kept as given and act as fixed centres (e.g. the rest
-/// pose). Returns the chosen poses, `fixed` first.
+/// pose). Returns which poses it chose, `fixed` first, then one distinct pool member
+/// nearest each free centre.
 pub fn representatives(
     pool: &[Pose],
     fixed: &[Pose],
     k: usize,
     weights: &[f32; JOINT_COUNT],
     rng: &mut Rng,
-) -> Vec<Pose> {
+) -> Vec<Chosen> {
     let coords: Vec<[f32; 3 * JOINT_COUNT]> = pool.iter().map(pose_coordinates).collect();
     let mut centres: Vec<[f32; 3 * JOINT_COUNT]> = fixed.iter().map(pose_coordinates).collect();
     let free = k.saturating_sub(fixed.len()).min(pool.len());
     if free == 0 || pool.is_empty() {
-        return fixed.iter().take(k).copied().collect();
+        return (0..fixed.len().min(k)).map(Chosen::Fixed).collect();
     }
     // k-means++ seeding
     let mut best: Vec<f32> = coords
@@ -118,7 +128,7 @@ pub fn representatives(
         }
     }
     // each free centre → its nearest pool member (distinct)
-    let mut out: Vec<Pose> = fixed.to_vec();
+    let mut out: Vec<Chosen> = (0..nf).map(Chosen::Fixed).collect();
     let mut taken = vec![false; pool.len()];
     for c in &centres[nf..] {
         if let Some(i) = (0..pool.len())
@@ -126,7 +136,7 @@ pub fn representatives(
             .min_by(|&x, &y| dist(&coords[x], c, weights).total_cmp(&dist(&coords[y], c, weights)))
         {
             taken[i] = true;
-            out.push(pool[i]);
+            out.push(Chosen::Pool(i));
         }
     }
     out

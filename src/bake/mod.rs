@@ -8,8 +8,10 @@ mod kmeans;
 mod pipeline;
 mod poses;
 
-pub use default_db::{DEFAULT_CLIP, DEFAULT_EXAMPLES, default_database, default_database_path};
-pub use kmeans::{joint_weights, representatives};
+pub use default_db::{
+    DEFAULT_CLIP, DEFAULT_CLIP_NAME, DEFAULT_EXAMPLES, default_database, default_database_path,
+};
+pub use kmeans::{Chosen, joint_weights, representatives};
 pub use pipeline::{
     BakeConfig, BakeError, Baker, GUARD_CLEARANCE, Progress, Sampler, Shard, merge, nearest_start,
     part_path,

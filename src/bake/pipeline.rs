@@ -24,12 +24,15 @@ use crate::sor::{
     RigParams, SynthParams, Synthesizer, decode_example, encode_example, fit_example,
 };
 
-use super::kmeans::{joint_weights, representatives};
+use super::kmeans::{Chosen, joint_weights, representatives};
 use super::poses::{Rng, clip_poses, limit_samples};
 
 /// Gap kept between arms and torso in example poses, metres (two cloth margins plus
 /// half a centimetre, so a sleeve fits between them).
 pub const GUARD_CLEARANCE: f32 = 0.015;
+
+/// What a database records as the origin of its rest example (SOR's p¹, the drape).
+pub(crate) const REST_ORIGIN: &str = "rest pose";
 
 /// Which sampler chooses the example poses.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -294,18 +297,45 @@ impl<'a> Baker<'a> {
             .collect()
     }
 
-    /// The example poses K-means chooses (the rest pose first).
-    pub fn kmeans_poses(&self, clips: &[Clip]) -> Vec<Pose> {
+    /// Where each of [`Baker::candidates`]' poses came from, in the same order: `CLIP,
+    /// frame F` (the clip's [`Clip::name`], or `clip N` counting from 1 when it has
+    /// none, and F the frame's number in the clip as given, from 0) or `joint-limit
+    /// sample I` (from 1). The candidate is that pose with the arms kept out of the
+    /// torso, in the canonical frame.
+    pub fn candidate_origins(&self, clips: &[Clip]) -> Vec<String> {
+        let step = self.cfg.clip_step.max(1);
+        clips
+            .iter()
+            .enumerate()
+            .flat_map(|(c, clip)| {
+                let name = if clip.name.is_empty() {
+                    format!("clip {}", c + 1)
+                } else {
+                    clip.name.clone()
+                };
+                (0..clip.poses.len())
+                    .step_by(step)
+                    .map(move |f| format!("{name}, frame {f}"))
+            })
+            .chain((1..=self.cfg.limit_samples).map(|i| format!("joint-limit sample {i}")))
+            .collect()
+    }
+
+    /// The example poses K-means chooses (the rest pose first), each with where it came
+    /// from ([`Baker::candidate_origins`]; `rest pose` for the first).
+    pub fn kmeans_poses(&self, clips: &[Clip]) -> (Vec<Pose>, Vec<String>) {
         let pool = self.candidates(clips);
+        let origins = self.candidate_origins(clips);
         let weights = joint_weights(&self.rest_sensitivity.values);
         let mut rng = Rng::new(self.cfg.seed.wrapping_add(17));
-        representatives(
-            &pool,
-            &[Pose::rest()],
-            self.cfg.examples,
-            &weights,
-            &mut rng,
-        )
+        let fixed = [Pose::rest()];
+        representatives(&pool, &fixed, self.cfg.examples, &weights, &mut rng)
+            .into_iter()
+            .map(|c| match c {
+                Chosen::Fixed(i) => (fixed[i], REST_ORIGIN.to_string()),
+                Chosen::Pool(i) => (pool[i], origins.get(i).cloned().unwrap_or_default()),
+            })
+            .unzip()
     }
 
     /// Bakes with K-means poses, in parallel. Finished examples are also written to
@@ -319,7 +349,7 @@ impl<'a> Baker<'a> {
         progress: Progress<'_>,
     ) -> Result<Database, BakeError> {
         let start = Instant::now();
-        let poses = self.kmeans_poses(clips);
+        let (poses, origins) = self.kmeans_poses(clips);
         let mine: Vec<usize> = (0..poses.len()).filter(|&i| shard.owns(i)).collect();
         let done = AtomicUsize::new(0);
         progress(0, mine.len());
@@ -389,12 +419,19 @@ impl<'a> Baker<'a> {
         }
         examples.sort_by_key(|(i, _)| *i);
         let sources = self.pose_sources(clips);
-        Ok(self.database(
+        // a shard's database records the origins of its own examples only
+        let origins = examples
+            .iter()
+            .map(|(i, _)| origins.get(*i).cloned().unwrap_or_default())
+            .collect();
+        let mut db = self.database(
             examples.into_iter().map(|(_, e)| e).collect(),
             "kmeans",
             sources,
             start.elapsed().as_secs_f64(),
-        ))
+        );
+        db.bake.origins = origins;
+        Ok(db)
     }
 
     /// Bakes with SOR's greedy sampler (SOR §6, Alg. 1): starting from the rest example,
@@ -404,6 +441,8 @@ impl<'a> Baker<'a> {
     pub fn bake_mcmc(&self, clips: &[Clip], progress: Progress<'_>) -> Result<Database, BakeError> {
         let start = Instant::now();
         let pool = self.candidates(clips);
+        let pool_origins = self.candidate_origins(clips);
+        let mut origins = vec![REST_ORIGIN.to_string()];
         let mut rng = Rng::new(self.cfg.seed.wrapping_add(31));
         let limits = joint_limits();
         let range: Vec<f32> = (0..DOF_COUNT)
@@ -436,7 +475,8 @@ impl<'a> Baker<'a> {
                 sim.residual(p, &y64).map(|r| r as f32).unwrap_or(0.0)
             };
             // ξ grows as the database fills: wide exploration first, then local
-            let mut p = pool[(rng.next_u64() % pool.len().max(1) as u64) as usize];
+            let chain_start = (rng.next_u64() % pool.len().max(1) as u64) as usize;
+            let mut p = pool[chain_start];
             let mut r = residual(&p);
             if scale == 0.0 {
                 scale = r.max(1e-9);
@@ -490,18 +530,34 @@ impl<'a> Baker<'a> {
                 .sensitivity(&eq)
                 .map_err(|source| BakeError::Sim { index, source })?;
             examples.push(self.rig(&eq, &sens)?);
+            origins.push(format!(
+                "MCMC search from {}",
+                pool_origins
+                    .get(chain_start)
+                    .map_or("the rest pose", String::as_str)
+            ));
             equilibria.push(eq);
             progress(examples.len(), self.cfg.examples);
         }
         let sources = self.pose_sources(clips);
-        Ok(self.database(examples, "mcmc", sources, start.elapsed().as_secs_f64()))
+        let mut db = self.database(examples, "mcmc", sources, start.elapsed().as_secs_f64());
+        db.bake.origins = origins;
+        Ok(db)
     }
 
     /// Where candidate poses came from, for the database's bake record.
     fn pose_sources(&self, clips: &[Clip]) -> Vec<String> {
         clips
             .iter()
-            .map(|c| format!("clip ({} frames, profile {})", c.poses.len(), c.profile))
+            .enumerate()
+            .map(|(i, c)| {
+                let name = if c.name.is_empty() {
+                    format!("clip {}", i + 1)
+                } else {
+                    format!("clip {}", c.name)
+                };
+                format!("{name} ({} frames, profile {})", c.poses.len(), c.profile)
+            })
             .chain(std::iter::once(format!(
                 "{} joint-limit samples",
                 self.cfg.limit_samples
@@ -529,6 +585,7 @@ impl<'a> Baker<'a> {
                 sim: serde_json::to_value(&self.cfg.sim).unwrap_or_default(),
                 rig: serde_json::to_value(&self.cfg.rig).unwrap_or_default(),
                 seconds,
+                origins: Vec::new(),
             },
         }
     }
@@ -627,11 +684,22 @@ pub fn merge(dbs: Vec<Database>) -> Result<Database, DbError> {
                 });
             }
         }
-        for e in db.examples {
+        // origins stay one per example: a database that lacks them (baked before they
+        // were recorded) contributes empty ones, which read as unknown
+        let mut origins: Vec<String> = (0..out.examples.len())
+            .map(|i| out.bake.origin(i).unwrap_or_default().to_string())
+            .collect();
+        for (i, e) in db.examples.iter().enumerate() {
             if !out.examples.iter().any(|x| x.pose == e.pose) {
-                out.examples.push(e);
+                out.examples.push(e.clone());
+                origins.push(db.bake.origin(i).unwrap_or_default().to_string());
             }
         }
+        out.bake.origins = if origins.iter().all(String::is_empty) {
+            Vec::new()
+        } else {
+            origins
+        };
         out.bake.seconds += db.bake.seconds;
         for s in db.bake.sources {
             if !out.bake.sources.contains(&s) {

@@ -131,7 +131,11 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
     let body = a.body.build()?;
     let garment = a.garment_args.build(&body, &a.garment)?;
     let clips: Vec<Clip> = if files.is_empty() {
-        vec![Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton).context("built-in clip")?]
+        vec![
+            Clip::from_bvh_text(DEFAULT_CLIP, None, &body.skeleton)
+                .context("built-in clip")?
+                .named(crate::bake::DEFAULT_CLIP_NAME),
+        ]
     } else {
         files
             .iter()
@@ -201,7 +205,7 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Examples named in [`leave_one_out_lines`]' second line.
+/// Examples named in [`leave_one_out_lines`]' `worst` lines.
 const WORST_SHOWN: usize = 3;
 
 /// `inspect`'s, `bake`'s and `merge`'s summary of [`crate::sor::leave_one_out`] with the server's
@@ -209,36 +213,89 @@ const WORST_SHOWN: usize = 3;
 /// worst (by their largest vertex distance), and the command that draws the worst
 /// (`render --example`) for the database at `path`; none for under two examples.
 fn leave_one_out_lines(db: &Database, path: &std::path::Path) -> Vec<String> {
-    let mut rows = crate::sor::leave_one_out(db, &crate::sor::SynthParams::default());
+    left_out_lines(
+        db,
+        crate::sor::leave_one_out(db, &crate::sor::SynthParams::default()),
+        path,
+    )
+}
+
+/// [`leave_one_out_lines`] of the check's `rows`, already run.
+fn left_out_lines(
+    db: &Database,
+    mut rows: Vec<crate::sor::LeftOut>,
+    path: &std::path::Path,
+) -> Vec<String> {
     if rows.is_empty() {
         return Vec::new();
     }
     let mean = rows.iter().map(|r| f64::from(r.mean)).sum::<f64>() / rows.len() as f64;
     rows.sort_by(|a, b| b.max.total_cmp(&a.max));
-    let worst: Vec<String> = rows
-        .iter()
-        .take(WORST_SHOWN)
-        .map(|r| {
-            format!(
-                "example {} {:.1} cm (mean {:.1})",
-                r.example,
-                100.0 * r.max,
-                100.0 * r.mean
-            )
-        })
-        .collect();
-    vec![
-        format!(
-            "left out     each example synthesised from the others at its own pose: {:.2} cm mean vertex error",
-            100.0 * mean
-        ),
-        format!("  worst      {}", worst.join(", ")),
-        format!(
-            "  look       clothcast render --db {} --example {k} --out example-{k}.png",
-            shell_word(&path.display().to_string()),
-            k = rows[0].example
-        ),
-    ]
+    let mut lines = vec![format!(
+        "left out     each example synthesised from the others at its own pose: {:.2} cm mean vertex error",
+        100.0 * mean
+    )];
+    // one line per example, with where its pose came from where the bake recorded it
+    for (i, r) in rows.iter().take(WORST_SHOWN).enumerate() {
+        lines.push(format!(
+            "{}example {} {:.1} cm (mean {:.1}){}",
+            if i == 0 {
+                "  worst      "
+            } else {
+                "             "
+            },
+            r.example,
+            100.0 * r.max,
+            100.0 * r.mean,
+            db.bake
+                .origin(r.example)
+                .map_or(String::new(), |o| format!(", pose from {o}"))
+        ));
+    }
+    lines.push(format!(
+        "  look       clothcast render --db {} --example {k} --out example-{k}.png",
+        shell_word(&path.display().to_string()),
+        k = rows[0].example
+    ));
+    lines
+}
+
+/// `inspect --examples`: one line per example: where its pose came from, how far it
+/// turns a joint from rest, and how well the others predict it (the left-out check).
+fn example_lines(db: &Database, left: &[crate::sor::LeftOut]) -> Vec<String> {
+    let width = db.examples.len().saturating_sub(1).to_string().len().max(2);
+    let mut lines = vec![format!(
+        "  {:>width$}  {:>16}  {:>15} {:>7}  pose from",
+        "#", "largest rotation", "left out: mean", "max"
+    )];
+    for (i, e) in db.examples.iter().enumerate() {
+        let (mean, max) =
+            left.iter()
+                .find(|r| r.example == i)
+                .map_or(("-".to_string(), "-".to_string()), |r| {
+                    (
+                        format!("{:.1} cm", 100.0 * r.mean),
+                        format!("{:.1} cm", 100.0 * r.max),
+                    )
+                });
+        lines.push(format!(
+            "  {i:>width$}  {:>15.0}°  {mean:>15} {max:>7}  {}",
+            largest_rotation(&e.pose).to_degrees(),
+            db.bake
+                .origin(i)
+                .as_deref()
+                .unwrap_or("(not recorded: baked before origins were)")
+        ));
+    }
+    lines
+}
+
+/// The largest angle, radians, by which `pose` turns any joint from rest.
+fn largest_rotation(pose: &crate::skeleton::Pose) -> f32 {
+    crate::skeleton::theta(&crate::skeleton::Pose::rest(), pose)
+        .chunks(3)
+        .map(|c| (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt())
+        .fold(0.0f32, f32::max)
 }
 
 /// `s` as one word of a POSIX shell command line: as it is when it holds only
@@ -285,6 +342,11 @@ pub(crate) fn run_merge(a: MergeArgs) -> anyhow::Result<()> {
 pub(crate) struct InspectArgs {
     /// Database file.
     db: PathBuf,
+    /// Also list every example: where its pose came from (a clip's frame, a joint-limit
+    /// sample), its largest joint rotation from rest, and how well the other examples
+    /// predict it.
+    #[arg(long)]
+    examples: bool,
 }
 
 pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
@@ -319,12 +381,7 @@ pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
     let max_angle = db
         .examples
         .iter()
-        .map(|e| {
-            crate::skeleton::theta(&crate::skeleton::Pose::rest(), &e.pose)
-                .chunks(3)
-                .map(|c| (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt())
-                .fold(0.0f32, f32::max)
-        })
+        .map(|e| largest_rotation(&e.pose))
         .fold(0.0f32, f32::max);
     outln!(
         "pose spread  largest joint rotation from rest {:.0}°",
@@ -352,8 +409,14 @@ pub(crate) fn run_inspect(a: InspectArgs) -> anyhow::Result<()> {
         outln!("  source     {s}");
     }
     outln!("material     {}", material_line(&db.bake.sim));
-    for line in leave_one_out_lines(&db, &a.db) {
+    let left = crate::sor::leave_one_out(&db, &crate::sor::SynthParams::default());
+    for line in left_out_lines(&db, left.clone(), &a.db) {
         outln!("{line}");
+    }
+    if a.examples {
+        for line in example_lines(&db, &left) {
+            outln!("{line}");
+        }
     }
     Ok(())
 }

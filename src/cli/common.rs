@@ -389,8 +389,10 @@ impl ClipFile {
 
     /// The clip retargeted onto `target`.
     pub(crate) fn onto(&self, target: &Skeleton) -> anyhow::Result<Clip> {
-        Clip::from_bvh(&self.bvh, self.profile.as_ref(), target)
-            .with_context(|| format!("reading {}", self.path.display()))
+        let clip = Clip::from_bvh(&self.bvh, self.profile.as_ref(), target)
+            .with_context(|| format!("reading {}", self.path.display()))?;
+        let name = self.path.file_name().unwrap_or(self.path.as_os_str());
+        Ok(clip.named(name.to_string_lossy()))
     }
 }
 

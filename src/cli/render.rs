@@ -421,6 +421,9 @@ fn example_picture(
         100.0 * left.mean,
         100.0 * left.max,
     );
+    if let Some(origin) = db.bake.origin(example) {
+        outln!("its pose: {origin}");
+    }
     // the example's pose is canonical (no root translation or heading): the garments
     // are drawn where they are
     let face = face(body);

@@ -14,6 +14,9 @@ pub struct Clip {
     pub frame_time: f32,
     /// Name of the profile used to read it.
     pub profile: String,
+    /// What to call the clip where a bake records where its examples came from (a file
+    /// name, say); empty unless set with [`Clip::named`].
+    pub name: String,
 }
 
 /// Why a clip could not be loaded.
@@ -122,7 +125,16 @@ impl Clip {
             poses,
             frame_time: bvh.frame_time,
             profile: profile.name.clone(),
+            name: String::new(),
         })
+    }
+
+    /// The clip called `name` (see [`Clip::name`]).
+    pub fn named(self, name: impl Into<String>) -> Clip {
+        Clip {
+            name: name.into(),
+            ..self
+        }
     }
 
     /// Duration in seconds.
@@ -137,6 +149,7 @@ impl Clip {
             poses: self.poses.iter().step_by(step).copied().collect(),
             frame_time: self.frame_time * step as f32,
             profile: self.profile.clone(),
+            name: self.name.clone(),
         }
     }
 }

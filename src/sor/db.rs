@@ -201,6 +201,11 @@ pub struct BakeInfo {
     pub rig: serde_json::Value,
     /// Wall time of the bake, seconds.
     pub seconds: f64,
+    /// Where each example's pose came from, one per example in order (`rest pose`,
+    /// `CLIP, frame F`, `joint-limit sample I`, `MCMC search from …`; see
+    /// [`crate::bake::Baker::candidate_origins`]). Empty in databases baked before it
+    /// was recorded; read through [`BakeInfo::origin`], which checks the count.
+    pub origins: Vec<String>,
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -273,6 +278,24 @@ pub fn body_hash(b: &BodyData) -> u64 {
 }
 
 impl BakeInfo {
+    /// Where example `i`'s pose came from, as the bake recorded it: `None` when the
+    /// record has no origin for it (baked before origins were recorded, or an empty
+    /// entry; a file whose origins are not one per example is refused when read). The
+    /// text comes from the file:
+    /// control characters are replaced by `?`, so it is safe to print.
+    pub fn origin(&self, i: usize) -> Option<std::borrow::Cow<'_, str>> {
+        let o = self.origins.get(i).filter(|o| !o.is_empty())?;
+        Some(if o.chars().any(char::is_control) {
+            std::borrow::Cow::Owned(
+                o.chars()
+                    .map(|c| if c.is_control() { '?' } else { c })
+                    .collect(),
+            )
+        } else {
+            std::borrow::Cow::Borrowed(o.as_str())
+        })
+    }
+
     /// The simulator parameters the database was baked with, as this build reads them:
     /// a setting the record lacks (baked before it existed) takes this build's default,
     /// and a record this build cannot read at all gives the defaults.
@@ -598,6 +621,13 @@ impl<'a> Reader<'a> {
         {
             return Err(DbError::Corrupt(format!(
                 "implausible counts: {n} vertices, {ne} examples, {g} regions"
+            )));
+        }
+        // origins are optional (absent before they were recorded), but one per example
+        if !meta.bake.origins.is_empty() && meta.bake.origins.len() != ne {
+            return Err(DbError::Corrupt(format!(
+                "{} example origins for {ne} examples",
+                meta.bake.origins.len()
             )));
         }
         let garment = GarmentData {

@@ -43,7 +43,8 @@ fn fixture() -> &'static Fixture {
         .expect("baker");
         let clip =
             crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &body.skeleton)
-                .expect("clip");
+                .expect("clip")
+                .named("walk.bvh");
         let db = baker
             .bake_kmeans(&[clip.every(20)], None, Shard::ALL, &|_, _| {})
             .expect("bake");
@@ -257,6 +258,119 @@ fn serial_and_parallel_synthesis_agree_and_damping_converges() {
     assert!(d_first > diff, "damping had no effect");
 }
 
+/// The database records where each example's pose came from: the rest pose first, then
+/// clip frames and joint-limit samples whose candidate poses (arms guarded, canonical)
+/// are the examples' poses; `CLIP, frame F` names the clip's own frame F.
+#[test]
+fn a_bake_records_where_each_example_pose_came_from() {
+    let f = fixture();
+    let origins = &f.db.bake.origins;
+    assert_eq!(origins.len(), f.db.examples.len());
+    assert_eq!(f.db.bake.origin(0).as_deref(), Some("rest pose"));
+    let cfg = BakeConfig {
+        examples: 4,
+        limit_samples: 60,
+        ..BakeConfig::default()
+    };
+    let baker = Baker::new(&f.body, &f.garment, cfg.clone()).expect("baker");
+    let clip = crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &f.body.skeleton)
+        .expect("clip")
+        .named("walk.bvh")
+        .every(20);
+    let clips = [clip.clone()];
+    let candidates = baker.candidates(&clips);
+    let named = baker.candidate_origins(&clips);
+    assert_eq!(candidates.len(), named.len());
+    assert_eq!(named[0], "walk.bvh, frame 0");
+    assert_eq!(named[1], format!("walk.bvh, frame {}", cfg.clip_step));
+    assert_eq!(named[named.len() - 1], "joint-limit sample 60");
+    let guard = crate::body::SelfContactGuard::new(&f.body, crate::bake::GUARD_CLEARANCE);
+    let (mut from_clip, mut from_limits) = (0, 0);
+    for (i, ex) in f.db.examples.iter().enumerate().skip(1) {
+        let origin = &origins[i];
+        let k = named
+            .iter()
+            .position(|n| n == origin)
+            .unwrap_or_else(|| panic!("example {i}: {origin:?} is no candidate"));
+        assert_eq!(candidates[k], ex.pose, "example {i} ({origin})");
+        if let Some(frame) = origin.strip_prefix("walk.bvh, frame ") {
+            // the frame number is the clip's own
+            let frame: usize = frame.parse().expect("frame number");
+            let sk = &f.body.skeleton;
+            let clip_pose = crate::skeleton::canonicalize(&clip.poses[frame], sk).0;
+            let pose = crate::skeleton::canonicalize(&guard.apply(&clip_pose), sk).0;
+            assert_eq!(pose, ex.pose, "example {i} ({origin})");
+            from_clip += 1;
+        } else {
+            assert!(origin.starts_with("joint-limit sample "), "{origin}");
+            from_limits += 1;
+        }
+    }
+    assert_eq!(from_clip + from_limits, f.db.examples.len() - 1);
+}
+
+/// SOR's greedy sampler (SOR §6, Alg. 1): each example it adds is a pose where the
+/// garment synthesised from the examples before it is at least as far out of
+/// equilibrium (‖F‖) as at the candidate its search started from, and once added, the
+/// synthesis there is close to equilibrium. Its origins name that start.
+#[test]
+fn the_mcmc_sampler_adds_poses_of_large_residual() {
+    let f = fixture();
+    let cfg = BakeConfig {
+        examples: 3,
+        sampler: crate::bake::Sampler::Mcmc,
+        limit_samples: 30,
+        mcmc_samples: 20,
+        ..BakeConfig::default()
+    };
+    let baker = Baker::new(&f.body, &f.garment, cfg.clone()).expect("baker");
+    let clip = crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &f.body.skeleton)
+        .expect("clip")
+        .named("walk.bvh")
+        .every(20);
+    let clips = [clip];
+    let db = baker.bake_mcmc(&clips, &|_, _| {}).expect("bake");
+    assert_eq!(db.examples.len(), 3);
+    assert_eq!(db.bake.sampler, "mcmc");
+    assert_eq!(db.bake.origin(0).as_deref(), Some("rest pose"));
+    let candidates = baker.candidates(&clips);
+    let named = baker.candidate_origins(&clips);
+    let mut sim = Simulator::new(&f.body, &f.garment, &cfg.sim).expect("sim");
+    // ‖F‖ of the garment the first `n` examples synthesise at `pose`
+    let mut residual = |n: usize, pose: &Pose| {
+        let mut some = db.clone();
+        some.examples.truncate(n);
+        some.bake.origins.truncate(n);
+        let synth = Synthesizer::new(&some, SynthParams::default());
+        let mut out = vec![Vec3::ZERO; some.vertex_count()];
+        synth.synthesize(
+            &mut AvatarState::new(),
+            &mut Scratch::default(),
+            pose,
+            0.0,
+            &mut out,
+        );
+        let y: Vec<DVec3> = out.iter().map(|v| v.as_dvec3()).collect();
+        sim.residual(pose, &y).expect("residual")
+    };
+    for j in 1..db.examples.len() {
+        let origin = db.bake.origin(j).expect("origin").into_owned();
+        let start = origin
+            .strip_prefix("MCMC search from ")
+            .and_then(|o| named.iter().position(|n| n == o))
+            .unwrap_or_else(|| panic!("example {j}: {origin:?} names no candidate"));
+        let pose = db.examples[j].pose;
+        let at_start = residual(j, &candidates[start]);
+        let chosen = residual(j, &pose);
+        let added = residual(j + 1, &pose);
+        assert!(
+            chosen >= at_start * (1.0 - 1e-9) && added < 0.05 * chosen,
+            "example {j} ({origin}): ‖F‖ {at_start:.4} N at the start, {chosen:.4} N at the \
+             chosen pose, {added:.4} N there once it is an example"
+        );
+    }
+}
+
 #[test]
 fn database_round_trips_and_refuses_bad_files() {
     let f = fixture();
@@ -295,6 +409,24 @@ fn database_round_trips_and_refuses_bad_files() {
     let mut magic = bytes.clone();
     magic[0] = b'X';
     assert_eq!(Database::from_bytes(&magic).err(), Some(DbError::BadMagic));
+    // origins are one per example or none; what a file holds is printable
+    let mut counted = f.db.clone();
+    counted.bake.origins.pop();
+    assert!(matches!(
+        Database::from_bytes(&counted.to_bytes()),
+        Err(DbError::Corrupt(m)) if m.contains("3 example origins for 4 examples")
+    ));
+    let mut none = f.db.clone();
+    none.bake.origins.clear();
+    let none = Database::from_bytes(&none.to_bytes()).expect("no origins");
+    assert_eq!(none.bake.origin(1), None);
+    let mut escaping = f.db.clone();
+    escaping.bake.origins[1] = "walk\u{1b}[2J.bvh, frame 3\n".into();
+    let escaping = Database::from_bytes(&escaping.to_bytes()).expect("read");
+    assert_eq!(
+        escaping.bake.origin(1).as_deref(),
+        Some("walk?[2J.bvh, frame 3?")
+    );
     // built for another garment / body
     let mut other = GarmentData::from_garment(&f.garment);
     other.rest[0].x += 0.001;
@@ -332,6 +464,8 @@ fn golden_v1_database_reads_and_synthesizes() {
     }
     let db = Database::read(&path).expect("golden database reads");
     assert_eq!(db.examples.len(), 4);
+    // baked before example origins were recorded: none, and none claimed
+    assert_eq!(db.bake.origin(0), None);
     assert_eq!(db.region_count(), 7);
     let synth = Synthesizer::new(
         &db,
@@ -492,9 +626,19 @@ fn shards_merge_and_differing_settings_are_refused() {
     let mut first = f.db.clone();
     let mut second = f.db.clone();
     first.examples.truncate(2);
+    first.bake.origins.truncate(2);
     second.examples.drain(..2);
+    second.bake.origins.drain(..2);
     let merged = crate::bake::merge(vec![first.clone(), second.clone()]).expect("merge");
     assert_eq!(merged.examples, f.db.examples);
+    assert_eq!(merged.bake.origins, f.db.bake.origins);
+    // a shard baked before origins were recorded: its examples' origins read as unknown
+    let mut older = second.clone();
+    older.bake.origins.clear();
+    let mixed = crate::bake::merge(vec![first.clone(), older]).expect("merge");
+    assert_eq!(mixed.bake.origins.len(), mixed.examples.len());
+    assert_eq!(mixed.bake.origin(1), f.db.bake.origin(1));
+    assert_eq!(mixed.bake.origin(2), None);
     // a repeated shard adds nothing
     let again = crate::bake::merge(vec![merged, second.clone()]).expect("merge again");
     assert_eq!(again.examples.len(), f.db.examples.len());
