@@ -308,11 +308,7 @@ impl<'a> Baker<'a> {
             .iter()
             .enumerate()
             .flat_map(|(c, clip)| {
-                let name = if clip.name.is_empty() {
-                    format!("clip {}", c + 1)
-                } else {
-                    clip.name.clone()
-                };
+                let name = clip_label(c, clip);
                 (0..clip.poses.len())
                     .step_by(step)
                     .map(move |f| format!("{name}, frame {f}"))
@@ -551,12 +547,12 @@ impl<'a> Baker<'a> {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let name = if c.name.is_empty() {
-                    format!("clip {}", i + 1)
-                } else {
-                    format!("clip {}", c.name)
-                };
-                format!("{name} ({} frames, profile {})", c.poses.len(), c.profile)
+                format!(
+                    "{} ({} frames, profile {})",
+                    clip_label(i, c),
+                    c.poses.len(),
+                    c.profile
+                )
             })
             .chain(std::iter::once(format!(
                 "{} joint-limit samples",
@@ -588,6 +584,16 @@ impl<'a> Baker<'a> {
                 origins: Vec::new(),
             },
         }
+    }
+}
+
+/// What a bake's records call clip `index` (from 0) of its clips: its
+/// [`Clip::name`], or `clip N` (counting from 1) when it has none.
+fn clip_label(index: usize, clip: &Clip) -> String {
+    if clip.name.is_empty() {
+        format!("clip {}", index + 1)
+    } else {
+        clip.name.clone()
     }
 }
 

@@ -41,15 +41,19 @@ fn fixture() -> &'static Fixture {
             },
         )
         .expect("baker");
-        let clip =
-            crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &body.skeleton)
-                .expect("clip")
-                .named("walk.bvh");
         let db = baker
-            .bake_kmeans(&[clip.every(20)], None, Shard::ALL, &|_, _| {})
+            .bake_kmeans(&[walk(&body)], None, Shard::ALL, &|_, _| {})
             .expect("bake");
         Fixture { body, garment, db }
     })
+}
+
+/// The fixture's clip: the built-in walk, every 20th frame, named `walk.bvh`.
+fn walk(body: &Body) -> crate::mocap::Clip {
+    crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &body.skeleton)
+        .expect("clip")
+        .named("walk.bvh")
+        .every(20)
 }
 
 #[test]
@@ -273,10 +277,7 @@ fn a_bake_records_where_each_example_pose_came_from() {
         ..BakeConfig::default()
     };
     let baker = Baker::new(&f.body, &f.garment, cfg.clone()).expect("baker");
-    let clip = crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &f.body.skeleton)
-        .expect("clip")
-        .named("walk.bvh")
-        .every(20);
+    let clip = walk(&f.body);
     let clips = [clip.clone()];
     let candidates = baker.candidates(&clips);
     let named = baker.candidate_origins(&clips);
@@ -324,10 +325,7 @@ fn the_mcmc_sampler_adds_poses_of_large_residual() {
         ..BakeConfig::default()
     };
     let baker = Baker::new(&f.body, &f.garment, cfg.clone()).expect("baker");
-    let clip = crate::mocap::Clip::from_bvh_text(crate::bake::DEFAULT_CLIP, None, &f.body.skeleton)
-        .expect("clip")
-        .named("walk.bvh")
-        .every(20);
+    let clip = walk(&f.body);
     let clips = [clip];
     let db = baker.bake_mcmc(&clips, &|_, _| {}).expect("bake");
     assert_eq!(db.examples.len(), 3);
