@@ -471,8 +471,10 @@ impl<'a> Baker<'a> {
                 sim.residual(p, &y64).map(|r| r as f32).unwrap_or(0.0)
             };
             // ξ grows as the database fills: wide exploration first, then local
+            // with no candidates at all (no clip, no joint-limit samples) every chain
+            // starts from the rest pose
             let chain_start = (rng.next_u64() % pool.len().max(1) as u64) as usize;
-            let mut p = pool[chain_start];
+            let mut p = pool.get(chain_start).copied().unwrap_or(rest);
             let mut r = residual(&p);
             if scale == 0.0 {
                 scale = r.max(1e-9);

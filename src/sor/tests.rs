@@ -369,6 +369,28 @@ fn the_mcmc_sampler_adds_poses_of_large_residual() {
     }
 }
 
+/// With no candidate poses at all (no clip, no joint-limit samples) the greedy sampler
+/// still searches, from the rest pose, instead of indexing an empty pool.
+#[test]
+fn the_mcmc_sampler_searches_from_rest_without_candidates() {
+    let f = fixture();
+    let cfg = BakeConfig {
+        examples: 2,
+        sampler: crate::bake::Sampler::Mcmc,
+        limit_samples: 0,
+        mcmc_samples: 4,
+        ..BakeConfig::default()
+    };
+    let baker = Baker::new(&f.body, &f.garment, cfg).expect("baker");
+    assert!(baker.candidates(&[]).is_empty());
+    let db = baker.bake_mcmc(&[], &|_, _| {}).expect("bake");
+    assert_eq!(db.examples.len(), 2);
+    assert_eq!(
+        db.bake.origin(1).as_deref(),
+        Some("MCMC search from the rest pose")
+    );
+}
+
 #[test]
 fn database_round_trips_and_refuses_bad_files() {
     let f = fixture();
