@@ -339,6 +339,19 @@ fn bad_inputs_fail_with_a_readable_error() {
         String::from_utf8_lossy(&o.stderr).contains("--out <OUT>"),
         "{o:?}"
     );
+    // a bake of no examples is refused by the argument parser, before any draping
+    let o = bin()
+        .args(["bake", "--examples", "0", "--out"])
+        .arg(dir.join("none.ccdb"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("'0' for '--examples <EXAMPLES>': must be at least 1")
+            && !err.contains("draping"),
+        "{err}"
+    );
     let o = bin()
         .args(["assets", "--out"])
         .arg(&dir)
@@ -1272,5 +1285,33 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
         .expect("run");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("x.ccdb"), "{err}");
+    // without --db, a clip that is not there and frames past a clip's end are refused
+    // before the default database is looked up, let alone baked into an empty cache
+    let cache = dir.join("empty-cache");
+    std::fs::create_dir_all(&cache).expect("cache dir");
+    let missing = dir.join("no-such-clip.bvh");
+    for (clip, frames, says) in [
+        (missing.clone(), "0..10", "no-such-clip.bvh".to_string()),
+        (
+            fixture("cmu_131_03.bvh"),
+            "5000..6000",
+            "cmu_131_03.bvh: the clip has 1102 frames; range 5000..1102 is empty".to_string(),
+        ),
+    ] {
+        let o = bin()
+            .env("CLOTHCAST_CACHE", &cache)
+            .args(["eval", "--frames", frames, "--bvh"])
+            .arg(&clip)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(&says) && !err.contains("default database"),
+            "{}: {err}",
+            clip.display()
+        );
+        let cached: Vec<_> = std::fs::read_dir(&cache).expect("cache").collect();
+        assert!(cached.is_empty(), "{} left {cached:?}", clip.display());
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

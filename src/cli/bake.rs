@@ -32,8 +32,8 @@ pub(crate) struct BakeArgs {
     /// `mesh = "FILE.obj|gltf|glb"` a mesh of one's own: see the README).
     #[arg(long, default_value = "tshirt")]
     garment: String,
-    /// Number of examples (the rest pose included).
-    #[arg(long, default_value_t = 40)]
+    /// Number of examples (the rest pose included), at least 1.
+    #[arg(long, default_value_t = 40, value_parser = super::common::parse_positive)]
     examples: usize,
     /// Sampler.
     #[arg(long, value_enum, default_value_t = SamplerArg::Kmeans)]

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 
 use super::bake::progress_bar;
-use super::common::{FrameRange, SynthArgs, load_clip, parse_frames, write_file};
+use super::common::{FrameRange, SynthArgs, parse_frames, read_clip, write_file};
 use crate::bake::default_database;
 use crate::eval::{
     EvalOptions, Evaluation, GroundTruth, METHODS, Truth, TruthFileError, canonical_poses, compare,
@@ -92,6 +92,17 @@ pub(crate) enum TruthArg {
 }
 
 pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
+    // the clip and the frames asked of it are checked before the database is read or
+    // baked, so that a typo is refused at once rather than after minutes of baking
+    let file = read_clip(&args.bvh, args.profile.as_deref())?;
+    let range = args.frames.unwrap_or(FrameRange {
+        start: 0,
+        end: None,
+        step: 4,
+    });
+    let frames = range
+        .frames(file.frame_count())
+        .with_context(|| args.bvh.display().to_string())?;
     let db = match &args.db {
         Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
         None => {
@@ -102,14 +113,17 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
         }
     };
     let body = db.body.to_body();
-    let clip = load_clip(&args.bvh, args.profile.as_deref(), &body.skeleton)?;
-    let range = args.frames.unwrap_or(FrameRange {
-        start: 0,
-        end: None,
-        step: 4,
-    });
-    let frames = range.frames(clip.poses.len())?;
-    let poses: Vec<_> = frames.iter().map(|&f| clip.poses[f]).collect();
+    let clip = file.onto(&body.skeleton)?;
+    // a retargeted clip has a pose per frame of its file
+    let poses = frames
+        .iter()
+        .map(|&f| {
+            clip.poses
+                .get(f)
+                .copied()
+                .with_context(|| format!("{} has no frame {f}", args.bvh.display()))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let dt = clip.frame_time * range.step as f32;
     let bar = indicatif::ProgressBar::new(frames.len() as u64);
     bar.set_style(
