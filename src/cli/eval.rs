@@ -331,7 +331,8 @@ fn plot(path: &Path, eval: &Evaluation) -> anyhow::Result<()> {
             .iter()
             .flat_map(|f| f.errors.iter().map(|e| e.mean * 100.0))
             .fold(0.5f32, f32::max)
-            * 1.1;
+            // the top quarter stays empty for the legend, so no curve runs under it
+            * 1.35;
         let mut builder = ChartBuilder::on(&root);
         builder.margin(15);
         if text {
@@ -373,6 +374,7 @@ fn plot(path: &Path, eval: &Evaluation) -> anyhow::Result<()> {
         if text {
             chart
                 .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
                 .background_style(WHITE.mix(0.8))
                 .border_style(BLACK)
                 .draw()?;
