@@ -1141,6 +1141,11 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
             "{truth}: SOR {sor} LBS {lbs} nearest {nearest}"
         );
         assert!(table.contains("3 frames;"), "{truth}: {table}");
+        // stderr is not a terminal here: the hidden bar's progress comes as lines
+        let log = String::from_utf8_lossy(&o.stderr);
+        for line in ["ground truth: 1/3 frames", "ground truth: 3/3 frames"] {
+            assert!(log.contains(line), "{truth}: no {line:?} in {log}");
+        }
         assert!(
             table.contains("| edges through itself / frame |"),
             "{truth}: {table}"

@@ -173,8 +173,15 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     let truth = match kept {
         Some(t) => t,
         None => {
-            let t = simulate_truth(&db, &canonical, options.truth, &|done, _| {
-                bar.set_position(done as u64)
+            // the bar is hidden where stderr is not a terminal (a log, CI, nohup): there
+            // a line every twentieth of the frames says that the simulation is alive
+            let logged = !std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let every = (frames.len() / 20).max(1);
+            let t = simulate_truth(&db, &canonical, options.truth, &|done, total| {
+                bar.set_position(done as u64);
+                if logged && done > 0 && (done.is_multiple_of(every) || done == total) {
+                    eprintln!("ground truth: {done}/{total} frames");
+                }
             })
             .context("simulating the ground truth")?;
             if let Some(p) = &args.truth_file {
