@@ -1296,11 +1296,11 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
     std::fs::create_dir_all(&cache).expect("cache dir");
     let missing = dir.join("no-such-clip.bvh");
     for (clip, frames, says) in [
-        (missing.clone(), "0..10", "no-such-clip.bvh".to_string()),
+        (missing, "0..10", "no-such-clip.bvh"),
         (
             fixture("cmu_131_03.bvh"),
             "5000..6000",
-            "cmu_131_03.bvh: the clip has 1102 frames; range 5000..1102 is empty".to_string(),
+            "cmu_131_03.bvh: the clip has 1102 frames; range 5000..1102 is empty",
         ),
     ] {
         let o = bin()
@@ -1311,7 +1311,7 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
             .expect("run");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
-            !o.status.success() && err.contains(&says) && !err.contains("default database"),
+            !o.status.success() && err.contains(says) && !err.contains("default database"),
             "{}: {err}",
             clip.display()
         );

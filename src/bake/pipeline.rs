@@ -470,7 +470,6 @@ impl<'a> Baker<'a> {
                 }
                 sim.residual(p, &y64).map(|r| r as f32).unwrap_or(0.0)
             };
-            // ξ grows as the database fills: wide exploration first, then local
             // with no candidates at all (no clip, no joint-limit samples) every chain
             // starts from the rest pose
             let chain_start = (rng.next_u64() % pool.len().max(1) as u64) as usize;
@@ -479,6 +478,7 @@ impl<'a> Baker<'a> {
             if scale == 0.0 {
                 scale = r.max(1e-9);
             }
+            // ξ grows as the database fills: wide exploration first, then local
             let xi = (2.0 + 8.0 * examples.len() as f32 / self.cfg.examples as f32) / scale;
             let objective = |r: f32, p: &Pose| xi * r / (theta_norm(p) + c);
             let (mut best, mut best_r) = (p, r);
