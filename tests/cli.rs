@@ -1,16 +1,49 @@
 //! The `clothcast` binary, driven as a user would.
 
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_clothcast"))
 }
 
-fn tmp(name: &str) -> PathBuf {
+/// A test's scratch folder under the system's temporary folder: removed when the test
+/// passes, kept (for a look at what the command wrote) when it fails.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<OsStr> for Scratch {
+    fn as_ref(&self) -> &OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn tmp(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("clothcast-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("tmp dir");
-    d
+    Scratch(d)
 }
 
 fn fixture(name: &str) -> PathBuf {
@@ -220,7 +253,6 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
             "{garment:?}: {err}"
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn gltf_import(path: &std::path::Path) -> (gltf::Document, usize, ()) {
@@ -232,7 +264,8 @@ fn gltf_import(path: &std::path::Path) -> (gltf::Document, usize, ()) {
 
 #[test]
 fn retarget_writes_an_animation_with_one_key_per_output_frame() {
-    let out = tmp("retarget").join("walk.glb");
+    let dir = tmp("retarget");
+    let out = dir.join("walk.glb");
     let st = bin()
         .arg("retarget")
         .arg(fixture("cmu_131_01.bvh"))
@@ -268,7 +301,7 @@ fn retarget_writes_an_animation_with_one_key_per_output_frame() {
     ))
     .expect("profile");
     let bare = shipped.split("\n[correction]").next().expect("text");
-    let profile = tmp("retarget").join("cmu-bare.toml");
+    let profile = dir.join("cmu-bare.toml");
     std::fs::write(&profile, bare).expect("write");
     let o = bin()
         .arg("retarget")
@@ -1318,5 +1351,4 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
         let cached: Vec<_> = std::fs::read_dir(&cache).expect("cache").collect();
         assert!(cached.is_empty(), "{} left {cached:?}", clip.display());
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

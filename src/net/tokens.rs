@@ -265,12 +265,30 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn dir(name: &str) -> PathBuf {
+    /// A scratch folder, removed when the test passes (kept when it fails).
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    impl std::ops::Deref for Scratch {
+        type Target = PathBuf;
+        fn deref(&self) -> &PathBuf {
+            &self.0
+        }
+    }
+
+    fn dir(name: &str) -> Scratch {
         let d =
             std::env::temp_dir().join(format!("clothcast-tokens-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("temp dir");
-        d
+        Scratch(d)
     }
 
     fn run(
@@ -334,7 +352,10 @@ mod tests {
 
         // nothing anywhere: no token, and the config stays without one
         let mut c = ServerConfig::default();
-        assert_eq!(run(&mut c, &[], Some(d)).expect("none"), [None, None]);
+        assert_eq!(
+            run(&mut c, &[], Some(d.to_path_buf())).expect("none"),
+            [None, None]
+        );
         assert_eq!((c.publisher_token, c.viewer_token), (None, None));
     }
 
@@ -346,7 +367,7 @@ mod tests {
             viewer_token: Some("b".into()),
             ..ServerConfig::default()
         };
-        let e = run(&mut c, &[], Some(creds))
+        let e = run(&mut c, &[], Some(creds.to_path_buf()))
             .expect_err("twice")
             .to_string();
         assert!(

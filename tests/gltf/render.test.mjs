@@ -3,7 +3,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,4 +42,6 @@ test('an animated avatar renders in three.js and moves', async () => {
   // the person walked: the model's centre moved
   const moved = Math.hypot(a.center[0] - b.center[0], a.center[2] - b.center[2]);
   assert.ok(moved > 0.1, `centre moved ${moved} m`);
+  // passed: the pictures in a folder of our own go (a failure keeps them for a look)
+  if (!process.env.CLOTHCAST_RENDER_DIR) rmSync(out, { recursive: true, force: true });
 });

@@ -9,7 +9,7 @@ import { join, dirname, normalize, extname } from 'node:path';
 import { createServer } from 'node:http';
 import { createHash } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { writeFileSync, mkdtempSync, existsSync, readFileSync, statSync } from 'node:fs';
+import { writeFileSync, mkdtempSync, existsSync, readFileSync, statSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { chromium } from 'playwright-core';
 import { pngPixels } from './png.mjs';
@@ -163,6 +163,8 @@ test('the viewer page shows streamed avatars with live garments', { timeout: 120
     } finally {
       web.close();
     }
+    // passed: the screenshots in a folder of our own go (a failure keeps them)
+    if (!process.env.CLOTHCAST_SCREENSHOT) rmSync(dirname(shot), { recursive: true, force: true });
   } finally {
     await browser.close();
     play.kill();

@@ -4,6 +4,7 @@ child processes, and reading a recorded take back."""
 import csv
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,9 @@ VIEWER_TOKEN = "python-test-viewer"
 
 class Processes:
     """Child processes (output to files, so that no pipe fills), all killed on exit (or
-    by stop_all, for a test that ends with os._exit)."""
+    by stop_all, for a test that ends with os._exit). Their folder (logs, configs,
+    recorded takes) goes when the `with` block ends without an exception and is kept,
+    its path printed, when it raises (or a test leaves by os._exit)."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="clothcast-python-")
@@ -47,9 +50,16 @@ class Processes:
         return self
 
     def __exit__(self, *exc):
+        self.stop()
+        if exc[0] is None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            print(f"the child processes' logs are kept in {self.dir}", file=sys.stderr)
+        return False
+
+    def stop(self):
         for p, _ in self.procs:
             stop(p)
-        return False
 
     def spawn(self, name, *args, tokens=True):
         log = os.path.join(self.dir, f"{name}-{len(self.procs)}.log")
@@ -108,7 +118,7 @@ def stop_all():
     os._exit (Blender's, whose verdict cannot wait for the interpreter's teardown) calls
     first, so that a failure leaves no server running."""
     for ps in _LIVE:
-        ps.__exit__(None, None, None)
+        ps.stop()
 
 
 def stop(p):
