@@ -32,6 +32,7 @@ Exits non-zero with the reason on the first failure.
 """
 import math
 import os
+import shutil
 import statistics
 import sys
 
@@ -47,9 +48,13 @@ import pc2  # noqa: E402
 def leave(code):
     """Exits at once: after Blender's glTF importer has run, the `bpy` module (4.2)
     crashes in the interpreter's teardown, so the verdict is the exit code given here,
-    with the output flushed first."""
+    with the output flushed first. The session's temporary folder, which that teardown
+    would remove, is removed here."""
     sys.stdout.flush()
     sys.stderr.flush()
+    tmp = os.path.normpath(bpy.app.tempdir)
+    if os.path.basename(tmp).startswith("blender_"):
+        shutil.rmtree(tmp, ignore_errors=True)
     os._exit(code)
 
 
