@@ -78,7 +78,8 @@ pub struct ServerConfig {
     /// Admit connections without tokens. Must be set explicitly; the server logs a
     /// warning at start when it is.
     pub open: bool,
-    /// Largest WebSocket message accepted, bytes.
+    /// Largest WebSocket message accepted, bytes ([`MIN_MESSAGE_BYTES`] to
+    /// [`MAX_MESSAGE_BYTES`]).
     pub max_message_bytes: usize,
     /// Ticks a viewer may fall behind before it loses frames and is resynchronised
     /// (0 counts as 1; at most [`MAX_VIEWER_QUEUE`]).
@@ -219,6 +220,13 @@ impl Default for ServerConfig {
     }
 }
 
+/// Smallest [`ServerConfig::max_message_bytes`]: a 22-joint pose is ~1.6 kB as
+/// MessagePack and ~2.6 kB as JSON, so below this a server would refuse the messages it
+/// exists for.
+pub const MIN_MESSAGE_BYTES: usize = 4096;
+/// Largest [`ServerConfig::max_message_bytes`] (64 MiB): what one connection may make
+/// the server buffer before it refuses the message.
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 /// Largest [`ServerConfig::viewer_queue`] (ticks).
 pub const MAX_VIEWER_QUEUE: usize = 1024;
 /// Largest [`ServerConfig::send_groups`].

@@ -1,7 +1,10 @@
 //! The server's settings checked before anything starts: its own, and the engine's
 //! ([`crate::engine::EngineConfig::check`]), each named as in the config file.
 
-use super::{MAX_SEND_GROUPS, MAX_TICK_SLOTS, MAX_VIEWER_QUEUE, NetError, ServerConfig};
+use super::{
+    MAX_MESSAGE_BYTES, MAX_SEND_GROUPS, MAX_TICK_SLOTS, MAX_VIEWER_QUEUE, MIN_MESSAGE_BYTES,
+    NetError, ServerConfig,
+};
 use std::sync::Arc;
 
 use crate::engine::{Engine, EngineError, MAX_SETTING_SECONDS, Range, first_bad, range};
@@ -46,7 +49,17 @@ pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
     let n = |v: usize| v as f64;
     // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
     // allocated up front
-    let settings: [(&'static str, f64, Range); 9] = [
+    let settings: [(&'static str, f64, Range); 10] = [
+        (
+            "max_message_bytes",
+            n(config.max_message_bytes),
+            range(
+                n(MIN_MESSAGE_BYTES),
+                false,
+                n(MAX_MESSAGE_BYTES),
+                "4096 to 67108864 bytes",
+            ),
+        ),
         (
             "viewer_queue",
             n(config.viewer_queue),
@@ -162,6 +175,14 @@ mod tests {
         let mut c = base();
         c.tls_cert = Some("cert.pem".into());
         assert!(matches!(check(&c), Err(NetError::TlsHalf)));
+        for bytes in [0, 4095, (64 << 20) + 1] {
+            let mut c = base();
+            c.max_message_bytes = bytes;
+            assert_eq!(refused(&c), "max_message_bytes");
+        }
+        let mut c = base();
+        c.max_message_bytes = 4096;
+        check(&c).expect("the smallest message limit");
         let mut c = base();
         c.max_connections_per_address = 0;
         assert_eq!(refused(&c), "max_connections_per_address");
