@@ -49,7 +49,18 @@ pub(super) fn check(config: &ServerConfig) -> Result<(), NetError> {
     let n = |v: usize| v as f64;
     // the broadcast holds viewer_queue × tick_slots × (send_groups + 1) messages,
     // allocated up front
-    let settings: [(&'static str, f64, Range); 10] = [
+    let settings: [(&'static str, f64, Range); 12] = [
+        // none would leave a server that takes no viewer, or no connection at all
+        (
+            "max_viewers",
+            n(config.max_viewers),
+            range(1.0, false, f64::INFINITY, "at least 1"),
+        ),
+        (
+            "max_connections",
+            n(config.max_connections),
+            range(1.0, false, f64::INFINITY, "at least 1"),
+        ),
         (
             "max_message_bytes",
             n(config.max_message_bytes),
@@ -183,6 +194,12 @@ mod tests {
         let mut c = base();
         c.max_message_bytes = 4096;
         check(&c).expect("the smallest message limit");
+        let mut c = base();
+        c.max_viewers = 0;
+        assert_eq!(refused(&c), "max_viewers");
+        let mut c = base();
+        c.max_connections = 0;
+        assert_eq!(refused(&c), "max_connections");
         let mut c = base();
         c.max_connections_per_address = 0;
         assert_eq!(refused(&c), "max_connections_per_address");
