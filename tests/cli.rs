@@ -385,6 +385,43 @@ fn bad_inputs_fail_with_a_readable_error() {
             && !err.contains("draping"),
         "{err}"
     );
+    // nor one of more examples than a database may hold
+    let o = bin()
+        .args(["bake", "--examples", "100001", "--out"])
+        .arg(dir.join("many.ccdb"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("100001 is more than a database holds (100000)")
+            && !err.contains("draping"),
+        "{err}"
+    );
+    // benches of no avatars (their rows were NaN) or of more than one machine holds
+    // (publishers ran out of file descriptors) are refused before they start
+    for (args, says) in [
+        (
+            &["bench", "synth", "--avatars", "0"][..],
+            "'0' for '--avatars <AVATARS>': must be at least 1",
+        ),
+        (
+            &["bench", "serve", "--avatars", "10,0"],
+            "'0' for '--avatars <AVATARS>': must be at least 1",
+        ),
+        (
+            &["bench", "serve", "--avatars", "100000000"],
+            "100000000 is more than 2048",
+        ),
+        (
+            &["bench", "serve", "--viewers", "0"],
+            "'0' for '--viewers <VIEWERS>': must be at least 1",
+        ),
+    ] {
+        let o = bin().args(args).output().expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(says), "{args:?}: {err}");
+    }
     let o = bin()
         .args(["assets", "--out"])
         .arg(&dir)

@@ -98,6 +98,20 @@ impl Default for BakeConfig {
     }
 }
 
+impl BakeConfig {
+    /// How many candidate poses [`Baker::candidates`] draws from `clips` (every
+    /// `clip_step`-th frame of each) and the joint-limit samples: K-means chooses at
+    /// most this many examples besides the rest pose.
+    pub fn candidate_count(&self, clips: &[Clip]) -> usize {
+        let step = self.clip_step.max(1);
+        clips
+            .iter()
+            .map(|c| c.poses.len().div_ceil(step))
+            .sum::<usize>()
+            + self.limit_samples
+    }
+}
+
 /// Why a bake failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

@@ -32,8 +32,10 @@ pub(crate) struct BakeArgs {
     /// `mesh = "FILE.obj|gltf|glb"` a mesh of one's own: see the README).
     #[arg(long, default_value = "tshirt")]
     garment: String,
-    /// Number of examples (the rest pose included), at least 1.
-    #[arg(long, default_value_t = 40, value_parser = super::common::parse_positive)]
+    /// Number of examples (the rest pose included), 1 to 100 000. The kmeans sampler
+    /// chooses them among the candidate poses (every 4th clip frame and the joint-limit
+    /// samples), so it makes at most one more than there are candidates.
+    #[arg(long, default_value_t = 40, value_parser = super::common::parse_examples)]
     examples: usize,
     /// Sampler.
     #[arg(long, value_enum, default_value_t = SamplerArg::Kmeans)]
@@ -160,6 +162,14 @@ pub(crate) fn run(a: BakeArgs) -> anyhow::Result<()> {
     } else {
         cfg
     };
+    let candidates = cfg.candidate_count(&clips);
+    if cfg.sampler == Sampler::Kmeans && cfg.examples > candidates + 1 {
+        eprintln!(
+            "note: {} examples asked for, but there are {candidates} candidate poses (clip frames and joint-limit samples): the kmeans sampler makes {} (the rest pose and every candidate); more clips, --limit-samples or --sampler mcmc give more",
+            cfg.examples,
+            candidates + 1
+        );
+    }
     eprintln!(
         "draping {} ({} vertices) at rest …",
         garment.name,

@@ -22,16 +22,18 @@ use crate::skeleton::Skeleton;
 /// Arguments of `clothcast bench serve`.
 #[derive(Args, Debug)]
 pub(crate) struct ServeBench {
-    /// Avatar counts to try.
-    #[arg(long, value_delimiter = ',', default_values_t = [10usize, 25, 50, 100, 200])]
+    /// Avatar counts to try (each 1 to 2048; the server is let drive that many).
+    #[arg(long, value_delimiter = ',', default_values_t = [10usize, 25, 50, 100, 200],
+          value_parser = super::common::parse_count::<2048>)]
     avatars: Vec<usize>,
-    /// Viewers, each subscribed to every avatar (or to `--watch` of them).
-    #[arg(long, default_value_t = 2)]
+    /// Viewers, each subscribed to every avatar (or to `--watch` of them); 1 to 256, the
+    /// server's default `max_viewers`.
+    #[arg(long, default_value_t = 2, value_parser = super::common::parse_count::<256>)]
     viewers: usize,
     /// Avatars each viewer subscribes to, as headsets in a room subscribe to the
     /// performers near them: viewer i watches the i-th block of that many (wrapping
     /// round); the server synthesises and encodes only watched avatars. Default: all.
-    #[arg(long)]
+    #[arg(long, value_parser = super::common::parse_count::<2048>)]
     watch: Option<usize>,
     /// The server's tick rate, Hz (publishers send at 30 Hz whatever it is; a faster
     /// tick re-synthesises the latest pose, a slower one drops poses).
@@ -207,6 +209,7 @@ pub(crate) fn run(b: ServeBench) -> anyhow::Result<()> {
                         .codec_effort
                         .unwrap_or(EngineConfig::default().codec_effort),
                     synth,
+                    max_avatars: n.max(EngineConfig::default().max_avatars),
                     ..EngineConfig::default()
                 },
                 ..ServerConfig::default()

@@ -25,8 +25,8 @@ pub(crate) struct SynthBench {
     /// Example database (default: the default database).
     #[arg(long)]
     db: Option<std::path::PathBuf>,
-    /// Number of avatars.
-    #[arg(long, default_value_t = 64)]
+    /// Number of avatars (1 to 4096).
+    #[arg(long, default_value_t = 64, value_parser = super::common::parse_count::<4096>)]
     avatars: usize,
     /// Seconds to measure each figure for.
     #[arg(long, default_value_t = 2.0, value_parser = super::common::parse_seconds)]

@@ -432,6 +432,26 @@ pub(crate) fn parse_positive(s: &str) -> Result<usize, String> {
     }
 }
 
+/// A number of examples, 1 to [`crate::sor::MAX_EXAMPLES`] (what a database may hold;
+/// `bake --examples`).
+pub(crate) fn parse_examples(s: &str) -> Result<usize, String> {
+    match parse_positive(s)? {
+        n if n <= crate::sor::MAX_EXAMPLES => Ok(n),
+        n => Err(format!(
+            "{n} is more than a database holds ({})",
+            crate::sor::MAX_EXAMPLES
+        )),
+    }
+}
+
+/// A count from 1 to `MAX` (the bench's avatars and viewers).
+pub(crate) fn parse_count<const MAX: usize>(s: &str) -> Result<usize, String> {
+    match parse_positive(s)? {
+        n if n <= MAX => Ok(n),
+        n => Err(format!("{n} is more than {MAX}")),
+    }
+}
+
 /// A count from 1 to 64 (`--top-k`).
 pub(crate) fn parse_one_to_64(s: &str) -> Result<usize, String> {
     match parse_positive(s)? {

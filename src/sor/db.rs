@@ -38,7 +38,9 @@ const RECORD_LEN: usize = 32;
 /// Largest counts accepted (far above any real garment; keeps hostile files from
 /// demanding absurd allocations).
 pub(super) const MAX_VERTICES: usize = 2_000_000;
-const MAX_EXAMPLES: usize = 100_000;
+/// Most examples a database may hold (a bake is refused more; a file with more is
+/// refused as corrupt).
+pub const MAX_EXAMPLES: usize = 100_000;
 
 /// Section identifiers.
 mod id {

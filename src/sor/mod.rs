@@ -13,8 +13,8 @@ mod stored;
 mod synth;
 
 pub use db::{
-    BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, body_hash,
-    cloth_hash, garment_hash,
+    BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, MAX_EXAMPLES,
+    body_hash, cloth_hash, garment_hash,
 };
 pub(crate) use file::write_whole;
 pub use layer::{GivesWay, LayerError, LayerParams, LayerScratch, LayerState, Layering};

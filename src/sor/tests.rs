@@ -282,6 +282,9 @@ fn a_bake_records_where_each_example_pose_came_from() {
     let candidates = baker.candidates(&clips);
     let named = baker.candidate_origins(&clips);
     assert_eq!(candidates.len(), named.len());
+    // what `bake` counts to say that K-means has fewer candidates than examples asked
+    assert_eq!(cfg.candidate_count(&clips), candidates.len());
+    assert_eq!(cfg.candidate_count(&[]), 60);
     assert_eq!(named[0], "walk.bvh, frame 0");
     assert_eq!(named[1], format!("walk.bvh, frame {}", cfg.clip_step));
     assert_eq!(named[named.len() - 1], "joint-limit sample 60");
