@@ -417,6 +417,10 @@ fn bad_inputs_fail_with_a_readable_error() {
             &["bench", "serve", "--viewers", "0"],
             "'0' for '--viewers <VIEWERS>': must be at least 1",
         ),
+        (
+            &["play", "x.bvh", "--avatars", "100000000"],
+            "100000000 is more than 4096",
+        ),
     ] {
         let o = bin().args(args).output().expect("run");
         let err = String::from_utf8_lossy(&o.stderr);

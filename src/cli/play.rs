@@ -24,8 +24,9 @@ pub(crate) struct PlayArgs {
     /// Server URL.
     #[arg(long, default_value = "ws://127.0.0.1:8470/ws")]
     url: String,
-    /// Number of avatars (each starts at a different point of the clip), at least 1.
-    #[arg(long, default_value_t = 1, value_parser = super::common::parse_positive)]
+    /// Number of avatars (each starts at a different point of the clip), 1 to 4096
+    /// (a server drives 256 by default).
+    #[arg(long, default_value_t = 1, value_parser = super::common::parse_count::<4096>)]
     avatars: usize,
     /// Skeleton profile of the clip (detected when omitted).
     #[arg(long)]
