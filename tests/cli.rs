@@ -569,6 +569,58 @@ fn a_report_to_a_closed_or_full_stdout_ends_cleanly() {
     }
 }
 
+/// An `--out` that names a device or a pipe is written into, not replaced: the files
+/// are written under a temporary name and renamed, which (as root) turned `/dev/full`
+/// into a regular file and would have done the same to `/dev/stdout`.
+#[test]
+fn an_out_that_is_a_device_or_pipe_is_written_into_not_replaced() {
+    use std::os::unix::fs::FileTypeExt;
+    let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let clip = fixture("cmu_131_01.bvh");
+    // a glTF (written through a buffered writer) and a database (written whole)
+    let glb = |out: &str| {
+        bin()
+            .arg("retarget")
+            .arg(&clip)
+            .args(["--fps", "5", "--body-vertices", "1500", "--out", out])
+            .output()
+            .expect("run")
+    };
+    let merged = |out: &str| {
+        bin()
+            .arg("merge")
+            .arg(&db)
+            .args(["--out", out])
+            .output()
+            .expect("run")
+    };
+    let o = glb("/dev/stdout");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stdout.starts_with(b"glTF"),
+        "{:?}",
+        &o.stdout[..16.min(o.stdout.len())]
+    );
+    let o = merged("/dev/stdout");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let file = std::fs::read(&db).expect("db");
+    assert!(o.stdout.len() > file.len());
+    assert_eq!(o.stdout[..8], file[..8]);
+    if std::path::Path::new("/dev/full").exists() {
+        for o in [glb("/dev/full"), merged("/dev/full")] {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                !o.status.success() && err.contains("No space left on device"),
+                "{err}"
+            );
+        }
+        let kind = std::fs::metadata("/dev/full")
+            .expect("/dev/full")
+            .file_type();
+        assert!(kind.is_char_device(), "/dev/full is now {kind:?}");
+    }
+}
+
 /// `serve --check` refuses what a start would refuse, by name, and otherwise says what
 /// would be served, without serving.
 #[test]

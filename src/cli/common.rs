@@ -264,11 +264,23 @@ impl GarmentArgs {
     }
 }
 
-/// Writes a file atomically (temp name, then rename).
+/// Writes a file atomically (temp name, then rename); a device, pipe or socket
+/// (`/dev/stdout`, a FIFO: [`crate::sor::is_stream`]) is written into instead.
 pub(crate) fn write_file(
     path: &Path,
     f: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
+    if crate::sor::is_stream(path) {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        f(&mut w).with_context(|| format!("writing {}", path.display()))?;
+        w.flush()
+            .with_context(|| format!("writing {}", path.display()))?;
+        return Ok(());
+    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

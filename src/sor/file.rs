@@ -17,14 +17,30 @@ fn temporary_beside(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Whether `path` names something that is written into rather than replaced: it
+/// exists (links followed) and is neither a regular file nor a folder — a device
+/// (`/dev/null`), a pipe (`/dev/stdout` under a shell pipe, a FIFO) or a socket. A
+/// rename onto it would replace the node itself (as root, `/dev/full` became a file).
+pub(crate) fn is_stream(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
 /// Writes `bytes` to `path` (creating its folder): whole under a temporary name, then
 /// renamed onto `path`. Concurrent writers of one path each write a whole file, and the
-/// last rename wins.
+/// last rename wins. A device, pipe or socket ([`is_stream`]) is written into instead.
 pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), DbError> {
     let io = |e: std::io::Error| DbError::Io {
         path: path.display().to_string(),
         message: e.to_string(),
     };
+    if is_stream(path) {
+        use std::io::Write;
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(bytes).and_then(|()| f.flush()))
+            .map_err(io);
+    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io)?;
     }
