@@ -571,7 +571,8 @@ fn a_report_to_a_closed_or_full_stdout_ends_cleanly() {
 
 /// An `--out` that names a device or a pipe is written into, not replaced: the files
 /// are written under a temporary name and renamed, which (as root) turned `/dev/full`
-/// into a regular file and would have done the same to `/dev/stdout`.
+/// into a regular file and would have done the same to `/dev/stdout`. Written into
+/// stdout, the file comes out alone, its command's report on stderr.
 #[test]
 fn an_out_that_is_a_device_or_pipe_is_written_into_not_replaced() {
     use std::os::unix::fs::FileTypeExt;
@@ -594,18 +595,45 @@ fn an_out_that_is_a_device_or_pipe_is_written_into_not_replaced() {
             .output()
             .expect("run")
     };
+    // stdout carries the file alone, whole: the reports go to stderr
     let o = glb("/dev/stdout");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
     assert!(
         o.stdout.starts_with(b"glTF"),
         "{:?}",
         &o.stdout[..16.min(o.stdout.len())]
     );
+    let declared = u32::from_le_bytes([o.stdout[8], o.stdout[9], o.stdout[10], o.stdout[11]]);
+    assert_eq!(declared as usize, o.stdout.len(), "the GLB's length");
+    assert!(err.contains("frames at 5.0 fps"), "{err}");
     let o = merged("/dev/stdout");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    // the same bytes as the merge into a file
+    let dir = tmp("out-stream");
+    let into_file = dir.join("merged.ccdb");
+    let m = merged(&into_file.to_string_lossy());
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    let file = std::fs::read(&into_file).expect("merged");
+    assert!(
+        o.stdout == file,
+        "{} bytes against {}",
+        o.stdout.len(),
+        file.len()
+    );
+    assert!(err.contains("4 examples"), "{err}");
+    let o = bin()
+        .args(["render", "--size", "64", "--out=/dev/stdout"])
+        .output()
+        .expect("run");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let file = std::fs::read(&db).expect("db");
-    assert!(o.stdout.len() > file.len());
-    assert_eq!(o.stdout[..8], file[..8]);
+    assert!(o.stdout.starts_with(b"\x89PNG"));
+    assert_eq!(
+        o.stdout[o.stdout.len() - 8..][..4],
+        *b"IEND",
+        "the PNG ends the output"
+    );
     if std::path::Path::new("/dev/full").exists() {
         for o in [glb("/dev/full"), merged("/dev/full")] {
             let err = String::from_utf8_lossy(&o.stderr);

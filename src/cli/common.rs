@@ -12,16 +12,75 @@ use crate::mesh::{GlbScene, Image, write_glb};
 use crate::mocap::{Bvh, Clip, Profile};
 use crate::skeleton::{Pose, Skeleton};
 
+/// Set when the command writes a file into this process's own stdout (`--out
+/// /dev/stdout`, see [`data_to_stdout`]): report and status lines then go to stderr, so
+/// that the file comes out whole.
+static REPORT_TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether an `--out` or `--png` of `args` (the command line, program name first) is
+/// this process's stdout: a device, pipe or socket ([`crate::sor::is_stream`]) that is
+/// the same file as `/dev/stdout`. [`crate::cli::run`] then sends the report lines to
+/// stderr, which would otherwise be written into the file's bytes (after a PNG, a
+/// database) or before them.
+pub(crate) fn data_to_stdout(args: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(stdout) = std::fs::metadata("/dev/stdout") else {
+            return false;
+        };
+        let same = |path: &Path| {
+            crate::sor::is_stream(path)
+                && std::fs::metadata(path)
+                    .is_ok_and(|m| m.dev() == stdout.dev() && m.ino() == stdout.ino())
+        };
+        let mut args = args.into_iter().skip(1);
+        while let Some(a) = args.next() {
+            let value = match a.to_str() {
+                Some("--out" | "--png") => args.next(),
+                Some(s) => s
+                    .strip_prefix("--out=")
+                    .or_else(|| s.strip_prefix("--png="))
+                    .map(std::ffi::OsString::from),
+                None => None,
+            };
+            if value.is_some_and(|v| same(Path::new(&v))) {
+                return true;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = args;
+    false
+}
+
+/// Sends [`say`] and [`outln!`] lines to stderr from now on (see [`data_to_stdout`]).
+pub(crate) fn report_to_stderr() {
+    REPORT_TO_STDERR.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn to_stderr() -> bool {
+    REPORT_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Writes a status line to stdout, and goes on if nobody reads it: a server (`serve`,
 /// `demo`) or a publisher (`play`) whose stdout was closed (`| head`, a log pipe that
 /// died) keeps running instead of panicking in `println!`.
 pub(crate) fn say(line: std::fmt::Arguments<'_>) {
+    if to_stderr() {
+        eprintln!("{line}");
+        return;
+    }
     let _ = writeln!(std::io::stdout().lock(), "{line}");
 }
 
 /// What [`outln!`] does: writes a report line; exits with status 0 when nobody reads
 /// stdout any more, with status 1 and the error on stderr when it cannot be written.
 pub(crate) fn out_line(line: std::fmt::Arguments<'_>) {
+    if to_stderr() {
+        eprintln!("{line}");
+        return;
+    }
     if let Err(e) = writeln!(std::io::stdout().lock(), "{line}") {
         if e.kind() != std::io::ErrorKind::BrokenPipe {
             eprintln!("error: writing to stdout: {e}");

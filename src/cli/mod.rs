@@ -84,6 +84,9 @@ pub(crate) enum Command {
 /// Runs the command line.
 pub fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    if common::data_to_stdout(std::env::args_os()) {
+        common::report_to_stderr();
+    }
     match cli.command {
         Command::Assets(a) => assets::run(a),
         Command::Retarget(a) => retarget::run(a),
