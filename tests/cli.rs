@@ -398,6 +398,28 @@ fn bad_inputs_fail_with_a_readable_error() {
             && !err.contains("draping"),
         "{err}"
     );
+    // an output folder that is a file is named before any work (eval said so only
+    // after simulating its ground truth)
+    let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let clip = fixture("cmu_131_03.bvh");
+    for command in ["eval", "render"] {
+        let o = bin()
+            .args([command, "--frames", "0..4", "--bvh"])
+            .arg(&clip)
+            .arg("--db")
+            .arg(&db)
+            .arg("--out")
+            .arg(&bad)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success()
+                && err.contains(&format!("{} exists and is not a folder", bad.display()))
+                && !err.contains("ground truth"),
+            "{command}: {err}"
+        );
+    }
     // benches of no avatars (their rows were NaN) or of more than one machine holds
     // (publishers ran out of file descriptors) are refused before they start
     for (args, says) in [

@@ -323,6 +323,15 @@ impl GarmentArgs {
     }
 }
 
+/// Creates the folder `dir` (and its parents) if missing; names the path when it
+/// exists as something else (`creating take: File exists` said less).
+pub(crate) fn create_folder(dir: &Path) -> anyhow::Result<()> {
+    if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+        anyhow::bail!("{} exists and is not a folder", dir.display());
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
+}
+
 /// Writes a file atomically (temp name, then rename); a device, pipe or socket
 /// (`/dev/stdout`, a FIFO: [`crate::sor::is_stream`]) is written into instead.
 pub(crate) fn write_file(
@@ -341,7 +350,7 @@ pub(crate) fn write_file(
         return Ok(());
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        create_folder(dir)?;
     }
     let tmp = path.with_extension("partial");
     {

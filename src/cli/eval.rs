@@ -103,6 +103,8 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     let frames = range
         .frames(file.frame_count())
         .with_context(|| args.bvh.display().to_string())?;
+    // and the folder the results go to, before the minutes of simulation
+    super::common::create_folder(&args.out)?;
     let db = match &args.db {
         Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
         None => {
@@ -207,8 +209,6 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     bar.finish_and_clear();
     let table = summary_table(&eval);
     outln!("{table}");
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
     write_file(&args.out.join("summary.md"), |w| {
         w.write_all(table.as_bytes())
     })?;

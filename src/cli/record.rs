@@ -122,7 +122,7 @@ impl Recorder {
     /// A recorder writing into `dir` (created if missing); `usd`: each take also as
     /// a USD text layer.
     pub(crate) fn new(dir: &Path, usd: bool) -> anyhow::Result<Self> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        super::common::create_folder(dir)?;
         Ok(Self {
             dir: dir.to_path_buf(),
             usd,

@@ -194,8 +194,7 @@ pub(crate) fn run(a: RenderArgs) -> anyhow::Result<()> {
             .min(clip.poses.len().saturating_sub(1));
         clip.poses = through_kinect(&clip.poses[..=last], clip.frame_time, kind, &body.skeleton)?;
     }
-    std::fs::create_dir_all(&a.out)
-        .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.out.display()))?;
+    super::common::create_folder(&a.out)?;
     let mut last = None;
     for f in frames {
         let pose = clip
