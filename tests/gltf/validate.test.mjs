@@ -1,10 +1,10 @@
 // Runs `clothcast assets`, `clothcast retarget` and `clothcast watch --record` and checks
 // every .glb with the Khronos glTF validator: no errors and no warnings, skin and
 // animation present.
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +13,12 @@ import validator from 'gltf-validator';
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const bin = process.env.CLOTHCAST_BIN ?? join(root, 'target', 'debug', 'clothcast');
 const out = mkdtempSync(join(tmpdir(), 'clothcast-gltf-'));
+// the files go when all three tests pass; a failure keeps them for a look
+let passed = 0;
+after(() => {
+  if (passed === 3) rmSync(out, { recursive: true, force: true });
+  else console.error(`the files are kept in ${out}`);
+});
 
 async function validate(path) {
   const report = await validator.validateBytes(new Uint8Array(readFileSync(path)), { maxIssues: 50 });
@@ -32,6 +38,7 @@ test('assets: body, garments and avatar are valid skinned glTF', async () => {
   const body = await validate(join(out, 'body.glb'));
   assert.equal(body.info.animationCount ?? 0, 0);
   assert.ok(body.info.totalVertexCount >= 2800, `body has ${body.info.totalVertexCount} vertices`);
+  passed++;
 });
 
 test('retarget: the animated body is valid glTF with one animation', async () => {
@@ -42,6 +49,7 @@ test('retarget: the animated body is valid glTF with one animation', async () =>
   assert.equal(r.info.animationCount, 1);
   assert.equal(r.issues.numErrors, 0);
   assert.equal(r.issues.numWarnings, 0);
+  passed++;
 });
 
 test('watch --record: the recorded body is valid glTF with one animation', { timeout: 120000 }, async () => {
@@ -64,6 +72,7 @@ test('watch --record: the recorded body is valid glTF with one animation', { tim
     assert.equal(r.info.hasSkins, true);
     assert.equal(r.issues.numErrors, 0);
     assert.equal(r.issues.numWarnings, 0);
+    passed++;
   } finally {
     demo.kill();
   }
