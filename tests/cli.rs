@@ -443,6 +443,16 @@ fn bad_inputs_fail_with_a_readable_error() {
             &["play", "x.bvh", "--avatars", "100000000"],
             "100000000 is more than 4096",
         ),
+        // a garment of 3 vertices came out as a few triangles; of 10⁹, as 418 167
+        // vertices the simulator spent gigabytes on
+        (
+            &["drape", "--garment-vertices", "3", "--out", "x.glb"],
+            "'3' for '--garment-vertices <GARMENT_VERTICES>': 3 vertices is outside 500–100000",
+        ),
+        (
+            &["assets", "--garment-vertices", "1000000000", "--out", "x"],
+            "1000000000 vertices is outside 500–100000",
+        ),
     ] {
         let o = bin().args(args).output().expect("run");
         let err = String::from_utf8_lossy(&o.stderr);

@@ -252,8 +252,9 @@ pub(crate) enum LegArg {
 /// Garment flags.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct GarmentArgs {
-    /// Garment resolution, vertices (default: the garment config's, ~3000).
-    #[arg(long)]
+    /// Garment resolution, vertices, 500 to 100 000 (default: the garment config's,
+    /// ~3000).
+    #[arg(long, value_parser = parse_garment_vertices)]
     pub(crate) garment_vertices: Option<usize>,
     /// T-shirt sleeve length.
     #[arg(long, value_enum, default_value_t = SleeveArg::Short)]
@@ -521,6 +522,16 @@ pub(crate) fn parse_examples(s: &str) -> Result<usize, String> {
             "{n} is more than a database holds ({})",
             crate::sor::MAX_EXAMPLES
         )),
+    }
+}
+
+/// A garment resolution, 500 to 100 000 vertices (as a garment config's
+/// `target_vertices`).
+fn parse_garment_vertices(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n @ 500..=100_000) => Ok(n),
+        Ok(n) => Err(format!("{n} vertices is outside 500–100000")),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -198,19 +198,39 @@ impl GarmentConfig {
     pub fn from_toml(text: &str) -> Result<GarmentConfig, GarmentError> {
         let c: GarmentConfig =
             toml::from_str(text).map_err(|e| GarmentError::Toml(e.to_string()))?;
-        in_range("ease", c.ease, 0.005, 0.08, "0.005–0.08 m")?;
-        in_range("pattern_arm_angle", c.pattern_arm_angle, 0.0, 80.0, "0–80°")?;
-        in_range("waistband", c.waistband, 0.0, 0.6, "0–0.6")?;
-        in_range("waistband_height", c.waistband_height, 0.0, 0.3, "0–0.3 m")?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Its parameters within their ranges and its regions well formed: what
+    /// [`GarmentConfig::from_toml`] checks, and [`super::Garment::generate`] again (a
+    /// configuration changed after parsing, as by `--garment-vertices`).
+    pub fn check(&self) -> Result<(), GarmentError> {
+        in_range("ease", self.ease, 0.005, 0.08, "0.005–0.08 m")?;
+        in_range(
+            "pattern_arm_angle",
+            self.pattern_arm_angle,
+            0.0,
+            80.0,
+            "0–80°",
+        )?;
+        in_range("waistband", self.waistband, 0.0, 0.6, "0–0.6")?;
+        in_range(
+            "waistband_height",
+            self.waistband_height,
+            0.0,
+            0.3,
+            "0–0.3 m",
+        )?;
         in_range(
             "target_vertices",
-            c.target_vertices as f32,
+            self.target_vertices as f32,
             500.0,
             100_000.0,
             "500–100000",
         )?;
-        RegionTable::from_config(&c.regions)?;
-        Ok(c)
+        RegionTable::from_config(&self.regions)?;
+        Ok(())
     }
 
     /// A built-in configuration by name.
@@ -417,5 +437,23 @@ mod tests {
             GarmentConfig::from_toml(&text),
             Err(GarmentError::Parameter { name: "ease", .. })
         ));
+    }
+
+    /// A configuration changed after parsing (as by `--garment-vertices`) is checked
+    /// again: `Garment::generate` calls `check`.
+    #[test]
+    fn a_configuration_changed_after_parsing_is_checked_again() {
+        let mut c = GarmentConfig::builtin("tshirt").expect("built in");
+        c.check().expect("the built-in T-shirt");
+        for n in [3, 1_000_000_000] {
+            c.target_vertices = n;
+            assert!(matches!(
+                c.check(),
+                Err(GarmentError::Parameter {
+                    name: "target_vertices",
+                    ..
+                })
+            ));
+        }
     }
 }

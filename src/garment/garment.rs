@@ -49,6 +49,7 @@ impl Garment {
     /// Generates a procedural garment for `body` from a configuration. The body must be
     /// the procedural one (its implicit surface is the pattern's base).
     pub fn generate(body: &Body, cfg: &GarmentConfig) -> Result<Garment, GarmentError> {
+        cfg.check()?;
         let field = body.field().ok_or(GarmentError::NoBodyField)?;
         let regions = RegionTable::from_config(&cfg.regions)?;
         let pat = pattern(body, cfg, field);
