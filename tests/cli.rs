@@ -238,6 +238,22 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
         "{merged}{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("left out: their poses"));
+    // a shard given twice adds nothing, and says so
+    let o = bin()
+        .arg("merge")
+        .args([&shards[0], &shards[1], &shards[1]])
+        .arg("--out")
+        .arg(dir.join("merged-twice.ccdb"))
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success()
+            && String::from_utf8_lossy(&o.stdout).contains("2 examples")
+            && err.contains("note: 1 of the 3 examples given were left out: their poses are already in the merge"),
+        "{err}"
+    );
     for (garment, says) in [
         (dir.join("meshes/shirt_cm.obj"), "regions_like = \"tshirt\""),
         (dir.join("metres.toml"), "the body's rest pose and units"),

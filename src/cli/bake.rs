@@ -338,8 +338,15 @@ pub(crate) fn run_merge(a: MergeArgs) -> anyhow::Result<()> {
         .iter()
         .map(|p| Database::read(p).with_context(|| format!("reading {}", p.display())))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let given: usize = dbs.iter().map(|d| d.examples.len()).sum();
     let db = merge(dbs)?;
     db.write(&a.out)?;
+    if db.examples.len() < given {
+        eprintln!(
+            "note: {} of the {given} examples given were left out: their poses are already in the merge (a database given twice, or shards that overlap)",
+            given - db.examples.len()
+        );
+    }
     outln!("{}  {} examples", a.out.display(), db.examples.len());
     for line in leave_one_out_lines(&db, &a.out) {
         outln!("{line}");

@@ -127,6 +127,10 @@ pub enum DbError {
     /// The content is inconsistent (wrong lengths, indices out of range, NaN, …).
     #[error("database corrupt: {0}")]
     Corrupt(String),
+    /// More examples than a database may hold ([`MAX_EXAMPLES`]): such a file could not
+    /// be read back, so it is not written.
+    #[error("a database holds at most {MAX_EXAMPLES} examples; this one has {0}")]
+    TooManyExamples(usize),
     /// Databases to be merged were baked with different settings.
     #[error(
         "the databases were baked with different {what}: {differences}; bake every shard with the same build and settings"
@@ -416,8 +420,12 @@ impl Database {
 
     /// Writes the database to `path` atomically (a temporary name of this writer's own,
     /// then rename: two processes or threads writing the same cache at once each write
-    /// whole files, and the last rename wins).
+    /// whole files, and the last rename wins). Refuses more than [`MAX_EXAMPLES`]
+    /// examples, which no reader would take.
     pub fn write(&self, path: &Path) -> Result<(), DbError> {
+        if self.examples.len() > MAX_EXAMPLES {
+            return Err(DbError::TooManyExamples(self.examples.len()));
+        }
         super::file::write_whole(path, &self.to_bytes())
     }
 
