@@ -388,32 +388,23 @@ fn bad_inputs_fail_with_a_readable_error() {
         String::from_utf8_lossy(&o.stderr).contains("--out <OUT>"),
         "{o:?}"
     );
-    // a bake of no examples is refused by the argument parser, before any draping
-    let o = bin()
-        .args(["bake", "--examples", "0", "--out"])
-        .arg(dir.join("none.ccdb"))
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success()
-            && err.contains("'0' for '--examples <EXAMPLES>': must be at least 1")
-            && !err.contains("draping"),
-        "{err}"
-    );
-    // nor one of more examples than a database may hold
-    let o = bin()
-        .args(["bake", "--examples", "100001", "--out"])
-        .arg(dir.join("many.ccdb"))
-        .output()
-        .expect("run");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(
-        !o.status.success()
-            && err.contains("100001 is more than a database holds (100000)")
-            && !err.contains("draping"),
-        "{err}"
-    );
+    // a bake of no examples, or of more than a database may hold, is refused by the
+    // argument parser, before any draping
+    for (examples, says) in [
+        ("0", "'0' for '--examples <EXAMPLES>': must be at least 1"),
+        ("100001", "100001 is more than a database holds (100000)"),
+    ] {
+        let o = bin()
+            .args(["bake", "--examples", examples, "--out"])
+            .arg(dir.join("none.ccdb"))
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(says) && !err.contains("draping"),
+            "{examples}: {err}"
+        );
+    }
     // an output folder that is a file is named before any work (eval said so only
     // after simulating its ground truth)
     let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
