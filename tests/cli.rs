@@ -662,6 +662,25 @@ fn an_out_that_is_a_device_or_pipe_is_written_into_not_replaced() {
         file.len()
     );
     assert!(err.contains("4 examples"), "{err}");
+    // a write that fails leaves no temporary file behind (the rename onto a folder
+    // fails after the whole file was written)
+    let taken = dir.join("taken.glb");
+    std::fs::create_dir_all(&taken).expect("folder");
+    let failed = glb(&taken.to_string_lossy());
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert!(
+        !failed.status.success() && err.contains("Is a directory"),
+        "{err}"
+    );
+    let mut left: Vec<_> = std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    left.sort();
+    assert_eq!(
+        left,
+        ["merged.ccdb", "taken.glb"].map(std::ffi::OsString::from)
+    );
     let o = bin()
         .args(["render", "--size", "64", "--out=/dev/stdout"])
         .output()

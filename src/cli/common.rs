@@ -333,7 +333,7 @@ pub(crate) fn create_folder(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
-/// Writes a file atomically (temp name, then rename); a device, pipe or socket
+/// Writes a file atomically (a temporary name of its own, then rename); a device, pipe or socket
 /// (`/dev/stdout`, a FIFO: [`crate::sor::is_stream`]) is written into instead.
 pub(crate) fn write_file(
     path: &Path,
@@ -353,17 +353,20 @@ pub(crate) fn write_file(
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         create_folder(dir)?;
     }
-    let tmp = path.with_extension("partial");
-    {
-        let file =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    // a temporary name of this writer's own (two commands writing one file at once each
+    // write a whole one), removed when anything fails
+    let tmp = crate::sor::temporary_beside(path);
+    let written = std::fs::File::create(&tmp).and_then(|file| {
         let mut w = std::io::BufWriter::new(file);
-        f(&mut w).with_context(|| format!("writing {}", path.display()))?;
-        w.flush()
-            .with_context(|| format!("writing {}", path.display()))?;
+        f(&mut w)?;
+        w.flush()?;
+        drop(w);
+        std::fs::rename(&tmp, path)
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing {}", path.display()));
     }
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
     Ok(())
 }
 

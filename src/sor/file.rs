@@ -9,7 +9,7 @@ use super::db::DbError;
 
 /// A name beside `path` that no other writer uses (process id and a per-process
 /// counter).
-fn temporary_beside(path: &Path) -> PathBuf {
+pub(crate) fn temporary_beside(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let mut name = path.file_name().unwrap_or_default().to_os_string();
