@@ -28,3 +28,5 @@ pub use synth::{
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod write_tests;
