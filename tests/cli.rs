@@ -225,13 +225,16 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         assert!(!String::from_utf8_lossy(&o.stdout).contains(left_out));
     }
-    let o = bin()
-        .arg("merge")
-        .args(&shards)
-        .arg("--out")
-        .arg(dir.join("merged.ccdb"))
-        .output()
-        .expect("run");
+    let merge = |inputs: &[&PathBuf], out: &str| {
+        bin()
+            .arg("merge")
+            .args(inputs)
+            .arg("--out")
+            .arg(dir.join(out))
+            .output()
+            .expect("run")
+    };
+    let o = merge(&[&shards[0], &shards[1]], "merged.ccdb");
     let merged = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success() && merged.contains("2 examples") && merged.contains(left_out),
@@ -240,13 +243,7 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
     );
     assert!(!String::from_utf8_lossy(&o.stderr).contains("left out: their poses"));
     // a shard given twice adds nothing, and says so
-    let o = bin()
-        .arg("merge")
-        .args([&shards[0], &shards[1], &shards[1]])
-        .arg("--out")
-        .arg(dir.join("merged-twice.ccdb"))
-        .output()
-        .expect("run");
+    let o = merge(&[&shards[0], &shards[1], &shards[1]], "merged-twice.ccdb");
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         o.status.success()

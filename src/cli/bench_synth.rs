@@ -35,7 +35,7 @@ pub(crate) struct SynthBench {
     #[arg(long, default_value_t = 12500)]
     large: usize,
     /// Examples used per region (K), 1–64.
-    #[arg(long, default_value_t = 5, value_parser = super::common::parse_one_to_64)]
+    #[arg(long, default_value_t = 5, value_parser = super::common::parse_count::<64>)]
     top_k: usize,
     /// Each figure's measuring time is split into this many equal windows and the
     /// fastest window is reported (on a shared machine the slow windows measure the

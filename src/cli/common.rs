@@ -333,41 +333,17 @@ pub(crate) fn create_folder(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))
 }
 
-/// Writes a file atomically (a temporary name of its own, then rename); a device, pipe or socket
-/// (`/dev/stdout`, a FIFO: [`crate::sor::is_stream`]) is written into instead.
+/// Writes a file whole ([`crate::sor::write_with`]: a temporary name of its own, then
+/// rename; a device or pipe such as `/dev/stdout` written into), its folder made first
+/// with [`create_folder`]'s message for a file in the way.
 pub(crate) fn write_file(
     path: &Path,
     f: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
-    if crate::sor::is_stream(path) {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .with_context(|| format!("opening {}", path.display()))?;
-        let mut w = std::io::BufWriter::new(file);
-        f(&mut w).with_context(|| format!("writing {}", path.display()))?;
-        w.flush()
-            .with_context(|| format!("writing {}", path.display()))?;
-        return Ok(());
-    }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         create_folder(dir)?;
     }
-    // a temporary name of this writer's own (two commands writing one file at once each
-    // write a whole one), removed when anything fails
-    let tmp = crate::sor::temporary_beside(path);
-    let written = std::fs::File::create(&tmp).and_then(|file| {
-        let mut w = std::io::BufWriter::new(file);
-        f(&mut w)?;
-        w.flush()?;
-        drop(w);
-        std::fs::rename(&tmp, path)
-    });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing {}", path.display()));
-    }
-    Ok(())
+    crate::sor::write_with(path, f).with_context(|| format!("writing {}", path.display()))
 }
 
 pub(crate) fn write_glb_file(path: &Path, scene: &GlbScene<'_>) -> anyhow::Result<()> {
@@ -538,19 +514,11 @@ fn parse_garment_vertices(s: &str) -> Result<usize, String> {
     }
 }
 
-/// A count from 1 to `MAX` (the bench's avatars and viewers).
+/// A count from 1 to `MAX` (`--top-k`, the benches' avatars and viewers, `play --avatars`).
 pub(crate) fn parse_count<const MAX: usize>(s: &str) -> Result<usize, String> {
     match parse_positive(s)? {
         n if n <= MAX => Ok(n),
         n => Err(format!("{n} is more than {MAX}")),
-    }
-}
-
-/// A count from 1 to 64 (`--top-k`).
-pub(crate) fn parse_one_to_64(s: &str) -> Result<usize, String> {
-    match parse_positive(s)? {
-        n @ 1..=64 => Ok(n),
-        n => Err(format!("{n} is more than 64")),
     }
 }
 
@@ -657,11 +625,11 @@ mod tests {
     #[test]
     fn counts_are_whole_and_within_their_range() {
         assert_eq!(super::parse_positive("3"), Ok(3));
-        assert_eq!(super::parse_one_to_64("64"), Ok(64));
+        assert_eq!(super::parse_count::<64>("64"), Ok(64));
         for bad in ["0", "-1", "1.5", "", "many"] {
             assert!(super::parse_positive(bad).is_err(), "{bad:?} was taken");
         }
-        assert!(super::parse_one_to_64("65").is_err());
+        assert!(super::parse_count::<64>("65").is_err());
     }
 
     #[test]

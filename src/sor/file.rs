@@ -2,6 +2,8 @@
 //! that a reader (or a crash) never sees half a file and two writers of one path never
 //! write into the same temporary file.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -9,7 +11,7 @@ use super::db::DbError;
 
 /// A name beside `path` that no other writer uses (process id and a per-process
 /// counter).
-pub(crate) fn temporary_beside(path: &Path) -> PathBuf {
+fn temporary_beside(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let mut name = path.file_name().unwrap_or_default().to_os_string();
@@ -25,29 +27,39 @@ pub(crate) fn is_stream(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
-/// Writes `bytes` to `path` (creating its folder): whole under a temporary name, then
-/// renamed onto `path`. Concurrent writers of one path each write a whole file, and the
+/// Writes `path` whole by `write` (creating its folder): into a temporary name of
+/// this writer's own, then renamed onto `path`, the temporary file removed when
+/// anything fails. Concurrent writers of one path each write a whole file, and the
 /// last rename wins. A device, pipe or socket ([`is_stream`]) is written into instead.
-pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), DbError> {
-    let io = |e: std::io::Error| DbError::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
+pub(crate) fn write_with(
+    path: &Path,
+    write: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let run = |file: File| {
+        let mut w = BufWriter::new(file);
+        write(&mut w)?;
+        w.flush()
     };
     if is_stream(path) {
-        use std::io::Write;
-        return std::fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(bytes).and_then(|()| f.flush()))
-            .map_err(io);
+        return run(std::fs::OpenOptions::new().write(true).open(path)?);
     }
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io)?;
+        std::fs::create_dir_all(dir)?;
     }
     let tmp = temporary_beside(path);
-    if let Err(e) = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path)) {
+    let written = File::create(&tmp)
+        .and_then(run)
+        .and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(io(e));
     }
-    Ok(())
+    written
+}
+
+/// [`write_with`] of `bytes`, failures as [`DbError::Io`] naming `path`.
+pub(crate) fn write_whole(path: &Path, bytes: &[u8]) -> Result<(), DbError> {
+    write_with(path, |w| w.write_all(bytes)).map_err(|e| DbError::Io {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
 }

@@ -16,7 +16,7 @@ pub use db::{
     BakeInfo, BodyData, DB_MAGIC, DB_VERSION, Database, DbError, GarmentData, MAX_EXAMPLES,
     body_hash, cloth_hash, garment_hash,
 };
-pub(crate) use file::{is_stream, temporary_beside, write_whole};
+pub(crate) use file::{is_stream, write_whole, write_with};
 pub use layer::{GivesWay, LayerError, LayerParams, LayerScratch, LayerState, Layering};
 pub use motion::{BoneMotion, PoseDerivatives};
 pub use part::{decode_example, encode_example};
