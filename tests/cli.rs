@@ -1444,13 +1444,24 @@ fn eval_compares_sor_lbs_and_nearest_against_the_simulated_ground_truth() {
         vertex <= one && blend <= one + 0.005 && blend <= sor + 0.005 && vertex > 0.0,
         "{first}"
     );
-    // another frame list makes the kept truth stale
+    // another frame list makes the kept truth stale; it is set aside, not lost
+    let before = std::fs::read(&kept).expect("read the kept truth");
     let (ok, other, err) = run_kept("0..20:10");
     assert!(
         ok && err.contains("simulating the ground truth afresh"),
         "{other}{err}"
     );
     assert!(other.contains("2 frames;"), "{other}");
+    let old = kept.with_file_name(format!(
+        "{}.old",
+        kept.file_name().expect("a name").to_string_lossy()
+    ));
+    assert!(err.contains(&format!("kept as {}", old.display())), "{err}");
+    assert_eq!(
+        std::fs::read(&old).expect("the stale truth set aside"),
+        before
+    );
+    assert_ne!(std::fs::read(&kept).expect("read"), before);
     std::fs::write(&kept, b"my notes, not a ground truth").expect("write");
     let (ok, _, err) = run_kept("0..30:10");
     assert!(

@@ -53,7 +53,9 @@ pub(crate) struct EvalArgs {
     /// nearly all of an evaluation's time; comparing with a kept truth takes seconds, so
     /// a sweep of `--top-k`, `--k` or `--t-mix` simulates once, and so do databases
     /// of the same garment baked with other examples or regions). A stale or damaged file
-    /// is simulated afresh and replaced; a file that is not a ground truth is refused.
+    /// is simulated afresh and replaced, the old one set aside as `T.cct.old` (one
+    /// generation: a typo in `--frames` costs no simulation); a file that is not a
+    /// ground truth is refused.
     #[arg(long)]
     truth_file: Option<PathBuf>,
     /// Also report where SOR's error lies: against the same truth, the best any
@@ -154,6 +156,7 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     options.oracle = args.oracle;
     let canonical = canonical_poses(&db, &poses);
     let key = truth_key(&db, &canonical, options.truth, &db.bake.sim_params());
+    let mut stale = false;
     let kept = match &args.truth_file {
         Some(p) if p.exists() => match GroundTruth::read(p, Some(key)) {
             Ok(t) => {
@@ -167,6 +170,7 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
             }
             Err(e) => {
                 eprintln!("{}: {e}; simulating the ground truth afresh", p.display());
+                stale = true;
                 None
             }
         },
@@ -187,6 +191,15 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
             })
             .context("simulating the ground truth")?;
             if let Some(p) = &args.truth_file {
+                // the stale truth may be hours of simulation (a typo in `--frames`
+                // makes it stale): it is set aside, one generation deep, not lost
+                if stale {
+                    let old = aside(p);
+                    std::fs::rename(p, &old).with_context(|| {
+                        format!("setting the stale ground truth aside as {}", old.display())
+                    })?;
+                    eprintln!("the stale ground truth is kept as {}", old.display());
+                }
                 t.write(p)
                     .with_context(|| format!("keeping the ground truth in {}", p.display()))?;
                 eprintln!("ground truth kept in {}", p.display());
@@ -390,4 +403,12 @@ fn plot(path: &Path, eval: &Evaluation) -> anyhow::Result<()> {
     }
     std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+/// Where a stale ground-truth file is set aside before a new one takes its name:
+/// `T.cct` → `T.cct.old` (replacing an earlier one).
+fn aside(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".old");
+    path.with_file_name(name)
 }

@@ -372,8 +372,11 @@ pub(crate) fn run_calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
 }
 
 pub(crate) fn run_wear(a: WearArgs) -> anyhow::Result<()> {
+    // the server does not say whether the avatar is live: a choice for one that has
+    // not published yet waits for its first pose (a kiosk dresses a customer before
+    // they step in), so the confirmation names both cases
     let what = format!(
-        "{} wears {} from its next tick",
+        "{} wears {} from its next tick (or from its first pose, if it has not published one)",
         a.avatar,
         a.garments.join(" under ")
     );
