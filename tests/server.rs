@@ -1087,7 +1087,7 @@ async fn play_and_watch_are_clients_of_the_server() {
     );
     let watch = std::process::Command::new(bin)
         .args(["watch", "--url", &url, "--token", "view", "--seconds", "4"])
-        .args(["--avatar", "walker-1"])
+        .args(["--avatar", "walker-1", "--avatar", "nobody"])
         .output();
     let watch = tokio::task::spawn_blocking(move || watch)
         .await
@@ -1102,6 +1102,12 @@ async fn play_and_watch_are_clients_of_the_server() {
     assert!(
         !out.contains("walker-0"),
         "subscribed to walker-1 only:\n{out}"
+    );
+    // a named avatar that sends nothing has its line too (a typo shows)
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start().starts_with("nobody: no frames")),
+        "watch printed:\n{out}"
     );
     let last = lines[lines.len() - 1];
     for part in [

@@ -115,6 +115,12 @@ struct Report {
     /// starts its clock again, so this starts again with each connection).
     fastest: f64,
     stats: HashMap<String, WatchStats>,
+    /// The avatars `--avatar` named (empty: all): each gets a line, a named one that
+    /// sends nothing too, so that a typo or a performer who has not started shows.
+    named: Vec<String>,
+    /// When "no avatar is streaming" was last said (it is said every 10 s while true,
+    /// so that a watch of an empty server says it is connected and waiting).
+    said_empty: Option<Instant>,
 }
 
 impl Report {
@@ -133,15 +139,42 @@ impl Report {
         if self.last.elapsed() < Duration::from_secs(1) {
             return Ok(());
         }
-        let mut out = std::io::stdout().lock();
+        self.print(viewer, &mut std::io::stdout().lock())
+    }
+
+    /// Writes the lines of the interval that ends now to `out`.
+    fn print(&mut self, viewer: &Viewer, out: &mut impl Write) -> std::io::Result<()> {
         let dt = self.last.elapsed().as_secs_f64();
         self.last = Instant::now();
         // avatars that left start from zero if they come back
         self.stats.retain(|id, _| viewer.avatars.contains_key(id));
+        if viewer.avatars.is_empty() && self.named.is_empty() {
+            if self
+                .said_empty
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(10))
+            {
+                self.said_empty = Some(Instant::now());
+                writeln!(out, "no avatar is streaming (yet)")?;
+            }
+            return out.flush();
+        }
+        self.said_empty = None;
         let mut ids: Vec<_> = viewer.avatars.keys().cloned().collect();
+        ids.extend(
+            self.named
+                .iter()
+                .filter(|n| !viewer.avatars.contains_key(*n))
+                .cloned(),
+        );
         ids.sort();
+        ids.dedup();
         for id in ids {
             let Some(v) = viewer.avatars.get(&id) else {
+                let id = id.escape_debug().to_string();
+                writeln!(
+                    out,
+                    "{id:>16}: no frames (not streaming, or no such avatar)"
+                )?;
                 continue;
             };
             let st = self.stats.entry(id.clone()).or_default();
@@ -221,6 +254,8 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
         last: start,
         fastest: f64::INFINITY,
         stats: HashMap::new(),
+        named: a.avatars.clone(),
+        said_empty: None,
     };
     let mut backoff = Backoff::default();
     let mut connections = 0u64;
@@ -354,4 +389,54 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
         eprintln!("{}: connection lost: {lost}", a.url);
     }
     anyhow::Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(named: &[&str]) -> Report {
+        Report {
+            start: Instant::now(),
+            last: Instant::now(),
+            fastest: f64::INFINITY,
+            stats: HashMap::new(),
+            named: named.iter().map(|n| (*n).to_owned()).collect(),
+            said_empty: None,
+        }
+    }
+
+    fn printed(r: &mut Report) -> String {
+        let mut out = Vec::new();
+        r.print(&Viewer::default(), &mut out).expect("written");
+        String::from_utf8(out).expect("text")
+    }
+
+    #[test]
+    fn a_watch_with_nothing_streaming_says_so_every_ten_seconds() {
+        let mut all = report(&[]);
+        assert_eq!(printed(&mut all), "no avatar is streaming (yet)\n");
+        // said once, not every second
+        assert_eq!(printed(&mut all), "");
+        all.said_empty = Instant::now().checked_sub(Duration::from_secs(11));
+        assert_eq!(printed(&mut all), "no avatar is streaming (yet)\n");
+    }
+
+    #[test]
+    fn a_named_avatar_without_frames_has_its_line_each_interval() {
+        let mut named = report(&["walker-1", "nobody\u{1b}[2J"]);
+        for _ in 0..2 {
+            let out = printed(&mut named);
+            let lines: Vec<&str> = out.lines().map(str::trim_start).collect();
+            // in order, the control character escaped
+            assert_eq!(
+                lines,
+                [
+                    "nobody\\u{1b}[2J: no frames (not streaming, or no such avatar)",
+                    "walker-1: no frames (not streaming, or no such avatar)",
+                ],
+                "{out}"
+            );
+        }
+    }
 }
