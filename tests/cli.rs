@@ -1045,6 +1045,31 @@ fn token_variables_are_named_in_help_but_their_values_never_shown() {
     }
 }
 
+/// `play --seconds` that never reaches its server fails and says why, as `watch` does:
+/// a load test or a script must not count it as played.
+#[test]
+fn play_that_never_connects_fails_naming_the_server() {
+    // a port that was free a moment ago: nothing listens there
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let url = format!("ws://127.0.0.1:{port}/ws");
+    let o = bin()
+        .arg("play")
+        .arg(fixture("cmu_131_01.bvh"))
+        .args(["--url", &url, "--seconds", "1"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains(&format!("could not connect to {url} in --seconds"))
+            && err.contains("refused"),
+        "{err}"
+    );
+}
+
 /// Pixels of an RGB(A) PNG: (width, height, channels, bytes).
 fn png_pixels(path: &std::path::Path) -> (usize, usize, usize, Vec<u8>) {
     let file = std::fs::File::open(path).expect("the picture");

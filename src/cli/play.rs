@@ -354,6 +354,16 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
             PlayTo::WebSocket(links) => {
                 let connections: u64 = links.iter().map(|l| l.connections).sum();
                 let unsent: u64 = links.iter().map(|l| l.unsent).sum();
+                // a run that never reached the server is a failure (as for `watch`),
+                // so that a script or a load test does not count it as played
+                if connections == 0 {
+                    let last = links.iter().find_map(|l| l.last_error.as_deref());
+                    anyhow::bail!(
+                        "could not connect to {} in --seconds: no pose sent (last: {})",
+                        a.url,
+                        last.unwrap_or("no attempt finished")
+                    );
+                }
                 let links = links.len() as u64;
                 match (connections, unsent) {
                     (1, 0) => String::new(),
@@ -411,6 +421,8 @@ struct Link {
     /// When an `error` reply was last shown, and how many were not shown since.
     shown: Option<Instant>,
     hidden: u64,
+    /// Why the connection last failed or dropped.
+    last_error: Option<String>,
 }
 
 impl Link {
@@ -427,6 +439,7 @@ impl Link {
             unsent: 0,
             shown: None,
             hidden: 0,
+            last_error: None,
         }
     }
 
@@ -510,6 +523,7 @@ impl Link {
     /// trying again cannot help or is not wanted.
     fn lost(&mut self, e: ClientError) -> anyhow::Result<()> {
         self.client = None;
+        self.last_error = Some(e.to_string());
         if !self.reconnect || e.is_final() {
             return Err(anyhow::Error::new(e).context(format!("publishing to {}", self.url)));
         }
