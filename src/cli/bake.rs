@@ -336,7 +336,7 @@ pub(crate) fn run_merge(a: MergeArgs) -> anyhow::Result<()> {
     let dbs = a
         .inputs
         .iter()
-        .map(|p| Database::read(p).with_context(|| format!("reading {}", p.display())))
+        .map(|p| super::common::read_database(p))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let given: usize = dbs.iter().map(|d| d.examples.len()).sum();
     let db = merge(dbs)?;

@@ -385,6 +385,16 @@ pub(crate) struct ClipFile {
     profile: Option<Profile>,
 }
 
+/// Reads the database at `path`, the error saying "reading PATH" once (an I/O
+/// error's own message names the path too).
+pub(crate) fn read_database(path: &Path) -> anyhow::Result<crate::sor::Database> {
+    let reading = format!("reading {}", path.display());
+    crate::sor::Database::read(path).map_err(|e| match e {
+        crate::sor::DbError::Io { message, .. } => anyhow::anyhow!("{reading}: {message}"),
+        e => anyhow::Error::new(e).context(reading),
+    })
+}
+
 /// Reads and parses the BVH clip at `path` and the profile named (a built-in name or a
 /// TOML file; detected from the joint names later when `None`).
 pub(crate) fn read_clip(path: &Path, profile: Option<&str>) -> anyhow::Result<ClipFile> {

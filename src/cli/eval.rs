@@ -15,7 +15,6 @@ use crate::eval::{
     EvalOptions, Evaluation, GroundTruth, METHODS, Truth, TruthFileError, canonical_poses, compare,
     simulate_truth, truth_key,
 };
-use crate::sor::Database;
 
 /// Arguments of `clothcast eval`.
 #[derive(Args, Debug)]
@@ -108,7 +107,7 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
     // and the folder the results go to, before the minutes of simulation
     super::common::create_folder(&args.out)?;
     let db = match &args.db {
-        Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
+        Some(p) => super::common::read_database(p)?,
         None => {
             let (db, path) = default_database(&progress_bar("baking the default database"))
                 .context("baking the default database")?;

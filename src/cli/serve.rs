@@ -54,7 +54,7 @@ pub(crate) struct ServeArgs {
 
 pub(crate) fn load_db(path: Option<&PathBuf>) -> anyhow::Result<Arc<Database>> {
     Ok(Arc::new(match path {
-        Some(p) => Database::read(p).with_context(|| format!("reading {}", p.display()))?,
+        Some(p) => super::common::read_database(p)?,
         None => {
             let bar = super::bake::progress_bar("baking the default database");
             // under systemd each finished example also extends the start timeout
