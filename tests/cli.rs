@@ -424,6 +424,27 @@ fn bad_inputs_fail_with_a_readable_error() {
             "{command}: {err}"
         );
     }
+    // a database that is missing or is not one is named once, with what is wrong
+    let missing = dir.join("missing.ccdb");
+    for (file, says) in [
+        (&missing, "No such file"),
+        (&bad, "not a clothcast database (bad magic)"),
+    ] {
+        let o = bin()
+            .args(["eval", "--frames", "0..4", "--bvh"])
+            .arg(&clip)
+            .arg("--db")
+            .arg(file)
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        let named = format!("reading {}: ", file.display());
+        assert!(
+            !o.status.success() && err.contains(&named) && err.contains(says),
+            "{err}"
+        );
+        assert_eq!(err.matches(&file.display().to_string()).count(), 1, "{err}");
+    }
     // benches of no avatars (their rows were NaN) or of more than one machine holds
     // (publishers ran out of file descriptors) are refused before they start
     for (args, says) in [
