@@ -62,6 +62,29 @@ pub(super) async fn frames_of(url: &str, avatar: &str, n: u64) {
     .await;
 }
 
+/// `play` without `--seconds` (a replay that loops until stopped) stopped by SIGTERM or
+/// Ctrl-C ends as `--seconds` does: a goodbye to the server and its summary, exit 0
+/// (it was killed by the signal, and the server logged a lost peer).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn play_stopped_by_a_signal_says_goodbye_and_sums_up() {
+    let server = start(db(), config()).await.expect("server starts");
+    let url = format!("ws://{}/ws", server.addr);
+    let play = play_to(&url, &["--prefix", "walker"]);
+    frames_of(&url, "walker-0", 5).await;
+    super::server::sigterm(&play);
+    let (status, out, err) = finish(play).await;
+    assert!(
+        status.success(),
+        "play after SIGTERM: {status}\n{out}\n{err}"
+    );
+    assert!(
+        out.starts_with("sent ") && out.contains("poses for 1 avatars"),
+        "{out}"
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn play_spreads_its_avatars_over_connections_within_the_servers_limits() {
     // a server that lets a publisher drive 2 avatars; play drives 5, 2 a connection

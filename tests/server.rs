@@ -1990,7 +1990,7 @@ impl Drop for Reaper {
 
 /// Sends SIGTERM to `child`.
 #[cfg(unix)]
-fn sigterm(child: &std::process::Child) {
+pub(super) fn sigterm(child: &std::process::Child) {
     let killed = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

@@ -266,6 +266,10 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
         } else {
             1
         };
+        // Ctrl-C or SIGTERM ends the replay as --seconds does: a goodbye to the
+        // server (which logs a clean close, not a lost peer) and the summary
+        let stop = super::serve::stop_signal();
+        tokio::pin!(stop);
         loop {
             let t = start.elapsed().as_secs_f64();
             if a.seconds.is_some_and(|s| t >= f64::from(s)) {
@@ -334,14 +338,24 @@ pub(crate) fn run_play(a: PlayArgs) -> anyhow::Result<()> {
             // for with a burst of stale poses, which could also trip the server's
             // message rate limit: the next tick is now, the ones after a period apart
             next = (next + period).max(tokio::time::Instant::now());
-            match &mut out {
-                PlayTo::WebSocket(links) => {
-                    let heard = links.iter_mut().map(|link| link.listen_until(next));
-                    for r in futures_util::future::join_all(heard).await {
-                        r?;
+            let waited = async {
+                match &mut out {
+                    PlayTo::WebSocket(links) => {
+                        let heard = links.iter_mut().map(|link| link.listen_until(next));
+                        for r in futures_util::future::join_all(heard).await {
+                            r?;
+                        }
                     }
+                    PlayTo::Vmc(..) | PlayTo::Mvn(..) => tokio::time::sleep_until(next).await,
                 }
-                PlayTo::Vmc(..) | PlayTo::Mvn(..) => tokio::time::sleep_until(next).await,
+                anyhow::Ok(())
+            };
+            tokio::select! {
+                r = waited => r?,
+                r = &mut stop => {
+                    r.context("listening for Ctrl-C and SIGTERM")?;
+                    break;
+                }
             }
         }
         // a goodbye, so that the server logs a clean close
