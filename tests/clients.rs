@@ -385,6 +385,24 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
         }
     }
     drop(publisher);
+    // a message whose unknown type would start a forged line and clear the operator's
+    // terminal if it were logged as it came
+    let mut forger = Client::connect(&url, Role::Publisher, Some("pub-7f3k".into()))
+        .await
+        .expect("the publisher is welcomed");
+    let forged =
+        r#"{"type": "x\n2026-01-01T00:00:00Z  INFO clothcast::net::conn: forged\u001b[2J"}"#;
+    forger
+        .send_raw(tokio_tungstenite::tungstenite::Message::text(forged))
+        .await
+        .expect("sends");
+    match tokio::time::timeout(Duration::from_secs(10), forger.next()).await {
+        Ok(Ok(ServerMessage::Error { message, .. })) => {
+            assert!(message.contains("x\n2026"), "{message:?}")
+        }
+        other => panic!("expected an error reply, got {other:?}"),
+    }
+    forger.close().await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     server.kill().expect("stops the server");
     let (_, _, log) = finish(server).await;
@@ -424,8 +442,24 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
             "the peer left without a close (20 of its messages refused)",
         ],
     );
+    // the forged message: one line, its newline and escape spelled out
+    line(
+        "refused",
+        &[
+            "code=bad_message",
+            "`x\\n2026-01-01T00:00:00Z",
+            "forged\\u{1b}[2J`",
+        ],
+    );
+    assert!(
+        !log.lines().any(|l| l.starts_with("2026-01-01")) && !log.contains('\u{1b}'),
+        "{log}"
+    );
     // the refusals, as the publisher was told them: the 1st to 4th, 8th and 16th
-    let refusals: Vec<&str> = log.lines().filter(|l| l.contains(" refused ")).collect();
+    let refusals: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" refused ") && l.contains("bad_pose"))
+        .collect();
     assert_eq!(refusals.len(), 6, "{log}");
     for (l, n) in refusals.iter().zip([1, 2, 3, 4, 8, 16]) {
         assert!(

@@ -94,7 +94,11 @@ async fn watch_names_a_servers_bad_messages_skips_them_and_streams_on() {
             Message::Binary(vec![0xc1].into()),
             Message::Text("not json".into()),
             frame("x", 99, "nope", &recs[1]),
-            Message::Text(r#"{"type": "error", "code": "rate", "message": "slow down"}"#.into()),
+            // (with a terminal title sequence, which watch must not pass on)
+            Message::Text(
+                r#"{"type": "error", "code": "rate", "message": "slow down\u001b]0;pwned\u0007"}"#
+                    .into(),
+            ),
             asset("a2", &[1, 2, 3]),
         ];
         let mut bad = bad.into_iter();
@@ -134,7 +138,7 @@ async fn watch_names_a_servers_bad_messages_skips_them_and_streams_on() {
         "bad MessagePack",
         "expected ident at line 1 column 2; skipped",
         "frame of x for unknown asset nope (asked for again); skipped",
-        "server error rate: slow down; skipped",
+        "server error rate: slow down\\u{1b}]0;pwned\\u{7}; skipped",
         "truncated setup header; skipped",
         "avatar x: frame refused: truncated frame payload; asking for a keyframe",
     ] {
@@ -143,6 +147,7 @@ async fn watch_names_a_servers_bad_messages_skips_them_and_streams_on() {
             "{named:?} missing from watch's stderr:\n{err}"
         );
     }
+    assert!(!err.contains('\u{1b}') && !out.contains('\u{1b}'), "{err}");
     // both avatars streamed to the end: y every frame, x again from the keyframe
     for avatar in ["x", "y"] {
         let last = out

@@ -529,6 +529,10 @@ impl Link {
             0 => String::new(),
             h => format!(" ({h} more since the last shown)"),
         };
+        let (code, message) = (
+            crate::protocol::Escaped(code),
+            crate::protocol::Escaped(message),
+        );
         eprintln!("{}: server error {code}: {message}{more}", self.url);
         self.shown = Some(Instant::now());
     }
@@ -543,7 +547,8 @@ impl Link {
         }
         let wait = self.backoff.next_delay();
         self.retry_at = tokio::time::Instant::now() + wait;
-        eprintln!("{}: {e}; trying again in {wait:.1?}", self.url);
+        let shown = crate::protocol::Escaped(&e);
+        eprintln!("{}: {shown}; trying again in {wait:.1?}", self.url);
         Ok(())
     }
 }

@@ -15,14 +15,16 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::codec::{BoneTransform, CodecError, Decoder, GarmentSetup};
 use crate::protocol::{
-    ClientMessage, FrameMessage, HelloMessage, PROTOCOL_VERSION, ProtocolError, ResyncMessage,
-    Role, ServerMessage,
+    ClientMessage, Escaped, FrameMessage, HelloMessage, PROTOCOL_VERSION, ProtocolError,
+    ResyncMessage, Role, ServerMessage,
 };
 
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-/// Why a client operation failed.
+/// Why a client operation failed. What the server said (its error replies, close
+/// reasons, avatar ids, what did not parse) is shown [`Escaped`]: a server cannot send
+/// escape sequences to the terminal of whoever runs `play` or `watch`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
@@ -33,7 +35,7 @@ pub enum ClientError {
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
     /// The server refused us.
-    #[error("server error {code}: {message}")]
+    #[error("server error {}: {}", Escaped(.code), Escaped(.message))]
     Refused {
         /// Error code.
         code: String,
@@ -44,7 +46,7 @@ pub enum ClientError {
     #[error("connection closed")]
     Closed,
     /// The server closed the connection with this close code and reason.
-    #[error("closed by the server ({code}): {reason}")]
+    #[error("closed by the server ({code}): {}", Escaped(.reason))]
     ClosedBy {
         /// WebSocket close code (RFC 6455; 4001: wrong token).
         code: u16,
@@ -59,12 +61,12 @@ pub enum ClientError {
     #[error("a write stalled for {0:.0?}")]
     Stalled(Duration),
     /// A frame for an asset we never received, or a bad stream.
-    #[error("stream: {0}")]
+    #[error("stream: {}", Escaped(.0))]
     Stream(String),
     /// A frame of `avatar` its decoder refused (corrupt, or of another stream): the
     /// avatar's garment stays at its last decoded frame, and [`Viewer::resync`] asks
     /// the server for a keyframe. Not a reason to drop the link.
-    #[error("avatar {avatar}: frame refused: {error}")]
+    #[error("avatar {}: frame refused: {error}", Escaped(.avatar))]
     Frame {
         /// The avatar.
         avatar: String,

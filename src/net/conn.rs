@@ -153,6 +153,8 @@ async fn connection(socket: WebSocket, s: Arc<Shared>, peer: Peer) {
         0 => why,
         n => format!("{why} ({n} of its messages refused)"),
     };
+    // (a close reason of ours may quote the peer's bytes)
+    let why = crate::protocol::Escaped(why);
     match role {
         Some(role) => tracing::info!(%peer, ?role, %why, "disconnected"),
         None => tracing::info!(%peer, %why, "not welcomed"),

@@ -130,7 +130,9 @@ impl Out {
             self.refused += 1;
             let n = self.refused;
             if n <= 4 || n.is_power_of_two() {
-                tracing::info!(peer = %self.peer, %code, why = %message, refused = n, "refused");
+                // the explanation may quote the peer's own bytes: escaped, one line
+                let why = crate::protocol::Escaped(message);
+                tracing::info!(peer = %self.peer, %code, %why, refused = n, "refused");
             }
         }
         let encoded = if self.json && m.is_control() {

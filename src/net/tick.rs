@@ -11,6 +11,7 @@ use super::slots::SlotGovernor;
 use super::watch::Watched;
 use super::{MAX_TICK_SLOTS, Shared};
 use crate::engine::{Engine, Schedule, TickOutput};
+use crate::protocol::Escaped;
 
 /// The tick thread's body; returns when `stop` is set (or the inbox lock is poisoned).
 pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<AtomicBool>) {
@@ -76,7 +77,7 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
                     m.poses_refused.fetch_add(1, Ordering::Relaxed);
                     // at most one line a second, however many are refused
                     if last_refusal_log.is_none_or(|t: Instant| t.elapsed().as_secs_f64() >= 1.0) {
-                        tracing::warn!(%avatar, error = %e, "pose refused (clothcast_poses_refused_total counts them all)");
+                        tracing::warn!(%avatar, error = %Escaped(&e), "pose refused (clothcast_poses_refused_total counts them all)");
                         last_refusal_log = Some(Instant::now());
                     }
                 }
@@ -140,7 +141,7 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
                     return true;
                 }
                 if let Err(e) = engine.wear(avatar, outfit) {
-                    tracing::warn!(%avatar, error = %e, "wear refused");
+                    tracing::warn!(%avatar, error = %Escaped(&e), "wear refused");
                 }
                 false
             });

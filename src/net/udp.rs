@@ -10,6 +10,7 @@ use ipnet::IpNet;
 use super::driven::Driven;
 use super::{ServerConfig, Shared, Source};
 use crate::engine::{InputState, SensorState, apply_joints_then};
+use crate::protocol::Escaped;
 
 /// The UDP inputs, as [`super::Metrics::udp_refused`] counts them.
 #[derive(Clone, Copy, Debug)]
@@ -155,7 +156,7 @@ pub(super) async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                         let mut pose = crate::engine::vmc_pose(p, state, &s.retargeter);
                         if let Err(e) = pose.validate() {
                             m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                            tracing::debug!(%from, error = %e, "VMC pose refused");
+                            tracing::debug!(%from, error = %Escaped(&e), "VMC pose refused");
                             continue;
                         }
                         // VMC senders send /VMC/Ext/T once a frame; from one that never
@@ -167,11 +168,11 @@ pub(super) async fn vmc_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                     }
                     Err(e @ crate::mocap::VmcError::Stale { .. }) => {
                         m.vmc_stale.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%from, error = %e, "VMC packet dropped");
+                        tracing::debug!(%from, error = %Escaped(&e), "VMC packet dropped");
                     }
                     Err(e) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%from, error = %e, "VMC packet refused");
+                        tracing::debug!(%from, error = %Escaped(&e), "VMC packet refused");
                     }
                 }
             }
@@ -232,7 +233,7 @@ pub(super) async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                     Ok(crate::mocap::MvnDatagram::Other(_)) => continue,
                     Err(e) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%from, error = %e, "MVN datagram refused");
+                        tracing::debug!(%from, error = %Escaped(&e), "MVN datagram refused");
                         continue;
                     }
                 };
@@ -258,7 +259,7 @@ pub(super) async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                 };
                 if let Err(e) = c.stream.accept(sample.sample) {
                     m.mvn_stale.fetch_add(1, Ordering::Relaxed);
-                    tracing::debug!(%from, error = %e, "MVN datagram dropped");
+                    tracing::debug!(%from, error = %Escaped(&e), "MVN datagram dropped");
                     continue;
                 }
                 let skeleton = s.retargeter.skeleton();
@@ -281,7 +282,7 @@ pub(super) async fn mvn_loop(sock: tokio::net::UdpSocket, s: Arc<Shared>) {
                     }
                     Err(e) => {
                         m.bad_messages.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(%from, error = %e, "MVN pose refused");
+                        tracing::debug!(%from, error = %Escaped(&e), "MVN pose refused");
                     }
                 }
             }

@@ -45,14 +45,50 @@ pub const AVATAR_ID_RULE: &str =
 /// publisher rewrite an operator's terminal (escape sequences), forge log lines
 /// (newlines) or make one avatar's name look like another's.
 pub fn valid_avatar_id(id: &str) -> bool {
-    let invisible = |c: char| {
-        matches!(c,
+    (1..=MAX_AVATAR_ID_CHARS).contains(&id.chars().count()) && !id.chars().any(unprintable)
+}
+
+/// A control character (C0, DEL, C1) or an invisible formatting one (bidirectional
+/// overrides and isolates, zero-width characters, the byte-order mark, soft hyphen):
+/// what outside text must not carry into a terminal or a log line as it is.
+fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
             '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}'
             | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{206F}'
             | '\u{FEFF}' | '\u{FFF9}'..='\u{FFFB}')
-    };
-    (1..=MAX_AVATAR_ID_CHARS).contains(&id.chars().count())
-        && id.chars().all(|c| !c.is_control() && !invisible(c))
+}
+
+/// Text that came from outside (a peer's message quoted in an error, a server's error
+/// reply), displayed for a log line or a terminal: every [unprintable](valid_avatar_id)
+/// character is written as its Rust escape (`\n`, `\u{1b}`, `\u{202e}`), so that a
+/// peer cannot start a forged log line, send escape sequences to an operator's
+/// terminal, or reorder what follows; everything else as it is.
+pub struct Escaped<T>(pub T);
+
+impl<T: std::fmt::Display> std::fmt::Display for Escaped<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        /// Passes text through to `f`, escaping the unprintable characters.
+        struct Filter<'a, 'b>(&'a mut std::fmt::Formatter<'b>);
+        impl std::fmt::Write for Filter<'_, '_> {
+            fn write_str(&mut self, s: &str) -> std::fmt::Result {
+                let mut rest = s;
+                while let Some(at) = rest.find(unprintable) {
+                    self.0.write_str(&rest[..at])?;
+                    let c = rest[at..].chars().next().unwrap_or_default();
+                    match c {
+                        '\n' => self.0.write_str("\\n")?,
+                        '\r' => self.0.write_str("\\r")?,
+                        '\t' => self.0.write_str("\\t")?,
+                        c => write!(self.0, "{}", c.escape_unicode())?,
+                    }
+                    rest = &rest[at + c.len_utf8()..];
+                }
+                self.0.write_str(rest)
+            }
+        }
+        std::fmt::Write::write_fmt(&mut Filter(f), format_args!("{}", self.0))
+    }
 }
 
 /// What a connection does.

@@ -367,6 +367,48 @@ fn avatar_ids_without_control_or_invisible_characters_are_valid() {
     }
 }
 
+#[test]
+fn escaped_text_keeps_one_line_and_no_terminal_controls() {
+    let peer = "bad type `x\n2026-12-03T00:00:00Z  INFO clothcast: forged\u{1b}[2J\u{202e}` é 🎭";
+    let shown = Escaped(peer).to_string();
+    assert_eq!(
+        shown,
+        "bad type `x\\n2026-12-03T00:00:00Z  INFO clothcast: forged\\u{1b}[2J\\u{202e}` é 🎭"
+    );
+    // through an error's Display too, and printable text unchanged
+    let e = std::io::Error::other("a\rb\tc\u{9b}d");
+    assert_eq!(Escaped(&e).to_string(), "a\\rb\\tc\\u{9b}d");
+    assert_eq!(Escaped("Zoë 🎭 [ok]").to_string(), "Zoë 🎭 [ok]");
+}
+
+proptest::proptest! {
+    /// Whatever a peer sends, its escaped form is printable (a valid avatar id's
+    /// characters) and, where the text has no backslash of its own (which is kept as
+    /// it is), reads back as the original: nothing is lost, only spelled out.
+    #[test]
+    fn escaped_text_is_printable_and_loses_nothing(text in "\\PC*|[\\x00-\\x{a0}\\u{200b}-\\u{206f}]{0,40}") {
+        let shown = Escaped(&text).to_string();
+        proptest::prop_assert!(!shown.chars().any(unprintable), "{:?}", shown);
+        proptest::prop_assume!(!text.contains('\\'));
+        let mut back = String::new();
+        let mut rest = shown.as_str();
+        while let Some(at) = rest.find('\\') {
+            back.push_str(&rest[..at]);
+            rest = &rest[at + 1..];
+            if let Some(r) = rest.strip_prefix('n') { back.push('\n'); rest = r; }
+            else if let Some(r) = rest.strip_prefix('r') { back.push('\r'); rest = r; }
+            else if let Some(r) = rest.strip_prefix('t') { back.push('\t'); rest = r; }
+            else if let Some(r) = rest.strip_prefix("u{") {
+                let end = r.find('}').expect("closed");
+                back.push(char::from_u32(u32::from_str_radix(&r[..end], 16).expect("hex")).expect("a char"));
+                rest = &r[end + 1..];
+            } else { back.push('\\'); }
+        }
+        back.push_str(rest);
+        proptest::prop_assert_eq!(back, text);
+    }
+}
+
 /// A two-joint, three-vertex body asset as bytes.
 fn small_body() -> AssetMessage {
     let f = |v: &[f32]| ByteBuf::from(v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>());
