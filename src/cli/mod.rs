@@ -114,9 +114,7 @@ pub fn run() -> anyhow::Result<()> {
 pub fn error_report(e: &anyhow::Error) -> String {
     let mut line = String::new();
     for cause in e.chain() {
-        // causes may quote what a peer sent (a server's close reason, bytes that did
-        // not parse): escaped, so that the line is one line with no escape sequences
-        let text = crate::protocol::Escaped(cause).to_string();
+        let text = cause.to_string();
         if line.is_empty() {
             line = text;
         } else if !text.is_empty() && !line.ends_with(&text) {

@@ -31,9 +31,10 @@ pub enum ClientError {
     /// Connection-level failure.
     #[error("websocket: {0}")]
     WebSocket(#[from] tokio_tungstenite::tungstenite::Error),
-    /// The server sent something unreadable.
-    #[error(transparent)]
-    Protocol(#[from] ProtocolError),
+    /// The server sent something unreadable. (Not the error's source, so that an
+    /// error report, which names each source too, shows only the escaped text.)
+    #[error("{}", Escaped(.0))]
+    Protocol(ProtocolError),
     /// The server refused us.
     #[error("server error {}: {}", Escaped(.code), Escaped(.message))]
     Refused {
@@ -73,6 +74,12 @@ pub enum ClientError {
         /// What the decoder said.
         error: CodecError,
     },
+}
+
+impl From<ProtocolError> for ClientError {
+    fn from(e: ProtocolError) -> Self {
+        Self::Protocol(e)
+    }
 }
 
 /// Close codes after which reconnecting cannot help (the same as the web client's):
