@@ -757,6 +757,16 @@ fn serve_check_reports_what_a_start_would_refuse_without_serving() {
         out.contains("(VMC UDP 127.0.0.1:39539 from any sender; Xsens MVN UDP 127.0.0.1:9763 from any sender)"),
         "{out}"
     );
+    // a misspelt setting is named where it stands, the parser's snippet on its own
+    // lines as it wrote them
+    let o = run("open = true\ntick_hzz = 30\n");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success()
+            && err.contains("\n2 | tick_hzz = 30\n")
+            && err.contains("unknown field `tick_hzz`"),
+        "{err}"
+    );
     // proxies by address or by network
     let o = run("open = true\ntrusted_proxies = [\"127.0.0.1\", \"10.42.0.0/16\"]\n");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
