@@ -192,12 +192,16 @@ pub(crate) fn run(args: EvalArgs) -> anyhow::Result<()> {
             if let Some(p) = &args.truth_file {
                 // the stale truth may be hours of simulation (a typo in `--frames`
                 // makes it stale): it is set aside, one generation deep, not lost
+                // (a failure to set it aside must not cost the new truth either)
                 if stale {
                     let old = aside(p);
-                    std::fs::rename(p, &old).with_context(|| {
-                        format!("setting the stale ground truth aside as {}", old.display())
-                    })?;
-                    eprintln!("the stale ground truth is kept as {}", old.display());
+                    match std::fs::rename(p, &old) {
+                        Ok(()) => eprintln!("the stale ground truth is kept as {}", old.display()),
+                        Err(e) => eprintln!(
+                            "could not set the stale ground truth aside as {} ({e}); replacing it",
+                            old.display()
+                        ),
+                    }
                 }
                 t.write(p)
                     .with_context(|| format!("keeping the ground truth in {}", p.display()))?;
