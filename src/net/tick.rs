@@ -165,12 +165,16 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
         let t0 = Instant::now();
         // a panic (a bug) loses this tick, not the server: the next tick goes on, and
         // `/healthz` reports the tick stalled if no tick completes any more
-        let (mut sent, mut keys) = (0u64, 0u64);
         let ticked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let watched = |avatar: &str| watched.contains(avatar);
+            // counted before they go out, so that whoever has received a frame finds
+            // it in the metrics (a test read the keyframe count between a keyframe's
+            // arrival and the end of its tick, and found it not yet counted)
             let mut emit = |group: TickOutput| {
-                sent += group.frames.len() as u64;
-                keys += group.frames.iter().filter(|f| f.key.is_some()).count() as u64;
+                let keys = group.frames.iter().filter(|f| f.key.is_some()).count();
+                m.avatar_frames
+                    .fetch_add(group.frames.len() as u64, Ordering::Relaxed);
+                m.keyframes.fetch_add(keys as u64, Ordering::Relaxed);
                 let _ = shared.frames.send(Arc::new(group));
             };
             // slotted whenever slots are configured, one or more now: the engine
@@ -203,8 +207,6 @@ pub(super) fn tick_loop(mut engine: Engine, shared: Arc<Shared>, stop: Arc<Atomi
                 m.avatars_unwatched
                     .store(out.unwatched as u64, Ordering::Relaxed);
                 m.avatars_held.store(out.held as u64, Ordering::Relaxed);
-                m.avatar_frames.fetch_add(sent, Ordering::Relaxed);
-                m.keyframes.fetch_add(keys, Ordering::Relaxed);
                 m.frame_errors
                     .fetch_add(out.failed.len() as u64, Ordering::Relaxed);
                 for (avatar, e) in &out.failed {
