@@ -547,8 +547,7 @@ impl Link {
         }
         let wait = self.backoff.next_delay();
         self.retry_at = tokio::time::Instant::now() + wait;
-        let shown = crate::protocol::Escaped(&e);
-        eprintln!("{}: {shown}; trying again in {wait:.1?}", self.url);
+        eprintln!("{}: {e}; trying again in {wait:.1?}", self.url);
         Ok(())
     }
 }

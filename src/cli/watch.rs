@@ -12,7 +12,7 @@ use clap::Args;
 use super::record::Recorder;
 use super::serve::runtime;
 use crate::client::{Backoff, Client, ClientError, Viewer};
-use crate::protocol::{ClientMessage, Escaped, Role, ServerMessage, SubscribeMessage};
+use crate::protocol::{ClientMessage, Role, ServerMessage, SubscribeMessage};
 
 /// Arguments of `clothcast watch`.
 #[derive(Args, Debug)]
@@ -267,7 +267,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
                 return Some(Client::connect(&a.url, Role::Viewer, a.token.clone()).await);
             }
             let retry = |e: &ClientError, wait: Duration| {
-                eprintln!("{}: {}; trying again in {wait:.1?}", a.url, Escaped(e));
+                eprintln!("{}: {e}; trying again in {wait:.1?}", a.url);
                 last = e.to_string();
             };
             let client = Client::connect_retrying(
@@ -327,7 +327,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
                 Ok(Ok(m)) => viewer.apply(m),
                 // a message that does not parse: said and skipped, the link kept
                 Ok(Err(e @ (ClientError::Protocol(_) | ClientError::Stream(_)))) => {
-                    eprintln!("{}: {}; skipped", a.url, Escaped(&e));
+                    eprintln!("{}: {e}; skipped", a.url);
                     Ok(None)
                 }
                 Ok(Err(e)) => break e,
@@ -345,7 +345,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
                 Err(ClientError::Refused { code, .. }) if code == "closed" => {}
                 // its garment holds its last frame until the keyframe asked for below
                 Err(e @ ClientError::Frame { .. }) => {
-                    eprintln!("{}: {}; asking for a keyframe", a.url, Escaped(&e))
+                    eprintln!("{}: {e}; asking for a keyframe", a.url)
                 }
                 // its subscription refused: nothing will come
                 Err(e) if matches!(&e, ClientError::Refused { code, .. } if code == "bad_subscription") =>
@@ -356,7 +356,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
                 // reports (a refusal that ends the link comes with its close code):
                 // said and skipped, the other avatars stream on
                 Err(e @ (ClientError::Stream(_) | ClientError::Refused { .. })) => {
-                    eprintln!("{}: {}; skipped", a.url, Escaped(&e))
+                    eprintln!("{}: {e}; skipped", a.url)
                 }
                 Err(e) => return Err(e.into()),
             }
@@ -386,7 +386,7 @@ async fn watch(a: &WatchArgs, mut recorder: Option<&mut Recorder>) -> anyhow::Re
         if a.no_reconnect || lost.is_final() {
             return Err(anyhow::Error::new(lost).context(format!("watching {}", a.url)));
         }
-        eprintln!("{}: connection lost: {}", a.url, Escaped(&lost));
+        eprintln!("{}: connection lost: {lost}", a.url);
     }
     anyhow::Ok(())
 }
