@@ -470,6 +470,172 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
     }
 }
 
+/// `clothcast serve` of the small fixture database with `config` (TOML, written to a
+/// temporary folder named after `name`), logging at `info` to its stderr, under
+/// `ulimit -n` `files` when given: the server, its WebSocket URL and the folder.
+#[cfg(unix)]
+async fn serve_with_config(
+    name: &str,
+    config: &str,
+    files: Option<u32>,
+) -> (std::process::Child, String, std::path::PathBuf) {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("clothcast-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("server.toml");
+    std::fs::write(&path, config).expect("writes the config");
+    let db =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let limit = files.map_or(String::new(), |n| format!("ulimit -n {n} && "));
+    let mut server = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "{limit}exec \"$0\" serve --config \"$1\" --db \"$2\" --bind 127.0.0.1:0"
+        ))
+        .arg(env!("CARGO_BIN_EXE_clothcast"))
+        .arg(&path)
+        .arg(&db)
+        .env("RUST_LOG", "info")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("clothcast serve runs");
+    let stdout = server.stdout.take().expect("stdout");
+    let url = tokio::task::spawn_blocking(move || {
+        std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split_whitespace()
+                    .find(|w| w.starts_with("ws://"))
+                    .map(str::to_string)
+            })
+    })
+    .await
+    .expect("joins")
+    .expect("the server prints its URL");
+    (server, url, dir)
+}
+
+/// The address of a `ws://ADDR/ws` URL.
+fn address_of(url: &str) -> std::net::SocketAddr {
+    url.trim_start_matches("ws://")
+        .trim_end_matches("/ws")
+        .parse()
+        .expect("the URL's address")
+}
+
+/// A server out of file descriptors (connections held open until none is left) says
+/// so once, not at every retry of its accept loop, and serves again as soon as some
+/// are given back: the viewer that comes next is welcomed.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_out_of_file_descriptors_says_so_once_and_recovers() {
+    let (server, url, dir) = serve_with_config(
+        "nofiles",
+        "publisher_token = \"p-1\"\nviewer_token = \"v-1\"\n\
+         vmc_bind = \"off\"\nmvn_bind = \"off\"\n",
+        Some(64),
+    )
+    .await;
+    let addr = address_of(&url);
+    // plain TCP connections that send nothing: each holds one of the server's
+    // descriptors for hello_timeout (5 s); the backlog takes the rest
+    let mut held = Vec::new();
+    for _ in 0..120 {
+        held.push(
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .expect("connects"),
+        );
+    }
+    // a second of the accept loop failing every 50 ms
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let viewer = loop {
+        match Client::connect(&url, Role::Viewer, Some("v-1".into())).await {
+            Ok(v) => break v,
+            Err(e) => {
+                assert!(Instant::now() < deadline, "no viewer welcomed again: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    viewer.close().await;
+    super::server::sigterm(&server);
+    let (status, _, log) = finish(server).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "serve after SIGTERM: {status}\n{log}");
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("accepting a connection failed"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(
+        warnings[0].contains("Too many open files") && warnings[0].contains("failures=1"),
+        "{}",
+        warnings[0]
+    );
+}
+
+/// A host that opens connections in a loop does not fill the disk: past
+/// `log_connections_per_address_per_minute` its connections are left out of the log,
+/// counted in /metrics, and told in one warning (here at shutdown, as SIGTERM stops
+/// the server; once a minute while it runs).
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_connections_is_logged_within_its_budget_and_summed_up() {
+    let (server, url, dir) = serve_with_config(
+        "logflood",
+        "publisher_token = \"p-1\"\nviewer_token = \"v-1\"\n\
+         vmc_bind = \"off\"\nmvn_bind = \"off\"\n\
+         log_connections_per_address_per_minute = 3\n",
+        None,
+    )
+    .await;
+    let addr = address_of(&url);
+    // ten refused at hello, then a viewer that is welcomed (over the budget: not logged,
+    // but served as any other)
+    for _ in 0..10 {
+        let refused = Client::connect(&url, Role::Viewer, Some("wrong".into())).await;
+        assert!(refused.is_err_and(|e| e.is_final()));
+    }
+    let viewer = Client::connect(&url, Role::Viewer, Some("v-1".into()))
+        .await
+        .expect("a viewer over the log's budget is still welcomed");
+    viewer.close().await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while super::server::metric(addr, "clothcast_connections_not_logged_total").await < 8.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the left-out connections are not counted"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    super::server::sigterm(&server);
+    let (status, _, log) = finish(server).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "serve after SIGTERM: {status}\n{log}");
+    let not_welcomed = log.lines().filter(|l| l.contains("not welcomed")).count();
+    assert_eq!(not_welcomed, 3, "{log}");
+    assert!(
+        !log.lines()
+            .any(|l| l.contains(" connected ") || l.contains("disconnected")),
+        "{log}"
+    );
+    let summary = log
+        .lines()
+        .find(|l| l.contains("connections not logged"))
+        .unwrap_or_else(|| panic!("no summary in the log:\n{log}"));
+    assert!(
+        summary.contains("WARN")
+            && summary.contains("since the last summary (shutting down)")
+            && summary.contains("connections=8 addresses=1 most=127.0.0.1 most_connections=8"),
+        "{summary}"
+    );
+}
+
 /// `clothcast play --kinect` stands in for a Kinect bridge: the clip's bodies, sent as
 /// v2 or Azure body frames on a connection naming its sensor, move avatars through the
 /// server's Kinect path (position retargeting, One Euro filtering). The v2 sensor is

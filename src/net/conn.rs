@@ -123,8 +123,16 @@ fn parse(msg: &Message) -> Option<Result<ClientMessage, String>> {
     }
 }
 
-/// One connection from `peer`, logged when it is welcomed and when it ends (with why).
+/// One connection from `peer`, logged when it is welcomed and when it ends (with why),
+/// unless its address or the server is over the connection log's budget
+/// ([`super::connlog`]).
 async fn connection(socket: WebSocket, s: Arc<Shared>, peer: Peer) {
+    let logged = s.connection_log.admit(peer.ip(), Instant::now());
+    if !logged {
+        s.metrics
+            .connections_not_logged
+            .fetch_add(1, Ordering::Relaxed);
+    }
     let (sink, stream) = socket.split();
     let mut out = Out {
         sink,
@@ -137,11 +145,15 @@ async fn connection(socket: WebSocket, s: Arc<Shared>, peer: Peer) {
         json: false,
         peer,
         refused: 0,
+        logged,
     };
     let mut role = None;
     session(&mut out, stream, Arc::clone(&s), peer, &mut role).await;
     if out.timed_out {
         s.metrics.peers_timed_out.fetch_add(1, Ordering::Relaxed);
+    }
+    if !logged {
+        return;
     }
     let why = match &out.closed_with {
         Some((code, reason)) => format!("closed by us ({code}): {reason}"),
@@ -262,7 +274,9 @@ async fn session(
         return;
     }
     *welcomed = Some(role);
-    tracing::info!(%peer, ?role, sensor = sensor.as_deref().unwrap_or("-"), "connected");
+    if out.logged {
+        tracing::info!(%peer, ?role, sensor = sensor.as_deref().unwrap_or("-"), "connected");
+    }
     // token bucket of the message rate limit
     let rate = f64::from(s.config.max_messages_per_second);
     let mut tokens = rate;

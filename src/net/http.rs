@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::ConnectInfo;
 use hyper::body::Incoming;
@@ -20,6 +20,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 use super::peer::{Place, Places, is_trusted};
+
+/// Least time between two warnings that accepting a connection failed (each tells how
+/// many failed since the last): out of file descriptors, the accept loop fails every
+/// 50 ms for as long as it lasts, and a line each time would flood the log.
+const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// How connections are taken at the door.
 pub(super) struct Door {
@@ -63,6 +68,9 @@ pub(super) async fn serve(
     let places = Arc::new(Places::default());
     let (closing, _) = tokio::sync::watch::channel(false);
     let pending = Arc::new(AtomicUsize::new(0));
+    // accept errors since the last warning, and when it was written
+    let mut accept_failures = 0u64;
+    let mut accept_warned: Option<Instant> = None;
     tokio::pin!(shutdown);
     loop {
         let (tcp, peer) = tokio::select! {
@@ -70,8 +78,14 @@ pub(super) async fn serve(
                 Ok(a) => a,
                 Err(e) => {
                     // out of file descriptors, or a connection reset before it was
-                    // accepted: wait a moment (so as not to spin) and go on
-                    tracing::warn!(error = %e, "accepting a connection failed");
+                    // accepted: wait a moment (so as not to spin) and go on; told at
+                    // most once every ACCEPT_WARN_EVERY, with how many failed since
+                    accept_failures += 1;
+                    if accept_warned.is_none_or(|t: Instant| t.elapsed() >= ACCEPT_WARN_EVERY) {
+                        tracing::warn!(error = %e, failures = accept_failures, "accepting a connection failed");
+                        accept_warned = Some(Instant::now());
+                        accept_failures = 0;
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

@@ -26,6 +26,7 @@ use crate::sor::Database;
 
 mod bodies;
 mod conn;
+mod connlog;
 mod driven;
 mod http;
 mod out;
@@ -146,6 +147,15 @@ pub struct ServerConfig {
     /// is ignored.
     #[serde(with = "settings::networks")]
     pub trusted_proxies: Vec<IpNet>,
+    /// Connections a minute from one address whose lines (welcomed or not, refusals,
+    /// ended) the log writes; past it a connection is left out of the log, counted, and
+    /// told in a summary line once a minute, so that a host opening connections in a
+    /// loop cannot fill the disk. A token bucket as large as a minute's budget (a
+    /// venue's headsets reconnecting at once are all logged). 0: no limit.
+    pub log_connections_per_address_per_minute: u32,
+    /// Connections a minute the log writes in all (the same, over every address:
+    /// a flood from many addresses). 0: no limit.
+    pub log_connections_per_minute: u32,
     /// PEM certificate chain (leaf first) and private key: with both, the port speaks
     /// only https and wss (what browsers require for WebXR on a headset); with
     /// neither, plain http and ws.
@@ -208,6 +218,8 @@ impl Default for ServerConfig {
             max_connections: 1024,
             max_connections_per_address: 256,
             trusted_proxies: Vec::new(),
+            log_connections_per_address_per_minute: 60,
+            log_connections_per_minute: 600,
             tls_cert: None,
             tls_key: None,
             vmc_bind: Some(SocketAddr::from(([127, 0, 0, 1], 39539))),
@@ -370,6 +382,8 @@ struct Metrics {
     connections: AtomicU64,
     /// Connections refused at the door for [`ServerConfig::max_connections`].
     connections_refused: AtomicU64,
+    /// Connections left out of the log (see [`connlog`]).
+    connections_not_logged: AtomicU64,
     /// Connections whose peer has taken none of a write's bytes for over a second
     /// (a viewer that stopped reading, a headset that vanished): closed after
     /// [`ServerConfig::peer_timeout`].
@@ -434,6 +448,8 @@ struct Shared {
     owners: Mutex<owners::Owners>,
     /// Numbers publisher connections as drivers.
     next_connection: AtomicU64,
+    /// Which connections the log tells of.
+    connection_log: connlog::ConnectionLog,
 }
 
 impl Shared {
@@ -544,6 +560,9 @@ impl ServerHandle {
         if let Some(t) = self.serve.take() {
             let _ = t.await;
         }
+        self.shared
+            .connection_log
+            .summarise(Instant::now(), "since the last summary (shutting down)");
         if let Some(t) = self.tick.take() {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }
@@ -633,6 +652,11 @@ async fn start_listening(
             config.engine.remove_after,
         )),
         next_connection: AtomicU64::new(0),
+        connection_log: connlog::ConnectionLog::new(
+            config.log_connections_per_address_per_minute,
+            config.log_connections_per_minute,
+            Instant::now(),
+        ),
         retargeter: PositionRetargeter::new(&crate::skeleton::Skeleton::from_rest_positions(
             db.body.skeleton,
         )),
@@ -702,6 +726,7 @@ async fn start_listening(
         tokio::spawn(mvn_loop(sock, Arc::clone(&shared)));
     })
     .await?;
+    tokio::spawn(connlog_summaries(Arc::clone(&shared)));
     tracing::info!(%addr, tick_hz = config.engine.tick_hz, "serving");
     Ok(ServerHandle {
         addr,
@@ -713,6 +738,22 @@ async fn start_listening(
         tick: Some(tick),
         serve: Some(serve),
     })
+}
+
+/// Tells the connections the log left out, once every [`connlog::SUMMARY_EVERY`]
+/// (nothing when none were), until the server shuts down.
+async fn connlog_summaries(shared: Arc<Shared>) {
+    let mut closing = shared.closing.subscribe();
+    let mut every = tokio::time::interval(connlog::SUMMARY_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // the first tick is at once
+    every.tick().await;
+    loop {
+        tokio::select! {
+            _ = every.tick() => shared.connection_log.summarise(Instant::now(), "in the last minute"),
+            _ = closing.wait_for(|c| *c) => break,
+        }
+    }
 }
 
 /// The browser viewer (clients/web), built into the binary so `serve` and `demo` need

@@ -53,6 +53,8 @@ pub(super) struct Out {
     pub(super) peer: Peer,
     /// `error` replies sent (a refused message each; the close's own not counted).
     pub(super) refused: u64,
+    /// Whether this connection's lines are logged (see [`super::connlog`]).
+    pub(super) logged: bool,
 }
 
 /// How a write of [`Out`] ended.
@@ -129,7 +131,7 @@ impl Out {
         {
             self.refused += 1;
             let n = self.refused;
-            if n <= 4 || n.is_power_of_two() {
+            if self.logged && (n <= 4 || n.is_power_of_two()) {
                 // the explanation may quote the peer's own bytes: escaped, one line
                 let why = crate::protocol::Escaped(message);
                 tracing::info!(peer = %self.peer, %code, %why, refused = n, "refused");

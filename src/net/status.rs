@@ -130,6 +130,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
          # TYPE clothcast_publishers gauge\nclothcast_publishers {}\n\
          # TYPE clothcast_connections gauge\nclothcast_connections {}\n\
          # TYPE clothcast_connections_refused_total counter\nclothcast_connections_refused_total {}\n\
+         # TYPE clothcast_connections_not_logged_total counter\nclothcast_connections_not_logged_total {}\n\
          # TYPE clothcast_connections_stalled gauge\nclothcast_connections_stalled {}\n\
          # TYPE clothcast_peers_timed_out_total counter\nclothcast_peers_timed_out_total {}\n\
          # TYPE clothcast_poses_in_total counter\n\
@@ -167,6 +168,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shared>>) -> impl IntoResponse {
         g(&m.publishers),
         g(&m.connections),
         g(&m.connections_refused),
+        g(&m.connections_not_logged),
         g(&m.connections_stalled),
         g(&m.peers_timed_out),
         g(&m.poses_in[Source::WebSocket as usize]),
