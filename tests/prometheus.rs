@@ -112,7 +112,7 @@ async fn the_shipped_alerts_and_dashboard_name_metrics_the_server_exports_and_pa
     );
 
     let checked = promtool(&dir, &["check", "rules", "clothcast-alerts.yml"]);
-    assert!(checked.contains("SUCCESS: 7 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 8 rules found"), "{checked}");
     let tested = promtool(&dir, &["test", "rules", "clothcast-alerts.test.yml"]);
     assert!(tested.contains("SUCCESS"), "{tested}");
 }
