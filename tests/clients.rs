@@ -471,13 +471,14 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
 }
 
 /// `clothcast serve` of the small fixture database with `config` (TOML, written to a
-/// temporary folder named after `name`), logging at `info` to its stderr, under
-/// `ulimit -n` `files` when given: the server, its WebSocket URL and the folder.
+/// temporary folder named after `name`), logging at `info` to its stderr, started by a
+/// shell after `ulimit` with `ulimit` as its arguments when given (`-n 64`): the
+/// server (the shell's process: it execs), its WebSocket URL and the folder.
 #[cfg(unix)]
 async fn serve_with_config(
     name: &str,
     config: &str,
-    files: Option<u32>,
+    ulimit: Option<&str>,
 ) -> (std::process::Child, String, std::path::PathBuf) {
     use std::io::BufRead;
     let dir = std::env::temp_dir().join(format!("clothcast-{name}-{}", std::process::id()));
@@ -486,7 +487,7 @@ async fn serve_with_config(
     std::fs::write(&path, config).expect("writes the config");
     let db =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
-    let limit = files.map_or(String::new(), |n| format!("ulimit -n {n} && "));
+    let limit = ulimit.map_or(String::new(), |u| format!("ulimit {u} && "));
     let mut server = Command::new("sh")
         .arg("-c")
         .arg(format!(
@@ -535,7 +536,7 @@ async fn a_server_out_of_file_descriptors_says_so_once_and_recovers() {
         "nofiles",
         "publisher_token = \"p-1\"\nviewer_token = \"v-1\"\n\
          vmc_bind = \"off\"\nmvn_bind = \"off\"\n",
-        Some(64),
+        Some("-n 64"),
     )
     .await;
     let addr = address_of(&url);
@@ -577,6 +578,54 @@ async fn a_server_out_of_file_descriptors_says_so_once_and_recovers() {
         "{}",
         warnings[0]
     );
+    // and it said at start that its limit is short of what its own limits need
+    assert!(
+        log.lines().any(|l| l.contains("WARN")
+            && l.contains("open-file limit below what max_connections = 1024 needs")
+            && l.contains("limit=64 needed=2112")),
+        "{log}"
+    );
+}
+
+/// Started from a shell whose soft limit of open files is below what the connection
+/// limits need (commonly 1 024 against 2 112), `serve` raises it within the hard limit,
+/// and says so.
+#[cfg(target_os = "linux")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_raises_its_open_file_limit_to_what_its_connection_limits_need() {
+    let hard = std::fs::read_to_string("/proc/self/limits")
+        .expect("limits")
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(4).map(str::to_string))
+        .expect("the hard limit");
+    let (server, _url, dir) = serve_with_config(
+        "rlimit",
+        "open = true\nvmc_bind = \"off\"\nmvn_bind = \"off\"\nmax_connections = 300\n",
+        Some("-Sn 100"),
+    )
+    .await;
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.id())).expect("limits");
+    super::server::sigterm(&server);
+    let (status, _, log) = finish(server).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{log}");
+    let soft = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .expect("the soft limit");
+    if hard == "unlimited" || hard.parse::<u64>().is_ok_and(|h| h >= 664) {
+        assert_eq!(soft, "664", "{limits}");
+        assert!(
+            log.lines().any(|l| l.contains("INFO")
+                && l.contains("open-file limit raised to what max_connections = 300 needs")
+                && l.contains("from=100 to=664")),
+            "{log}"
+        );
+    } else {
+        assert!(log.contains("open-file limit below what"), "{log}");
+    }
 }
 
 /// A host that opens connections in a loop does not fill the disk: past

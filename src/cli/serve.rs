@@ -142,6 +142,7 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     let names: Vec<&str> = dbs.iter().map(|d| d.garment.name.as_str()).collect();
     tracing::info!(garments = %names.join(", "), "garments");
     let tls = config.tls_cert.is_some();
+    crate::net::raise_open_files_for(&config);
     runtime()?.block_on(async move {
         let server = match activated {
             Some(l) => crate::net::start_on_listener(dbs, config, l).await?,
@@ -207,8 +208,23 @@ fn check_serve(config: &ServerConfig, paths: &[PathBuf], tokens: &[String]) -> a
     } else {
         format!("avatars wear {}", config.engine.outfit.join(" under "))
     };
+    // as a start would raise it (a warning on stderr when it cannot)
+    let files = match crate::net::raise_open_files_for(config) {
+        crate::net::OpenFiles::Enough { limit: Some(n) } => format!(
+            "open files {n} ({} needed)",
+            crate::net::files_needed(config)
+        ),
+        crate::net::OpenFiles::Enough { limit: None } => "open files unlimited".to_string(),
+        crate::net::OpenFiles::Raised { from, to } => {
+            format!("open files raised from {from} to the {to} needed")
+        }
+        crate::net::OpenFiles::Short { limit, needed } => format!(
+            "open files {limit}, short of the {needed} that max_connections = {} needs",
+            config.max_connections
+        ),
+    };
     say(format_args!(
-        "config ok: would listen on {}{tls} (VMC {vmc}; Xsens MVN {mvn}), tick {} Hz, garments {} ({worn}), authentication {auth}",
+        "config ok: would listen on {}{tls} (VMC {vmc}; Xsens MVN {mvn}), tick {} Hz, garments {} ({worn}), authentication {auth}, {files}",
         config.bind,
         config.engine.tick_hz,
         garments.join(", ")
@@ -275,6 +291,7 @@ pub(crate) fn run_demo(a: DemoArgs) -> anyhow::Result<()> {
         open: true,
         ..ServerConfig::default()
     };
+    crate::net::raise_open_files_for(&config);
     runtime()?.block_on(async move {
         let server = start(db, config).await?;
         let url = format!("ws://{}/ws", server.addr);

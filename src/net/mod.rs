@@ -28,6 +28,7 @@ mod bodies;
 mod conn;
 mod connlog;
 mod driven;
+mod files;
 mod http;
 mod out;
 mod owners;
@@ -244,6 +245,7 @@ pub const MAX_VIEWER_QUEUE: usize = 1024;
 /// Largest [`ServerConfig::send_groups`].
 pub const MAX_SEND_GROUPS: usize = 64;
 pub use crate::engine::MAX_TICK_SLOTS;
+pub use files::{OpenFiles, RESERVED_FILES, files_needed, raise_open_files, raise_open_files_for};
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
