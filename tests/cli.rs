@@ -725,6 +725,88 @@ fn an_out_that_is_a_device_or_pipe_is_written_into_not_replaced() {
     }
 }
 
+/// `CLOTHCAST_LOG_FORMAT=json` writes the log as one JSON object a line (what log
+/// shippers ingest), a peer's text escaped by JSON itself; anything else but `text` is
+/// refused before the command runs.
+#[test]
+fn the_log_can_be_written_as_json_lines() {
+    use std::io::BufRead;
+    let db = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
+    let dir = tmp("logjson");
+    let path = dir.join("server.toml");
+    std::fs::write(
+        &path,
+        "open = true\nvmc_bind = \"off\"\nmvn_bind = \"off\"\n",
+    )
+    .expect("config");
+    let serve = |format: &str, check: bool| {
+        let mut c = bin();
+        c.arg("serve");
+        if check {
+            c.arg("--check");
+        }
+        c.arg("--db")
+            .arg(&db)
+            .arg("--config")
+            .arg(&path)
+            .args(["--bind", "127.0.0.1:0"])
+            .env("CLOTHCAST_LOG_FORMAT", format)
+            .env("RUST_LOG", "info")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    let mut server = serve("json", false).spawn().expect("serve runs");
+    let stderr = server.stderr.take().expect("stderr");
+    // every line up to the one that says it serves, each a JSON object
+    let mut seen = Vec::new();
+    for line in std::io::BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+    {
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        let serving = v["message"] == "serving";
+        seen.push(v);
+        if serving {
+            break;
+        }
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let line = |message: &str| {
+        seen.iter()
+            .find(|v| v["message"] == message)
+            .unwrap_or_else(|| panic!("no {message:?} in {seen:?}"))
+    };
+    let open = line("authentication is off (open = true): anyone can publish and view");
+    assert_eq!(open["level"], "WARN", "{open}");
+    let serving = line("serving");
+    assert_eq!(serving["level"], "INFO", "{serving}");
+    assert_eq!(serving["target"], "clothcast::net", "{serving}");
+    assert!(
+        serving["addr"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("127.0.0.1:"))
+            && serving["tick_hz"] == 30.0
+            && serving["timestamp"].is_string(),
+        "{serving}"
+    );
+    // a typo is refused by name, the command not run
+    let o = serve("jsn", true)
+        .stdout(std::process::Stdio::piped())
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("CLOTHCAST_LOG_FORMAT=\"jsn\" is not a log format (text or json)")
+            && o.stdout.is_empty(),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `serve --check` refuses what a start would refuse, by name, and otherwise says what
 /// would be served, without serving.
 #[test]
