@@ -793,6 +793,17 @@ async fn behind_a_trusted_proxy_the_forwarded_client_is_counted() {
         "per address",
         "127.0.0.2 chose another address with the header",
     );
+    // an IPv6 client is counted by its /64 network: another address of the same
+    // host's /64 does not get a place of its own, another network does
+    let (_v6, _) = via_proxy("2001:db8:7:7::1").await.expect("an IPv6 client");
+    assert_503(
+        via_proxy("2001:db8:7:7:ffff::2").await,
+        "per address",
+        "another address of the same /64",
+    );
+    let (_v6_other, _) = via_proxy("2001:db8:7:8::1")
+        .await
+        .expect("another /64 has its own place");
     server.shutdown().await;
 }
 

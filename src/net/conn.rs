@@ -93,7 +93,7 @@ pub(super) async fn ws_upgrade(
     let guard = Open(Arc::clone(&s));
     let Some(place) = s
         .per_address
-        .take(peer.ip(), s.config.max_connections_per_address)
+        .take(peer.host(), s.config.max_connections_per_address)
     else {
         drop(guard);
         return full(format!(
@@ -127,7 +127,7 @@ fn parse(msg: &Message) -> Option<Result<ClientMessage, String>> {
 /// unless its address or the server is over the connection log's budget
 /// ([`super::connlog`]).
 async fn connection(socket: WebSocket, s: Arc<Shared>, peer: Peer) {
-    let logged = s.connection_log.admit(peer.ip(), Instant::now());
+    let logged = s.connection_log.admit(peer.host(), Instant::now());
     if !logged {
         s.metrics
             .connections_not_logged

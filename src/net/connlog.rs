@@ -196,7 +196,7 @@ impl ConnectionLog {
         }) = self.take_left_out(now)
         {
             let (most, most_connections) = match most {
-                Some((ip, n)) => (ip.to_string(), n),
+                Some((ip, n)) => (super::peer::counted_name(ip), n),
                 None => ("-".to_string(), 0),
             };
             tracing::warn!(

@@ -102,7 +102,7 @@ pub(super) async fn serve(
         let place = if is_trusted(ip, &exempt) {
             None
         } else {
-            match places.take(ip, per_address) {
+            match places.take(super::peer::counted(ip), per_address) {
                 Some(p) => Some(p),
                 None => {
                     pending.fetch_sub(1, Ordering::Relaxed);

@@ -134,7 +134,8 @@ pub struct ServerConfig {
     /// once (before their upgrade, or idle between requests): more are closed as soon
     /// as they are accepted.
     pub max_connections: usize,
-    /// WebSocket connections open at once from one IP address (at least 1): one host
+    /// WebSocket connections open at once from one IP address (at least 1; an IPv6
+    /// client by its /64 network, any address of which its host may take): one host
     /// cannot take every place of `max_connections`. A venue whose headsets share one
     /// public address behind NAT needs this at least its headset count; more are
     /// answered HTTP 503 before the upgrade. Also the most connections one address may
@@ -148,7 +149,8 @@ pub struct ServerConfig {
     /// is ignored.
     #[serde(with = "settings::networks")]
     pub trusted_proxies: Vec<IpNet>,
-    /// Connections a minute from one address whose lines (welcomed or not, refusals,
+    /// Connections a minute from one address (an IPv6 /64, as for
+    /// `max_connections_per_address`) whose lines (welcomed or not, refusals,
     /// ended) the log writes; past it a connection is left out of the log, counted, and
     /// told in a summary line once a minute, so that a host opening connections in a
     /// loop cannot fill the disk. A token bucket as large as a minute's budget (a

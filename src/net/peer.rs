@@ -37,10 +37,38 @@ impl Peer {
         Self { addr, client }
     }
 
-    /// The address the per-address limit counts: the client's where a trusted proxy
-    /// named it, else the TCP peer's.
+    /// The client's address: the one a trusted proxy named, else the TCP peer's.
     pub(super) fn ip(&self) -> IpAddr {
         self.client.unwrap_or(self.addr.ip()).to_canonical()
+    }
+
+    /// What the per-address limits count this connection as: its address ([`Self::ip`]),
+    /// an IPv6 one by its /64 network ([`counted`]).
+    pub(super) fn host(&self) -> IpAddr {
+        counted(self.ip())
+    }
+}
+
+/// The key under which the per-address limits count `ip`: an IPv4 address (an IPv6
+/// socket's `::ffff:a.b.c.d` included) as itself; an IPv6 address by its /64 network
+/// (the low 64 bits zeroed), since a host, or a home's router, is given a whole /64 and
+/// may take any address in it: counted one by one, a single host could take every
+/// place of `max_connections` on its own.
+pub(super) fn counted(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from_bits(
+            v6.to_bits() & !u128::from(u64::MAX),
+        )),
+        v4 => v4,
+    }
+}
+
+/// `key` as the logs name a per-address key: an IPv4 address as is, an IPv6 /64
+/// network with its prefix length (`2001:db8:7:7::/64`).
+pub(super) fn counted_name(key: IpAddr) -> String {
+    match key {
+        IpAddr::V6(_) => format!("{key}/64"),
+        v4 => v4.to_string(),
     }
 }
 
@@ -189,6 +217,45 @@ mod tests {
         // garbage to the left of the client (written by the client) is not read
         let p = peer("10.0.0.2:1", &["<script>, 203.0.113.7"], &["10.0.0.2"]);
         assert_eq!(p.ip(), ip("203.0.113.7"));
+    }
+
+    /// An IPv6 client is counted by its /64 network (a host may take any address in
+    /// it); an IPv4 one, also through an IPv6 socket, by its address.
+    #[test]
+    fn ipv6_clients_are_counted_by_their_64_network() {
+        let same = [
+            "2001:db8:7:7::1",
+            "2001:db8:7:7:ffff:ffff:ffff:ffff",
+            "2001:db8:7:7:1234::9",
+        ];
+        for a in same {
+            assert_eq!(counted(ip(a)), ip("2001:db8:7:7::"), "{a}");
+        }
+        assert_ne!(
+            counted(ip("2001:db8:7:8::1")),
+            counted(ip("2001:db8:7:7::1"))
+        );
+        assert_eq!(counted(ip("203.0.113.7")), ip("203.0.113.7"));
+        assert_eq!(counted(ip("::ffff:203.0.113.7")), ip("203.0.113.7"));
+        assert_eq!(
+            counted_name(counted(ip("2001:db8:7:7::1"))),
+            "2001:db8:7:7::/64"
+        );
+        assert_eq!(counted_name(ip("203.0.113.7")), "203.0.113.7");
+        // through a trusted proxy, the client's network
+        let p = peer("10.0.0.2:1", &["2001:db8:7:7::42"], &["10.0.0.2"]);
+        assert_eq!(p.host(), ip("2001:db8:7:7::"));
+        assert_eq!(p.ip(), ip("2001:db8:7:7::42"));
+        // places: two addresses of one /64 share them
+        let places = Arc::new(Places::default());
+        let _a = places
+            .take(counted(ip("2001:db8:7:7::1")), 2)
+            .expect("first");
+        let _b = places
+            .take(counted(ip("2001:db8:7:7::2")), 2)
+            .expect("second");
+        assert!(places.take(counted(ip("2001:db8:7:7::3")), 2).is_none());
+        assert!(places.take(counted(ip("2001:db8:7:8::1")), 2).is_some());
     }
 
     #[test]
