@@ -628,6 +628,98 @@ async fn serve_raises_its_open_file_limit_to_what_its_connection_limits_need() {
     }
 }
 
+/// A token rotated without a restart: after the token file changes, SIGHUP (what
+/// `systemctl reload` sends) makes `serve` take the new token for new connections,
+/// while a publisher welcomed with the old one streams on; a reload that would leave an
+/// unusable token is refused by name and the tokens in use are kept.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_tokens_for_new_connections_and_keeps_the_welcomed() {
+    let dir = std::env::temp_dir().join(format!("clothcast-reload-tokens-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let token_file = dir.join("publisher.token");
+    std::fs::write(&token_file, "old-p\n").expect("token");
+    let (server, url, dir) = serve_with_config(
+        "reload-tokens",
+        &format!(
+            "publisher_token_file = \"{}\"\nviewer_token = \"v-1\"\n\
+             vmc_bind = \"off\"\nmvn_bind = \"off\"\n",
+            token_file.display()
+        ),
+        None,
+    )
+    .await;
+    let mut welcomed = Client::connect(&url, Role::Publisher, Some("old-p".into()))
+        .await
+        .expect("the old token, before the reload");
+    std::fs::write(&token_file, "new-p\n").expect("token");
+    let hangup = |child: &std::process::Child| {
+        let sent = Command::new("kill")
+            .args(["-HUP", &child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(sent.success());
+    };
+    hangup(&server);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let _new = loop {
+        match Client::connect(&url, Role::Publisher, Some("new-p".into())).await {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(e.is_final(), "{e}");
+                assert!(
+                    Instant::now() < deadline,
+                    "the new token is never taken: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    let old = Client::connect(&url, Role::Publisher, Some("old-p".into())).await;
+    assert!(
+        old.is_err_and(|e| e.is_final()),
+        "the old token after the reload"
+    );
+    // the publisher welcomed before streams on: its pose moves its avatar
+    welcomed
+        .send(&super::server::arm_pose("kept", 0.3, 0.0))
+        .await
+        .expect("sends after the reload");
+    let addr = address_of(&url);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while super::server::metric(addr, "clothcast_avatars").await < 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the welcomed publisher's pose went nowhere"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // an empty token file: refused, the new token still opens
+    std::fs::write(&token_file, "\n").expect("token");
+    hangup(&server);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _still = Client::connect(&url, Role::Publisher, Some("new-p".into()))
+        .await
+        .expect("the tokens in use are kept after a refused reload");
+    super::server::sigterm(&server);
+    let (status, _, log) = finish(server).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{log}");
+    assert!(
+        log.lines().any(|l| l.contains("INFO")
+            && l.contains("tokens reloaded: publisher token from the file")
+            && l.contains("publisher.token, viewer token from the config")),
+        "{log}"
+    );
+    assert!(
+        log.lines().any(|l| l.contains("ERROR")
+            && l.contains("reload refused, the tokens in use are kept")
+            && l.contains("publisher")),
+        "{log}"
+    );
+    assert!(!log.contains("new-p") && !log.contains("old-p"), "{log}");
+}
+
 /// A host that opens connections in a loop does not fill the disk: past
 /// `log_connections_per_address_per_minute` its connections are left out of the log,
 /// counted in /metrics, and told in one warning (here at shutdown, as SIGTERM stops

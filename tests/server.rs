@@ -2121,6 +2121,37 @@ async fn serve_speaks_systemds_notify_protocol_and_pings_its_watchdog() {
         })
     })
     .await;
+    // a reload (SIGHUP, what the unit's ExecReload= sends): RELOADING=1 with the
+    // monotonic time, as Type=notify-reload asks, then READY=1 again
+    let hup = std::process::Command::new("kill")
+        .args(["-HUP", &serve.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(hup.success());
+    let said = heard(socket.clone(), |s| {
+        s.iter().any(|m| m.contains("RELOADING=1"))
+            && s.iter().any(|m| m.lines().any(|l| l == "READY=1"))
+    })
+    .await;
+    let reloading = said
+        .iter()
+        .position(|m| m.contains("RELOADING=1"))
+        .expect("RELOADING");
+    assert!(
+        said[reloading].lines().any(|l| l
+            .strip_prefix("MONOTONIC_USEC=")
+            .is_some_and(|t| t.parse::<u64>().is_ok())),
+        "{said:?}"
+    );
+    let ready_again = said
+        .iter()
+        .position(|m| m.lines().any(|l| l == "READY=1"))
+        .expect("READY");
+    assert!(ready_again > reloading, "{said:?}");
+    assert!(
+        serve.try_wait().expect("waits").is_none(),
+        "a reload ended serve"
+    );
     // only the tick thread stops (the runtime, its pings and `/healthz` go on): past
     // the 2 s `/healthz` allows, the pings stop and the status line says why; thawed,
     // they resume

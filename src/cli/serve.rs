@@ -102,18 +102,56 @@ pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
+/// Reads the tokens again as a start reads them (the config file at `path`, the token
+/// files it names, the environment, systemd credentials) and hands them to `server`
+/// for the connections to come; logged either way. Other settings are not applied
+/// (they need a restart). On SIGHUP, or `systemctl reload`.
+fn reload_tokens(server: &crate::net::ServerHandle, path: Option<&PathBuf>, status: &str) {
+    super::systemd::reloading();
+    let reloaded = (|| -> anyhow::Result<Vec<String>> {
+        let mut config = load_config(path)?;
+        let sources =
+            crate::net::resolve_tokens(&mut config, &crate::net::TokenEnv::from_process())?;
+        server.replace_tokens(config.publisher_token, config.viewer_token)?;
+        Ok(token_sources(sources))
+    })();
+    match reloaded {
+        Ok(sources) if sources.is_empty() => tracing::info!(
+            "tokens reloaded: none (open); connections already welcomed stay, other settings take effect at a restart"
+        ),
+        Ok(sources) => tracing::info!(
+            "tokens reloaded: {}; connections already welcomed stay, other settings take effect at a restart",
+            sources.join(", ")
+        ),
+        // a TOML error's snippet spans lines: escaped, one log line
+        Err(e) => tracing::error!(
+            "reload refused, the tokens in use are kept: {}",
+            crate::protocol::Escaped(super::error_report(&e))
+        ),
+    }
+    super::systemd::reloaded(status);
+}
+
+/// "publisher token from …" for each role with a token, from [`crate::net::resolve_tokens`].
+fn token_sources(sources: [Option<crate::net::TokenSource>; 2]) -> Vec<String> {
+    ["publisher", "viewer"]
+        .into_iter()
+        .zip(sources)
+        .filter_map(|(role, s)| Some(format!("{role} token from {}", s?)))
+        .collect()
+}
+
 pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
+    let config_path = a.config.clone();
     let mut config = load_config(a.config.as_ref())?;
     if let Some(b) = a.bind {
         config.bind = b;
     }
     config.open |= a.open;
-    let sources = crate::net::resolve_tokens(&mut config, &crate::net::TokenEnv::from_process())?;
-    let sources: Vec<String> = ["publisher", "viewer"]
-        .into_iter()
-        .zip(sources)
-        .filter_map(|(role, s)| Some(format!("{role} token from {}", s?)))
-        .collect();
+    let sources = token_sources(crate::net::resolve_tokens(
+        &mut config,
+        &crate::net::TokenEnv::from_process(),
+    )?);
     if let (Some(cert), Some(key)) = (a.tls_cert, a.tls_key) {
         (config.tls_cert, config.tls_key) = (Some(cert), Some(key));
     }
@@ -148,12 +186,34 @@ pub(crate) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
             Some(l) => crate::net::start_on_listener(dbs, config, l).await?,
             None => start_with_garments(dbs, config).await?,
         };
+        // handled from before anyone is told the server is up (their default actions
+        // would end the process without a word): SIGINT and SIGTERM shut it down
+        // gracefully, SIGHUP reloads the tokens
+        #[cfg(unix)]
+        let (mut interrupt, mut terminate, mut hangup) = {
+            use tokio::signal::unix::{SignalKind, signal};
+            (
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::hangup())?,
+            )
+        };
         let (ws, http) = if tls { ("wss", "https") } else { ("ws", "http") };
         say(format_args!(
             "clothcast serving on {ws}://{}/ws (viewer: {http}://{}/, metrics: {http}://{}/metrics)",
             server.addr, server.addr, server.addr
         ));
-        super::systemd::ready(server.probe(), &format!("serving on {ws}://{}/ws", server.addr));
+        let status = format!("serving on {ws}://{}/ws", server.addr);
+        super::systemd::ready(server.probe(), &status);
+        #[cfg(unix)]
+        loop {
+            tokio::select! {
+                _ = interrupt.recv() => break,
+                _ = terminate.recv() => break,
+                _ = hangup.recv() => reload_tokens(&server, config_path.as_ref(), &status),
+            }
+        }
+        #[cfg(not(unix))]
         stop_signal().await?;
         super::systemd::stopping();
         say(format_args!("shutting down"));

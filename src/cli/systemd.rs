@@ -1,6 +1,7 @@
 //! `serve` under a service manager that speaks systemd's notify protocol
 //! (`sd_notify(3)`): `READY=1` once the ports are bound, a `STATUS=` line with the load,
-//! `WATCHDOG=1` pings while the engine's ticks complete, and `STOPPING=1` at shutdown.
+//! `WATCHDOG=1` pings while the engine's ticks complete, `RELOADING=1` and `READY=1`
+//! around a reload of the tokens (SIGHUP: `ExecReload=`), and `STOPPING=1` at shutdown.
 //! Without `$NOTIFY_SOCKET` (not started by systemd, or a unit without `Type=notify`)
 //! nothing is sent and nothing runs.
 //!
@@ -114,6 +115,25 @@ pub(super) fn ready(probe: ServerProbe, what: &str) {
     if let Some(timeout) = sd_notify::watchdog_enabled() {
         tracing::info!(timeout_s = timeout.as_secs_f64(), "systemd watchdog on");
         tokio::spawn(watchdog(probe, timeout));
+    }
+}
+
+/// Tells the service manager that the server is reloading (its tokens, on SIGHUP):
+/// `RELOADING=1` with the monotonic time, as `Type=notify-reload` units require.
+pub(super) fn reloading() {
+    if !supervised() {
+        return;
+    }
+    match NotifyState::monotonic_usec_now() {
+        Ok(now) => notify(&[NotifyState::Reloading, now]),
+        Err(e) => tracing::warn!(error = %e, "could not read the monotonic clock"),
+    }
+}
+
+/// Tells the service manager that a reload is done, with `what` as the status line.
+pub(super) fn reloaded(what: &str) {
+    if supervised() {
+        notify(&[NotifyState::Ready, NotifyState::Status(what)]);
     }
 }
 

@@ -215,13 +215,17 @@ async fn session(
                     m.bad_messages.fetch_add(1, Ordering::Relaxed);
                     return out.close(close::PROTOCOL, SENSOR_NAME_RULE).await;
                 }
+                let tokens = match s.tokens.read() {
+                    Ok(t) => t.clone(),
+                    Err(poisoned) => poisoned.into_inner().clone(),
+                };
                 let need = |t: &Option<String>| {
                     s.config.open || token_matches(token.as_deref(), t.as_deref())
                 };
                 let ok = match role {
-                    Role::Publisher => need(&s.config.publisher_token),
-                    Role::Viewer => need(&s.config.viewer_token),
-                    Role::Both => need(&s.config.publisher_token) && need(&s.config.viewer_token),
+                    Role::Publisher => need(&tokens.publisher),
+                    Role::Viewer => need(&tokens.viewer),
+                    Role::Both => need(&tokens.publisher) && need(&tokens.viewer),
                 };
                 if !ok {
                     return out

@@ -454,6 +454,17 @@ struct Shared {
     next_connection: AtomicU64,
     /// Which connections the log tells of.
     connection_log: connlog::ConnectionLog,
+    /// The tokens a `hello` must present (the config's, until
+    /// [`ServerHandle::replace_tokens`]).
+    tokens: std::sync::RwLock<Tokens>,
+}
+
+/// The tokens each role must present (`None`: no token opens it; with `open` unset the
+/// server starts only with both).
+#[derive(Clone, Debug, Default)]
+struct Tokens {
+    publisher: Option<String>,
+    viewer: Option<String>,
 }
 
 impl Shared {
@@ -544,6 +555,37 @@ impl ServerHandle {
     /// A handle onto this server's health and load that can move into another task.
     pub fn probe(&self) -> ServerProbe {
         ServerProbe(Arc::clone(&self.shared))
+    }
+
+    /// Replaces the tokens new connections must present (a token rotated without a
+    /// restart: `serve` calls this on SIGHUP). Connections already welcomed stay. The
+    /// tokens are checked as at start (not empty, no surrounding whitespace or line
+    /// break; both given unless the server is `open`); on a refusal the tokens in use
+    /// are kept.
+    pub fn replace_tokens(
+        &self,
+        publisher: Option<String>,
+        viewer: Option<String>,
+    ) -> Result<(), NetError> {
+        let mut c = ServerConfig {
+            publisher_token: publisher,
+            viewer_token: viewer,
+            open: self.shared.config.open,
+            ..ServerConfig::default()
+        };
+        tokens::check_resolved(&c)?;
+        if !c.open && (c.publisher_token.is_none() || c.viewer_token.is_none()) {
+            return Err(NetError::NoAuth);
+        }
+        let new = Tokens {
+            publisher: c.publisher_token.take(),
+            viewer: c.viewer_token.take(),
+        };
+        match self.shared.tokens.write() {
+            Ok(mut t) => *t = new,
+            Err(poisoned) => *poisoned.into_inner() = new,
+        }
+        Ok(())
     }
 
     /// Stops accepting, closes connections, stops the tick thread, and waits.
@@ -656,6 +698,10 @@ async fn start_listening(
             config.engine.remove_after,
         )),
         next_connection: AtomicU64::new(0),
+        tokens: std::sync::RwLock::new(Tokens {
+            publisher: config.publisher_token.clone(),
+            viewer: config.viewer_token.clone(),
+        }),
         connection_log: connlog::ConnectionLog::new(
             config.log_connections_per_address_per_minute,
             config.log_connections_per_minute,
