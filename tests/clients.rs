@@ -102,11 +102,13 @@ async fn play_spreads_its_avatars_over_connections_within_the_servers_limits() {
         &url,
         &["--avatars", "5", "--per-connection", "2", "--seconds", "3"],
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while super::server::metric(server.addr, "clothcast_avatars").await < 5.0 {
-        assert!(Instant::now() < deadline, "not all 5 avatars arrived");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    metric_at_least(
+        server.addr,
+        "clothcast_avatars",
+        5.0,
+        "not all 5 avatars arrived",
+    )
+    .await;
     let (status, out, err) = finish(play).await;
     assert!(status.success(), "play failed: {status}\n{out}\n{err}");
     assert!(
@@ -319,48 +321,21 @@ async fn a_client_notices_a_server_that_went_silent_and_not_one_that_answers_pin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_server_logs_who_connected_and_why_each_connection_ended() {
-    use std::io::BufRead;
     // the tokens as a deployment keeps them out of the config: the viewer's in a file
     // the config names (relative: beside the config), the publisher's a systemd
     // credential (LoadCredential= puts it in $CREDENTIALS_DIRECTORY)
-    let dir = std::env::temp_dir().join(format!("clothcast-log-test-{}", std::process::id()));
+    let dir = scratch("log-test");
     let credentials = dir.join("credentials");
     std::fs::create_dir_all(&credentials).expect("temp dir");
     std::fs::write(dir.join("viewer.token"), "view-9q2x\n").expect("writes the viewer token");
     std::fs::write(credentials.join("publisher-token"), "pub-7f3k").expect("writes the credential");
-    let config = dir.join("server.toml");
-    std::fs::write(&config, "viewer_token_file = \"viewer.token\"\n").expect("writes the config");
-    let db =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
-    let mut server = Command::new(env!("CARGO_BIN_EXE_clothcast"))
-        .arg("serve")
-        .arg("--config")
-        .arg(&config)
-        .arg("--db")
-        .arg(&db)
-        .args(["--bind", "127.0.0.1:0"])
-        .env("RUST_LOG", "info")
-        .env("CREDENTIALS_DIRECTORY", &credentials)
-        .env_remove("CLOTHCAST_PUBLISHER_TOKEN")
-        .env_remove("CLOTHCAST_VIEWER_TOKEN")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("clothcast serve runs");
-    let stdout = server.stdout.take().expect("stdout");
-    let url = tokio::task::spawn_blocking(move || {
-        std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.split_whitespace()
-                    .find(|w| w.starts_with("ws://"))
-                    .map(str::to_string)
-            })
-    })
-    .await
-    .expect("joins")
-    .expect("the server prints its URL");
+    let (mut server, url, dir) = serve_with_config(
+        "log-test",
+        "viewer_token_file = \"viewer.token\"\n",
+        None,
+        Some(&credentials),
+    )
+    .await;
     // refused at hello, then a viewer that is welcomed and says goodbye
     let refused = Client::connect(&url, Role::Viewer, Some("wrong".into())).await;
     assert!(refused.is_err_and(|e| e.is_final()));
@@ -470,25 +445,35 @@ async fn the_server_logs_who_connected_and_why_each_connection_ended() {
     }
 }
 
-/// `clothcast serve` of the small fixture database with `config` (TOML, written to a
-/// temporary folder named after `name`), logging at `info` to its stderr, started by a
-/// shell after `ulimit` with `ulimit` as its arguments when given (`-n 64`): the
-/// server (the shell's process: it execs), its WebSocket URL and the folder.
+/// A scratch folder for the test `name` (made; the same for every call).
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("clothcast-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// `clothcast serve` of the small fixture database with `config` (TOML, written to
+/// [`scratch`]`(name)`), logging at `info` to its stderr, without token variables in
+/// its environment, with `$CREDENTIALS_DIRECTORY` (systemd's credentials) when given,
+/// started by a shell after `ulimit` with `ulimit` as its arguments when given
+/// (`-n 64`): the server (the shell's process: it execs), its WebSocket URL and the
+/// folder.
 #[cfg(unix)]
 async fn serve_with_config(
     name: &str,
     config: &str,
     ulimit: Option<&str>,
+    credentials: Option<&std::path::Path>,
 ) -> (std::process::Child, String, std::path::PathBuf) {
     use std::io::BufRead;
-    let dir = std::env::temp_dir().join(format!("clothcast-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = scratch(name);
     let path = dir.join("server.toml");
     std::fs::write(&path, config).expect("writes the config");
     let db =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db/v1/small.ccdb");
     let limit = ulimit.map_or(String::new(), |u| format!("ulimit {u} && "));
-    let mut server = Command::new("sh")
+    let mut command = Command::new("sh");
+    command
         .arg("-c")
         .arg(format!(
             "{limit}exec \"$0\" serve --config \"$1\" --db \"$2\" --bind 127.0.0.1:0"
@@ -497,6 +482,13 @@ async fn serve_with_config(
         .arg(&path)
         .arg(&db)
         .env("RUST_LOG", "info")
+        .env_remove("CLOTHCAST_PUBLISHER_TOKEN")
+        .env_remove("CLOTHCAST_VIEWER_TOKEN")
+        .env_remove("CREDENTIALS_DIRECTORY");
+    if let Some(c) = credentials {
+        command.env("CREDENTIALS_DIRECTORY", c);
+    }
+    let mut server = command
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -518,6 +510,16 @@ async fn serve_with_config(
     (server, url, dir)
 }
 
+/// Waits (10 s at most, else fails saying `what`) until the server at `addr` exports
+/// `name` at `least` or more.
+async fn metric_at_least(addr: std::net::SocketAddr, name: &str, least: f64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while super::server::metric(addr, name).await < least {
+        assert!(Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// The address of a `ws://ADDR/ws` URL.
 fn address_of(url: &str) -> std::net::SocketAddr {
     url.trim_start_matches("ws://")
@@ -537,6 +539,7 @@ async fn a_server_out_of_file_descriptors_says_so_once_and_recovers() {
         "publisher_token = \"p-1\"\nviewer_token = \"v-1\"\n\
          vmc_bind = \"off\"\nmvn_bind = \"off\"\n",
         Some("-n 64"),
+        None,
     )
     .await;
     let addr = address_of(&url);
@@ -603,6 +606,7 @@ async fn serve_raises_its_open_file_limit_to_what_its_connection_limits_need() {
         "rlimit",
         "open = true\nvmc_bind = \"off\"\nmvn_bind = \"off\"\nmax_connections = 300\n",
         Some("-Sn 100"),
+        None,
     )
     .await;
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.id())).expect("limits");
@@ -635,9 +639,7 @@ async fn serve_raises_its_open_file_limit_to_what_its_connection_limits_need() {
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reloads_the_tokens_for_new_connections_and_keeps_the_welcomed() {
-    let dir = std::env::temp_dir().join(format!("clothcast-reload-tokens-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let token_file = dir.join("publisher.token");
+    let token_file = scratch("reload-tokens").join("publisher.token");
     std::fs::write(&token_file, "old-p\n").expect("token");
     let (server, url, dir) = serve_with_config(
         "reload-tokens",
@@ -646,6 +648,7 @@ async fn sighup_reloads_the_tokens_for_new_connections_and_keeps_the_welcomed() 
              vmc_bind = \"off\"\nmvn_bind = \"off\"\n",
             token_file.display()
         ),
+        None,
         None,
     )
     .await;
@@ -685,15 +688,13 @@ async fn sighup_reloads_the_tokens_for_new_connections_and_keeps_the_welcomed() 
         .send(&super::server::arm_pose("kept", 0.3, 0.0))
         .await
         .expect("sends after the reload");
-    let addr = address_of(&url);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while super::server::metric(addr, "clothcast_avatars").await < 1.0 {
-        assert!(
-            Instant::now() < deadline,
-            "the welcomed publisher's pose went nowhere"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    metric_at_least(
+        address_of(&url),
+        "clothcast_avatars",
+        1.0,
+        "the welcomed publisher's pose went nowhere",
+    )
+    .await;
     // an empty token file: refused, the new token still opens
     std::fs::write(&token_file, "\n").expect("token");
     hangup(&server);
@@ -733,6 +734,7 @@ async fn a_flood_of_connections_is_logged_within_its_budget_and_summed_up() {
          vmc_bind = \"off\"\nmvn_bind = \"off\"\n\
          log_connections_per_address_per_minute = 3\n",
         None,
+        None,
     )
     .await;
     let addr = address_of(&url);
@@ -746,14 +748,13 @@ async fn a_flood_of_connections_is_logged_within_its_budget_and_summed_up() {
         .await
         .expect("a viewer over the log's budget is still welcomed");
     viewer.close().await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while super::server::metric(addr, "clothcast_connections_not_logged_total").await < 8.0 {
-        assert!(
-            Instant::now() < deadline,
-            "the left-out connections are not counted"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    metric_at_least(
+        addr,
+        "clothcast_connections_not_logged_total",
+        8.0,
+        "the left-out connections are not counted",
+    )
+    .await;
     super::server::sigterm(&server);
     let (status, _, log) = finish(server).await;
     let _ = std::fs::remove_dir_all(&dir);
