@@ -207,8 +207,9 @@ class HostileServer(unittest.TestCase):
             for k in range(3):
                 server.send(frame("x", seq + k, "a1", recs[k]))
                 server.send(frame("y", seq + k, "a1", recs[seq + k]))
+            # (y's last frame is sent after x's: wait for both, not for x alone)
             deadline = time.time() + 10
-            while v.frame("x")["seq"] != seq + 2 and time.time() < deadline:
+            while (v.frame("x")["seq"], v.frame("y")["seq"]) != (seq + 2, seq + 2) and time.time() < deadline:
                 v.poll()
                 time.sleep(0.02)
             self.assertEqual(v.frame("x")["seq"], seq + 2, "x decoded again from the keyframe")
