@@ -5,7 +5,8 @@
 # it with systemd-nspawn and checks that systemd starts the server (Type=notify: READY)
 # with the tokens it loaded as credentials (a wrong one refused, the files unreadable
 # by the service user), that it streams three walking
-# avatars to a viewer inside its sandbox (the system-call filter included), that a
+# avatars to a viewer inside its sandbox (the system-call filter included), that
+# `systemctl reload` reads the tokens again in the same process, that a
 # stalled tick loop (only the tick thread frozen, by ptrace from outside) stops the
 # watchdog pings and gets the server killed and restarted, and that it stops cleanly.
 # With --bake it checks a first start instead: no database named, so the server bakes
@@ -151,6 +152,17 @@ timeout 20 clothcast watch --url ws://127.0.0.1:8470/ws --seconds 4 > /probe/wat
 sleep 2.5
 show > /probe/streaming.txt
 wait
+# a reload (`systemctl reload`: the unit's ExecReload= sends SIGHUP): the server reads
+# its tokens again and stays up, the same process; the credential rotated first shows
+# whether this systemd refreshes credentials on reload (it is put back afterwards)
+cp -p /etc/clothcast/publisher.token /root/publisher.token.kept
+echo rotated-publisher-token > /etc/clothcast/publisher.token
+systemctl show clothcast -p MainPID > /probe/reload.txt
+{ systemctl reload clothcast; echo "reload exit $?"; } >> /probe/reload.txt 2>&1
+show >> /probe/reload.txt
+{ timeout 5 clothcast play /clip.bvh --url ws://127.0.0.1:8470/ws --token rotated-publisher-token --seconds 1; echo "rotated token: exit $?"; } > /probe/rotated.txt 2>&1
+cp -p /root/publisher.token.kept /etc/clothcast/publisher.token
+systemctl reload clothcast
 touch /probe/freeze
 for i in $(seq 1 22); do
   sleep 1
@@ -190,12 +202,15 @@ time.sleep(14)
 FREEZE
 boot 180 "$AFTER_SERVER"
 wait
-report refused.txt unreadable.txt watch.txt streaming.txt frozen.txt during.txt after.txt stopped.txt journal.txt
+report refused.txt unreadable.txt watch.txt streaming.txt reload.txt rotated.txt frozen.txt during.txt after.txt stopped.txt journal.txt
 grep -q 'publisher token from the systemd credential' "$OUT/journal.txt" && grep -q 'viewer token from the systemd credential' "$OUT/journal.txt" || fail "tokens not from the credentials"
 grep -q '4001' "$OUT/refused.txt" && grep -q 'exit 1' "$OUT/refused.txt" || fail "a wrong token was not refused"
 grep -q 'Permission denied' "$OUT/unreadable.txt" || fail "the service user can read the token file"
 grep -q 'missed 0' "$OUT/watch.txt" || fail "the viewer saw no frames"
 grep -q 'StatusText=3 avatars, 1 viewer, 1 publisher' "$OUT/streaming.txt" || fail "status line"
+grep -q 'reload exit 0' "$OUT/reload.txt" && grep -q 'ActiveState=active' "$OUT/reload.txt" || fail "reload"
+[ "$(grep -c "^MainPID=$(grep -m1 '^MainPID=' "$OUT/reload.txt" | cut -d= -f2)$" "$OUT/reload.txt")" = 2 ] || fail "a reload changed the main process"
+grep -q 'tokens reloaded: publisher token from the systemd credential' "$OUT/journal.txt" || fail "tokens not reloaded"
 grep -q 'unhealthy: tick stalled' "$OUT/during.txt" || fail "no unhealthy status"
 grep -q "Failed with result 'watchdog'" "$OUT/journal.txt" || fail "the watchdog did not fire"
 grep -q 'NRestarts=1' "$OUT/after.txt" && grep -q 'ActiveState=active' "$OUT/after.txt" || fail "not restarted"

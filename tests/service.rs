@@ -17,7 +17,7 @@ fn the_shipped_systemd_unit_verifies_clean() {
     for line in [
         "Type=notify",
         "ExecStart=/usr/local/bin/clothcast serve --config /etc/clothcast/server.toml",
-        "ExecReload=/bin/kill -HUP $MAINPID",
+        "ExecReload=/bin/sh -c 'kill -HUP \"$MAINPID\"'",
         "WatchdogSec=10s",
         "Restart=on-failure",
         "KillSignal=SIGTERM",
