@@ -677,6 +677,10 @@ pub(crate) struct SynthArgs {
     /// (default 0.25; 0 pooled alone, 1 each example's own).
     #[arg(long, value_parser = parse_own_share)]
     pub(crate) own_share: Option<f32>,
+    /// Exponent of the cross-check of each example's distance weights against its
+    /// neighbours' garments (default 1; 0 off).
+    #[arg(long, value_parser = parse_cross_scale)]
+    pub(crate) cross_scale: Option<f32>,
 }
 
 impl SynthArgs {
@@ -690,6 +694,9 @@ impl SynthArgs {
         }
         if let Some(s) = self.own_share {
             p.own_share = s;
+        }
+        if let Some(b) = self.cross_scale {
+            p.cross_scale = b;
         }
         if let Some(d) = self.distance {
             p.distance = match d {
@@ -720,6 +727,13 @@ fn parse_own_share(s: &str) -> Result<f32, String> {
     match s.trim().parse::<f32>() {
         Ok(v) if v.is_finite() && (0.0..=1.0).contains(&v) => Ok(v),
         _ => Err(format!("own_share must be 0–1, not {s:?}")),
+    }
+}
+
+fn parse_cross_scale(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(v) if v.is_finite() && (0.0..=4.0).contains(&v) => Ok(v),
+        _ => Err(format!("cross_scale must be 0–4, not {s:?}")),
     }
 }
 

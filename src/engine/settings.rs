@@ -210,6 +210,11 @@ impl EngineConfig {
                 range(0.0, false, 1.0, "0 to 1"),
             ),
             (
+                "synth.cross_scale",
+                f(s.cross_scale),
+                range(0.0, false, 4.0, "0 to 4"),
+            ),
+            (
                 "layers.clearance",
                 f(self.layers.clearance),
                 range(0.0, false, 0.05, "metres, 0 to 0.05"),
@@ -287,6 +292,12 @@ mod tests {
         c.synth.epsilon = 0.0;
         assert_eq!(refused(&c), "synth.epsilon");
         let mut c = base();
+        c.synth.cross_scale = -0.5;
+        assert_eq!(refused(&c), "synth.cross_scale");
+        let mut c = base();
+        c.synth.cross_scale = f32::NAN;
+        assert_eq!(refused(&c), "synth.cross_scale");
+        let mut c = base();
         c.layers.clearance = f32::NAN;
         assert_eq!(refused(&c), "layers.clearance");
         let mut c = base();
@@ -308,6 +319,7 @@ mod tests {
         c.keyframe_interval = 0.0;
         c.synth.t_mix = 0.0;
         c.synth.min_share = 0.0;
+        c.synth.cross_scale = 0.0;
         c.filter = None;
         c.check().expect("edges");
     }

@@ -19,6 +19,7 @@ use crate::skeleton::{
 use super::db::Database;
 use super::local::LocalExamples;
 
+mod cross;
 mod distance;
 pub use distance::Distance;
 use distance::{distance_weights, weighted_sum};
@@ -67,6 +68,15 @@ pub struct SynthParams {
     /// from 22.1 to 10.1 cm (a flap of the hem), for 1.97 → 2.00 cm of mean error on a
     /// held-out clip (`docs/notes/sor.md`).
     pub own_share: f32,
+    /// Exponent β of the cross-check of each example's distance weights against its
+    /// neighbours' simulated garments (see `cross`): per region, an example whose rig
+    /// carries its cloth to its nearest examples' poses worse than its peers' has its
+    /// distance weights multiplied by (its error per unit of distance / the region's
+    /// median)^β, clamped to [1, 8]. 0 turns it off. Ours, not the papers': 0.5 took
+    /// the default database's crumpled hem out of a running stride (CMU 131_03 frames
+    /// 786–810, largest error 13–19 → 7–9 cm) for 2.00 → 2.01 cm of held-out mean
+    /// error (`docs/notes/sor.md`, *Cross-checked distances*).
+    pub cross_scale: f32,
 }
 
 impl Default for SynthParams {
@@ -82,6 +92,7 @@ impl Default for SynthParams {
             wide: true,
             distance: Distance::default(),
             own_share: 0.25,
+            cross_scale: 0.5,
         }
     }
 }
@@ -261,7 +272,8 @@ impl<'db> Synthesizer<'db> {
         #[cfg(target_arch = "x86_64")]
         let examples8 = (wide && db.region_count() <= wide::MAX_REGIONS)
             .then(|| wide::Examples8::new(db, &distance_weights));
-        Self {
+        let cross_scale = params.cross_scale;
+        let mut synth = Self {
             db,
             params,
             skeleton,
@@ -280,7 +292,19 @@ impl<'db> Synthesizer<'db> {
             wide,
             #[cfg(target_arch = "x86_64")]
             examples8,
+        };
+        if cross_scale > 0.0 {
+            let scales = synth.cross_scales(cross_scale);
+            let row = DOF_COUNT;
+            for (u, s) in synth.distance_weights.chunks_exact_mut(row).zip(&scales) {
+                u.iter_mut().for_each(|u| *u *= s);
+            }
+            #[cfg(target_arch = "x86_64")]
+            if synth.examples8.is_some() {
+                synth.examples8 = Some(wide::Examples8::new(db, &synth.distance_weights));
+            }
         }
+        synth
     }
 
     /// The database.
