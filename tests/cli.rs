@@ -182,6 +182,9 @@ fn a_garment_mesh_of_ones_own_bakes_into_a_database() {
         report.contains("body         2000 vertices") && report.contains("height 1.600 m"),
         "{report}"
     );
+    // and names the examples the runtime's cross-check keeps nearest their poses
+    // (with two examples there is no median to compare one with: none)
+    assert!(!report.contains("cross-check"), "{report}");
     // the left-out lines, and `--examples`' list, say where each example's pose came
     // from: the rest pose, and the built-in clip's frame or a joint-limit sample
     let from = |l: &str| {
@@ -607,6 +610,20 @@ fn a_report_to_a_closed_or_full_stdout_ends_cleanly() {
     );
     assert!(
         report.contains("density 0.1 kg/m², no self-contact"),
+        "{report}"
+    );
+    // the examples the runtime's cross-check keeps nearest their poses, most first
+    let kept = report
+        .lines()
+        .find_map(|l| l.strip_prefix("cross-check  kept nearest their poses"))
+        .unwrap_or_else(|| panic!("no cross-check line: {report}"));
+    let scales: Vec<f32> = kept
+        .split(" ×")
+        .skip(1)
+        .filter_map(|s| s.split(',').next()?.trim().parse().ok())
+        .collect();
+    assert!(
+        !scales.is_empty() && scales.windows(2).all(|w| w[0] >= w[1]) && scales[0] > 1.0,
         "{report}"
     );
     if std::path::Path::new("/dev/full").exists() {

@@ -267,7 +267,42 @@ fn left_out_lines(
         shell_word(&path.display().to_string()),
         k = rows[0].example
     ));
+    lines.extend(cross_check_line(db));
     lines
+}
+
+/// Example regions named in [`cross_check_line`].
+const CROSS_SHOWN: usize = 3;
+
+/// Which examples the runtime's cross-check keeps nearer their own poses (with the
+/// server's settings; see `SynthParams::cross_scale`): the example regions it scaled
+/// most. `None` where it scaled none.
+fn cross_check_line(db: &Database) -> Option<String> {
+    let synth = crate::sor::Synthesizer::new(db, crate::sor::SynthParams::default());
+    let g = db.region_count().max(1);
+    let mut scaled: Vec<(usize, usize, f32)> = synth
+        .distance_scales()
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s > 1.0)
+        .map(|(i, s)| (i / g, i % g, *s))
+        .collect();
+    if scaled.is_empty() {
+        return None;
+    }
+    scaled.sort_by(|a, b| b.2.total_cmp(&a.2));
+    let most: Vec<String> = scaled
+        .iter()
+        .take(CROSS_SHOWN)
+        .map(|(j, r, s)| {
+            let region = db.garment.region_names.get(*r).map_or("?", String::as_str);
+            format!("example {j} {region} ×{s:.2}")
+        })
+        .collect();
+    Some(format!(
+        "cross-check  kept nearest their poses (their rigs carry the cloth worst to their neighbours' poses; distance scale): {}",
+        most.join(", ")
+    ))
 }
 
 /// `inspect --examples`: one line per example: where its pose came from, how far it

@@ -167,6 +167,9 @@ pub struct Synthesizer<'db> {
     /// The distance weights in use (see [`Distance`]): per example, `regions × 66`,
     /// row-major, m²/rad².
     distance_weights: Vec<f32>,
+    /// The cross-check's scale of every example's distance weights in every region
+    /// (`examples × regions`; all ones with `cross_scale` 0; see `cross`).
+    distance_scales: Vec<f32>,
     /// Per vertex: (region, ŵ) with ŵ > 0, flattened with offsets.
     region_offsets: Vec<u32>,
     region_list: Vec<(u8, f32)>,
@@ -279,6 +282,7 @@ impl<'db> Synthesizer<'db> {
             skeleton,
             local,
             distance_weights,
+            distance_scales: Vec::new(),
             region_offsets,
             region_list,
             combos,
@@ -293,10 +297,11 @@ impl<'db> Synthesizer<'db> {
             #[cfg(target_arch = "x86_64")]
             examples8,
         };
-        if cross_scale > 0.0 {
-            let scales = synth.cross_scales(cross_scale);
+        synth.distance_scales = synth.cross_scales(cross_scale);
+        if synth.distance_scales.iter().any(|s| *s != 1.0) {
             let row = DOF_COUNT;
-            for (u, s) in synth.distance_weights.chunks_exact_mut(row).zip(&scales) {
+            let scales = &synth.distance_scales;
+            for (u, s) in synth.distance_weights.chunks_exact_mut(row).zip(scales) {
                 u.iter_mut().for_each(|u| *u *= s);
             }
             #[cfg(target_arch = "x86_64")]
@@ -315,6 +320,14 @@ impl<'db> Synthesizer<'db> {
     /// The skeleton of the database's body.
     pub fn skeleton(&self) -> &Skeleton {
         &self.skeleton
+    }
+
+    /// The scale the cross-check gave each example's distance weights in each region
+    /// (`examples × regions`, row-major; 1 where it left them, and everywhere with
+    /// [`SynthParams::cross_scale`] 0): above 1 where the example's rig carries its
+    /// cloth to its nearest examples' poses worse than its peers' (see `cross`).
+    pub fn distance_scales(&self) -> &[f32] {
+        &self.distance_scales
     }
 
     /// Which vertex loop runs: `"AVX2 + FMA"` or `"SSE2"` (see [`SynthParams::wide`]).
